@@ -1,0 +1,214 @@
+// Package orchestrate is the `orchestrate` command: versions and build
+// status over Consul KV, for operators, build scripts, Puppet and Consul
+// watches. cmd/orchestrate only wires it to the process.
+package orchestrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/spf13/pflag"
+
+	"github.com/jiocloud/orchestrate/internal/consulclient"
+	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/logging"
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+// IO is the process's standard streams.
+type IO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// command is one subcommand.
+type command struct {
+	name    string
+	usage   string // the positional arguments
+	summary string
+	// minArgs and maxArgs bound the positional arguments (-1: no limit).
+	minArgs, maxArgs int
+	// needsHost: the command acts for one host (--host).
+	needsHost bool
+	// json: the command prints data and takes --json.
+	json bool
+	// flags registers the command's own flags.
+	flags func(fs *pflag.FlagSet, f *cmdFlags)
+	// run does the work; args are the positional arguments.
+	run func(ctx context.Context, e *env, args []string) error
+}
+
+// cmdFlags holds every subcommand-specific flag value.
+type cmdFlags struct {
+	detail, logURL, version string
+	fromFile                string
+	noCatalog               bool
+}
+
+// env is what a running subcommand works with.
+type env struct {
+	IO
+	log    *slog.Logger
+	client *api.Client
+	store  *store.Store
+	host   string
+	json   bool
+	flags  cmdFlags
+}
+
+func commands() []*command {
+	return []*command{
+		cmdTriggerUpdate, cmdCurrentVersion, cmdPendingUpdate, cmdReportVersion,
+		cmdVerifyHosts, cmdHostsAtVersion, cmdRunningVersions, cmdUpdateStatus,
+		cmdGetFailures, cmdStatus, cmdScale,
+	}
+}
+
+// Run runs `orchestrate args...` and returns the process exit code.
+func Run(ctx context.Context, args []string, stdio IO) int {
+	err := run(ctx, args, stdio)
+	if err == nil {
+		return exitcode.OK
+	}
+	code := exitcode.Code(err)
+	var silent *silentError
+	if !errors.As(err, &silent) {
+		fmt.Fprintf(stdio.Stderr, "orchestrate: %v\n", err)
+	}
+	return code
+}
+
+// silentError carries an exit code for an answer already printed (such as
+// "not on version" after the list of hosts).
+type silentError struct{ code int }
+
+func (e *silentError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func answerNo() error { return exitcode.Wrap(exitcode.No, &silentError{code: exitcode.No}) }
+
+func run(ctx context.Context, args []string, stdio IO) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdio.Stdout)
+		if len(args) == 0 {
+			return exitcode.Usagef("no subcommand given")
+		}
+		return nil
+	}
+	var cmd *command
+	for _, c := range commands() {
+		if c.name == args[0] {
+			cmd = c
+		}
+	}
+	if cmd == nil {
+		return exitcode.Usagef("unknown subcommand %q (see orchestrate --help)", args[0])
+	}
+
+	fs := pflag.NewFlagSet("orchestrate "+cmd.name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		conn    consulclient.Options
+		logOpts logging.Options
+		prefix  string
+		host    string
+		asJSON  bool
+		f       cmdFlags
+	)
+	conn.AddFlags(fs)
+	logOpts.AddFlags(fs)
+	defPrefix := os.Getenv("ORCHESTRATE_PREFIX")
+	if defPrefix == "" {
+		defPrefix = store.DefaultPrefix
+	}
+	fs.StringVar(&prefix, "prefix", defPrefix, "Consul KV prefix (default $ORCHESTRATE_PREFIX, else orchestrate)")
+	if cmd.needsHost {
+		fs.StringVar(&host, "host", "", "this host's name (default: the Consul agent's node name, else the OS hostname)")
+	}
+	if cmd.json {
+		fs.BoolVar(&asJSON, "json", false, "print JSON for machines")
+	}
+	if cmd.flags != nil {
+		cmd.flags(fs, &f)
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fmt.Fprintf(stdio.Stdout, "usage: orchestrate %s [flags] %s\n\n%s\n\n%s", cmd.name, cmd.usage, cmd.summary, fs.FlagUsages())
+			return nil
+		}
+		return exitcode.Usagef("%s: %v", cmd.name, err)
+	}
+	if n := fs.NArg(); n < cmd.minArgs || (cmd.maxArgs >= 0 && n > cmd.maxArgs) {
+		return exitcode.Usagef("%s: got %d arguments, usage: orchestrate %s %s", cmd.name, n, cmd.name, cmd.usage)
+	}
+	logger, err := logOpts.New(stdio.Stderr)
+	if err != nil {
+		return err
+	}
+	client, err := conn.Client()
+	if err != nil {
+		return err
+	}
+	st, err := store.New(client, prefix)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("--prefix: %w", err))
+	}
+	e := &env{IO: stdio, log: logger, client: client, store: st, json: asJSON, flags: f}
+	if cmd.needsHost {
+		if host == "" {
+			host = defaultHost(client, logger)
+		}
+		if err := store.ValidName("host", host); err != nil {
+			return exitcode.Usagef("--host: %v", err)
+		}
+		e.host = host
+	}
+	return classify(cmd.run(ctx, e, fs.Args()))
+}
+
+// classify maps store errors to exit codes: bad input is 2, anything the
+// store could not do against Consul is 3.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ie *store.InputError
+	if errors.As(err, &ie) {
+		return exitcode.Wrap(exitcode.Usage, err)
+	}
+	return err
+}
+
+// defaultHost is the local agent's node name, else the OS hostname.
+func defaultHost(c *api.Client, log *slog.Logger) string {
+	name, err := c.Agent().NodeName()
+	if err == nil && name != "" {
+		return name
+	}
+	h, herr := os.Hostname()
+	log.Debug("agent node name unavailable, using OS hostname", "err", err, "hostname", h)
+	if herr != nil {
+		return ""
+	}
+	return h
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: orchestrate SUBCOMMAND [flags] [args]")
+	fmt.Fprintln(w, "\nVersions and build status of a cloud, over Consul KV.")
+	fmt.Fprintln(w, "\nSubcommands:")
+	cmds := commands()
+	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
+	for _, c := range cmds {
+		fmt.Fprintf(w, "  %-18s %s\n", strings.TrimSpace(c.name+" "+c.usage), "")
+		fmt.Fprintf(w, "      %s\n", c.summary)
+	}
+	fmt.Fprintln(w, "\nEvery subcommand takes --consul-addr, --token-file, --prefix; see `orchestrate SUBCOMMAND --help`.")
+	fmt.Fprintln(w, "Exit codes: 0 yes/done, 1 no, 2 usage or input error, 3 Consul unreachable or refused.")
+}

@@ -1,0 +1,178 @@
+package orchestrate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/spf13/pflag"
+
+	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+var cmdStatus = &command{
+	name: "status", minArgs: 0, maxArgs: 0, json: true,
+	summary: "Print every host's version and state per category, with a summary line.",
+	flags: func(fs *pflag.FlagSet, f *cmdFlags) {
+		fs.BoolVar(&f.noCatalog, "no-catalog", false, "list only hosts found in KV, not also Consul catalog nodes that never reported")
+	},
+	run: runStatus,
+}
+
+// statusReport is `orchestrate status --json`.
+type statusReport struct {
+	CurrentVersion string          `json:"current_version"`
+	Hosts          []hostReport    `json:"hosts"`
+	Summary        statusSummary   `json:"summary"`
+	Problems       []store.Problem `json:"problems,omitempty"`
+}
+
+type hostReport struct {
+	Host      string                  `json:"host"`
+	Version   string                  `json:"version"`
+	OnDesired bool                    `json:"on_desired"`
+	InCatalog bool                    `json:"in_catalog"`
+	Status    map[string]store.Status `json:"status"`
+}
+
+type statusSummary struct {
+	Hosts         int `json:"hosts"`
+	OnDesired     int `json:"on_desired"`
+	Failed        int `json:"failed"`
+	NotReporting  int `json:"not_reporting"`
+	CorruptValues int `json:"corrupt_values"`
+}
+
+func runStatus(ctx context.Context, e *env, _ []string) error {
+	snap, err := e.store.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	catalog := map[string]bool{}
+	if !e.flags.noCatalog {
+		nodes, _, err := e.client.Catalog().Nodes((&api.QueryOptions{}).WithContext(ctx))
+		if err != nil {
+			return fmt.Errorf("list catalog nodes: %w", err)
+		}
+		for _, n := range nodes {
+			catalog[n.Node] = true
+		}
+	}
+	rep := buildStatus(snap, catalog)
+	reportProblems(e, snap)
+	if e.json {
+		if err := e.printJSON(rep); err != nil {
+			return err
+		}
+	} else {
+		writeStatusTable(e.Stdout, rep, snap.Categories(), e.store.Now())
+	}
+	if len(snap.Problems) > 0 {
+		return exitcode.Usagef("%d keys under %s/ hold values orchestrate did not write (listed above)", len(snap.Problems), e.store.Prefix())
+	}
+	return nil
+}
+
+func buildStatus(snap *store.Snapshot, catalog map[string]bool) statusReport {
+	names := map[string]bool{}
+	for n := range snap.Hosts {
+		names[n] = true
+	}
+	for n := range catalog {
+		names[n] = true
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	rep := statusReport{CurrentVersion: snap.CurrentVersion, Hosts: []hostReport{}, Problems: snap.Problems}
+	for _, n := range sorted {
+		hr := hostReport{Host: n, InCatalog: catalog[n], Status: map[string]store.Status{}}
+		if h := snap.Hosts[n]; h != nil {
+			hr.Version = h.Version
+			hr.Status = h.Status
+		}
+		hr.OnDesired = hr.Version != "" && hr.Version == snap.CurrentVersion
+		rep.Hosts = append(rep.Hosts, hr)
+		rep.Summary.Hosts++
+		if hr.OnDesired {
+			rep.Summary.OnDesired++
+		}
+		if hr.Version == "" {
+			rep.Summary.NotReporting++
+		}
+		for _, st := range hr.Status {
+			if st.State == store.StateFailed {
+				rep.Summary.Failed++
+				break
+			}
+		}
+	}
+	rep.Summary.CorruptValues = len(snap.Problems)
+	return rep
+}
+
+func writeStatusTable(w io.Writer, rep statusReport, categories []string, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := []string{"HOST", "VERSION", "DESIRED"}
+	for _, c := range categories {
+		header = append(header, strings.ToUpper(c))
+	}
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, h := range rep.Hosts {
+		version, desired := h.Version, "no"
+		if version == "" {
+			version = "-"
+		}
+		if h.OnDesired {
+			desired = "yes"
+		}
+		row := []string{h.Host, version, desired}
+		for _, c := range categories {
+			st, ok := h.Status[c]
+			switch {
+			case !ok:
+				row = append(row, "-")
+			case st.Corrupt:
+				row = append(row, st.State+" (unreadable)")
+			default:
+				row = append(row, st.State+" "+age(now, st.Time))
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	tw.Flush()
+	want := rep.CurrentVersion
+	if want == "" {
+		want = "(none set)"
+	}
+	fmt.Fprintf(w, "\ndesired version %s: hosts on desired version %d/%d, failed %d, not reporting %d\n",
+		want, rep.Summary.OnDesired, rep.Summary.Hosts, rep.Summary.Failed, rep.Summary.NotReporting)
+}
+
+// age is a short human duration since t: 42s, 5m, 3h, 4d.
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "?"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	default:
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
+}

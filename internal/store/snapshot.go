@@ -1,0 +1,223 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Snapshot is everything under the prefix, read in one consistent listing.
+type Snapshot struct {
+	// CurrentVersion is the desired version; empty when not set.
+	CurrentVersion string
+	// Hosts holds every host that reported a version or a status.
+	Hosts map[string]*Host
+	// Desired holds roles/<role>/desired.
+	Desired map[string]int
+	// Problems lists keys whose content is not what orchestrate writes
+	// (corrupt JSON, a host under two versions, an unknown state...).
+	Problems []Problem
+}
+
+// Host is one host's version and status.
+type Host struct {
+	Name string
+	// Version is the version the host runs; empty when it never reported.
+	Version     string
+	VersionTime time.Time
+	// Status maps category to the host's state in it.
+	Status map[string]Status
+}
+
+// Status is a host's state in one category.
+type Status struct {
+	State string `json:"state"`
+	StatusValue
+	// Corrupt is set when the stored value could not be read.
+	Corrupt bool `json:"corrupt,omitempty"`
+}
+
+// Problem names a key whose value or place is not valid.
+type Problem struct {
+	Key     string
+	Problem string
+}
+
+func (p Problem) String() string { return p.Key + ": " + p.Problem }
+
+// Snapshot reads the whole prefix in one request.
+func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
+	pairs, _, err := s.kv.List(s.prefix+"/", readOpts(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("read %s/: %w", s.prefix, err)
+	}
+	snap := &Snapshot{Hosts: map[string]*Host{}, Desired: map[string]int{}}
+	host := func(name string) *Host {
+		h := snap.Hosts[name]
+		if h == nil {
+			h = &Host{Name: name, Status: map[string]Status{}}
+			snap.Hosts[name] = h
+		}
+		return h
+	}
+	bad := func(key, format string, args ...any) {
+		snap.Problems = append(snap.Problems, Problem{Key: key, Problem: fmt.Sprintf(format, args...)})
+	}
+	for _, p := range pairs {
+		rel := strings.TrimPrefix(p.Key, s.prefix+"/")
+		parts := strings.Split(rel, "/")
+		switch parts[0] {
+		case keyCurrentVersion:
+			if len(parts) != 1 {
+				continue
+			}
+			v := string(p.Value)
+			if err := ValidName("version", v); err != nil {
+				bad(p.Key, "%v", err)
+				continue
+			}
+			snap.CurrentVersion = v
+		case dirRunning:
+			if len(parts) != 3 || ValidName("version", parts[1]) != nil || ValidName("host", parts[2]) != nil {
+				bad(p.Key, "not of the form running_version/<version>/<host>")
+				continue
+			}
+			var vv VersionValue
+			if err := json.Unmarshal(p.Value, &vv); err != nil {
+				bad(p.Key, "value is not the JSON orchestrate writes: %v", err)
+			}
+			h := host(parts[2])
+			if h.Version != "" {
+				bad(p.Key, "host %s is also under version %s", h.Name, h.Version)
+				// Keep the most recent report as the host's version.
+				if !vv.Time.After(h.VersionTime) {
+					continue
+				}
+			}
+			h.Version, h.VersionTime = parts[1], vv.Time
+		case dirStatus:
+			if len(parts) != 4 || ValidName("category", parts[1]) != nil || ValidName("host", parts[3]) != nil {
+				bad(p.Key, "not of the form status/<category>/<state>/<host>")
+				continue
+			}
+			cat, state, name := parts[1], parts[2], parts[3]
+			if !ValidState(state) {
+				bad(p.Key, "unknown state %q", state)
+				continue
+			}
+			st := Status{State: state}
+			if err := json.Unmarshal(p.Value, &st.StatusValue); err != nil {
+				bad(p.Key, "value is not the JSON orchestrate writes: %v", err)
+				st.Corrupt = true
+			}
+			h := host(name)
+			if prev, dup := h.Status[cat]; dup {
+				bad(p.Key, "host %s is also %s in %s", name, prev.State, cat)
+				if !st.Time.After(prev.Time) {
+					continue
+				}
+			}
+			h.Status[cat] = st
+		case dirRoles:
+			if len(parts) != 3 || parts[2] != "desired" {
+				continue
+			}
+			n, err := strconv.Atoi(strings.TrimSpace(string(p.Value)))
+			if err != nil || n < 0 {
+				bad(p.Key, "desired count %q is not a non-negative integer", p.Value)
+				continue
+			}
+			snap.Desired[parts[1]] = n
+		}
+	}
+	return snap, nil
+}
+
+// HostNames returns the hosts in sorted order.
+func (s *Snapshot) HostNames() []string {
+	names := make([]string, 0, len(s.Hosts))
+	for n := range s.Hosts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Categories returns every category any host has a state in: provisioned,
+// puppet and validation first, then the rest sorted.
+func (s *Snapshot) Categories() []string {
+	seen := map[string]bool{}
+	for _, h := range s.Hosts {
+		for c := range h.Status {
+			seen[c] = true
+		}
+	}
+	var out []string
+	for _, c := range []string{"provisioned", "puppet", "validation"} {
+		if seen[c] {
+			out = append(out, c)
+			delete(seen, c)
+		}
+	}
+	var rest []string
+	for c := range seen {
+		rest = append(rest, c)
+	}
+	sort.Strings(rest)
+	return append(out, rest...)
+}
+
+// VersionCounts maps each running version to its number of hosts.
+func (s *Snapshot) VersionCounts() map[string]int {
+	out := map[string]int{}
+	for _, h := range s.Hosts {
+		if h.Version != "" {
+			out[h.Version]++
+		}
+	}
+	return out
+}
+
+// Failure is a host in the failed state of a category.
+type Failure struct {
+	Host     string    `json:"host"`
+	Category string    `json:"category"`
+	Since    time.Time `json:"since"`
+	Version  string    `json:"version"`
+	Detail   string    `json:"detail"`
+	LogURL   string    `json:"log_url"`
+}
+
+// Failures lists failed hosts, sorted by host then category, limited to
+// categories when any are given.
+func (s *Snapshot) Failures(categories ...string) []Failure {
+	want := map[string]bool{}
+	for _, c := range categories {
+		want[c] = true
+	}
+	var out []Failure
+	for _, name := range s.HostNames() {
+		h := s.Hosts[name]
+		cats := make([]string, 0, len(h.Status))
+		for c := range h.Status {
+			cats = append(cats, c)
+		}
+		sort.Strings(cats)
+		for _, c := range cats {
+			st := h.Status[c]
+			if st.State != StateFailed || (len(want) > 0 && !want[c]) {
+				continue
+			}
+			detail := st.Detail
+			if st.Corrupt {
+				detail = "(stored value unreadable)"
+			}
+			out = append(out, Failure{Host: name, Category: c, Since: st.Time, Version: st.Version, Detail: detail, LogURL: st.LogURL})
+		}
+	}
+	return out
+}

@@ -1,0 +1,303 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+func newStore(t *testing.T) (*store.Store, *api.Client) {
+	t.Helper()
+	a := consultest.Start(t, consultest.Options{})
+	s, err := store.New(a.Client, "test/orchestrate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, a.Client
+}
+
+// keys lists every key under p.
+func keys(t *testing.T, c *api.Client, p string) []string {
+	t.Helper()
+	ks, _, err := c.KV().Keys(p, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks
+}
+
+func TestReportVersionMovesHost(t *testing.T) {
+	ctx := context.Background()
+	s, c := newStore(t)
+	for _, v := range []string{"v1", "v2", "v2", "v3", "v1"} {
+		if err := s.ReportVersion(ctx, "h1", v); err != nil {
+			t.Fatalf("ReportVersion(%s): %v", v, err)
+		}
+		got := keys(t, c, "test/orchestrate/running_version/")
+		want := "test/orchestrate/running_version/" + v + "/h1"
+		if len(got) != 1 || got[0] != want {
+			t.Fatalf("after reporting %s: keys %v, want exactly [%s]", v, got, want)
+		}
+	}
+	if err := s.ReportVersion(ctx, "h2", "v3"); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := s.HostVersions(ctx, "h1")
+	if err != nil || len(vs) != 1 || vs[0] != "v1" {
+		t.Fatalf("HostVersions(h1) = %v, %v; want [v1]", vs, err)
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snap.VersionCounts(); got["v1"] != 1 || got["v3"] != 1 || len(got) != 2 {
+		t.Fatalf("VersionCounts = %v, want v1:1 v3:1", got)
+	}
+}
+
+func TestReportVersionRepairsHostUnderTwoVersions(t *testing.T) {
+	ctx := context.Background()
+	s, c := newStore(t)
+	// A host listed twice (written by hand, or by an older tool) is
+	// reported as a problem and healed by the next report.
+	for _, k := range []string{"v1", "v2"} {
+		if _, err := c.KV().Put(&api.KVPair{Key: "test/orchestrate/running_version/" + k + "/h1", Value: []byte(`{"time":"2026-01-01T00:00:00Z"}`)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Problems) != 1 || !strings.Contains(snap.Problems[0].Problem, "also under version") {
+		t.Fatalf("Problems = %v, want one naming the duplicate", snap.Problems)
+	}
+	if err := s.ReportVersion(ctx, "h1", "v3"); err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(t, c, "test/orchestrate/running_version/"); len(got) != 1 || !strings.HasSuffix(got[0], "/v3/h1") {
+		t.Fatalf("keys after report = %v, want only v3/h1", got)
+	}
+}
+
+func TestUpdateStatusOneStatePerCategory(t *testing.T) {
+	ctx := context.Background()
+	s, c := newStore(t)
+	if err := s.ReportVersion(ctx, "h1", "v7"); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct{ cat, state string }{
+		{"puppet", "running"}, {"puppet", "failed"}, {"validation", "pending"},
+		{"puppet", "success"}, {"validation", "success"}, {"puppet", "success"},
+	}
+	for _, st := range steps {
+		if err := s.UpdateStatus(ctx, "h1", st.cat, st.state, store.StatusValue{Version: "v7", Detail: "step " + st.state}); err != nil {
+			t.Fatalf("UpdateStatus(%s %s): %v", st.cat, st.state, err)
+		}
+		got := keys(t, c, "test/orchestrate/status/"+st.cat+"/")
+		want := "test/orchestrate/status/" + st.cat + "/" + st.state + "/h1"
+		if len(got) != 1 || got[0] != want {
+			t.Fatalf("after %s %s: keys %v, want [%s]", st.cat, st.state, got, want)
+		}
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := snap.Hosts["h1"]
+	if h == nil || h.Version != "v7" || h.Status["puppet"].State != "success" || h.Status["validation"].State != "success" {
+		t.Fatalf("snapshot host = %+v", h)
+	}
+	if h.Status["puppet"].Version != "v7" || h.Status["puppet"].Detail != "step success" || h.Status["puppet"].Time.IsZero() {
+		t.Fatalf("status value not round-tripped: %+v", h.Status["puppet"])
+	}
+	if f := snap.Failures(); len(f) != 0 {
+		t.Fatalf("Failures = %v, want none", f)
+	}
+}
+
+func TestBadInputWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	s, c := newStore(t)
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"empty version", func() error { return s.ReportVersion(ctx, "h1", "") }},
+		{"slash version", func() error { return s.ReportVersion(ctx, "h1", "v1/x") }},
+		{"slash host", func() error { return s.ReportVersion(ctx, "h/1", "v1") }},
+		{"empty host", func() error { return s.UpdateStatus(ctx, "", "puppet", "success", store.StatusValue{}) }},
+		{"slash category", func() error { return s.UpdateStatus(ctx, "h1", "pup/pet", "success", store.StatusValue{}) }},
+		{"unknown state", func() error { return s.UpdateStatus(ctx, "h1", "puppet", "sucess", store.StatusValue{}) }},
+		{"empty trigger", func() error { return s.SetCurrentVersion(ctx, "") }},
+		{"negative scale", func() error { return s.SetDesired(ctx, "db", -1) }},
+	}
+	for _, tc := range calls {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			var ie *store.InputError
+			if !errors.As(err, &ie) {
+				t.Fatalf("err = %v, want an InputError", err)
+			}
+		})
+	}
+	if got := keys(t, c, "test/"); len(got) != 0 {
+		t.Fatalf("bad input wrote keys: %v", got)
+	}
+}
+
+func TestSnapshotReportsCorruptValues(t *testing.T) {
+	ctx := context.Background()
+	s, c := newStore(t)
+	put := func(k, v string) {
+		if _, err := c.KV().Put(&api.KVPair{Key: "test/orchestrate/" + k, Value: []byte(v)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("status/puppet/failed/h1", "{not json")
+	put("status/puppet/bogus/h2", `{"time":"2026-01-01T00:00:00Z"}`)
+	put("running_version/v1/h3", "garbage")
+	put("roles/db/desired", "three")
+	put("status/puppet/success/h4", `{"time":"2026-01-01T00:00:00Z","version":"v1","detail":"","log_url":""}`)
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatalf("Snapshot must not fail on corrupt values: %v", err)
+	}
+	if len(snap.Problems) != 4 {
+		t.Fatalf("Problems = %v, want 4", snap.Problems)
+	}
+	f := snap.Failures()
+	if len(f) != 1 || f[0].Host != "h1" || !strings.Contains(f[0].Detail, "unreadable") {
+		t.Fatalf("Failures = %+v, want h1 with an unreadable value", f)
+	}
+	if snap.Hosts["h3"] == nil || snap.Hosts["h3"].Version != "v1" {
+		t.Fatalf("h3 with a corrupt timestamp still runs v1: %+v", snap.Hosts["h3"])
+	}
+	if snap.Hosts["h4"].Status["puppet"].State != "success" {
+		t.Fatalf("h4 = %+v", snap.Hosts["h4"])
+	}
+}
+
+// TestConcurrentHosts has 50 hosts report versions and statuses at once,
+// several times each, against the real agent; every host must end in
+// exactly the last version and state it reported.
+func TestConcurrentHosts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, c := newStore(t)
+	const hosts = 50
+	versions := []string{"v1", "v2", "v3"}
+	states := []string{"running", "failed", "pending", "success"}
+	type final struct{ version, puppet, validation string }
+	finals := make([]final, hosts)
+	var wg sync.WaitGroup
+	errs := make(chan error, hosts)
+	for i := 0; i < hosts; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			host := fmt.Sprintf("h%02d", i)
+			r := rand.New(rand.NewPCG(uint64(i), 7))
+			var f final
+			for round := 0; round < 4; round++ {
+				f.version = versions[r.IntN(len(versions))]
+				if err := s.ReportVersion(ctx, host, f.version); err != nil {
+					errs <- fmt.Errorf("%s report %s: %w", host, f.version, err)
+					return
+				}
+				f.puppet = states[r.IntN(len(states))]
+				if err := s.UpdateStatus(ctx, host, "puppet", f.puppet, store.StatusValue{Version: f.version}); err != nil {
+					errs <- fmt.Errorf("%s puppet %s: %w", host, f.puppet, err)
+					return
+				}
+				f.validation = states[r.IntN(len(states))]
+				if err := s.UpdateStatus(ctx, host, "validation", f.validation, store.StatusValue{Version: f.version}); err != nil {
+					errs <- fmt.Errorf("%s validation %s: %w", host, f.validation, err)
+					return
+				}
+			}
+			finals[i] = f
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Problems) != 0 {
+		t.Fatalf("problems after concurrent writes: %v", snap.Problems)
+	}
+	if len(snap.Hosts) != hosts {
+		t.Fatalf("%d hosts in KV, want %d", len(snap.Hosts), hosts)
+	}
+	for i, f := range finals {
+		h := snap.Hosts[fmt.Sprintf("h%02d", i)]
+		if h.Version != f.version || h.Status["puppet"].State != f.puppet || h.Status["validation"].State != f.validation {
+			t.Errorf("%s = %s/%s/%s, want %s/%s/%s", h.Name, h.Version, h.Status["puppet"].State, h.Status["validation"].State, f.version, f.puppet, f.validation)
+		}
+	}
+	// Exactly one key per host per category and one version key per host.
+	if n := len(keys(t, c, "test/orchestrate/running_version/")); n != hosts {
+		t.Errorf("%d running_version keys, want %d", n, hosts)
+	}
+	for _, cat := range []string{"puppet", "validation"} {
+		if n := len(keys(t, c, "test/orchestrate/status/"+cat+"/")); n != hosts {
+			t.Errorf("%d status/%s keys, want %d", n, cat, hosts)
+		}
+	}
+}
+
+// TestConcurrentMovesOfOneHost races writers moving the same host: the
+// check-and-set transaction must leave it under exactly one version.
+func TestConcurrentMovesOfOneHost(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, c := newStore(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for round := 0; round < 5; round++ {
+				v := fmt.Sprintf("v%d", (i+round)%4)
+				if err := s.ReportVersion(ctx, "contended", v); err != nil {
+					errs <- err
+					return
+				}
+				if err := s.UpdateStatus(ctx, "contended", "puppet", store.States[(i+round)%4], store.StatusValue{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := keys(t, c, "test/orchestrate/running_version/"); len(got) != 1 {
+		t.Fatalf("host under %d versions after racing moves: %v", len(got), got)
+	}
+	if got := keys(t, c, "test/orchestrate/status/puppet/"); len(got) != 1 {
+		t.Fatalf("host in %d puppet states after racing moves: %v", len(got), got)
+	}
+}

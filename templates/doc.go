@@ -1,0 +1,3 @@
+// Package templates holds the consul-template templates, embedded with
+// go:embed and overridable by path.
+package templates
