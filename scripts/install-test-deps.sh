@@ -5,7 +5,9 @@
 set -euo pipefail
 
 # Debian packages the tests run for real, and a command each provides.
-declare -A need=()
+declare -A need=(
+	[puppet]=puppet
+)
 
 missing=()
 for pkg in "${!need[@]}"; do
