@@ -41,7 +41,7 @@ test: test-deps vet fmt-check
 ## demo: build everything, start a dev Consul on free loopback ports and run
 ## a short orchestrate session against it; stops what it started.
 demo: build consul
-	scripts/demo.sh
+	$(GO) run ./internal/demo --bin bin $(DEMO_FLAGS)
 
 clean:
 	rm -rf bin
