@@ -1,0 +1,121 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Server metadata keys the reaper sets on servers it creates.
+const (
+	// MetaRole names the server's role.
+	MetaRole = "role"
+	// MetaJournal names the journal entry that created the server, so a
+	// retried create finds its server instead of making another.
+	MetaJournal = "reaper-journal"
+)
+
+// Nova server statuses the reaper looks at.
+const (
+	StatusActive = "ACTIVE"
+	StatusBuild  = "BUILD"
+	StatusError  = "ERROR"
+)
+
+// Server is what the reaper knows of a Nova server.
+type Server struct {
+	ID       string            `json:"id"`
+	Name     string            `json:"name"`
+	Status   string            `json:"status"`
+	Created  time.Time         `json:"created"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// CreateRequest is one server to create.
+type CreateRequest struct {
+	Name     string
+	Role     *Role
+	Metadata map[string]string
+	Tags     []string
+}
+
+// Cloud is the compute service, kept small: the reaper lists once per cycle,
+// and creates, polls and deletes single servers.
+type Cloud interface {
+	// List returns every server of the project, following pagination.
+	List(ctx context.Context) ([]Server, error)
+	// Get returns one server; an error of class NotFound when it is gone.
+	Get(ctx context.Context, id string) (Server, error)
+	// Create asks for a server and returns it as accepted (usually BUILD).
+	Create(ctx context.Context, req CreateRequest) (Server, error)
+	// Delete asks for a server's deletion; NotFound means already gone.
+	Delete(ctx context.Context, id string) error
+}
+
+// ErrorClass says how the reaper handles a cloud error.
+type ErrorClass int
+
+// Error classes.
+const (
+	// Fatal: a request the cloud will never accept as made (bad flavor,
+	// bad credentials). Logged, reported, not retried in a loop.
+	Fatal ErrorClass = iota
+	// Transient: 5xx, timeouts, connection errors. Retried next cycle.
+	Transient
+	// Quota: the project's quota is exhausted. Backoff; nothing is deleted
+	// that would not be replaced.
+	Quota
+	// Capacity: the cloud has no room ("No valid host"). Handled as Quota.
+	Capacity
+	// NotFound: the server does not exist (a delete's goal).
+	NotFound
+	// Conflict: the server is in a state that refuses the request (409).
+	Conflict
+)
+
+func (c ErrorClass) String() string {
+	switch c {
+	case Transient:
+		return "transient"
+	case Quota:
+		return "quota"
+	case Capacity:
+		return "capacity"
+	case NotFound:
+		return "not_found"
+	case Conflict:
+		return "conflict"
+	default:
+		return "fatal"
+	}
+}
+
+// CloudError is a classified cloud error.
+type CloudError struct {
+	Class ErrorClass
+	Op    string
+	Err   error
+}
+
+func (e *CloudError) Error() string { return fmt.Sprintf("%s: %s: %v", e.Op, e.Class, e.Err) }
+func (e *CloudError) Unwrap() error { return e.Err }
+
+// ClassOf returns the class of err: a CloudError's own, Transient for a
+// context deadline, Fatal otherwise.
+func ClassOf(err error) ErrorClass {
+	var ce *CloudError
+	if errors.As(err, &ce) {
+		return ce.Class
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Transient
+	}
+	return Fatal
+}
+
+// outOfRoom reports whether err means the cloud cannot take one more server.
+func outOfRoom(err error) bool {
+	c := ClassOf(err)
+	return c == Quota || c == Capacity
+}

@@ -1,0 +1,453 @@
+package reaper
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+// Duration is a time.Duration written in YAML as a Go duration string
+// ("90s", "10m", "168h").
+type Duration time.Duration
+
+// UnmarshalYAML reads a duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: want a duration such as 90s or 10m", n.Line)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration such as 90s or 10m", n.Line, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Replacement modes.
+const (
+	// ModeSurge creates the replacement first and deletes the old server only
+	// once the new one checked in passing (launch-before-terminate).
+	ModeSurge = "surge"
+	// ModeDeleteFirst drains and deletes the old server, then creates its
+	// replacement: for roles whose quota forbids a surge.
+	ModeDeleteFirst = "delete-first"
+)
+
+// Config is the reaper's configuration: defaults, then the YAML file, then
+// flags, then Validate.
+type Config struct {
+	// DryRun logs every action and takes none. Nil in a file means "not
+	// said"; the default is dry run, so acting needs an explicit false.
+	DryRun *bool `yaml:"dry_run"`
+	// Prefix is the Consul KV prefix (default $ORCHESTRATE_PREFIX, else orchestrate).
+	Prefix string `yaml:"prefix"`
+	// Interval is the time between cycles.
+	Interval Duration `yaml:"interval"`
+	// LockKey is the leader lock; default <prefix>/reaper/leader.
+	LockKey string `yaml:"lock_key"`
+	// SessionTTL and LockDelay shape the leader session (see leader.go).
+	SessionTTL Duration `yaml:"session_ttl"`
+	LockDelay  Duration `yaml:"lock_delay"`
+	// Listen is the address of /metrics; empty disables it.
+	Listen string `yaml:"listen"`
+	// ServiceName is the Consul service the reaper registers itself as.
+	ServiceName string `yaml:"service_name"`
+	// MaxInFlight bounds replacements and deletions in flight per role.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// MaxActionsPerHour bounds destructive actions (drains leading to a
+	// delete) over any sliding hour, across the fleet.
+	MaxActionsPerHour int `yaml:"max_actions_per_hour"`
+	// PauseFleetFraction and PauseRoleFraction: above these fractions of
+	// unhealthy-looking servers nothing destructive happens.
+	PauseFleetFraction float64 `yaml:"pause_fleet_fraction"`
+	PauseRoleFraction  float64 `yaml:"pause_role_fraction"`
+	// PauseMinServers: a fraction is judged only over at least this many
+	// servers (one dead server of two is not a partition).
+	PauseMinServers int `yaml:"pause_min_servers"`
+	// DrainPeriod is the time between maintenance mode and delete.
+	DrainPeriod Duration `yaml:"drain_period"`
+	// CloudTimeout bounds waiting for a server to become ACTIVE or gone.
+	CloudTimeout Duration `yaml:"cloud_timeout"`
+	// QuotaBackoff and QuotaBackoffMax: exponential backoff after a quota or
+	// capacity error.
+	QuotaBackoff    Duration `yaml:"quota_backoff"`
+	QuotaBackoffMax Duration `yaml:"quota_backoff_max"`
+	// Cloud says how to reach OpenStack.
+	Cloud CloudConfig `yaml:"cloud"`
+	// Roles are the machine roles the reaper keeps.
+	Roles []Role `yaml:"roles"`
+}
+
+// CloudConfig selects OpenStack credentials.
+type CloudConfig struct {
+	// Name is an entry of clouds.yaml (like OS_CLOUD); empty: $OS_CLOUD,
+	// else the OS_* variables.
+	Name string `yaml:"name"`
+	// Region overrides the region of the credentials.
+	Region string `yaml:"region"`
+}
+
+// Role is one kind of machine.
+type Role struct {
+	Name string `yaml:"name"`
+	// NameRegex recognises servers without role metadata (older servers,
+	// servers made by hand). Servers the reaper creates carry role=<name>.
+	NameRegex string `yaml:"name_regex"`
+	// Desired is the count when <prefix>/roles/<name>/desired is not set.
+	Desired int `yaml:"desired"`
+	// MinHealthy: no deletion takes the role's healthy count below this.
+	MinHealthy int `yaml:"min_healthy"`
+	// Checks restricts the health checks that count (by check ID or name);
+	// empty: every check on the node, serfHealth included.
+	Checks []string `yaml:"checks"`
+	// BootGrace: critical checks do not count this long after create.
+	BootGrace Duration `yaml:"boot_grace"`
+	// CriticalGrace: counted checks must stay critical this long.
+	CriticalGrace Duration `yaml:"critical_grace"`
+	// BootTimeout: a server with no Consul node this long after create is
+	// unaccounted.
+	BootTimeout Duration `yaml:"boot_timeout"`
+	// MaxAge (0: none) and MaxAgeJitter: servers are replaced after
+	// MaxAge minus a per-server share of the jitter.
+	MaxAge       Duration `yaml:"max_age"`
+	MaxAgeJitter Duration `yaml:"max_age_jitter"`
+	// ReplaceMode is surge (default) or delete-first.
+	ReplaceMode string `yaml:"replace_mode"`
+	// Boot is how to create a server of this role.
+	Boot BootSpec `yaml:"boot"`
+
+	nameRE *regexp.Regexp
+}
+
+// BootSpec is what Nova needs to create a server.
+type BootSpec struct {
+	Flavor string `yaml:"flavor"`
+	Image  string `yaml:"image"`
+	// Networks are network UUIDs, or the single word "none" or "auto".
+	Networks         []string          `yaml:"networks"`
+	KeyName          string            `yaml:"key_name"`
+	SecurityGroups   []string          `yaml:"security_groups"`
+	AvailabilityZone string            `yaml:"availability_zone"`
+	UserDataFile     string            `yaml:"user_data_file"`
+	Metadata         map[string]string `yaml:"metadata"`
+	Tags             []string          `yaml:"tags"`
+	// NameTemplate names new servers: {role} is the role, {n} the lowest
+	// free index from 1, e.g. "{role}{n}-prod".
+	NameTemplate string `yaml:"name_template"`
+
+	userData []byte
+}
+
+// Defaults. Each number is chosen to be cautious: a reaper that waits a
+// cycle too long costs little, one that deletes too soon can cause an outage.
+const (
+	defaultInterval        = 30 * time.Second
+	defaultSessionTTL      = 15 * time.Second
+	defaultLockDelay       = 15 * time.Second
+	defaultListen          = "127.0.0.1:9469"
+	defaultServiceName     = "reaper"
+	defaultMaxInFlight     = 1
+	defaultMaxPerHour      = 10
+	defaultPauseFleet      = 0.45
+	defaultPauseRole       = 0.55
+	defaultPauseMin        = 3
+	defaultDrainPeriod     = 60 * time.Second
+	defaultCloudTimeout    = 10 * time.Minute
+	defaultQuotaBackoff    = time.Minute
+	defaultQuotaBackoffMax = 30 * time.Minute
+	defaultBootGrace       = 15 * time.Minute
+	defaultCriticalGrace   = 5 * time.Minute
+	defaultBootTimeout     = 30 * time.Minute
+)
+
+// DefaultConfig returns a config with every default filled in and no roles.
+func DefaultConfig() *Config {
+	prefix := os.Getenv("ORCHESTRATE_PREFIX")
+	if prefix == "" {
+		prefix = store.DefaultPrefix
+	}
+	return &Config{
+		Prefix:             prefix,
+		Interval:           Duration(defaultInterval),
+		SessionTTL:         Duration(defaultSessionTTL),
+		LockDelay:          Duration(defaultLockDelay),
+		Listen:             defaultListen,
+		ServiceName:        defaultServiceName,
+		MaxInFlight:        defaultMaxInFlight,
+		MaxActionsPerHour:  defaultMaxPerHour,
+		PauseFleetFraction: defaultPauseFleet,
+		PauseRoleFraction:  defaultPauseRole,
+		PauseMinServers:    defaultPauseMin,
+		DrainPeriod:        Duration(defaultDrainPeriod),
+		CloudTimeout:       Duration(defaultCloudTimeout),
+		QuotaBackoff:       Duration(defaultQuotaBackoff),
+		QuotaBackoffMax:    Duration(defaultQuotaBackoffMax),
+	}
+}
+
+// ParseConfig reads YAML on top of DefaultConfig. Unknown fields are errors.
+// Role defaults are applied; Validate still has to be called.
+func ParseConfig(r io.Reader) (*Config, error) {
+	c := DefaultConfig()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	for i := range c.Roles {
+		c.Roles[i].applyDefaults()
+	}
+	return c, nil
+}
+
+// LoadConfig reads and parses the file at path.
+func LoadConfig(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	c, err := ParseConfig(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+func (r *Role) applyDefaults() {
+	if r.BootGrace == 0 {
+		r.BootGrace = Duration(defaultBootGrace)
+	}
+	if r.CriticalGrace == 0 {
+		r.CriticalGrace = Duration(defaultCriticalGrace)
+	}
+	if r.BootTimeout == 0 {
+		r.BootTimeout = Duration(defaultBootTimeout)
+	}
+	if r.ReplaceMode == "" {
+		r.ReplaceMode = ModeSurge
+	}
+	if r.Boot.NameTemplate == "" {
+		r.Boot.NameTemplate = "{role}{n}"
+	}
+}
+
+// IsDryRun reports whether the reaper only logs (the default).
+func (c *Config) IsDryRun() bool { return c.DryRun == nil || *c.DryRun }
+
+// LeaderKey is the lock key.
+func (c *Config) LeaderKey() string {
+	if c.LockKey != "" {
+		return c.LockKey
+	}
+	return c.Prefix + "/reaper/leader"
+}
+
+// Role returns the role named name, or nil.
+func (c *Config) Role(name string) *Role {
+	for i := range c.Roles {
+		if c.Roles[i].Name == name {
+			return &c.Roles[i]
+		}
+	}
+	return nil
+}
+
+// Validate checks every value and names the first bad field. It also
+// compiles regexes and reads user-data files.
+func (c *Config) Validate() error {
+	c.Prefix = strings.Trim(c.Prefix, "/")
+	if err := store.ValidPrefix(c.Prefix); err != nil {
+		return fmt.Errorf("prefix: %w", err)
+	}
+	if c.LockKey != "" && (strings.HasPrefix(c.LockKey, "/") || strings.HasSuffix(c.LockKey, "/") || strings.Contains(c.LockKey, "//")) {
+		return fmt.Errorf("lock_key %q: want a KV key without leading, trailing or double slashes", c.LockKey)
+	}
+	pos := func(field string, d Duration) error {
+		if d <= 0 {
+			return fmt.Errorf("%s: must be a positive duration, got %s", field, d.D())
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		d    Duration
+	}{{"interval", c.Interval}, {"drain_period", c.DrainPeriod}, {"cloud_timeout", c.CloudTimeout},
+		{"quota_backoff", c.QuotaBackoff}, {"quota_backoff_max", c.QuotaBackoffMax}, {"lock_delay", c.LockDelay}} {
+		if err := pos(f.name, f.d); err != nil {
+			return err
+		}
+	}
+	// Consul refuses session TTLs outside 10s..24h.
+	if c.SessionTTL.D() < 10*time.Second || c.SessionTTL.D() > 24*time.Hour {
+		return fmt.Errorf("session_ttl: must be between 10s and 24h (Consul's limits), got %s", c.SessionTTL.D())
+	}
+	if c.LockDelay.D() > 60*time.Second {
+		return fmt.Errorf("lock_delay: must be at most 60s (Consul's limit), got %s", c.LockDelay.D())
+	}
+	if c.QuotaBackoffMax < c.QuotaBackoff {
+		return fmt.Errorf("quota_backoff_max: %s is shorter than quota_backoff %s", c.QuotaBackoffMax.D(), c.QuotaBackoff.D())
+	}
+	if c.MaxInFlight < 1 {
+		return fmt.Errorf("max_in_flight: must be at least 1, got %d", c.MaxInFlight)
+	}
+	if c.MaxActionsPerHour < 0 {
+		return fmt.Errorf("max_actions_per_hour: must not be negative, got %d", c.MaxActionsPerHour)
+	}
+	if c.PauseFleetFraction <= 0 || c.PauseFleetFraction > 1 {
+		return fmt.Errorf("pause_fleet_fraction: must be in (0, 1], got %g", c.PauseFleetFraction)
+	}
+	if c.PauseRoleFraction <= 0 || c.PauseRoleFraction > 1 {
+		return fmt.Errorf("pause_role_fraction: must be in (0, 1], got %g", c.PauseRoleFraction)
+	}
+	if c.PauseMinServers < 1 {
+		return fmt.Errorf("pause_min_servers: must be at least 1, got %d", c.PauseMinServers)
+	}
+	if c.ServiceName == "" || store.ValidName("service", c.ServiceName) != nil {
+		return fmt.Errorf("service_name %q: want a plain name", c.ServiceName)
+	}
+	if len(c.Roles) == 0 {
+		return errors.New("roles: at least one role is needed")
+	}
+	seen := map[string]bool{}
+	for i := range c.Roles {
+		r := &c.Roles[i]
+		field := fmt.Sprintf("roles[%d]", i)
+		if r.Name != "" {
+			field = fmt.Sprintf("roles[%s]", r.Name)
+		}
+		if err := r.validate(field); err != nil {
+			return err
+		}
+		if seen[r.Name] {
+			return fmt.Errorf("%s.name: role %q is listed twice", field, r.Name)
+		}
+		seen[r.Name] = true
+	}
+	return nil
+}
+
+func (r *Role) validate(field string) error {
+	if err := store.ValidName("role", r.Name); err != nil {
+		return fmt.Errorf("%s.name: %w", field, err)
+	}
+	if r.NameRegex != "" {
+		re, err := regexp.Compile(r.NameRegex)
+		if err != nil {
+			return fmt.Errorf("%s.name_regex: %w", field, err)
+		}
+		r.nameRE = re
+	}
+	if r.Desired < 0 {
+		return fmt.Errorf("%s.desired: must not be negative, got %d", field, r.Desired)
+	}
+	if r.MinHealthy < 0 {
+		return fmt.Errorf("%s.min_healthy: must not be negative, got %d", field, r.MinHealthy)
+	}
+	for _, f := range []struct {
+		name string
+		d    Duration
+	}{{"boot_grace", r.BootGrace}, {"critical_grace", r.CriticalGrace}, {"boot_timeout", r.BootTimeout}} {
+		if f.d <= 0 {
+			return fmt.Errorf("%s.%s: must be a positive duration, got %s", field, f.name, f.d.D())
+		}
+	}
+	if r.MaxAge < 0 {
+		return fmt.Errorf("%s.max_age: must not be negative, got %s", field, r.MaxAge.D())
+	}
+	if r.MaxAgeJitter < 0 || (r.MaxAge > 0 && r.MaxAgeJitter >= r.MaxAge) {
+		return fmt.Errorf("%s.max_age_jitter: must be at least 0 and shorter than max_age, got %s", field, r.MaxAgeJitter.D())
+	}
+	if r.MaxAge > 0 && r.MaxAge < r.BootTimeout {
+		return fmt.Errorf("%s.max_age: %s is shorter than boot_timeout %s", field, r.MaxAge.D(), r.BootTimeout.D())
+	}
+	if r.ReplaceMode != ModeSurge && r.ReplaceMode != ModeDeleteFirst {
+		return fmt.Errorf("%s.replace_mode: want %s or %s, got %q", field, ModeSurge, ModeDeleteFirst, r.ReplaceMode)
+	}
+	for j, c := range r.Checks {
+		if strings.TrimSpace(c) == "" {
+			return fmt.Errorf("%s.checks[%d]: empty check name", field, j)
+		}
+	}
+	b := &r.Boot
+	if b.Flavor == "" {
+		return fmt.Errorf("%s.boot.flavor: required", field)
+	}
+	if b.Image == "" {
+		return fmt.Errorf("%s.boot.image: required", field)
+	}
+	if len(b.Networks) > 1 {
+		for j, n := range b.Networks {
+			if n == "none" || n == "auto" {
+				return fmt.Errorf("%s.boot.networks[%d]: %q must be the only entry", field, j, n)
+			}
+		}
+	}
+	for j, n := range b.Networks {
+		if strings.TrimSpace(n) == "" {
+			return fmt.Errorf("%s.boot.networks[%d]: empty", field, j)
+		}
+	}
+	if !strings.Contains(b.NameTemplate, "{n}") {
+		return fmt.Errorf("%s.boot.name_template %q: must contain {n}", field, b.NameTemplate)
+	}
+	if err := store.ValidName("host", r.ServerName(1)); err != nil {
+		return fmt.Errorf("%s.boot.name_template %q: %w", field, b.NameTemplate, err)
+	}
+	for k, v := range b.Metadata {
+		if k == MetaRole || k == MetaJournal {
+			return fmt.Errorf("%s.boot.metadata.%s: reserved for the reaper", field, k)
+		}
+		if len(k) > 255 || len(v) > 255 {
+			return fmt.Errorf("%s.boot.metadata.%s: keys and values are limited to 255 bytes", field, k)
+		}
+	}
+	for j, t := range b.Tags {
+		if t == "" || strings.ContainsAny(t, ",/") || len(t) > 60 {
+			return fmt.Errorf("%s.boot.tags[%d] %q: want 1-60 characters without , or /", field, j, t)
+		}
+	}
+	if b.UserDataFile != "" {
+		data, err := os.ReadFile(b.UserDataFile)
+		if err != nil {
+			return fmt.Errorf("%s.boot.user_data_file: %w", field, err)
+		}
+		b.userData = data
+	}
+	return nil
+}
+
+// ServerName renders the role's name template for index n.
+func (r *Role) ServerName(n int) string {
+	s := strings.ReplaceAll(r.Boot.NameTemplate, "{role}", r.Name)
+	return strings.ReplaceAll(s, "{n}", fmt.Sprint(n))
+}
+
+// Matches reports whether a server belongs to this role: its role metadata
+// names the role, or it has no role metadata and its name matches the regex.
+func (r *Role) Matches(s *Server) bool {
+	if role, ok := s.Metadata[MetaRole]; ok {
+		return role == r.Name
+	}
+	return r.nameRE != nil && r.nameRE.MatchString(s.Name)
+}

@@ -1,0 +1,123 @@
+package reaper
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const goodYAML = `
+dry_run: false
+interval: 10s
+roles:
+  - name: web
+    desired: 3
+    min_healthy: 2
+    checks: [serfHealth, "service:nginx"]
+    max_age: 168h
+    max_age_jitter: 24h
+    boot:
+      flavor: m1.small
+      image: debian-12
+      networks: [none]
+      name_template: "{role}{n}-prod"
+      metadata: {team: infra}
+      tags: [orchestrate]
+`
+
+func TestParseConfig(t *testing.T) {
+	c, err := ParseConfig(strings.NewReader(goodYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := c.Role("web")
+	switch {
+	case c.IsDryRun():
+		t.Error("dry_run: false was not read")
+	case c.Interval.D() != 10*time.Second:
+		t.Errorf("interval = %v", c.Interval.D())
+	case c.MaxActionsPerHour != 10 || c.PauseFleetFraction != 0.45 || c.PauseRoleFraction != 0.55 || c.MaxInFlight != 1:
+		t.Errorf("global defaults not applied: %+v", c)
+	case r == nil || r.CriticalGrace.D() != 5*time.Minute || r.ReplaceMode != ModeSurge:
+		t.Errorf("role defaults not applied: %+v", r)
+	case r.ServerName(2) != "web2-prod":
+		t.Errorf("name template: %q", r.ServerName(2))
+	case c.LeaderKey() != c.Prefix+"/reaper/leader":
+		t.Errorf("leader key %q", c.LeaderKey())
+	}
+	d, err := ParseConfig(strings.NewReader("roles: []"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.IsDryRun() {
+		t.Error("dry run is not the default")
+	}
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	cases := []struct {
+		name string
+		yaml string // replaces a line of goodYAML, or is appended
+		old  string
+		want string
+	}{
+		{name: "unknown top-level field", old: "interval: 10s", yaml: "intervall: 10s", want: "intervall"},
+		{name: "unknown role field", old: "    desired: 3", yaml: "    desird: 3", want: "desird"},
+		{name: "bad duration", old: "interval: 10s", yaml: "interval: often", want: "often"},
+		{name: "negative interval", old: "interval: 10s", yaml: "interval: -1s", want: "interval"},
+		{name: "session ttl below consul's minimum", old: "interval: 10s", yaml: "session_ttl: 5s", want: "session_ttl"},
+		{name: "fraction out of range", old: "interval: 10s", yaml: "pause_fleet_fraction: 1.5", want: "pause_fleet_fraction"},
+		{name: "max in flight zero", old: "interval: 10s", yaml: "max_in_flight: 0", want: "max_in_flight"},
+		{name: "negative desired", old: "    desired: 3", yaml: "    desired: -1", want: "roles[web].desired"},
+		{name: "bad role name", old: "  - name: web", yaml: "  - name: 'we b'", want: "roles[we b].name"},
+		{name: "missing flavor", old: "      flavor: m1.small", yaml: "", want: "roles[web].boot.flavor"},
+		{name: "missing image", old: "      image: debian-12", yaml: "", want: "roles[web].boot.image"},
+		{name: "template without {n}", old: `      name_template: "{role}{n}-prod"`, yaml: `      name_template: "{role}-prod"`, want: "name_template"},
+		{name: "bad regex", old: "    desired: 3", yaml: "    desired: 3\n    name_regex: '('", want: "roles[web].name_regex"},
+		{name: "jitter not below max age", old: "    max_age_jitter: 24h", yaml: "    max_age_jitter: 200h", want: "max_age_jitter"},
+		{name: "bad replace mode", old: "    desired: 3", yaml: "    desired: 3\n    replace_mode: yolo", want: "replace_mode"},
+		{name: "none among networks", old: "      networks: [none]", yaml: "      networks: [none, abc]", want: "boot.networks[0]"},
+		{name: "reserved metadata", old: "      metadata: {team: infra}", yaml: "      metadata: {role: x}", want: "boot.metadata.role"},
+		{name: "missing user data", old: "      tags: [orchestrate]", yaml: "      tags: [orchestrate]\n      user_data_file: /nonexistent/ud", want: "user_data_file"},
+		{name: "duplicate role", old: "roles:", yaml: "roles:\n  - {name: web, boot: {flavor: f, image: i}}", want: "listed twice"},
+		{name: "no roles", old: "roles:", yaml: "roles: []\nunused:", want: "unused"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			text := strings.Replace(goodYAML, tc.old, tc.yaml, 1)
+			if text == goodYAML {
+				t.Fatalf("case does not change the config (%q not found)", tc.old)
+			}
+			c, err := ParseConfig(strings.NewReader(text))
+			if err == nil {
+				err = c.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadConfigReadsUserData(t *testing.T) {
+	dir := t.TempDir()
+	ud := filepath.Join(dir, "ud.sh")
+	os.WriteFile(ud, []byte("#!/bin/sh\necho hi\n"), 0o600)
+	path := filepath.Join(dir, "reaper.yaml")
+	os.WriteFile(path, []byte(strings.Replace(goodYAML, "tags: [orchestrate]", "tags: [orchestrate]\n      user_data_file: "+ud, 1)), 0o600)
+	c, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(c.Role("web").Boot.userData); !strings.Contains(got, "echo hi") {
+		t.Fatalf("user data = %q", got)
+	}
+}

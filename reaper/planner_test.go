@@ -1,0 +1,612 @@
+package reaper
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+const day = 24 * time.Hour
+
+// testConfig is a valid config with roles web (desired 3) and db (desired 0,
+// used by fleet-wide cases).
+func testConfig(t testing.TB, mutate ...func(*Config)) *Config {
+	t.Helper()
+	c := DefaultConfig()
+	c.Roles = []Role{
+		{Name: "web", Desired: 3, Boot: BootSpec{Flavor: "m1", Image: "debian", NameTemplate: "web{n}"}},
+		{Name: "db", Desired: 0, Boot: BootSpec{Flavor: "m1", Image: "debian", NameTemplate: "db{n}"}},
+	}
+	for i := range c.Roles {
+		c.Roles[i].applyDefaults()
+	}
+	for _, m := range mutate {
+		m(c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	return c
+}
+
+// srv is a server of role (from its name's letters) created age ago.
+func srv(name string, age time.Duration) Server {
+	return Server{ID: "id-" + name, Name: name, Status: StatusActive, Created: t0.Add(-age),
+		Metadata: map[string]string{MetaRole: strings.TrimRight(name, "0123456789")}}
+}
+
+func withStatus(s Server, st string) Server { s.Status = st; return s }
+func withJournal(s Server, id string) Server {
+	s.Metadata[MetaJournal] = id
+	return s
+}
+
+func pass(node string) Check {
+	return Check{Node: node, CheckID: "serfHealth", Name: "Serf Health Status", Status: "passing"}
+}
+func crit(node string) Check {
+	return Check{Node: node, CheckID: "serfHealth", Name: "Serf Health Status", Status: checkCritical}
+}
+func svcCrit(node, id string) Check {
+	return Check{Node: node, CheckID: id, Name: id, Status: checkCritical}
+}
+
+// healthyFleet is n healthy servers of role, 10 days old.
+func healthyFleet(role string, n int) ([]Server, []Check) {
+	var ss []Server
+	var cs []Check
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("%s%d", role, i)
+		ss = append(ss, srv(name, 10*day+time.Duration(i)*time.Hour))
+		cs = append(cs, pass(name))
+	}
+	return ss, cs
+}
+
+// longCrit: the node has been critical for an hour (past every grace).
+func longCrit(nodes ...string) map[string]time.Time {
+	m := map[string]time.Time{}
+	for _, n := range nodes {
+		m[n] = t0.Add(-time.Hour)
+	}
+	return m
+}
+
+// replaceChecks swaps node's checks for cs.
+func replaceChecks(all []Check, node string, cs ...Check) []Check {
+	var out []Check
+	for _, c := range all {
+		if c.Node != node {
+			out = append(out, c)
+		}
+	}
+	return append(out, cs...)
+}
+
+func ops(p *Plan) []string {
+	out := []string{}
+	for _, a := range p.Actions {
+		target := a.Entry.NewName
+		if a.Op == OpDrain || a.Op == OpDelete || a.Op == OpMaintain {
+			target = a.Entry.OldName
+		}
+		s := string(a.Op) + " " + target
+		if a.Entry.Kind == KindReplace && a.Op == OpCreate {
+			s += " for " + a.Entry.OldName
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestPlan(t *testing.T) {
+	web3, web3checks := healthyFleet("web", 3)
+	web3checks = slices.Clip(web3checks) // appends in cases must copy
+	web3 = slices.Clip(web3)
+	young := []Server{srv("web1", day), srv("web2", 2*day)}
+	journalEntry := func(kind, phase string, mod func(*Entry)) Entry {
+		e := Entry{ID: "web.j1", Kind: kind, Role: "web", Mode: ModeSurge, Phase: phase, Started: t0.Add(-10 * time.Minute), Updated: t0.Add(-10 * time.Minute)}
+		if mod != nil {
+			mod(&e)
+		}
+		return e
+	}
+	cases := []struct {
+		name    string
+		cfg     func(*Config)
+		servers []Server
+		checks  []Check
+		desired map[string]int
+		journal []Entry
+		// notArmed: the start gate is closed (default: armed).
+		notArmed      bool
+		validated     map[string]bool
+		critSince     map[string]time.Time
+		destructive   []time.Time
+		backoff       bool
+		want          []string
+		wantBlocked   string // substring of one Blocked line
+		wantPaused    bool
+		wantArmNow    bool
+		wantNotArmed  string
+		wantStateOf   map[string]string // server name -> state in the views
+		wantReplaceOf string            // the OldName of the replace entry created
+	}{
+		{
+			name: "healthy at desired: nothing", servers: web3, checks: web3checks,
+			want: []string{}, wantStateOf: map[string]string{"web1": StateHealthy},
+		},
+		{
+			name: "below desired: create the lowest free name", servers: web3[1:], checks: web3checks[1:],
+			want: []string{"create web1"},
+		},
+		{
+			name: "KV desired overrides config", servers: web3, checks: web3checks, desired: map[string]int{"web": 4},
+			want: []string{"create web4"},
+		},
+		{
+			name: "below desired while not armed: still creates", servers: web3[1:], checks: web3checks[1:], notArmed: true,
+			want: []string{"create web1"}, wantNotArmed: "web has 0 of 3",
+		},
+		{
+			name: "unhealthy after grace: surge replacement", servers: web3,
+			checks: replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
+			want: []string{"create web4 for web2"}, wantStateOf: map[string]string{"web2": StateReplacing},
+		},
+		{
+			name: "critical within grace: wait", servers: web3,
+			checks: replaceChecks(web3checks, "web2", crit("web2")), critSince: map[string]time.Time{"web2": t0.Add(-time.Minute)},
+			want: []string{}, wantStateOf: map[string]string{"web2": StatePending},
+		},
+		{
+			name: "critical first seen now: grace starts now", servers: web3,
+			checks: replaceChecks(web3checks, "web2", crit("web2")),
+			want:   []string{}, wantStateOf: map[string]string{"web2": StatePending},
+		},
+		{
+			name: "a service check critical counts by default", servers: web3,
+			checks: append(web3checks, svcCrit("web2", "service:nginx")), critSince: longCrit("web2"),
+			want: []string{"create web4 for web2"},
+		},
+		{
+			name: "checks list restricts what counts",
+			cfg:  func(c *Config) { c.Roles[0].Checks = []string{"serfHealth"} },
+			servers: web3, checks: append(web3checks, svcCrit("web2", "service:nginx")), critSince: longCrit("web2"),
+			want: []string{}, wantStateOf: map[string]string{"web2": StateHealthy},
+		},
+		{
+			name:    "critical during boot grace: booting",
+			servers: []Server{web3[0], web3[1], srv("web3", 5*time.Minute)},
+			checks:  replaceChecks(web3checks, "web3", crit("web3")), critSince: longCrit("web3"),
+			want: []string{}, wantStateOf: map[string]string{"web3": StateBooting},
+		},
+		{
+			name:    "no node within boot timeout: booting",
+			servers: []Server{web3[0], web3[1], srv("web3", 20*time.Minute)}, checks: web3checks[:2],
+			want: []string{}, wantStateOf: map[string]string{"web3": StateBooting},
+		},
+		{
+			name:    "no node after boot timeout: unaccounted, replaced",
+			servers: []Server{web3[0], web3[1], srv("web3", 31*time.Minute)}, checks: web3checks[:2],
+			want: []string{"create web4 for web3"},
+		},
+		{
+			name:    "nova ERROR server is replaced",
+			servers: []Server{web3[0], web3[1], withStatus(web3[2], StatusError)}, checks: web3checks,
+			want: []string{"create web4 for web3"},
+		},
+		{
+			name: "maintenance node is left alone", servers: web3,
+			checks: append(replaceChecks(web3checks, "web2", crit("web2")), svcCrit("web2", maintNodeCheck)), critSince: longCrit("web2"),
+			want: []string{}, wantStateOf: map[string]string{"web2": StateMaintenance},
+		},
+		{
+			name:    "expired: max-age replacement",
+			cfg:     func(c *Config) { c.Roles[0].MaxAge, c.Roles[0].MaxAgeJitter = Duration(7*day), Duration(day) },
+			servers: []Server{young[0], young[1], srv("web3", 8*day)}, checks: web3checks,
+			want: []string{"create web4 for web3"},
+		},
+		{
+			name:    "younger than max age minus jitter: healthy",
+			cfg:     func(c *Config) { c.Roles[0].MaxAge, c.Roles[0].MaxAgeJitter = Duration(11*day), Duration(day) },
+			servers: web3, checks: web3checks,
+			want: []string{}, wantStateOf: map[string]string{"web1": StateHealthy},
+		},
+		{
+			name:    "two expired: one at a time, the most overdue",
+			cfg:     func(c *Config) { c.Roles[0].MaxAge = Duration(7 * day) },
+			servers: []Server{young[0], srv("web2", 9*day), srv("web3", 8*day)}, checks: web3checks,
+			want: []string{"create web4 for web2"},
+		},
+		{
+			name:    "expired but the role is not fully healthy: wait",
+			cfg:     func(c *Config) { c.Roles[0].MaxAge = Duration(7 * day) },
+			servers: []Server{young[0], young[1], srv("web3", 8*day)},
+			checks:  replaceChecks(web3checks, "web1", crit("web1")), critSince: map[string]time.Time{"web1": t0},
+			want: []string{},
+		},
+		{
+			name:    "expired while another replacement is in flight: wait",
+			cfg:     func(c *Config) { c.Roles[0].MaxAge = Duration(7 * day) },
+			servers: []Server{young[0], young[1], srv("web3", 8*day), withJournal(srv("web4", time.Minute), "web.j1")},
+			checks:  web3checks,
+			journal: []Entry{journalEntry(KindReplace, PhaseBooting, func(e *Entry) { e.NewID, e.NewName, e.OldName, e.OldID = "id-web4", "web4", "web1", "id-web1" })},
+			want:    []string{},
+		},
+		{
+			name: "surplus: drain the oldest, never the newest", servers: web3, checks: web3checks, desired: map[string]int{"web": 2},
+			want: []string{"drain web3"}, // web3 is the oldest (10d+3h)
+		},
+		{
+			name:    "surplus victim order: unaccounted before oldest",
+			servers: []Server{web3[0], web3[1], web3[2], srv("web4", time.Hour)}, checks: web3checks,
+			want: []string{"drain web4"},
+		},
+		{
+			name:    "surplus victim order: unhealthy before oldest",
+			servers: append(append([]Server{}, web3...), srv("web4", day)),
+			checks:  append(replaceChecks(web3checks, "web1", crit("web1")), pass("web4")), critSince: longCrit("web1"),
+			want: []string{"drain web1"},
+		},
+		{
+			name:    "role partition: 3 of 5 unhealthy pauses every destructive action",
+			servers: func() []Server { s, _ := healthyFleet("web", 5); return s }(),
+			checks: func() []Check {
+				_, c := healthyFleet("web", 5)
+				for _, n := range []string{"web1", "web2", "web3"} {
+					c = replaceChecks(c, n, crit(n))
+				}
+				return c
+			}(),
+			desired: map[string]int{"web": 5}, critSince: longCrit("web1", "web2", "web3"),
+			want: []string{}, wantPaused: true, wantBlocked: "paused",
+		},
+		{
+			name: "role partition: still creates below desired",
+			servers: func() []Server {
+				s, _ := healthyFleet("web", 5)
+				return s[:4]
+			}(),
+			checks: func() []Check {
+				_, c := healthyFleet("web", 4)
+				for _, n := range []string{"web1", "web2", "web3"} {
+					c = replaceChecks(c, n, crit(n))
+				}
+				return c
+			}(),
+			desired: map[string]int{"web": 5}, critSince: longCrit("web1", "web2", "web3"),
+			want: []string{"create web5"}, wantPaused: true,
+		},
+		{
+			name: "fleet partition: 5 of 11 (45.5%) pauses though no role is over 55%",
+			cfg:  func(c *Config) { c.Roles[1].Desired = 6 },
+			servers: func() []Server {
+				w, _ := healthyFleet("web", 5)
+				d, _ := healthyFleet("db", 6)
+				return append(w, d...)
+			}(),
+			checks: func() []Check {
+				_, w := healthyFleet("web", 5)
+				_, d := healthyFleet("db", 6)
+				c := append(w, d...)
+				for _, n := range []string{"web1", "web2", "db1", "db2", "db3"} {
+					c = replaceChecks(c, n, crit(n))
+				}
+				return c
+			}(),
+			desired: map[string]int{"web": 5}, critSince: longCrit("web1", "web2", "db1", "db2", "db3"),
+			want: []string{}, wantPaused: true,
+		},
+		{
+			name: "fleet at 40%: no pause, replacements proceed one per role",
+			cfg:  func(c *Config) { c.Roles[1].Desired = 5 },
+			servers: func() []Server {
+				w, _ := healthyFleet("web", 5)
+				d, _ := healthyFleet("db", 5)
+				return append(w, d...)
+			}(),
+			checks: func() []Check {
+				_, w := healthyFleet("web", 5)
+				_, d := healthyFleet("db", 5)
+				c := append(w, d...)
+				for _, n := range []string{"web1", "web2", "db1", "db2"} {
+					c = replaceChecks(c, n, crit(n))
+				}
+				return c
+			}(),
+			desired: map[string]int{"web": 5}, critSince: longCrit("web1", "web2", "db1", "db2"),
+			want: []string{"create web6 for web2", "create db6 for db2"}, wantBlocked: "max_in_flight",
+		},
+		{
+			name:    "small role: one dead of two is replaced, not a partition",
+			servers: web3[:2], checks: replaceChecks(web3checks[:2], "web1", crit("web1")), critSince: longCrit("web1"),
+			desired: map[string]int{"web": 2},
+			want:    []string{"create web3 for web1"},
+		},
+		{
+			name:    "max in flight per role: one of two unhealthy at a time",
+			cfg:     func(c *Config) { c.PauseRoleFraction = 0.9; c.PauseFleetFraction = 0.9 },
+			servers: web3, checks: replaceChecks(replaceChecks(web3checks, "web1", crit("web1")), "web2", crit("web2")),
+			critSince: longCrit("web1", "web2"),
+			want:      []string{"create web4 for web2"}, wantBlocked: "max_in_flight",
+		},
+		{
+			name: "max destructive actions per hour", servers: web3,
+			checks: replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
+			destructive: func() []time.Time {
+				var ts []time.Time
+				for i := 0; i < 10; i++ {
+					ts = append(ts, t0.Add(-time.Duration(i+1)*time.Minute))
+				}
+				return ts
+			}(),
+			want: []string{}, wantBlocked: "max_actions_per_hour",
+		},
+		{
+			name: "actions older than an hour do not count", servers: web3,
+			checks: replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
+			destructive: func() []time.Time {
+				var ts []time.Time
+				for i := 0; i < 10; i++ {
+					ts = append(ts, t0.Add(-time.Hour-time.Minute))
+				}
+				return ts
+			}(),
+			want: []string{"create web4 for web2"},
+		},
+		{
+			name: "never delete the role's last healthy server", servers: web3[:1], checks: web3checks[:1], desired: map[string]int{"web": 0},
+			want: []string{}, wantBlocked: "last healthy",
+		},
+		{
+			name: "min healthy floor", cfg: func(c *Config) { c.Roles[0].MinHealthy = 3 },
+			servers: web3, checks: web3checks, desired: map[string]int{"web": 2},
+			want: []string{}, wantBlocked: "min_healthy",
+		},
+		{
+			name: "unhealthy surplus may go below min healthy (it is not healthy)", cfg: func(c *Config) { c.Roles[0].MinHealthy = 2 },
+			servers: web3, checks: replaceChecks(web3checks, "web1", crit("web1")), critSince: longCrit("web1"), desired: map[string]int{"web": 2},
+			want: []string{"drain web1"},
+		},
+		{
+			name: "start gate: not armed replaces nothing", servers: web3, notArmed: true,
+			checks: replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
+			want: []string{}, wantBlocked: "not armed", wantNotArmed: "web has 0 of 3",
+		},
+		{
+			name: "start gate: not armed scales nothing in", servers: web3, checks: web3checks, notArmed: true, desired: map[string]int{"web": 2},
+			validated: map[string]bool{"web1": true}, want: []string{}, wantBlocked: "not armed",
+		},
+		{
+			name: "start gate opens when every role is at desired with validation success", servers: web3, checks: web3checks, notArmed: true,
+			desired: map[string]int{"web": 2}, validated: map[string]bool{"web1": true, "web2": true, "web3": true},
+			want: []string{"drain web3"}, wantArmNow: true,
+		},
+		{
+			name: "quota backoff: no create", servers: web3[1:], checks: web3checks[1:], backoff: true,
+			want: []string{}, wantBlocked: "quota backoff",
+		},
+		{
+			name: "quota backoff: nothing deleted that would not be replaced", servers: web3, backoff: true,
+			cfg:    func(c *Config) { c.Roles[0].ReplaceMode = ModeDeleteFirst },
+			checks: replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
+			want: []string{}, wantBlocked: "quota backoff",
+		},
+		{
+			name: "delete-first: drain the unhealthy server first", servers: web3,
+			cfg:    func(c *Config) { c.Roles[0].ReplaceMode = ModeDeleteFirst },
+			checks: replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
+			want: []string{"drain web2"},
+		},
+		{
+			name: "journal: creating entry whose server exists is adopted, not created again",
+			servers: append(append([]Server{}, web3[:2]...), withJournal(srv("web3", time.Minute), "web.j1")), checks: web3checks[:2],
+			journal: []Entry{journalEntry(KindCreate, PhaseCreating, func(e *Entry) { e.NewName = "web3" })},
+			want:    []string{"adopt web3"},
+		},
+		{
+			name: "journal: creating entry without a server is retried under the same entry", servers: web3[:2], checks: web3checks[:2],
+			journal: []Entry{journalEntry(KindCreate, PhaseCreating, func(e *Entry) { e.NewName = "web3" })},
+			want:    []string{"create web3"},
+		},
+		{
+			name: "journal: replacement checked in: drain the old server",
+			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
+			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
+			journal: []Entry{journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{"drain web2"}, wantStateOf: map[string]string{"web2": StateReplacing, "web4": StateNew},
+		},
+		{
+			name: "journal: replacement still booting: wait, no scale in of the surge",
+			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 2*time.Minute), "web.j1")),
+			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
+			journal: []Entry{journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{},
+		},
+		{
+			name: "journal: replacement never checked in: roll back",
+			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 31*time.Minute), "web.j1")),
+			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
+			journal: []Entry{journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{"rollback web4"},
+		},
+		{
+			name: "journal: replacement in ERROR: roll back",
+			servers: append(append([]Server{}, web3...), withStatus(withJournal(srv("web4", time.Minute), "web.j1"), StatusError)),
+			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
+			journal: []Entry{journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{"rollback web4"},
+		},
+		{
+			name: "journal: draining: keep maintenance until the drain period ends",
+			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
+			journal: []Entry{journalEntry(KindReplace, PhaseDraining, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "web4", "id-web4", "web2", "id-web2", t0.Add(time.Second)
+			})},
+			want: []string{"maintain web2"},
+		},
+		{
+			name: "journal: drain period over: delete",
+			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
+			journal: []Entry{journalEntry(KindReplace, PhaseDraining, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "web4", "id-web4", "web2", "id-web2", t0
+			})},
+			want: []string{"delete web2"},
+		},
+		{
+			name: "journal: a recorded delete is finished by the next leader",
+			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
+			journal: []Entry{journalEntry(KindReplace, PhaseDeleting, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{"delete web2"},
+		},
+		{
+			name: "journal: scale-in entry counts against the desired count", servers: web3, checks: web3checks, desired: map[string]int{"web": 2},
+			journal: []Entry{journalEntry(KindDelete, PhaseDraining, func(e *Entry) {
+				e.OldName, e.OldID, e.DrainUntil = "web3", "id-web3", t0.Add(time.Minute)
+			})},
+			want: []string{"maintain web3"},
+		},
+		{
+			name: "journal: create entry whose server checked in is finished", servers: web3, checks: web3checks,
+			journal: []Entry{journalEntry(KindCreate, PhaseBooting, func(e *Entry) { e.NewName, e.NewID = "web3", "id-web3" })},
+			want:    []string{"finish web3"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var muts []func(*Config)
+			if tc.cfg != nil {
+				muts = append(muts, tc.cfg)
+			}
+			in := Input{
+				Now: t0, Config: testConfig(t, muts...), Servers: tc.servers, Checks: tc.checks,
+				Desired: tc.desired, Journal: tc.journal, Armed: !tc.notArmed, Validated: tc.validated,
+				CriticalSince: tc.critSince, Destructive: tc.destructive,
+			}
+			if tc.backoff {
+				in.BackoffUntil = t0.Add(time.Minute)
+			}
+			p := in.Plan()
+			got := ops(p)
+			if strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
+				t.Errorf("actions = %q, want %q\nblocked: %q", got, tc.want, p.Blocked)
+			}
+			if tc.wantBlocked != "" && !strings.Contains(strings.Join(p.Blocked, "\n"), tc.wantBlocked) {
+				t.Errorf("blocked = %q, want a line with %q", p.Blocked, tc.wantBlocked)
+			}
+			if p.Paused != tc.wantPaused {
+				t.Errorf("paused = %v (%s), want %v", p.Paused, p.PauseReason, tc.wantPaused)
+			}
+			if p.ArmNow != tc.wantArmNow {
+				t.Errorf("arm now = %v, want %v (%s)", p.ArmNow, tc.wantArmNow, p.NotArmedReason)
+			}
+			if tc.wantNotArmed != "" && !strings.Contains(p.NotArmedReason, tc.wantNotArmed) {
+				t.Errorf("not armed reason = %q, want %q in it", p.NotArmedReason, tc.wantNotArmed)
+			}
+			for name, want := range tc.wantStateOf {
+				if got := stateInViews(p, name); got != want {
+					t.Errorf("state of %s = %q, want %q", name, got, want)
+				}
+			}
+		})
+	}
+}
+
+func stateInViews(p *Plan, name string) string {
+	for _, r := range p.Roles {
+		for _, s := range r.Attention {
+			if s.Name == name {
+				return s.State
+			}
+		}
+	}
+	for _, r := range p.Roles {
+		if r.States[StateHealthy] > 0 {
+			return StateHealthy // not listed among those needing attention
+		}
+	}
+	return ""
+}
+
+// Flapping: critical, then passing, then critical again restarts the grace.
+func TestFlappingCheckResetsGrace(t *testing.T) {
+	cfg := testConfig(t)
+	servers, checks := healthyFleet("web", 3)
+	critical := replaceChecks(checks, "web2", crit("web2"))
+	step := func(now time.Time, cs []Check, mem map[string]time.Time) *Plan {
+		return Input{Now: now, Config: cfg, Servers: servers, Checks: cs, Armed: true, CriticalSince: mem}.Plan()
+	}
+	p1 := step(t0, critical, nil)
+	if got := p1.CriticalSince["web2"]; !got.Equal(t0) {
+		t.Fatalf("first critical cycle: since = %v, want %v", got, t0)
+	}
+	p2 := step(t0.Add(4*time.Minute), checks, p1.CriticalSince) // passing once
+	if _, ok := p2.CriticalSince["web2"]; ok {
+		t.Fatal("a passing cycle did not clear the critical-since memory")
+	}
+	p3 := step(t0.Add(6*time.Minute), critical, p2.CriticalSince)
+	if len(p3.Actions) != 0 {
+		t.Fatalf("flapping node replaced after 2m of its second critical spell: %v", ops(p3))
+	}
+	// Without the passing cycle, the same time would be past the grace.
+	p3b := step(t0.Add(6*time.Minute), critical, p1.CriticalSince)
+	if got := ops(p3b); len(got) != 1 || got[0] != "create web4 for web2" {
+		t.Fatalf("steady critical for 6m: actions = %v, want the replacement", got)
+	}
+	p4 := step(t0.Add(11*time.Minute), critical, p3.CriticalSince)
+	if got := ops(p4); len(got) != 1 || got[0] != "create web4 for web2" {
+		t.Fatalf("critical 5m after the flap: actions = %v, want the replacement", got)
+	}
+}
+
+// Jitter is deterministic per server and spread over the window.
+func TestMaxAgeJitter(t *testing.T) {
+	r := &testConfig(t).Roles[0]
+	r.MaxAge, r.MaxAgeJitter = Duration(7*day), Duration(day)
+	min, max := t0.Add(7*day), t0
+	for i := 0; i < 200; i++ {
+		s := Server{ID: fmt.Sprintf("uuid-%d", i), Created: t0}
+		e := expiry(r, &s)
+		if !e.Equal(expiry(r, &s)) {
+			t.Fatal("expiry is not deterministic")
+		}
+		if e.After(t0.Add(7*day)) || !e.After(t0.Add(6*day)) {
+			t.Fatalf("expiry %v outside (created+6d, created+7d]", e.Sub(t0))
+		}
+		if e.Before(min) {
+			min = e
+		}
+		if e.After(max) {
+			max = e
+		}
+	}
+	// 200 servers built at once must spread over most of the day.
+	if spread := max.Sub(min); spread < 20*time.Hour {
+		t.Fatalf("200 servers' expiries spread over only %v", spread)
+	}
+}
+
+// The plan is a pure function of its input.
+func TestPlanIsDeterministic(t *testing.T) {
+	cfg := testConfig(t)
+	servers, checks := healthyFleet("web", 3)
+	in := Input{Now: t0, Config: cfg, Servers: servers[1:], Checks: checks, Armed: true}
+	a, b := in.Plan(), in.Plan()
+	if fmt.Sprint(a.Actions) != fmt.Sprint(b.Actions) {
+		t.Fatalf("two plans differ:\n%v\n%v", a.Actions, b.Actions)
+	}
+}
