@@ -1,0 +1,221 @@
+package hiera
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/hashicorp/consul-template/config"
+	"github.com/spf13/pflag"
+
+	"github.com/jiocloud/orchestrate/internal/consulclient"
+	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/logging"
+	"github.com/jiocloud/orchestrate/templates"
+)
+
+// DefaultOut is where Puppet's hiera reads services.yaml.
+const DefaultOut = "/etc/puppet/hiera/data/services.yaml"
+
+// IO is the process's standard streams.
+type IO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Config is hiera-services' configuration: defaults, then the environment
+// (through consulclient), then flags, then Validate.
+type Config struct {
+	// Out is the file to write.
+	Out string
+	// Template is an operator's template file; empty: the embedded one.
+	Template string
+	// Services and ServiceRegex select the services to output (default all).
+	Services     []string
+	ServiceRegex string
+	// Dependencies is the node's dependencies file; empty: none.
+	Dependencies string
+	// Watch keeps running and re-renders on every catalog change.
+	Watch bool
+	// Wait is MIN:MAX quiescence for --watch, as consul-template's -wait.
+	Wait string
+	// Exec is a shell command run after each real change of Out.
+	Exec string
+	// LockFile serialises overlapping runs; empty: .<out name>.lock beside Out.
+	LockFile string
+
+	Consul consulclient.Options
+	Log    logging.Options
+
+	serviceRe *regexp.Regexp
+	wait      *config.WaitConfig
+}
+
+// AddFlags registers every flag on fs.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVarP(&c.Out, "out", "o", DefaultOut, "file to write the hiera data to")
+	fs.StringVar(&c.Template, "template", "", "consul-template template to render instead of the built-in services.yaml.ctmpl")
+	fs.StringArrayVar(&c.Services, "service", nil, "output only this service (repeatable; with --service-regex, either selects)")
+	fs.StringVar(&c.ServiceRegex, "service-regex", "", "output only services whose name matches this Go regular expression")
+	fs.StringVar(&c.Dependencies, "dependencies", "", "YAML file of this node's dependencies: SERVICE: {addressable: N, functional: N}")
+	fs.BoolVar(&c.Watch, "watch", false, "keep running, re-render on every catalog change")
+	fs.StringVar(&c.Wait, "wait", "", "with --watch: MIN[:MAX] quiescence before rendering, e.g. 2s:10s (MAX defaults to 4*MIN)")
+	fs.StringVar(&c.Exec, "exec", "", "shell command to run after the file's content changed (never when it did not)")
+	fs.StringVar(&c.LockFile, "lock-file", "", "lock serialising overlapping runs (default .NAME.lock beside --out)")
+	c.Consul.AddFlags(fs)
+	c.Log.AddFlags(fs)
+}
+
+// Validate checks the configuration and fills derived fields; the error
+// names the bad flag.
+func (c *Config) Validate() error {
+	if strings.TrimSpace(c.Out) == "" {
+		return errors.New("--out is empty")
+	}
+	if strings.HasSuffix(c.Out, "/") {
+		return fmt.Errorf("--out %q names a directory, want a file", c.Out)
+	}
+	for _, s := range c.Services {
+		if err := ValidServiceName(s); err != nil {
+			return fmt.Errorf("--service: %w", err)
+		}
+	}
+	if c.ServiceRegex != "" {
+		re, err := regexp.Compile(c.ServiceRegex)
+		if err != nil {
+			return fmt.Errorf("--service-regex: %w", err)
+		}
+		c.serviceRe = re
+	}
+	if c.Consul.Datacenter != "" && !regexp.MustCompile(`\A[A-Za-z0-9_.-]+\z`).MatchString(c.Consul.Datacenter) {
+		return fmt.Errorf("--datacenter %q: want letters, digits, '.', '_' and '-'", c.Consul.Datacenter)
+	}
+	if c.Wait != "" {
+		if !c.Watch {
+			return errors.New("--wait needs --watch")
+		}
+		w, err := config.ParseWaitConfig(c.Wait)
+		if err != nil {
+			return fmt.Errorf("--wait %q: %w", c.Wait, err)
+		}
+		c.wait = w
+	}
+	if c.LockFile == "" {
+		c.LockFile = filepath.Join(filepath.Dir(c.Out), "."+filepath.Base(c.Out)+".lock")
+	}
+	return nil
+}
+
+// Run runs `hiera-services args...` and returns the process exit code:
+// 0 done, 1 the --exec command failed (once mode), 2 bad flags or input,
+// 3 Consul unreachable.
+func Run(ctx context.Context, args []string, stdio IO) int {
+	err := run(ctx, args, stdio)
+	if err == nil {
+		return exitcode.OK
+	}
+	fmt.Fprintf(stdio.Stderr, "hiera-services: %v\n", err)
+	return exitcode.Code(err)
+}
+
+func run(ctx context.Context, args []string, stdio IO) error {
+	var c Config
+	fs := pflag.NewFlagSet("hiera-services", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fmt.Fprintf(stdio.Stdout, "usage: hiera-services [flags]\n\n%s\n\n%s", summary, fs.FlagUsages())
+			return nil
+		}
+		return exitcode.Usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return exitcode.Usagef("unexpected argument %q (hiera-services takes flags only)", fs.Arg(0))
+	}
+	if err := c.Validate(); err != nil {
+		return exitcode.Wrap(exitcode.Usage, err)
+	}
+	logger, err := c.Log.New(stdio.Stderr)
+	if err != nil {
+		return err
+	}
+	deps := Dependencies{}
+	if c.Dependencies != "" {
+		if deps, err = LoadDependencies(c.Dependencies); err != nil {
+			return exitcode.Wrap(exitcode.Usage, err)
+		}
+	}
+	tmpl := templates.ServicesYAML
+	if c.Template != "" {
+		b, err := os.ReadFile(c.Template)
+		if err != nil {
+			return exitcode.Usagef("--template: %v", err)
+		}
+		tmpl = string(b)
+	}
+	apiCfg, err := c.Consul.Config()
+	if err != nil {
+		return err
+	}
+	r := &Renderer{
+		Config:    &c,
+		Template:  tmpl,
+		Deps:      deps,
+		APIConfig: apiCfg,
+		Log:       logger,
+		Stdout:    stdio.Stdout,
+		Stderr:    stdio.Stderr,
+	}
+	if !c.Watch {
+		// A Consul watch handler gets a JSON payload on stdin; the catalog is
+		// read afresh anyway, but the payload must be consumed.
+		go func() { _, _ = readPayload(stdio.Stdin) }()
+		return r.Once(ctx)
+	}
+	return r.WatchLoop(ctx)
+}
+
+const summary = `Renders Puppet's hiera data (services.yaml and dependency state) from the
+Consul catalog through consul-template, and writes it only when it changed.
+
+Once (default): render, write if changed, run --exec if it changed, exit; the
+Consul watch handler mode (the watch's JSON on stdin is read and ignored;
+overlapping runs take turns on --lock-file). --watch: stay running and
+re-render on every catalog change.
+
+Exit codes: 0 done, 1 the --exec command failed, 2 bad flags, template or
+dependencies file, 3 Consul could not be reached (the file is left as it was).`
+
+// logWriter sends consul-template's stdlib log lines ("[LEVEL] (part) msg")
+// to slog. Its retries are debug: the renderer logs Consul's state changes
+// itself, once each.
+type logWriter struct{ log *slog.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	level := slog.LevelDebug
+	if rest, ok := strings.CutPrefix(line, "[ERR] "); ok {
+		level, line = slog.LevelError, rest
+	} else if rest, ok := strings.CutPrefix(line, "[WARN] "); ok {
+		line = rest
+		if !strings.HasPrefix(rest, "(view)") {
+			level = slog.LevelWarn
+		}
+	} else if i := strings.Index(line, "] "); strings.HasPrefix(line, "[") && i > 0 {
+		line = line[i+2:]
+	}
+	if strings.HasPrefix(line, "(runner) final config:") {
+		// consul-template prints its whole configuration, Consul token
+		// included; a token never goes into a log.
+		line = "(runner) final config: (not logged: it holds the Consul token)"
+	}
+	w.log.Log(context.Background(), level, line, "from", "consul-template")
+	return len(p), nil
+}

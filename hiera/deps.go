@@ -1,0 +1,193 @@
+package hiera
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Requirement is how many instances of one service a node needs before it
+// can be configured (Addressable) and before its role can work (Functional).
+type Requirement struct {
+	// Service is the Consul service name.
+	Service string
+	// Addressable is the number of registered instances whose checks are not
+	// critical: what Consul DNS returns (passing and warning).
+	Addressable int
+	// Functional is the number of instances whose checks all pass.
+	Functional int
+}
+
+// Dependencies are a node's declared requirements, sorted by service.
+type Dependencies []Requirement
+
+// maxRequired bounds a required count; no cloud runs a million instances of
+// a service, so a larger number is a typo.
+const maxRequired = 1_000_000
+
+// InputError is bad input (a flag, the dependencies file, a template): the
+// binary exits 2 with its message.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+func inputErrorf(format string, args ...any) error {
+	return &InputError{Err: fmt.Errorf(format, args...)}
+}
+
+// LoadDependencies reads a dependencies file: a YAML mapping from service
+// name to {addressable: N, functional: N}, either count optional, e.g.
+//
+//	mysql: {addressable: 1, functional: 2}
+//	keystone: {functional: 1}
+//
+// An empty file declares nothing. Any problem is an *InputError naming the
+// file, the line and what is wrong.
+func LoadDependencies(path string) (Dependencies, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, inputErrorf("dependencies file %s: %w", path, err)
+	}
+	deps, err := ParseDependencies(data)
+	if err != nil {
+		return nil, inputErrorf("dependencies file %s:%w", path, err)
+	}
+	return deps, nil
+}
+
+// lineError is a problem at a line of the dependencies file; its message
+// starts with the line number so LoadDependencies can print file:line.
+type lineError struct {
+	line int
+	msg  string
+}
+
+func (e *lineError) Error() string { return strconv.Itoa(e.line) + ": " + e.msg }
+
+func lineErrorf(n *yaml.Node, format string, args ...any) error {
+	return &lineError{line: n.Line, msg: fmt.Sprintf(format, args...)}
+}
+
+// ParseDependencies parses the contents of a dependencies file; errors start
+// with "LINE: ".
+func ParseDependencies(data []byte) (Dependencies, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		// yaml.v3's messages read "yaml: line N: problem".
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			return nil, fmt.Errorf("%v", te)
+		}
+		return nil, fmt.Errorf("%s", trimYAMLPrefix(err.Error()))
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return Dependencies{}, nil // an empty file declares nothing
+	}
+	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return Dependencies{}, nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, lineErrorf(root, "want a mapping of service name to {addressable: N, functional: N}, got %s", kindName(root))
+	}
+	seen := map[string]int{}
+	var deps Dependencies
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Kind != yaml.ScalarNode || (k.Tag != "!!str" && k.Tag != "!!int") {
+			return nil, lineErrorf(k, "service name must be a string, got %s", kindName(k))
+		}
+		name := k.Value
+		if err := ValidServiceName(name); err != nil {
+			return nil, lineErrorf(k, "%v", err)
+		}
+		if prev, dup := seen[name]; dup {
+			return nil, lineErrorf(k, "service %q declared twice (first on line %d)", name, prev)
+		}
+		seen[name] = k.Line
+		req := Requirement{Service: name}
+		if v.Kind != yaml.MappingNode {
+			return nil, lineErrorf(v, "service %q: want {addressable: N, functional: N}, got %s", name, kindName(v))
+		}
+		fields := map[string]bool{}
+		for j := 0; j+1 < len(v.Content); j += 2 {
+			fk, fv := v.Content[j], v.Content[j+1]
+			if fk.Kind != yaml.ScalarNode {
+				return nil, lineErrorf(fk, "service %q: want keys addressable and functional, got %s", name, kindName(fk))
+			}
+			if fields[fk.Value] {
+				return nil, lineErrorf(fk, "service %q: %s given twice", name, fk.Value)
+			}
+			fields[fk.Value] = true
+			var dst *int
+			switch fk.Value {
+			case "addressable":
+				dst = &req.Addressable
+			case "functional":
+				dst = &req.Functional
+			default:
+				return nil, lineErrorf(fk, "service %q: unknown key %q (want addressable or functional)", name, fk.Value)
+			}
+			n, err := count(fv)
+			if err != nil {
+				return nil, lineErrorf(fv, "service %q: %s: %v", name, fk.Value, err)
+			}
+			*dst = n
+		}
+		deps = append(deps, req)
+	}
+	sort.Slice(deps, func(i, j int) bool { return deps[i].Service < deps[j].Service })
+	return deps, nil
+}
+
+func count(n *yaml.Node) (int, error) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+		return 0, fmt.Errorf("want a whole number, got %s", kindName(n))
+	}
+	v, err := strconv.ParseInt(n.Value, 0, 64)
+	if err != nil {
+		return 0, fmt.Errorf("want a whole number, got %q", n.Value)
+	}
+	if v < 0 || v > maxRequired {
+		return 0, fmt.Errorf("%d is out of range 0..%d", v, maxRequired)
+	}
+	return int(v), nil
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!null":
+			return "nothing"
+		case "!!str":
+			return fmt.Sprintf("the string %q", n.Value)
+		default:
+			return fmt.Sprintf("%s %q", n.Tag[2:], n.Value)
+		}
+	}
+	return "something else"
+}
+
+func trimYAMLPrefix(s string) string {
+	const p = "yaml: line "
+	if len(s) > len(p) && s[:len(p)] == p {
+		return s[len(p):] // "N: problem"
+	}
+	return "1: " + s
+}

@@ -1,0 +1,95 @@
+package hiera
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"gopkg.in/yaml.v3"
+
+	"github.com/jiocloud/orchestrate/internal/consultest"
+)
+
+// inst is one instance to register in the catalog on its own node.
+type inst struct {
+	node, nodeAddr string
+	svc, id        string
+	addr           string
+	port           int
+	tagged         map[string]string
+	status         string // "" means no check
+}
+
+func register(t testing.TB, c *api.Client, i inst) {
+	t.Helper()
+	reg := &api.CatalogRegistration{
+		Node:           i.node,
+		Address:        i.nodeAddr,
+		SkipNodeUpdate: false,
+		Service: &api.AgentService{
+			ID: i.id, Service: i.svc, Address: i.addr, Port: i.port,
+		},
+	}
+	if reg.Service.ID == "" {
+		reg.Service.ID = i.svc
+	}
+	if len(i.tagged) > 0 {
+		reg.Service.TaggedAddresses = map[string]api.ServiceAddress{}
+		for k, v := range i.tagged {
+			reg.Service.TaggedAddresses[k] = api.ServiceAddress{Address: v, Port: i.port}
+		}
+	}
+	if i.status != "" {
+		reg.Check = &api.AgentCheck{
+			Node: i.node, CheckID: "check-" + reg.Service.ID, Name: "check " + reg.Service.ID,
+			Status: i.status, ServiceID: reg.Service.ID,
+		}
+	}
+	if _, err := c.Catalog().Register(reg, nil); err != nil {
+		t.Fatalf("register %+v: %v", i, err)
+	}
+}
+
+// runHS runs hiera-services against the agent and returns exit code and stderr.
+func runHS(t testing.TB, a *consultest.Agent, args ...string) (int, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	args = append([]string{"--consul-addr", a.HTTPAddr, "--log-level", "debug"}, args...)
+	code := Run(context.Background(), args, IO{Stdin: strings.NewReader(`{"consul": []}`), Stdout: &stdout, Stderr: &stderr})
+	return code, stderr.String()
+}
+
+// readKeys parses a rendered file into a key map with Go values.
+func readKeys(t testing.TB, path string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		t.Fatalf("output does not parse as YAML: %v\n%s", err, data)
+	}
+	return m
+}
+
+func outPath(t testing.TB) string {
+	return filepath.Join(t.TempDir(), "hiera", "services.yaml")
+}
+
+// eventually retries f until it returns true or the deadline passes.
+func eventually(t testing.TB, d time.Duration, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
