@@ -86,7 +86,7 @@ func TestRenderCatalog(t *testing.T) {
 		"healthy_services::consul::port":    ints(a.Ports.Server),
 		"healthy_services::consul::nodes":   strs(a.NodeName),
 
-		"orchestrate::dependencies_met":    true,
+		"orchestrate::dependencies_met":   true,
 		"orchestrate::unmet_dependencies": []any{},
 	}
 	if !reflect.DeepEqual(got, want) {
