@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jiocloud/orchestrate/internal/consulclient"
+	"github.com/jiocloud/orchestrate/internal/converge"
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/logging"
 	"github.com/jiocloud/orchestrate/internal/store"
@@ -50,6 +51,7 @@ type cmdFlags struct {
 	detail, logURL, version string
 	fromFile                string
 	noCatalog               bool
+	converge                converge.Config
 }
 
 // env is what a running subcommand works with.
@@ -68,6 +70,7 @@ func commands() []*command {
 		cmdTriggerUpdate, cmdCurrentVersion, cmdPendingUpdate, cmdReportVersion,
 		cmdVerifyHosts, cmdHostsAtVersion, cmdRunningVersions, cmdUpdateStatus,
 		cmdGetFailures, cmdStatus, cmdScale,
+		cmdConverge,
 	}
 }
 

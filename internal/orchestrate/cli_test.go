@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/store"
 )
 
 // result is one Run of the CLI.
@@ -335,4 +336,13 @@ func TestACLTokenFromFileNeverPrinted(t *testing.T) {
 	}
 	r = cli(t, a, "", "current-version", "--token-file", empty)
 	mustCode(t, r, 2, "empty token file")
+}
+
+func mustStore(t *testing.T, a *consultest.Agent) *store.Store {
+	t.Helper()
+	s, err := store.New(a.Client, store.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

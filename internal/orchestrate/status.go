@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/spf13/pflag"
@@ -149,6 +150,25 @@ func writeStatusTable(w io.Writer, rep statusReport, categories []string, now ti
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	tw.Flush()
+	// Failed and pending states with their details, so the table says why.
+	first := true
+	for _, h := range rep.Hosts {
+		for _, c := range categories {
+			st, ok := h.Status[c]
+			if !ok || (st.State != store.StateFailed && st.State != store.StatePending) {
+				continue
+			}
+			if first {
+				fmt.Fprintln(w, "\nfailed or pending:")
+				first = false
+			}
+			detail := oneLine(st.Detail)
+			if st.Corrupt {
+				detail = "(stored value unreadable)"
+			}
+			fmt.Fprintf(w, "  %s %s %s %s ago: %s\n", h.Host, c, st.State, age(now, st.Time), truncate(detail, 300))
+		}
+	}
 	want := rep.CurrentVersion
 	if want == "" {
 		want = "(none set)"
@@ -175,4 +195,15 @@ func age(now, t time.Time) string {
 	default:
 		return fmt.Sprintf("%dd", int(d.Hours()/24))
 	}
+}
+
+// truncate shortens s to at most n bytes, on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }

@@ -308,3 +308,38 @@ func readOpts(ctx context.Context) *api.QueryOptions {
 func writeOpts(ctx context.Context) *api.WriteOptions {
 	return (&api.WriteOptions{}).WithContext(ctx)
 }
+
+// HostStatus returns host's state in every category it has one in.
+func (s *Store) HostStatus(ctx context.Context, host string) (map[string]Status, error) {
+	if err := ValidName("host", host); err != nil {
+		return nil, &InputError{Err: err}
+	}
+	dir := s.key(dirStatus) + "/"
+	keys, _, err := s.kv.Keys(dir, "", readOpts(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	out := map[string]Status{}
+	for _, k := range keys {
+		parts := strings.Split(strings.TrimPrefix(k, dir), "/")
+		if len(parts) != 3 || parts[2] != host || !ValidState(parts[1]) {
+			continue
+		}
+		p, _, err := s.kv.Get(k, readOpts(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", k, err)
+		}
+		if p == nil {
+			continue // moved since the listing
+		}
+		st := Status{State: parts[1]}
+		if err := json.Unmarshal(p.Value, &st.StatusValue); err != nil {
+			st.Corrupt = true
+		}
+		if prev, dup := out[parts[0]]; dup && !st.Time.After(prev.Time) {
+			continue
+		}
+		out[parts[0]] = st
+	}
+	return out, nil
+}

@@ -1,0 +1,107 @@
+// Package converge is a node's own update loop, run by a Consul watch: decide
+// whether this host has work (a pending version, a failed or pending build),
+// then run the update step, Puppet and validation, record each outcome in
+// Consul KV and as a TTL check on the local agent, and report the desired
+// version only when Puppet and validation both succeeded.
+package converge
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Config is everything one converge run needs.
+type Config struct {
+	// Host is this host's name in KV.
+	Host string
+	// UpdateCmd, PuppetCmd and ValidateCmd are shell command lines (run by
+	// /bin/sh -c). UpdateCmd and ValidateCmd may be empty.
+	UpdateCmd, PuppetCmd, ValidateCmd string
+	// ValidateDir holds validation checks, run run-parts style.
+	ValidateDir string
+	// StepTimeout bounds the update step and Puppet; ValidateTimeout bounds
+	// each validation check.
+	StepTimeout, ValidateTimeout time.Duration
+	// HieraData is the services.yaml hiera-services renders; converge reads
+	// orchestrate::dependencies_met and orchestrate::unmet_dependencies there.
+	HieraData string
+	// LogDir receives one log file per run; KeepLogs bounds how many stay.
+	LogDir   string
+	KeepLogs int
+	// LogURLBase, when set, makes log_url <LogURLBase>/<file> instead of a
+	// file:// URL.
+	LogURLBase string
+	// LockFile serialises converge runs on this host; WaitLock makes a second
+	// run wait for the first instead of exiting.
+	LockFile string
+	WaitLock bool
+	// Force runs the whole loop even when nothing is pending or failed.
+	Force bool
+	// RetryInterval, when positive, makes an unsuccessful run try again after
+	// this long, up to MaxAttempts runs in all (0: until it succeeds).
+	RetryInterval time.Duration
+	MaxAttempts   int
+	// CheckTTL is the TTL of the orchestrate:puppet and orchestrate:validation
+	// checks. They mirror the last build's outcome, not liveness, so the TTL
+	// is long: an expired TTL check turns critical and would pull every
+	// service of the node out of DNS.
+	CheckTTL time.Duration
+	// NoChecks disables the TTL checks (no local agent to register them on).
+	NoChecks bool
+}
+
+// Defaults returns the configuration before flags.
+func Defaults() Config {
+	return Config{
+		StepTimeout:     time.Hour,
+		ValidateTimeout: 5 * time.Minute,
+		HieraData:       "/etc/puppet/hiera/data/services.yaml",
+		LogDir:          "/var/log/orchestrate",
+		KeepLogs:        50,
+		LockFile:        "/var/lock/orchestrate-converge.lock",
+		WaitLock:        true,
+		CheckTTL:        30 * 24 * time.Hour,
+	}
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.PuppetCmd == "":
+		return errors.New("--puppet-cmd is required")
+	case c.ValidateCmd != "" && c.ValidateDir != "":
+		return errors.New("--validate-cmd and --validate-dir exclude each other")
+	case c.StepTimeout <= 0:
+		return fmt.Errorf("--step-timeout %s must be positive", c.StepTimeout)
+	case c.ValidateTimeout <= 0:
+		return fmt.Errorf("--validate-timeout %s must be positive", c.ValidateTimeout)
+	case c.LogDir == "":
+		return errors.New("--log-dir is empty")
+	case c.KeepLogs < 1:
+		return fmt.Errorf("--keep-logs %d must be at least 1", c.KeepLogs)
+	case c.LockFile == "":
+		return errors.New("--lock-file is empty")
+	case c.RetryInterval < 0:
+		return fmt.Errorf("--retry-interval %s is negative", c.RetryInterval)
+	case c.MaxAttempts < 0:
+		return fmt.Errorf("--max-attempts %d is negative", c.MaxAttempts)
+	case !c.NoChecks && c.CheckTTL < time.Minute:
+		return fmt.Errorf("--check-ttl %s is shorter than a minute", c.CheckTTL)
+	}
+	if c.ValidateDir != "" {
+		st, err := os.Stat(c.ValidateDir)
+		if err != nil {
+			return fmt.Errorf("--validate-dir: %w", err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("--validate-dir %s is not a directory", c.ValidateDir)
+		}
+	}
+	if !filepath.IsAbs(c.LogDir) {
+		return fmt.Errorf("--log-dir %s must be an absolute path (it is named in status log URLs)", c.LogDir)
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+package converge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/watch"
+)
+
+// Status categories converge writes.
+const (
+	CategoryUpdate     = "update"
+	CategoryPuppet     = "puppet"
+	CategoryValidation = "validation"
+)
+
+// Check IDs mirrored on the local agent.
+const (
+	CheckPuppet     = "orchestrate:puppet"
+	CheckValidation = "orchestrate:validation"
+)
+
+// Outcome is what one converge run ended with.
+type Outcome string
+
+// Outcomes of Run.
+const (
+	// NothingToDo: the host runs the desired version and its last build and
+	// validation succeeded.
+	NothingToDo Outcome = "nothing to do"
+	// Busy: another converge holds the lock and WaitLock is off.
+	Busy Outcome = "another converge is running"
+	// Converged: update, Puppet and validation succeeded; the version is reported.
+	Converged Outcome = "converged"
+	// Pending: Puppet failed while the hiera data says dependencies are unmet.
+	Pending Outcome = "pending on dependencies"
+	// Failed: a step failed.
+	Failed Outcome = "failed"
+)
+
+// Result describes a run.
+type Result struct {
+	Outcome Outcome
+	// Reason says why converge acted, or why it did not.
+	Reason  string
+	Version string
+	// Detail is the failing step and checks, for Failed and Pending.
+	Detail  string
+	LogPath string
+}
+
+// Converger runs converge for one host.
+type Converger struct {
+	cfg   Config
+	store *store.Store
+	agent *api.Agent
+	log   *slog.Logger
+	now   func() time.Time
+}
+
+// New returns a Converger; cfg must have passed Validate.
+func New(cfg Config, st *store.Store, agent *api.Agent, log *slog.Logger) *Converger {
+	return &Converger{cfg: cfg, store: st, agent: agent, log: log, now: time.Now}
+}
+
+// Run converges until success, or once when RetryInterval is zero, and
+// returns the last run's result.
+func (c *Converger) Run(ctx context.Context) (Result, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := c.runOnce(ctx, attempt > 1)
+		if err != nil || c.cfg.RetryInterval <= 0 {
+			return res, err
+		}
+		if res.Outcome != Failed && res.Outcome != Pending {
+			return res, nil
+		}
+		if c.cfg.MaxAttempts > 0 && attempt >= c.cfg.MaxAttempts {
+			return res, nil
+		}
+		c.log.Info("converge will retry", "outcome", res.Outcome, "after", c.cfg.RetryInterval, "attempt", attempt)
+		select {
+		case <-ctx.Done():
+			return res, nil
+		case <-time.After(c.cfg.RetryInterval):
+		}
+	}
+}
+
+// runOnce is one pass: lock, decide, act. retry forces action (a retry only
+// happens after an unsuccessful run).
+func (c *Converger) runOnce(ctx context.Context, retry bool) (Result, error) {
+	unlock, err := watch.Lock(ctx, c.cfg.LockFile, c.cfg.WaitLock)
+	if errors.Is(err, watch.ErrLocked) {
+		c.log.Info("another converge holds the lock; leaving the work to it", "lock", c.cfg.LockFile)
+		return Result{Outcome: Busy, Reason: "lock " + c.cfg.LockFile + " is held"}, nil
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	defer unlock()
+
+	want, reason, err := c.decide(ctx)
+	if errors.Is(err, store.ErrNoCurrentVersion) {
+		c.log.Info("no current_version is set; nothing to converge to")
+		return Result{Outcome: NothingToDo, Reason: "no current_version is set"}, nil
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	if reason == "" && (c.cfg.Force || retry) {
+		reason = "forced"
+		if retry {
+			reason = "retry after an unsuccessful run"
+		}
+	}
+	if reason == "" {
+		c.log.Debug("nothing to do", "host", c.cfg.Host, "version", want)
+		return Result{Outcome: NothingToDo, Reason: "runs " + want + ", last build and validation succeeded", Version: want}, nil
+	}
+	c.log.Info("converging", "host", c.cfg.Host, "version", want, "reason", reason)
+	res, err := c.act(ctx, want)
+	res.Reason = reason
+	return res, err
+}
+
+// decide reads the desired version and this host's state and says why to
+// act ("" when there is nothing to do).
+func (c *Converger) decide(ctx context.Context) (want, reason string, err error) {
+	want, err = c.store.CurrentVersion(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	have, err := c.store.HostVersions(ctx, c.cfg.Host)
+	if err != nil {
+		return "", "", err
+	}
+	if len(have) != 1 || have[0] != want {
+		return want, fmt.Sprintf("update pending: runs %s, desired %s", orNone(have), want), nil
+	}
+	status, err := c.store.HostStatus(ctx, c.cfg.Host)
+	if err != nil {
+		return "", "", err
+	}
+	for _, cat := range []string{CategoryUpdate, CategoryPuppet, CategoryValidation} {
+		st, ok := status[cat]
+		if !ok {
+			if cat == CategoryUpdate {
+				continue // no update step configured so far
+			}
+			return want, fmt.Sprintf("no %s status recorded", cat), nil
+		}
+		switch {
+		case st.Corrupt:
+			return want, fmt.Sprintf("%s status is unreadable", cat), nil
+		case st.State == store.StateSuccess:
+		case st.State == store.StateRunning:
+			// We hold the lock, so no converge is running: an earlier one died.
+			return want, fmt.Sprintf("last %s run never finished", cat), nil
+		default:
+			return want, fmt.Sprintf("last %s run %s", cat, st.State), nil
+		}
+	}
+	return want, "", nil
+}
+
+func orNone(vs []string) string {
+	if len(vs) == 0 {
+		return "no version"
+	}
+	return strings.Join(vs, "+")
+}

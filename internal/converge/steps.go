@@ -1,0 +1,317 @@
+package converge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+// act runs update, Puppet and validation for version want, recording each
+// outcome, and reports the version when all succeeded.
+func (c *Converger) act(ctx context.Context, want string) (Result, error) {
+	rl, err := openRunLog(c.cfg, c.now())
+	if err != nil {
+		return Result{}, err
+	}
+	defer rl.Close()
+	res := Result{Version: want, LogPath: rl.path}
+	logURL := rl.url(c.cfg.LogURLBase)
+	// Status writes use a context that survives a cancelled run, so an
+	// interrupted converge still records that it was interrupted.
+	recordCtx := context.WithoutCancel(ctx)
+	record := func(cat, state, detail string) error {
+		wctx, cancel := context.WithTimeout(recordCtx, 30*time.Second)
+		defer cancel()
+		if err := c.store.UpdateStatus(wctx, c.cfg.Host, cat, state, store.StatusValue{Version: want, Detail: detail, LogURL: logURL}); err != nil {
+			return fmt.Errorf("record %s %s: %w", cat, state, err)
+		}
+		c.mirrorCheck(wctx, cat, state, detail)
+		return nil
+	}
+	fail := func(outcome Outcome, cat, state, detail string) (Result, error) {
+		res.Outcome, res.Detail = outcome, detail
+		c.log.Warn("converge did not succeed", "host", c.cfg.Host, "version", want, "step", cat, "state", state, "detail", detail, "log", rl.path)
+		return res, record(cat, state, detail)
+	}
+	if err := record(CategoryPuppet, store.StateRunning, "converging to "+want); err != nil {
+		return res, err
+	}
+	env := []string{"ORCHESTRATE_VERSION=" + want, "ORCHESTRATE_HOST=" + c.cfg.Host, "ORCHESTRATE_LOG=" + rl.path}
+
+	if c.cfg.UpdateCmd != "" {
+		r := rl.run(ctx, "update", c.cfg.UpdateCmd, c.cfg.StepTimeout, env)
+		if !r.ok() {
+			if err := record(CategoryUpdate, store.StateFailed, "update step "+r.String()+"; log "+rl.path); err != nil {
+				return res, err
+			}
+			return fail(Failed, CategoryPuppet, store.StateFailed, "not run: the update step "+r.String()+"; log "+rl.path)
+		}
+		if err := record(CategoryUpdate, store.StateSuccess, "update step "+r.String()); err != nil {
+			return res, err
+		}
+	}
+
+	r := rl.run(ctx, "puppet", c.cfg.PuppetCmd, c.cfg.StepTimeout, env)
+	if !puppetSucceeded(r) {
+		detail := "puppet " + r.String() + "; log " + rl.path
+		met, unmet, derr := readDependencies(c.cfg.HieraData)
+		switch {
+		case derr != nil:
+			c.log.Warn("cannot tell whether dependencies are met; recording a failure", "hiera_data", c.cfg.HieraData, "err", derr)
+		case !met:
+			return fail(Pending, CategoryPuppet, store.StatePending, "waiting on dependencies: "+strings.Join(unmet, ", ")+"; "+detail)
+		}
+		return fail(Failed, CategoryPuppet, store.StateFailed, detail)
+	}
+	if err := record(CategoryPuppet, store.StateSuccess, "puppet "+r.String()); err != nil {
+		return res, err
+	}
+
+	failed, ran, err := c.validate(ctx, rl, env)
+	if err != nil {
+		return res, err
+	}
+	if len(failed) > 0 {
+		return fail(Failed, CategoryValidation, store.StateFailed, "failed: "+strings.Join(failed, ", ")+"; log "+rl.path)
+	}
+	if err := record(CategoryValidation, store.StateSuccess, fmt.Sprintf("%d checks passed", ran)); err != nil {
+		return res, err
+	}
+	if err := c.store.ReportVersion(recordCtx, c.cfg.Host, want); err != nil {
+		return res, fmt.Errorf("report version %s: %w", want, err)
+	}
+	res.Outcome = Converged
+	c.log.Info("converged", "host", c.cfg.Host, "version", want, "log", rl.path)
+	return res, nil
+}
+
+// puppetSucceeded reads Puppet's --detailed-exitcodes: 0 (no changes) and 2
+// (changes applied) succeed; 1, 4 and 6 (and anything else) fail.
+func puppetSucceeded(r stepResult) bool {
+	return r.err == nil && (r.code == 0 || r.code == 2)
+}
+
+// validate runs ValidateCmd, or every check in ValidateDir, and returns the
+// names of the failing ones and how many ran.
+func (c *Converger) validate(ctx context.Context, rl *runLog, env []string) (failed []string, ran int, err error) {
+	switch {
+	case c.cfg.ValidateCmd != "":
+		r := rl.run(ctx, "validate", c.cfg.ValidateCmd, c.cfg.ValidateTimeout, env)
+		if !r.ok() {
+			failed = append(failed, fmt.Sprintf("%s (%s)", c.cfg.ValidateCmd, r))
+		}
+		return failed, 1, nil
+	case c.cfg.ValidateDir != "":
+		checks, err := runParts(c.cfg.ValidateDir)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, path := range checks {
+			name := filepath.Base(path)
+			r := rl.run(ctx, "validate "+name, shellQuote(path), c.cfg.ValidateTimeout, env)
+			if !r.ok() {
+				failed = append(failed, fmt.Sprintf("%s (%s)", name, r))
+			}
+		}
+		return failed, len(checks), nil
+	}
+	return nil, 0, nil
+}
+
+// runPartsName is run-parts' default rule: other names (editor backups,
+// .dpkg-old files) are not checks.
+var runPartsName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// runParts lists the executable checks of dir in lexical order.
+func runParts(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--validate-dir: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if !runPartsName.MatchString(e.Name()) {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		st, err := os.Stat(path)
+		if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+			continue
+		}
+		out = append(out, path)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// readDependencies reads orchestrate::dependencies_met and
+// orchestrate::unmet_dependencies from the rendered hiera data. A file
+// without them has no declared dependencies: met.
+func readDependencies(path string) (met bool, unmet []string, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false, nil, err
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return false, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	v, ok := doc["orchestrate::dependencies_met"]
+	if !ok {
+		return true, nil, nil
+	}
+	met, ok = v.(bool)
+	if !ok {
+		return false, nil, fmt.Errorf("%s: orchestrate::dependencies_met is %T, not a boolean", path, v)
+	}
+	if list, ok := doc["orchestrate::unmet_dependencies"].([]any); ok {
+		for _, x := range list {
+			unmet = append(unmet, fmt.Sprint(x))
+		}
+	}
+	return met, unmet, nil
+}
+
+// mirrorCheck sets the TTL check for cat on the local agent: passing on
+// success, warning otherwise. Warning, never critical: a node-level critical
+// check pulls all the node's services out of DNS, which would stall its
+// peers' builds. The check mirrors KV, the record that counts, so a failure
+// here is logged and the run goes on.
+func (c *Converger) mirrorCheck(ctx context.Context, cat, state, detail string) {
+	id := map[string]string{CategoryPuppet: CheckPuppet, CategoryValidation: CheckValidation}[cat]
+	if id == "" || c.cfg.NoChecks || c.agent == nil {
+		return
+	}
+	status := api.HealthWarning
+	if state == store.StateSuccess {
+		status = api.HealthPassing
+	}
+	output := state + ": " + detail
+	// The outcome goes in Notes as well as Output: re-registering syncs to
+	// the catalog at once, while an output-only TTL update waits for the
+	// agent's check_update_interval (5 minutes by default).
+	reg := &api.AgentCheckRegistration{
+		ID: id, Name: id,
+		Notes:             "orchestrate converge, last " + cat + " outcome: " + output,
+		AgentServiceCheck: api.AgentServiceCheck{TTL: c.cfg.CheckTTL.String(), Status: status},
+	}
+	q := (&api.QueryOptions{}).WithContext(ctx)
+	if err := c.agent.CheckRegisterOpts(reg, q); err != nil {
+		c.log.Warn("cannot register check on the local agent", "check", id, "err", err)
+		return
+	}
+	if err := c.agent.UpdateTTLOpts(id, output, status, q); err != nil {
+		c.log.Warn("cannot update check on the local agent", "check", id, "err", err)
+	}
+}
+
+// runLog is one converge run's log file.
+type runLog struct {
+	f    *os.File
+	path string
+}
+
+func openRunLog(cfg Config, now time.Time) (*runLog, error) {
+	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
+		return nil, fmt.Errorf("log dir: %w", err)
+	}
+	name := fmt.Sprintf("converge-%s-%s.log", cfg.Host, now.UTC().Format("20060102T150405.000Z"))
+	path := filepath.Join(cfg.LogDir, name)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("log file: %w", err)
+	}
+	pruneLogs(cfg.LogDir, cfg.Host, cfg.KeepLogs)
+	return &runLog{f: f, path: path}, nil
+}
+
+// pruneLogs keeps the newest keep run logs of host.
+func pruneLogs(dir, host string, keep int) {
+	old, err := filepath.Glob(filepath.Join(dir, "converge-"+host+"-*.log"))
+	if err != nil || len(old) <= keep {
+		return
+	}
+	sort.Strings(old) // timestamps sort lexically
+	for _, p := range old[:len(old)-keep] {
+		_ = os.Remove(p)
+	}
+}
+
+func (rl *runLog) url(base string) string {
+	if base == "" {
+		return "file://" + rl.path
+	}
+	return strings.TrimSuffix(base, "/") + "/" + filepath.Base(rl.path)
+}
+
+func (rl *runLog) Close() error { return rl.f.Close() }
+
+// stepResult is how one command ended.
+type stepResult struct {
+	code     int
+	err      error // could not start, or timed out
+	timedOut bool
+	elapsed  time.Duration
+}
+
+func (r stepResult) ok() bool { return r.err == nil && r.code == 0 }
+
+func (r stepResult) String() string {
+	switch {
+	case r.timedOut:
+		return fmt.Sprintf("timed out after %s", r.elapsed.Round(time.Millisecond))
+	case r.err != nil:
+		return "could not run: " + r.err.Error()
+	default:
+		return fmt.Sprintf("exit %d", r.code)
+	}
+}
+
+// run runs cmdline with /bin/sh -c, its output appended to the log, killing
+// its whole process group after timeout.
+func (rl *runLog) run(ctx context.Context, step, cmdline string, timeout time.Duration, env []string) stepResult {
+	start := time.Now()
+	fmt.Fprintf(rl.f, "== %s: %s (started %s)\n", step, cmdline, start.UTC().Format(time.RFC3339))
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", cmdline)
+	cmd.Stdout, cmd.Stderr = rl.f, rl.f
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	r := stepResult{elapsed: time.Since(start)}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		r.err, r.timedOut = ctx.Err(), errors.Is(ctx.Err(), context.DeadlineExceeded)
+		if !r.timedOut {
+			r.err = errors.New("interrupted")
+		}
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		r.err = err
+	}
+	fmt.Fprintf(rl.f, "== %s: %s after %s\n\n", step, r, r.elapsed.Round(time.Millisecond))
+	return r
+}

@@ -1,0 +1,68 @@
+package orchestrate
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/jiocloud/orchestrate/internal/converge"
+	"github.com/jiocloud/orchestrate/internal/exitcode"
+)
+
+var cmdConverge = &command{
+	name: "converge", minArgs: 0, maxArgs: 0, needsHost: true, json: true,
+	summary: "This node's update loop: when an update is pending or the last build or validation did not succeed, run the update step, Puppet and validation, record each outcome, and report the version when all succeeded. Exit 0 converged or nothing to do, 1 failed or pending.",
+	flags: func(fs *pflag.FlagSet, f *cmdFlags) {
+		c := &f.converge
+		*c = converge.Defaults()
+		fs.StringVar(&c.UpdateCmd, "update-cmd", "", "update step, run by /bin/sh -c with $ORCHESTRATE_VERSION set (e.g. an apt upgrade to the pinned snapshot)")
+		fs.StringVar(&c.PuppetCmd, "puppet-cmd", "", "Puppet run; use --detailed-exitcodes (0 and 2 succeed; 1, 4 and 6 fail) (required)")
+		fs.StringVar(&c.ValidateCmd, "validate-cmd", "", "validation command")
+		fs.StringVar(&c.ValidateDir, "validate-dir", "", "run every executable in this directory as a validation check, run-parts style")
+		fs.DurationVar(&c.StepTimeout, "step-timeout", c.StepTimeout, "timeout of the update step and of Puppet")
+		fs.DurationVar(&c.ValidateTimeout, "validate-timeout", c.ValidateTimeout, "timeout of each validation check")
+		fs.StringVar(&c.HieraData, "hiera-data", c.HieraData, "services.yaml rendered by hiera-services; a Puppet failure while its orchestrate::dependencies_met is false is recorded as pending")
+		fs.StringVar(&c.LogDir, "log-dir", c.LogDir, "directory for one log file per run (absolute)")
+		fs.IntVar(&c.KeepLogs, "keep-logs", c.KeepLogs, "how many run logs to keep")
+		fs.StringVar(&c.LogURLBase, "log-url-base", "", "URL under which --log-dir is served; status log_url points there instead of file://")
+		fs.StringVar(&c.LockFile, "lock-file", c.LockFile, "lock serialising converge runs on this host")
+		fs.BoolVar(&c.WaitLock, "wait", c.WaitLock, "when another converge runs, wait for it and then decide afresh (--wait=false: exit 0 at once)")
+		fs.BoolVar(&c.Force, "force", false, "run even when nothing is pending or failed (e.g. hiera-services --exec after the data changed)")
+		fs.DurationVar(&c.RetryInterval, "retry-interval", 0, "after a failed or pending run, try again after this long (0: run once)")
+		fs.IntVar(&c.MaxAttempts, "max-attempts", 0, "with --retry-interval, give up after this many runs (0: until it succeeds)")
+		fs.DurationVar(&c.CheckTTL, "check-ttl", c.CheckTTL, "TTL of the orchestrate:puppet and orchestrate:validation checks on the local agent")
+		fs.BoolVar(&c.NoChecks, "no-checks", false, "do not mirror statuses as checks on the local agent")
+	},
+	run: runConverge,
+}
+
+func runConverge(ctx context.Context, e *env, _ []string) error {
+	cfg := e.flags.converge
+	cfg.Host = e.host
+	if err := cfg.Validate(); err != nil {
+		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("converge: %w", err))
+	}
+	res, err := converge.New(cfg, e.store, e.client.Agent(), e.log).Run(ctx)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		if err := e.printJSON(map[string]string{"outcome": string(res.Outcome), "reason": res.Reason, "version": res.Version, "detail": res.Detail, "log": res.LogPath}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(e.Stdout, "%s: %s", e.host, res.Outcome)
+		if res.Version != "" {
+			fmt.Fprintf(e.Stdout, " (%s)", res.Version)
+		}
+		if res.Detail != "" {
+			fmt.Fprintf(e.Stdout, ": %s", res.Detail)
+		}
+		fmt.Fprintln(e.Stdout)
+	}
+	if res.Outcome == converge.Failed || res.Outcome == converge.Pending {
+		return answerNo()
+	}
+	return nil
+}

@@ -1,0 +1,402 @@
+package orchestrate
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/consultest"
+)
+
+// convergeEnv is one node: a real agent whose node name is the host, the
+// stand-in step scripts, and the directories converge uses.
+type convergeEnv struct {
+	a        *consultest.Agent
+	stepDir  string // exit codes, sleeps and the record of what ran
+	logDir   string
+	hiera    string
+	checks   string
+	lockFile string
+}
+
+func newConvergeEnv(t *testing.T) *convergeEnv {
+	t.Helper()
+	e := &convergeEnv{a: consultest.Start(t, consultest.Options{NodeName: "node1"})}
+	dir := t.TempDir()
+	e.stepDir = filepath.Join(dir, "steps")
+	e.logDir = filepath.Join(dir, "log")
+	e.hiera = filepath.Join(dir, "services.yaml")
+	e.lockFile = filepath.Join(dir, "converge.lock")
+	e.checks, _ = filepath.Abs("testdata/converge/checks")
+	if err := os.MkdirAll(e.stepDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("STEP_DIR", e.stepDir)
+	return e
+}
+
+func (e *convergeEnv) setExit(t *testing.T, step, code string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(e.stepDir, step+".exit"), []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ran returns the steps run so far, one "step version" per entry.
+func (e *convergeEnv) ran(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(e.stepDir, "ran"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(data)), "\n")
+}
+
+// converge runs `orchestrate converge` with the stand-in steps.
+func (e *convergeEnv) converge(t *testing.T, extra ...string) result {
+	t.Helper()
+	step, _ := filepath.Abs("testdata/converge/step.sh")
+	args := []string{"converge",
+		"--update-cmd", step + " update",
+		"--puppet-cmd", step + " puppet",
+		"--validate-dir", e.checks,
+		"--hiera-data", e.hiera,
+		"--log-dir", e.logDir,
+		"--lock-file", e.lockFile,
+	}
+	return cli(t, e.a, "", append(args, extra...)...)
+}
+
+// waitCheck waits until the agent's health API shows check id on node1 in
+// status with notes containing note. The agent syncs checks to the catalog
+// asynchronously (normally within milliseconds), hence the wait.
+func (e *convergeEnv) waitCheck(t *testing.T, id, status, note string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var last *api.HealthCheck
+	for time.Now().Before(deadline) {
+		checks, _, err := e.a.Client.Health().Node("node1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range checks {
+			if c.CheckID == id {
+				last = c
+			}
+		}
+		if last != nil && last.Status == status && strings.Contains(last.Notes, note) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("check %s on node1 = %+v, want %s with notes containing %q", id, last, status, note)
+}
+
+func TestConvergeAppliesPendingUpdate(t *testing.T) {
+	e := newConvergeEnv(t)
+	mustCode(t, cli(t, e.a, "", "report-version", "v1"), 0, "at v1")
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger v2")
+
+	r := e.converge(t)
+	mustCode(t, r, 0, "converge")
+	if !strings.Contains(r.stdout, "node1: converged (v2)") {
+		t.Errorf("stdout = %q", r.stdout)
+	}
+	want := []string{"update v2", "puppet v2", "check_api v2", "check_db v2"}
+	if got := e.ran(t); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("steps ran %v, want %v (check_api.bak is not a run-parts name)", got, want)
+	}
+	mustCode(t, cli(t, e.a, "", "verify-hosts", "v2", "node1"), 0, "node1 on v2")
+	snap, err := mustStore(t, e.a).Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := snap.Hosts["node1"]
+	for _, cat := range []string{"update", "puppet", "validation"} {
+		if h.Status[cat].State != "success" || h.Status[cat].Version != "v2" {
+			t.Errorf("%s status = %+v, want success at v2", cat, h.Status[cat])
+		}
+	}
+	if !strings.HasPrefix(h.Status["puppet"].LogURL, "file://"+e.logDir+"/converge-node1-") {
+		t.Errorf("log_url = %q, want a file:// URL of this run's log", h.Status["puppet"].LogURL)
+	}
+	logPath := strings.TrimPrefix(h.Status["puppet"].LogURL, "file://")
+	logData, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"puppet: output for the run log", "== puppet: exit 0", "== validate check_db: exit 0"} {
+		if !strings.Contains(string(logData), s) {
+			t.Errorf("run log lacks %q:\n%s", s, logData)
+		}
+	}
+	e.waitCheck(t, "orchestrate:puppet", api.HealthPassing, "success: puppet exit 0")
+	e.waitCheck(t, "orchestrate:validation", api.HealthPassing, "success: 2 checks passed")
+
+	// Nothing pending, all healthy: a watch re-fire does nothing, twice.
+	for i := 0; i < 2; i++ {
+		r = e.converge(t)
+		mustCode(t, r, 0, "converge again")
+		if !strings.Contains(r.stdout, "nothing to do") {
+			t.Errorf("second converge: %q", r.stdout)
+		}
+	}
+	if n := len(e.ran(t)); n != 4 {
+		t.Fatalf("a converge with nothing to do ran steps: %v", e.ran(t))
+	}
+}
+
+// TestConvergeValidationFailureKeepsVersion is the issue's "Done when": a
+// failing validation script keeps the host at v1, `orchestrate status`
+// shows validation failed naming the script, and the next converge re-runs
+// Puppet.
+func TestConvergeValidationFailureKeepsVersion(t *testing.T) {
+	e := newConvergeEnv(t)
+	mustCode(t, cli(t, e.a, "", "report-version", "v1"), 0, "at v1")
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger v2")
+	e.setExit(t, "check_db", "1")
+
+	r := e.converge(t)
+	mustCode(t, r, 1, "converge with failing validation")
+	mustCode(t, cli(t, e.a, "", "verify-hosts", "v2", "node1"), 1, "node1 still not on v2")
+	mustCode(t, cli(t, e.a, "", "hosts-at-version", "v1"), 0, "")
+	st := cli(t, e.a, "", "status")
+	if !strings.Contains(st.stdout, "failed") || !strings.Contains(st.stdout, "check_db (exit 1)") {
+		t.Fatalf("status does not show validation failed naming check_db:\n%s", st.stdout)
+	}
+	f := cli(t, e.a, "", "get-failures", "validation")
+	mustCode(t, f, 1, "get-failures lists it")
+	e.waitCheck(t, "orchestrate:validation", api.HealthWarning, "check_db (exit 1)")
+	e.waitCheck(t, "orchestrate:puppet", api.HealthPassing, "success")
+	// The node's own serfHealth and services stay unaffected: warning, not critical.
+	checks, _, _ := e.a.Client.Health().Node("node1", nil)
+	if checks.AggregatedStatus() == api.HealthCritical {
+		t.Fatal("a failed build made the node critical")
+	}
+
+	before := len(e.ran(t))
+	e.setExit(t, "check_db", "0")
+	mustCode(t, e.converge(t), 0, "converge after the fix")
+	if got := e.ran(t)[before:]; len(got) < 2 || got[1] != "puppet v2" {
+		t.Fatalf("next converge ran %v, want Puppet re-run", got)
+	}
+	mustCode(t, cli(t, e.a, "", "verify-hosts", "v2", "node1"), 0, "on v2 after the fix")
+}
+
+func TestConvergeRerunsPuppetAfterFailedValidationAtCurrentVersion(t *testing.T) {
+	e := newConvergeEnv(t)
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger")
+	mustCode(t, e.converge(t), 0, "first converge")
+	n := len(e.ran(t))
+	// Something (an operator, a later check) marks validation failed while
+	// the version is current: converge must not skip Puppet.
+	mustCode(t, cli(t, e.a, "", "update-status", "validation", "failed", "--detail", "monitoring says no"), 0, "")
+	mustCode(t, e.converge(t), 0, "converge")
+	if got := e.ran(t)[n:]; len(got) != 4 || got[1] != "puppet v2" {
+		t.Fatalf("steps = %v, want a full run", got)
+	}
+}
+
+func TestConvergePuppetFailureWithUnmetDependenciesIsPending(t *testing.T) {
+	e := newConvergeEnv(t)
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger")
+	if err := os.WriteFile(e.hiera, []byte("orchestrate::dependencies_met: false\norchestrate::unmet_dependencies:\n  - mysql\n  - keystone\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.setExit(t, "puppet", "6")
+	r := e.converge(t)
+	mustCode(t, r, 1, "pending")
+	if !strings.Contains(r.stdout, "pending on dependencies") || !strings.Contains(r.stdout, "mysql, keystone") {
+		t.Errorf("stdout = %q", r.stdout)
+	}
+	snap, _ := mustStore(t, e.a).Snapshot(context.Background())
+	if st := snap.Hosts["node1"].Status["puppet"]; st.State != "pending" || !strings.Contains(st.Detail, "waiting on dependencies: mysql, keystone") {
+		t.Fatalf("puppet status = %+v, want pending naming the dependencies", st)
+	}
+	mustCode(t, cli(t, e.a, "", "get-failures"), 0, "pending is not a failure")
+	for _, s := range e.ran(t) {
+		if strings.HasPrefix(s, "check_") {
+			t.Fatalf("validation ran after Puppet failed: %v", e.ran(t))
+		}
+	}
+	// The dependency appears (hiera-services re-rendered): now Puppet works.
+	if err := os.WriteFile(e.hiera, []byte("orchestrate::dependencies_met: true\norchestrate::unmet_dependencies: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.setExit(t, "puppet", "2")
+	mustCode(t, e.converge(t), 0, "converge once dependencies are met")
+
+	// Puppet failing with dependencies met is a failure.
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v3"), 0, "trigger v3")
+	e.setExit(t, "puppet", "4")
+	mustCode(t, e.converge(t), 1, "failed")
+	f := cli(t, e.a, "", "get-failures")
+	mustCode(t, f, 1, "get-failures")
+	if !strings.Contains(f.stdout, "puppet exit 4") {
+		t.Errorf("get-failures = %q", f.stdout)
+	}
+}
+
+func TestConvergeUpdateStepFailure(t *testing.T) {
+	e := newConvergeEnv(t)
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger")
+	e.setExit(t, "update", "100")
+	mustCode(t, e.converge(t), 1, "update fails")
+	if got := e.ran(t); len(got) != 1 {
+		t.Fatalf("steps after a failed update: %v, want only the update", got)
+	}
+	f := cli(t, e.a, "", "get-failures", "update")
+	mustCode(t, f, 1, "")
+	if !strings.Contains(f.stdout, "exit 100") {
+		t.Errorf("get-failures update = %q", f.stdout)
+	}
+}
+
+func TestConvergeValidationTimeout(t *testing.T) {
+	e := newConvergeEnv(t)
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger")
+	if err := os.WriteFile(filepath.Join(e.stepDir, "check_api.sleep"), []byte("30"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := e.converge(t, "--validate-timeout", "500ms")
+	mustCode(t, r, 1, "timeout")
+	if !strings.Contains(r.stdout, "check_api (timed out after") {
+		t.Errorf("stdout = %q", r.stdout)
+	}
+}
+
+func TestConvergeTwoAtOnce(t *testing.T) {
+	e := newConvergeEnv(t)
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger")
+	if err := os.WriteFile(filepath.Join(e.stepDir, "puppet.sleep"), []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("second exits", func(t *testing.T) {
+		results := make([]result, 2)
+		var wg sync.WaitGroup
+		for i := range results {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				results[i] = e.converge(t, "--wait=false")
+			}(i)
+		}
+		wg.Wait()
+		busy := 0
+		for _, r := range results {
+			if r.code != 0 {
+				t.Errorf("exit %d: %s %s", r.code, r.stdout, r.stderr)
+			}
+			if strings.Contains(r.stdout, "another converge is running") {
+				busy++
+			}
+		}
+		if busy != 1 {
+			t.Fatalf("%d runs found the lock held, want exactly 1: %+v", busy, results)
+		}
+		if n := strings.Count(strings.Join(e.ran(t), "\n"), "puppet"); n != 1 {
+			t.Fatalf("puppet ran %d times, want 1", n)
+		}
+	})
+	t.Run("second waits then finds nothing to do", func(t *testing.T) {
+		mustCode(t, cli(t, e.a, "", "trigger-update", "v3"), 0, "trigger v3")
+		results := make([]result, 2)
+		var wg sync.WaitGroup
+		for i := range results {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				results[i] = e.converge(t)
+			}(i)
+		}
+		wg.Wait()
+		out := results[0].stdout + results[1].stdout
+		if !strings.Contains(out, "converged (v3)") || !strings.Contains(out, "nothing to do") {
+			t.Fatalf("want one converged and one nothing to do: %q", out)
+		}
+		if n := strings.Count(strings.Join(e.ran(t), "\n"), "puppet v3"); n != 1 {
+			t.Fatalf("puppet ran %d times for v3, want 1", n)
+		}
+	})
+}
+
+func TestConvergeBadFlags(t *testing.T) {
+	e := newConvergeEnv(t)
+	for _, args := range [][]string{
+		{"converge"}, // no --puppet-cmd
+		{"converge", "--puppet-cmd", "true", "--validate-cmd", "true", "--validate-dir", "/tmp"},
+		{"converge", "--puppet-cmd", "true", "--log-dir", "relative/logs"},
+		{"converge", "--puppet-cmd", "true", "--validate-dir", "/nonexistent/checks"},
+		{"converge", "--puppet-cmd", "true", "--step-timeout", "0s"},
+	} {
+		r := cli(t, e.a, "", args...)
+		mustCode(t, r, 2, strings.Join(args, " "))
+		if !strings.Contains(r.stderr, "--") {
+			t.Errorf("error does not name the flag: %s", r.stderr)
+		}
+	}
+	if ks := allKeys(t, e.a.Client); len(ks) != 0 {
+		t.Fatalf("bad flags wrote keys: %v", ks)
+	}
+}
+
+// TestConvergeWithRealPuppet runs Debian's puppet apply as --puppet-cmd:
+// a manifest that changes something (exit 2) converges; one whose resource
+// fails (exit 4 or 6) is recorded as failed.
+func TestConvergeWithRealPuppet(t *testing.T) {
+	puppet := requirePuppet(t)
+	e := newConvergeEnv(t)
+	dir := t.TempDir()
+	target := filepath.Join(dir, "managed.txt")
+	good := filepath.Join(dir, "good.pp")
+	bad := filepath.Join(dir, "bad.pp")
+	if err := os.WriteFile(good, []byte("file { '"+target+"': content => \"converged\\n\" }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("exec { 'fails': command => '/bin/false' }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pdirs := "--vardir " + dir + "/var --confdir " + dir + "/conf --codedir " + dir + "/code --logdir " + dir + "/plog --rundir " + dir + "/run"
+	papply := func(manifest string) string {
+		return puppet + " apply --detailed-exitcodes --color=false " + pdirs + " " + manifest
+	}
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger")
+	r := cli(t, e.a, "", "converge", "--puppet-cmd", papply(good), "--log-dir", filepath.Join(dir, "log"), "--lock-file", e.lockFile, "--hiera-data", e.hiera)
+	mustCode(t, r, 0, "converge with a real puppet run that applies a change")
+	if data, err := os.ReadFile(target); err != nil || string(data) != "converged\n" {
+		t.Fatalf("puppet did not manage the file: %q %v", data, err)
+	}
+	mustCode(t, cli(t, e.a, "", "verify-hosts", "v2", "node1"), 0, "on v2")
+
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v3"), 0, "trigger v3")
+	r = cli(t, e.a, "", "converge", "--puppet-cmd", papply(bad), "--log-dir", filepath.Join(dir, "log"), "--lock-file", e.lockFile, "--hiera-data", e.hiera)
+	mustCode(t, r, 1, "converge with a failing real puppet run")
+	if !strings.Contains(r.stdout, "puppet exit 4") && !strings.Contains(r.stdout, "puppet exit 6") {
+		t.Fatalf("want puppet's detailed exit code 4 or 6 in %q", r.stdout)
+	}
+	mustCode(t, cli(t, e.a, "", "verify-hosts", "v2", "node1"), 0, "still on v2")
+}
+
+// requirePuppet returns the puppet binary; without it the test skips, or
+// fails under CI=true.
+func requirePuppet(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("puppet")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true and puppet is not installed (make test-deps installs Debian's puppet)")
+		}
+		t.Skip("puppet not installed: run make test-deps")
+	}
+	return p
+}
