@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Starts the real-Nova test cloud configured by configure.sh, all on
+# 127.0.0.1: MariaDB (unix socket only), epmd + RabbitMQ, the Neutron
+# stand-in, keystone, placement, glance-api, nova-conductor, nova-scheduler,
+# nova-api and nova-compute (fake virt driver). Each daemon runs in its own
+# session with its PID in $NOVA_E2E_DIR/run/<name>.pid; stop.sh stops them by
+# those PIDs. Already-running daemons are left alone, so it is idempotent.
+#
+# When the cloud answers it writes $NOVA_E2E_DIR/env (OS_* variables and the
+# flavor and image to boot; KEY=value lines) and $NOVA_E2E_DIR/clouds.yaml
+# (cloud "nova-e2e"), both mode 600: the passwords are test-only and local.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+
+[ -f "$NOVA_E2E_DIR/configured" ] || die "not configured: run scripts/nova/configure.sh"
+FLAVOR=${NOVA_E2E_FLAVOR:-e2e.tiny}
+IMAGE=${NOVA_E2E_IMAGE:-e2e-tiny}
+KS=http://127.0.0.1:$KEYSTONE_PORT
+export NOVA_E2E_KEYSTONE=$KS NOVA_E2E_FLAVOR=$FLAVOR NOVA_E2E_IMAGE=$IMAGE
+export NOVA_E2E_ADMIN_PW NOVA_E2E_SERVICE_PW
+NOVA_E2E_ADMIN_PW=$(secret admin)
+NOVA_E2E_SERVICE_PW=$(secret service)
+export NOVA_E2E_COMPUTE_URL=http://127.0.0.1:$NOVA_PORT/v2.1
+export NOVA_E2E_PLACEMENT_URL=http://127.0.0.1:$PLACEMENT_PORT
+export NOVA_E2E_IMAGE_URL=http://127.0.0.1:$GLANCE_PORT
+export NOVA_E2E_NETWORK_URL=http://127.0.0.1:$NEUTRON_PORT
+rm -f "$NOVA_E2E_DIR/env" # written again only once everything answers
+
+tcp_up() { "$PY" -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' "$1"; }
+sql_count() { [ "$(mysql_cli -N -B -e "$1")" -gt 0 ]; }
+
+log "starting mariadb, rabbitmq, neutron stand-in, keystone, placement"
+spawn mariadb mariadbd --defaults-file="$ETC/my.cnf" --user=mysql
+(
+	rabbit_env
+	# Our own epmd, on loopback and our port, so stop.sh can stop it too
+	# (rabbitmq would otherwise start one that outlives it).
+	spawn epmd epmd -address 127.0.0.1 -port "$EPMD_PORT"
+	wait_for epmd 20 tcp_up "$EPMD_PORT"
+	spawn rabbitmq /usr/lib/rabbitmq/bin/rabbitmq-server
+)
+spawn neutron "$PY" "$here/neutron_stub.py" "$NEUTRON_PORT"
+wait_for mariadb 60 mysql_cli -e 'select 1'
+spawn keystone env OS_KEYSTONE_CONFIG_DIR="$ETC/keystone" \
+	"$PY" "$here/wsgi_serve.py" keystone.server.wsgi:initialize_public_application "$KEYSTONE_PORT"
+spawn placement env OS_PLACEMENT_CONFIG_DIR="$ETC/placement" \
+	"$PY" "$here/wsgi_serve.py" placement.wsgi:init_application "$PLACEMENT_PORT"
+wait_for keystone 90 http_up "$KS/v3"
+if [ ! -f "$NOVA_E2E_DIR/identity-done" ]; then
+	log "creating service users and the catalog"
+	"$PY" "$here/setup_cloud.py" identity >>"$LOGS/setup.log" 2>&1 || die "identity setup failed: see $LOGS/setup.log"
+	touch "$NOVA_E2E_DIR/identity-done"
+fi
+
+log "starting glance-api, nova-conductor, nova-scheduler, nova-api"
+NOVA_CONF=(--config-file "$ETC/nova/nova.conf")
+spawn glance-api "$PY" -c "$(pycode glance-api glance.cmd.api)" --config-file "$ETC/glance/glance-api.conf"
+wait_for rabbitmq 90 tcp_up "$RABBIT_PORT"
+spawn nova-conductor "$PY" -c "$(pycode nova-conductor nova.cmd.conductor)" "${NOVA_CONF[@]}"
+spawn nova-scheduler "$PY" -c "$(pycode nova-scheduler nova.cmd.scheduler)" "${NOVA_CONF[@]}"
+spawn nova-api "$PY" -c "$(pycode nova-api nova.cmd.api)" "${NOVA_CONF[@]}"
+# nova-compute asks the conductor for its service record at start; started
+# before the conductor listens it stalls for the RPC timeout.
+if ! running nova-compute; then
+	wait_for "nova-conductor to start" 120 grep -q 'Starting conductor node' "$LOGS/nova-conductor.log"
+fi
+log "starting nova-compute"
+spawn nova-compute "$PY" -c "$(pycode nova-compute nova.cmd.compute)" --config-file "$ETC/nova/nova-compute.conf"
+
+wait_for "nova-compute to register" 120 sql_count "select count(*) from nova.compute_nodes where host='nova-e2e' and deleted=0"
+if ! sql_count "select count(*) from nova_api.host_mappings where host='nova-e2e'"; then
+	manage nova-manage nova.cmd.manage "${NOVA_CONF[@]}" cell_v2 discover_hosts
+	sql_count "select count(*) from nova_api.host_mappings where host='nova-e2e'" || die "nova-manage cell_v2 discover_hosts did not map host nova-e2e"
+fi
+wait_for "placement inventory" 60 sql_count "select count(*) from placement.inventories"
+wait_for nova-api 60 http_up "http://127.0.0.1:$NOVA_PORT/"
+wait_for glance-api 60 http_up "http://127.0.0.1:$GLANCE_PORT/"
+
+log "creating flavor $FLAVOR and image $IMAGE"
+"$PY" "$here/setup_cloud.py" resources >>"$LOGS/setup.log" 2>&1 || die "flavor/image setup failed: see $LOGS/setup.log"
+
+umask 077
+cat >"$NOVA_E2E_DIR/env.tmp" <<ENV
+OS_AUTH_URL=$KS/v3
+OS_USERNAME=admin
+OS_PASSWORD=$NOVA_E2E_ADMIN_PW
+OS_PROJECT_NAME=admin
+OS_USER_DOMAIN_NAME=Default
+OS_PROJECT_DOMAIN_NAME=Default
+OS_REGION_NAME=RegionOne
+OS_INTERFACE=public
+OS_IDENTITY_API_VERSION=3
+NOVA_E2E_DIR=$NOVA_E2E_DIR
+NOVA_E2E_FLAVOR=$FLAVOR
+NOVA_E2E_IMAGE=$IMAGE
+NOVA_E2E_CLOUDS_YAML=$NOVA_E2E_DIR/clouds.yaml
+NOVA_E2E_CLOUD=nova-e2e
+ENV
+cat >"$NOVA_E2E_DIR/clouds.yaml" <<YAML
+# The real-Nova test cloud (scripts/nova): test-only, local credentials.
+clouds:
+  nova-e2e:
+    auth:
+      auth_url: $KS/v3
+      username: admin
+      password: $NOVA_E2E_ADMIN_PW
+      project_name: admin
+      user_domain_name: Default
+      project_domain_name: Default
+    region_name: RegionOne
+    interface: public
+    identity_api_version: 3
+YAML
+mv -f "$NOVA_E2E_DIR/env.tmp" "$NOVA_E2E_DIR/env"
+log "up: env file $NOVA_E2E_DIR/env, clouds.yaml $NOVA_E2E_DIR/clouds.yaml"
