@@ -400,3 +400,28 @@ func requirePuppet(t *testing.T) string {
 	}
 	return p
 }
+
+func TestConvergeRetries(t *testing.T) {
+	e := newConvergeEnv(t)
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger")
+	e.setExit(t, "puppet", "1")
+	r := e.converge(t, "--retry-interval", "50ms", "--max-attempts", "3", "--json")
+	mustCode(t, r, 1, "three failed attempts")
+	if n := strings.Count(strings.Join(e.ran(t), "\n"), "puppet v2"); n != 3 {
+		t.Fatalf("puppet ran %d times, want 3 (--max-attempts)", n)
+	}
+	if !strings.Contains(r.stdout, `"outcome": "failed"`) {
+		t.Errorf("--json output = %s", r.stdout)
+	}
+	if n := len(e.ran(t)); n != 6 { // update + puppet, three times
+		t.Fatalf("steps = %v", e.ran(t))
+	}
+	// A retry that succeeds stops retrying.
+	if err := os.WriteFile(filepath.Join(e.stepDir, "puppet.exit"), []byte("0"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustCode(t, e.converge(t, "--retry-interval", "50ms"), 0, "succeeds at once")
+	if n := strings.Count(strings.Join(e.ran(t), "\n"), "puppet v2"); n != 4 {
+		t.Fatalf("puppet ran %d times in all, want 4", n)
+	}
+}
