@@ -3,6 +3,7 @@ package hiera
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,4 +93,18 @@ func eventually(t testing.TB, d time.Duration, what string, f func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// logQuote renders s as slog's text handler writes an attribute value.
+func logQuote(s string) string {
+	var b bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == "v" {
+			return a
+		}
+		return slog.Attr{}
+	}}))
+	l.Info("", "v", s)
+	out := strings.TrimSpace(b.String())
+	return strings.TrimPrefix(out, "v=")
 }
