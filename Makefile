@@ -45,3 +45,24 @@ demo: build consul
 
 clean:
 	rm -rf bin
+
+## nova-up: install (apt, first time only), configure and start a real
+## single-host OpenStack for the reaper's end-to-end tests: keystone,
+## placement, glance and Nova (fake virt driver) from Debian's Zed packages,
+## RabbitMQ, MariaDB and a Neutron stand-in, all on 127.0.0.1, all state in
+## $(NOVA_E2E_DIR). Idempotent. Needs root.
+## nova-down: stop every daemon nova-up started, by PID.
+## e2e-nova: nova-up, the tests named *Nova* in internal/novatest and
+## reaper/..., then nova-down; fails when a test fails.
+NOVA_E2E_DIR ?= /tmp/orchestrate-nova
+
+.PHONY: nova-up nova-down e2e-nova
+
+nova-up:
+	NOVA_E2E_DIR=$(NOVA_E2E_DIR) scripts/nova/up.sh
+
+nova-down:
+	NOVA_E2E_DIR=$(NOVA_E2E_DIR) scripts/nova/stop.sh
+
+e2e-nova:
+	NOVA_E2E_DIR=$(NOVA_E2E_DIR) GO=$(GO) scripts/nova/e2e.sh
