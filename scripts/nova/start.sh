@@ -65,9 +65,15 @@ spawn nova-api "$PY" -c "$(pycode nova-api nova.cmd.api)" "${NOVA_CONF[@]}"
 if ! running nova-compute; then
 	wait_for "nova-conductor to start" 120 grep -q 'Starting conductor node' "$LOGS/nova-conductor.log"
 fi
-log "starting nova-compute"
-spawn nova-compute "$PY" -c "$(pycode nova-compute nova.cmd.compute)" --config-file "$ETC/nova/nova-compute.conf"
-
+if ! running nova-compute; then
+	log "starting nova-compute"
+	since=$(mysql_cli -N -B -e 'select utc_timestamp()')
+	spawn nova-compute "$PY" -c "$(pycode nova-compute nova.cmd.compute)" --config-file "$ETC/nova/nova-compute.conf"
+	# Ready once this run of it has reported its service state (an earlier
+	# run's records do not count) and its compute node exists.
+	wait_for "nova-compute to report" 120 sql_count "select count(*) from nova.services
+		where host='nova-e2e' and topic='compute' and deleted=0 and updated_at >= '$since'"
+fi
 wait_for "nova-compute to register" 120 sql_count "select count(*) from nova.compute_nodes where host='nova-e2e' and deleted=0"
 if ! sql_count "select count(*) from nova_api.host_mappings where host='nova-e2e'"; then
 	manage nova-manage nova.cmd.manage "${NOVA_CONF[@]}" cell_v2 discover_hosts
