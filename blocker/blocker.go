@@ -305,7 +305,7 @@ func (b *Blocker) failure(ctx context.Context, res Result) error {
 			}
 		}
 		if !answered {
-			return fmt.Errorf("%w: %s gave no usable answer in %s, so nothing is known of %s (last error: %s)",
+			return fmt.Errorf("%w: %s gave no usable answer in %s while waiting for %s (last error: %s)",
 				ErrUnanswered, b.cfg.DNS, b.cfg.Timeout, names(res), lastErr)
 		}
 		return fmt.Errorf("%w: %s", ErrTimeout, shortList(res, b.cfg.Timeout))
@@ -332,16 +332,15 @@ func shortList(res Result, after time.Duration) string {
 	return strings.Join(parts, "; ")
 }
 
-// names lists the services still short with their required counts:
-// "web: 0/2, db: 0/1".
+// names lists the services not met as arguments: "web:2 db:1".
 func names(res Result) string {
 	var parts []string
 	for _, st := range res.Services {
 		if !st.Met {
-			parts = append(parts, fmt.Sprintf("%s: %d/%d", st.Service, max(st.Found, 0), st.Count))
+			parts = append(parts, fmt.Sprintf("%s:%d", st.Service, st.Count))
 		}
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, " ")
 }
 
 // check polls one requirement once and returns the endpoints that count.

@@ -474,7 +474,7 @@ func TestDNSNeverAnswers(t *testing.T) {
 	if r.code != 3 {
 		t.Fatalf("exit %d, want 3", r.code)
 	}
-	if !strings.Contains(r.stderr, "DNS never answered: "+addr+" gave no usable answer in 1s") || !strings.Contains(r.stderr, "web: 0/2") {
+	if !strings.Contains(r.stderr, "DNS never answered: "+addr+" gave no usable answer in 1s") || !strings.Contains(r.stderr, "while waiting for web:2") {
 		t.Fatalf("stderr does not say the DNS server never answered:\n%s", r.stderr)
 	}
 	if n := strings.Count(r.stderr, "query failed"); n != 1 {
