@@ -160,6 +160,9 @@ func run(ctx context.Context, args []string, stdio IO) error {
 		}
 		tmpl = string(b)
 	}
+	if err := checkTemplate(tmpl, NewFuncs(&Selection{}, logger).FuncMap()); err != nil {
+		return exitcode.Wrap(exitcode.Usage, err)
+	}
 	apiCfg, err := c.Consul.Config()
 	if err != nil {
 		return err

@@ -9,11 +9,13 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"text/template"
 	"time"
 
 	"github.com/hashicorp/consul-template/config"
 	"github.com/hashicorp/consul-template/manager"
 	ctrenderer "github.com/hashicorp/consul-template/renderer"
+	cttemplate "github.com/hashicorp/consul-template/template"
 	"github.com/hashicorp/consul/api"
 	"gopkg.in/yaml.v3"
 
@@ -95,7 +97,6 @@ func (r *Renderer) Once(ctx context.Context) error {
 		return r.classify(lastErr)
 	}
 	if !changed {
-		r.Log.Debug("hiera data unchanged", "file", r.Config.Out)
 		return nil
 	}
 	if r.Config.Exec != "" {
@@ -204,6 +205,23 @@ func (r *Renderer) selection(ctx context.Context, client *api.Client) (*Selectio
 		ServiceRegex: r.Config.serviceRe,
 		Dependencies: r.Deps,
 	}
+	// A token that may not read every service gets a catalog silently
+	// filtered by ACLs: rendering it would hand Puppet a partial (often
+	// empty) services.yaml. Refuse instead, unless the operator selected
+	// services explicitly.
+	if len(sel.Services) == 0 && sel.ServiceRegex == nil {
+		q := (&api.QueryOptions{Datacenter: r.Config.Consul.Datacenter}).WithContext(ctx)
+		svcs, meta, err := client.Catalog().Services(q)
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("consul: %w", err))
+		}
+		// Every datacenter's catalog holds at least the servers' "consul"
+		// service; an empty one means the token sees nothing (Consul does
+		// not flag filtering for the anonymous token).
+		if meta.ResultsFilteredByACLs || len(svcs) == 0 {
+			return nil, exitcode.Wrap(exitcode.Unavailable, errors.New("consul: the token may not read every service (catalog filtered by ACLs); refusing to write partial hiera data (give the token service_prefix \"\" read and node_prefix \"\" read, or select services with --service)"))
+		}
+	}
 	if dc := r.Config.Consul.Datacenter; dc != "" {
 		sel.Datacenter, sel.QueryDatacenter = dc, true
 		return sel, nil
@@ -223,6 +241,22 @@ func (r *Renderer) selection(ctx context.Context, client *api.Client) (*Selectio
 		}
 	}
 	return sel, nil
+}
+
+// checkTemplate parses the template the way consul-template will, so a
+// template that does not parse is bad input (exit 2) before any render. It
+// executes against an empty brain: every query returns nothing and nothing
+// is fetched or written.
+func checkTemplate(contents string, funcs template.FuncMap) error {
+	t, err := cttemplate.NewTemplate(&cttemplate.NewTemplateInput{Contents: contents, ExtFuncMap: funcs})
+	if err != nil {
+		return &InputError{Err: fmt.Errorf("template: %w", err)}
+	}
+	_, err = t.Execute(&cttemplate.ExecuteInput{Brain: cttemplate.NewBrain()})
+	if err != nil && strings.HasPrefix(err.Error(), "parse:") {
+		return &InputError{Err: fmt.Errorf("template: %w", err)}
+	}
+	return nil
 }
 
 // newRunner builds consul-template's configuration in code, as its
@@ -309,7 +343,9 @@ func (r *Renderer) render(in *ctrenderer.RenderInput) (*ctrenderer.RenderResult,
 		r.Log.Error("render failed, the file stays as it was", "file", in.Path, "err", err)
 		return nil, err
 	}
-	if changed {
+	if !changed {
+		r.Log.Debug("hiera data rendered, content unchanged, file not touched", "file", in.Path)
+	} else {
 		r.Log.Info("hiera data written", "file", in.Path, "bytes", len(in.Contents))
 		select {
 		case r.changedCh <- struct{}{}:

@@ -1,0 +1,162 @@
+package hiera
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/jiocloud/orchestrate/internal/consultest"
+)
+
+func TestParseDependencies(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    Dependencies
+		wantErr string // substring, with the line number first
+	}{
+		{name: "issue example", in: "mysql: {addressable: 1, functional: 2}\nkeystone: {functional: 1}\n",
+			want: Dependencies{{Service: "keystone", Functional: 1}, {Service: "mysql", Addressable: 1, Functional: 2}}},
+		{name: "block style", in: "rabbitmq:\n  addressable: 3\n", want: Dependencies{{Service: "rabbitmq", Addressable: 3}}},
+		{name: "empty file", in: "", want: Dependencies{}},
+		{name: "only a comment", in: "# nothing yet\n", want: Dependencies{}},
+		{name: "empty mapping value", in: "mysql: {}\n", want: Dependencies{{Service: "mysql"}}},
+		{name: "syntax error", in: "mysql: {addressable: 1\n", wantErr: "1: did not find expected ',' or '}'"},
+		{name: "not a mapping", in: "- mysql\n", wantErr: "1: want a mapping"},
+		{name: "unknown key", in: "mysql: {addressable: 1}\nkeystone: {healthy: 1}\n", wantErr: `2: service "keystone": unknown key "healthy"`},
+		{name: "negative", in: "mysql: {functional: -1}\n", wantErr: "1: service \"mysql\": functional: -1 is out of range"},
+		{name: "not a number", in: "mysql:\n  functional: two\n", wantErr: `2: service "mysql": functional: want a whole number, got the string "two"`},
+		{name: "float", in: "mysql: {functional: 1.5}\n", wantErr: "want a whole number"},
+		{name: "value not a mapping", in: "mysql: 2\n", wantErr: `1: service "mysql": want {addressable: N, functional: N}`},
+		{name: "bad service name", in: "\"my.sql\": {functional: 1}\n", wantErr: `1: service name "my.sql" has characters`},
+		{name: "duplicate service", in: "mysql: {functional: 1}\nmysql: {functional: 2}\n", wantErr: "2: service \"mysql\" declared twice (first on line 1)"},
+		{name: "duplicate count", in: "mysql: {functional: 1, functional: 2}\n", wantErr: "functional given twice"},
+		{name: "huge", in: "mysql: {functional: 99999999999}\n", wantErr: "out of range"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseDependencies([]byte(tc.in))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDependencyKeys: the counts follow the chosen semantics: addressable =
+// passing + warning (what Consul DNS returns), functional = passing.
+func TestDependencyKeys(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	for _, i := range []inst{
+		{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", status: "passing"},
+		{node: "db2", nodeAddr: "10.0.0.6", svc: "mysql", status: "warning"},
+		{node: "db3", nodeAddr: "10.0.0.7", svc: "mysql", status: "critical"},
+		{node: "mq1", nodeAddr: "10.0.0.8", svc: "rabbitmq", status: "passing"},
+	} {
+		register(t, a.Client, i)
+	}
+	deps := filepath.Join(t.TempDir(), "deps.yaml")
+	os.WriteFile(deps, []byte("mysql: {addressable: 2, functional: 1}\nrabbitmq: {functional: 2}\nkeystone: {addressable: 1}\n"), 0o644)
+	out := outPath(t)
+	// --service limits the output to mysql; rabbitmq and keystone still count.
+	if code, stderr := runHS(t, a, "--out", out, "--dependencies", deps, "--service", "mysql"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	got := readKeys(t, out)
+	want := map[string]any{
+		"orchestrate::dependencies::mysql::addressable_required":    2,
+		"orchestrate::dependencies::mysql::addressable":             2,
+		"orchestrate::dependencies::mysql::functional_required":     1,
+		"orchestrate::dependencies::mysql::functional":              1,
+		"orchestrate::dependencies::rabbitmq::addressable_required": 0,
+		"orchestrate::dependencies::rabbitmq::addressable":          1,
+		"orchestrate::dependencies::rabbitmq::functional_required":  2,
+		"orchestrate::dependencies::rabbitmq::functional":           1,
+		"orchestrate::dependencies::keystone::addressable_required": 1,
+		"orchestrate::dependencies::keystone::addressable":          0,
+		"orchestrate::dependencies::keystone::functional_required":  0,
+		"orchestrate::dependencies::keystone::functional":           0,
+		"orchestrate::dependencies_met":                             false,
+		"orchestrate::unmet_dependencies":                           strs("keystone", "rabbitmq"),
+		"services::mysql::address":                                  strs("10.0.0.5", "10.0.0.6", "10.0.0.7"),
+		"services::mysql::port":                                     []any{},
+		"services::mysql::nodes":                                    strs("db1", "db2", "db3"),
+		"healthy_services::mysql::address":                          strs("10.0.0.5"),
+		"healthy_services::mysql::port":                             []any{},
+		"healthy_services::mysql::nodes":                            strs("db1"),
+	}
+	if !reflect.DeepEqual(got, want) {
+		diffKeys(t, got, want)
+	}
+}
+
+// TestBadInputWritesNothing: a malformed dependencies file, bad flags and a
+// template whose output is not YAML exit 2 with a message naming the
+// problem, and neither create nor change the output file.
+func TestBadInputWritesNothing(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	dir := t.TempDir()
+	badDeps := filepath.Join(dir, "deps.yaml")
+	os.WriteFile(badDeps, []byte("mysql: {addressable: 1}\nkeystone: {functional: lots}\n"), 0o644)
+	badTmpl := filepath.Join(dir, "bad.ctmpl")
+	os.WriteFile(badTmpl, []byte("services: [{{ range services }}{{ .Name }}{{ end }}\n"), 0o644)
+	notMap := filepath.Join(dir, "list.ctmpl")
+	os.WriteFile(notMap, []byte("- {{ len services }}\n"), 0o644)
+	unparsable := filepath.Join(dir, "unparsable.ctmpl")
+	os.WriteFile(unparsable, []byte("{{ range services }\n"), 0o644)
+
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"malformed dependencies", []string{"--dependencies", badDeps}, badDeps + `:2: service "keystone": functional: want a whole number`},
+		{"missing dependencies", []string{"--dependencies", filepath.Join(dir, "nope.yaml")}, "nope.yaml: no such file"},
+		{"bad regex", []string{"--service-regex", "("}, "--service-regex"},
+		{"bad service", []string{"--service", "a.b"}, `--service: service name "a.b"`},
+		{"wait without watch", []string{"--wait", "1s:2s"}, "--wait needs --watch"},
+		{"bad wait", []string{"--watch", "--wait", "soon"}, "--wait"},
+		{"positional", []string{"extra"}, `unexpected argument "extra"`},
+		{"unknown flag", []string{"--nope"}, "unknown flag: --nope"},
+		{"template not yaml", []string{"--template", badTmpl}, "not valid YAML"},
+		{"template not a mapping", []string{"--template", notMap}, "not a YAML mapping"},
+		{"template does not parse", []string{"--template", unparsable}, "template:"},
+		{"missing template", []string{"--template", filepath.Join(dir, "nope.ctmpl")}, "--template"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, existing := range []bool{false, true} {
+				out := outPath(t)
+				if existing {
+					os.MkdirAll(filepath.Dir(out), 0o755)
+					os.WriteFile(out, []byte("\"old\": true\n"), 0o644)
+				}
+				code, stderr := runHS(t, a, append([]string{"--out", out}, tc.args...)...)
+				if code != 2 {
+					t.Fatalf("exit %d, want 2; stderr:\n%s", code, stderr)
+				}
+				if !strings.Contains(stderr, tc.wantErr) {
+					t.Errorf("stderr does not name the problem %q:\n%s", tc.wantErr, stderr)
+				}
+				data, err := os.ReadFile(out)
+				if existing && string(data) != "\"old\": true\n" {
+					t.Errorf("existing file changed to %q", data)
+				}
+				if !existing && err == nil {
+					t.Errorf("bad input created %s:\n%s", out, data)
+				}
+			}
+		})
+	}
+}

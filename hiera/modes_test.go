@@ -1,0 +1,223 @@
+package hiera
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/watch"
+)
+
+// deadAddr is a loopback address where nothing listens.
+func deadAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// TestUnreachableLeavesFile: with no Consul at the address, once mode exits
+// 3 and the existing file keeps its content and mtime; no file is created
+// when there was none.
+func TestUnreachableLeavesFile(t *testing.T) {
+	out := outPath(t)
+	os.MkdirAll(filepath.Dir(out), 0o755)
+	old := []byte("\"services::mysql::address\": [\"10.0.0.5\"]\n")
+	os.WriteFile(out, old, 0o644)
+	then := time.Now().Add(-time.Hour).Truncate(time.Second)
+	os.Chtimes(out, then, then)
+	for _, tc := range []struct {
+		name string
+		out  string
+	}{{"existing file", out}, {"no file", outPath(t)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			start := time.Now()
+			code := Run(context.Background(), []string{"--consul-addr", deadAddr(t), "--out", tc.out},
+				IO{Stdin: strings.NewReader(""), Stdout: &bytes.Buffer{}, Stderr: &stderr})
+			if code != 3 {
+				t.Fatalf("exit %d, want 3: %s", code, stderr.String())
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("took %v to give up on a dead address", d)
+			}
+			if !strings.Contains(stderr.String(), "connection refused") {
+				t.Errorf("stderr does not say why: %s", stderr.String())
+			}
+		})
+	}
+	data, _ := os.ReadFile(out)
+	fi, _ := os.Stat(out)
+	if !bytes.Equal(data, old) || !fi.ModTime().Equal(then) {
+		t.Errorf("file changed: %q mtime %v", data, fi.ModTime())
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(out), "..", "..")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOverlappingRunsTakeTurns: while another run holds the lock, a once
+// run waits and writes nothing; when the lock is released it completes.
+func TestOverlappingRunsTakeTurns(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	out := outPath(t)
+	lock := filepath.Join(t.TempDir(), "hs.lock")
+	unlock, err := watch.Lock(context.Background(), lock, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() {
+		code, _ := runHS(t, a, "--out", out, "--lock-file", lock)
+		done <- code
+	}()
+	select {
+	case code := <-done:
+		t.Fatalf("run finished (exit %d) while another held the lock", code)
+	case <-time.After(700 * time.Millisecond):
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("file written while another run held the lock")
+	}
+	unlock()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not finish after the lock was released")
+	}
+	if _, err := os.Stat(out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTokenNeverLogged: against an agent with ACLs, a run with
+// --token-file and debug logging works and never prints the token.
+func TestTokenNeverLogged(t *testing.T) {
+	const token = "7b0e6b43-0c54-4d55-a1f8-secret-token"
+	a := consultest.Start(t, consultest.Options{ACLToken: token})
+	register(t, a.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", port: 3306})
+	tf := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tf, []byte(token+"\n"), 0o600)
+	out := outPath(t)
+	code, stderr := runHS(t, a, "--out", out, "--token-file", tf, "--exec", "true")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(stderr, token) || strings.Contains(stderr, "secret-token") {
+		t.Fatalf("token in the log:\n%s", stderr)
+	}
+	if got := readKeys(t, out)["services::mysql::address"]; !reflect.DeepEqual(got, strs("10.0.0.5")) {
+		t.Errorf("services::mysql::address = %v", got)
+	}
+	// Without the token the agent refuses the catalog: exit 3, and the
+	// message names no token.
+	code, stderr = runHS(t, a, "--out", out)
+	if code != 3 {
+		t.Errorf("without token: exit %d, want 3: %s", code, stderr)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestWatchExecOncePerChange: in --watch mode the --exec command runs once
+// per real change of the file, not for renders that change nothing, and a
+// failing command does not stop the watch.
+func TestWatchExecOncePerChange(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	register(t, a.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", port: 3306, status: "passing"})
+	out := outPath(t)
+	// The file is already current: starting the watch changes nothing.
+	if code, stderr := runHS(t, a, "--out", out); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	counter := filepath.Join(t.TempDir(), "count")
+	runs := func() int {
+		data, _ := os.ReadFile(counter)
+		return strings.Count(string(data), "x")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"--consul-addr", a.HTTPAddr, "--log-level", "debug", "--out", out, "--watch",
+			"--wait", "50ms:300ms", "--exec", "printf x >> " + counter + "; exit 7"},
+			IO{Stdout: stderr, Stderr: stderr})
+	}()
+	defer func() {
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("watch exited %d after cancel", code)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("watch did not stop after cancel")
+		}
+		if t.Failed() {
+			t.Logf("log:\n%s", stderr.String())
+		}
+	}()
+	unchanged := func() int { return strings.Count(stderr.String(), "content unchanged") }
+	eventually(t, 15*time.Second, "the first render", func() bool { return unchanged() >= 1 })
+	if n := runs(); n != 0 {
+		t.Fatalf("--exec ran %d times with no change", n)
+	}
+
+	for change := 1; change <= 2; change++ {
+		register(t, a.Client, inst{node: "db" + strconv.Itoa(change+1), nodeAddr: "10.0.0." + strconv.Itoa(5+change), svc: "mysql", port: 3306, status: "passing"})
+		eventually(t, 15*time.Second, "--exec after change "+strconv.Itoa(change), func() bool { return runs() >= change })
+		// A catalog update that does not change the output (service meta)
+		// renders but does not run the command.
+		before := unchanged()
+		_, err := a.Client.Catalog().Register(&api.CatalogRegistration{Node: "db1", Address: "10.0.0.5",
+			Service: &api.AgentService{ID: "mysql", Service: "mysql", Port: 3306, Meta: map[string]string{"n": strconv.Itoa(change)}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 15*time.Second, "a render that changes nothing", func() bool { return unchanged() > before })
+		time.Sleep(300 * time.Millisecond)
+		if n := runs(); n != change {
+			t.Fatalf("after %d changes --exec ran %d times", change, n)
+		}
+	}
+	if !strings.Contains(stderr.String(), "exit_code=7") {
+		t.Error("the command's exit code is not reported")
+	}
+	want := strs("10.0.0.5", "10.0.0.6", "10.0.0.7")
+	if got := readKeys(t, out)["services::mysql::address"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("services::mysql::address = %v, want %v", got, want)
+	}
+}
