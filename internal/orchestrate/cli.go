@@ -71,6 +71,7 @@ func commands() []*command {
 		cmdVerifyHosts, cmdHostsAtVersion, cmdRunningVersions, cmdUpdateStatus,
 		cmdGetFailures, cmdStatus, cmdScale,
 		cmdConverge,
+		cmdWatchConfig,
 	}
 }
 

@@ -1,0 +1,111 @@
+package orchestrate
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/jiocloud/orchestrate/hiera"
+	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/watch"
+)
+
+// watchConfigOptions are watch-config's flags: what the generated handlers
+// run.
+type watchConfigOptions struct {
+	hieraServices string   // path of the hiera-services binary
+	out           string   // --out of hiera-services
+	dependencies  string   // --dependencies of hiera-services
+	exec          string   // --exec of hiera-services
+	tokenFile     string   // --token-file of the handlers
+	hieraArgs     []string // further hiera-services arguments
+}
+
+// watchConfigOpts holds watch-config's flags from parsing to running. The
+// command table hands a subcommand's flag function only the shared cmdFlags
+// struct; one process runs one subcommand, so a package variable is enough
+// (tests of watch-config must not run in parallel).
+var watchConfigOpts watchConfigOptions
+
+var cmdWatchConfig = &command{
+	name: "watch-config", minArgs: 0, maxArgs: 0,
+	summary: "Print Consul agent configuration (JSON, for a file in /etc/consul.d/) whose watches run hiera-services on every catalog change.",
+	flags: func(fs *pflag.FlagSet, _ *cmdFlags) {
+		o := &watchConfigOpts
+		*o = watchConfigOptions{}
+		fs.StringVar(&o.hieraServices, "hiera-services", "/usr/local/bin/hiera-services", "absolute path of the hiera-services binary the watch runs")
+		fs.StringVar(&o.out, "out", hiera.DefaultOut, "file hiera-services writes (its --out)")
+		fs.StringVar(&o.dependencies, "dependencies", "", "this node's dependencies file (hiera-services --dependencies)")
+		fs.StringVar(&o.exec, "exec", "", "command hiera-services runs when the data changed (its --exec), e.g. 'orchestrate converge --force ...'")
+		fs.StringVar(&o.tokenFile, "handler-token-file", "", "token file the handlers read (their --token-file); a token itself never goes into a watch's arguments")
+		fs.StringArrayVar(&o.hieraArgs, "hiera-arg", nil, "one more hiera-services argument, e.g. --hiera-arg=--service-regex=^os- (repeatable)")
+	},
+	run: runWatchConfig,
+}
+
+func runWatchConfig(_ context.Context, e *env, _ []string) error {
+	o := watchConfigOpts
+	if err := o.validate(); err != nil {
+		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("watch-config: %w", err))
+	}
+	out, err := watch.AgentConfig(watchEntries(o, e.store.Prefix()))
+	if err != nil {
+		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("watch-config: %w", err))
+	}
+	_, err = e.Stdout.Write(out)
+	return err
+}
+
+// watchEntries lists the watches a node runs; each is one entry. prefix is
+// orchestrate's KV prefix, for watches on keys under it.
+func watchEntries(o watchConfigOptions, prefix string) []watch.Watch {
+	_ = prefix
+	return []watch.Watch{
+		// Every catalog change (a service or its instances added, removed,
+		// re-tagged) re-renders services.yaml; the handler reads the catalog
+		// itself and ignores the watch's payload.
+		{Type: "services", Args: o.hieraServicesArgs()},
+	}
+}
+
+func (o watchConfigOptions) hieraServicesArgs() []string {
+	args := []string{o.hieraServices, "--out", o.out}
+	if o.dependencies != "" {
+		args = append(args, "--dependencies", o.dependencies)
+	}
+	if o.exec != "" {
+		args = append(args, "--exec", o.exec)
+	}
+	if o.tokenFile != "" {
+		args = append(args, "--token-file", o.tokenFile)
+	}
+	return append(args, o.hieraArgs...)
+}
+
+func (o watchConfigOptions) validate() error {
+	// Consul runs handlers from its own working directory.
+	for _, p := range []struct{ flag, path string }{
+		{"--hiera-services", o.hieraServices}, {"--out", o.out},
+		{"--dependencies", o.dependencies}, {"--handler-token-file", o.tokenFile},
+	} {
+		if p.path != "" && !filepath.IsAbs(p.path) {
+			return fmt.Errorf("%s %q: want an absolute path (Consul runs handlers from its own directory)", p.flag, p.path)
+		}
+	}
+	if o.hieraServices == "" || o.out == "" {
+		return fmt.Errorf("--hiera-services and --out must not be empty")
+	}
+	for _, a := range o.hieraArgs {
+		if a == "--token" || strings.HasPrefix(a, "--token=") {
+			// The value is a token: never echo it.
+			return fmt.Errorf("--hiera-arg --token: a token in a watch's arguments shows in process listings; use --handler-token-file")
+		}
+		if a == "--watch" || strings.HasPrefix(a, "--watch=") {
+			return fmt.Errorf("--hiera-arg %q: a watch handler renders once per change; run --watch as its own daemon instead", a)
+		}
+	}
+	return nil
+}

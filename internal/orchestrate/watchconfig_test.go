@@ -1,0 +1,134 @@
+package orchestrate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/watch"
+)
+
+func watchConfig(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), append([]string{"watch-config"}, args...), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+func TestWatchConfigStanza(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []watch.Watch
+	}{
+		{name: "defaults", want: []watch.Watch{{Type: "services", Args: []string{
+			"/usr/local/bin/hiera-services", "--out", "/etc/puppet/hiera/data/services.yaml"}}}},
+		{name: "everything", args: []string{"--hiera-services", "/opt/bin/hiera-services", "--out", "/var/lib/hiera/services.yaml",
+			"--dependencies", "/etc/orchestrate/deps.yaml", "--exec", "puppet agent --onetime --no-daemonize",
+			"--handler-token-file", "/etc/consul.d/hiera.token", "--hiera-arg=--service-regex=^os-", "--hiera-arg", "--log-format=json"},
+			want: []watch.Watch{{Type: "services", Args: []string{
+				"/opt/bin/hiera-services", "--out", "/var/lib/hiera/services.yaml",
+				"--dependencies", "/etc/orchestrate/deps.yaml", "--exec", "puppet agent --onetime --no-daemonize",
+				"--token-file", "/etc/consul.d/hiera.token", "--service-regex=^os-", "--log-format=json"}}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := watchConfig(t, tc.args...)
+			mustCode(t, r, 0, "watch-config")
+			var got struct {
+				Watches []watch.Watch `json:"watches"`
+			}
+			dec := json.NewDecoder(strings.NewReader(r.stdout))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&got); err != nil {
+				t.Fatalf("output is not the watches JSON: %v\n%s", err, r.stdout)
+			}
+			if !reflect.DeepEqual(got.Watches, tc.want) {
+				t.Fatalf("watches = %+v, want %+v", got.Watches, tc.want)
+			}
+		})
+	}
+}
+
+func TestWatchConfigBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--out", "services.yaml"}, "--out \"services.yaml\": want an absolute path"},
+		{[]string{"--hiera-services", "bin/hiera-services"}, "--hiera-services"},
+		{[]string{"--hiera-arg=--token=s3cret"}, "use --handler-token-file"},
+		{[]string{"--hiera-arg", "--watch"}, "--watch"},
+		{[]string{"extra"}, "got 1 arguments"},
+	} {
+		r := watchConfig(t, tc.args...)
+		mustCode(t, r, 2, strings.Join(tc.args, " "))
+		if !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: stderr %q does not contain %q", tc.args, r.stderr, tc.want)
+		}
+		if strings.Contains(r.stderr, "s3cret") {
+			t.Errorf("token echoed: %s", r.stderr)
+		}
+		if r.stdout != "" {
+			t.Errorf("%v: printed %q", tc.args, r.stdout)
+		}
+	}
+}
+
+// TestWatchConfigRunsHieraServices loads the generated stanza into a real
+// agent and checks the agent runs the real hiera-services binary on a
+// catalog change, which writes the new service into the file.
+func TestWatchConfigRunsHieraServices(t *testing.T) {
+	consultest.RequireBinary(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "hiera-services")
+	build := exec.Command("go", "build", "-o", bin, "github.com/jiocloud/orchestrate/cmd/hiera-services")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build hiera-services: %v\n%s", err, out)
+	}
+	// The agent's HTTP port is known only once it runs, so the watch runs a
+	// wrapper that the test fills in afterwards with --consul-addr.
+	wrapper := filepath.Join(dir, "hiera-services-wrapper")
+	if err := os.WriteFile(wrapper, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "hiera", "services.yaml")
+	r := watchConfig(t, "--hiera-services", wrapper, "--out", out)
+	mustCode(t, r, 0, "watch-config")
+
+	a := consultest.Start(t, consultest.Options{HCL: r.stdout})
+	script := "#!/bin/sh\nexec " + bin + " --consul-addr " + a.HTTPAddr + " \"$@\"\n"
+	if err := os.WriteFile(wrapper+".new", []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(wrapper+".new", wrapper); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Client.Catalog().Register(&api.CatalogRegistration{Node: "db1", Address: "10.0.0.5",
+		Service: &api.AgentService{ID: "mysql", Service: "mysql", Port: 3306}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		data, _ := os.ReadFile(out)
+		if strings.Contains(string(data), `"services::mysql::address": ["10.0.0.5"]`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(a.LogPath)
+			t.Fatalf("the agent's watch did not render mysql into %s; file:\n%s\nagent log:\n%s", out, data, log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
