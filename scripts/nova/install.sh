@@ -31,9 +31,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 	fi
 	trap '[ -n "$ours" ] && rm -f "$prc"' EXIT
 	log "apt-get update"
-	DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq -o DPkg::Lock::Timeout=600
 	log "apt-get install ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
 		-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
 		"${missing[@]}" >"${TMPDIR:-/tmp}/nova-e2e-apt.log" 2>&1 ||
 		{ tail -30 "${TMPDIR:-/tmp}/nova-e2e-apt.log" >&2; die "apt-get install failed"; }
