@@ -30,6 +30,8 @@ type Server struct {
 	Status   string            `json:"status"`
 	Created  time.Time         `json:"created"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Fault is Nova's message for a server in ERROR ("No valid host...").
+	Fault string `json:"fault,omitempty"`
 }
 
 // CreateRequest is one server to create.

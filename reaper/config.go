@@ -298,9 +298,10 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
-	// Consul refuses session TTLs outside 10s..24h.
-	if c.SessionTTL.D() < 10*time.Second || c.SessionTTL.D() > 24*time.Hour {
-		return fmt.Errorf("session_ttl: must be between 10s and 24h (Consul's limits), got %s", c.SessionTTL.D())
+	// Consul refuses session TTLs above 24h, and below its session_ttl_min
+	// (10s unless the servers are configured otherwise).
+	if c.SessionTTL.D() < time.Second || c.SessionTTL.D() > 24*time.Hour {
+		return fmt.Errorf("session_ttl: must be between 1s and 24h (and at least the Consul servers' session_ttl_min, 10s by default), got %s", c.SessionTTL.D())
 	}
 	if c.LockDelay.D() > 60*time.Second {
 		return fmt.Errorf("lock_delay: must be at most 60s (Consul's limit), got %s", c.LockDelay.D())

@@ -70,7 +70,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{name: "unknown role field", old: "    desired: 3", yaml: "    desird: 3", want: "desird"},
 		{name: "bad duration", old: "interval: 10s", yaml: "interval: often", want: "often"},
 		{name: "negative interval", old: "interval: 10s", yaml: "interval: -1s", want: "interval"},
-		{name: "session ttl below consul's minimum", old: "interval: 10s", yaml: "session_ttl: 5s", want: "session_ttl"},
+		{name: "session ttl below consul's minimum", old: "interval: 10s", yaml: "session_ttl: 500ms", want: "session_ttl"},
 		{name: "fraction out of range", old: "interval: 10s", yaml: "pause_fleet_fraction: 1.5", want: "pause_fleet_fraction"},
 		{name: "max in flight zero", old: "interval: 10s", yaml: "max_in_flight: 0", want: "max_in_flight"},
 		{name: "negative desired", old: "    desired: 3", yaml: "    desired: -1", want: "roles[web].desired"},

@@ -173,8 +173,8 @@ func TestPlan(t *testing.T) {
 			want: []string{"create web4 for web2"},
 		},
 		{
-			name: "checks list restricts what counts",
-			cfg:  func(c *Config) { c.Roles[0].Checks = []string{"serfHealth"} },
+			name:    "checks list restricts what counts",
+			cfg:     func(c *Config) { c.Roles[0].Checks = []string{"serfHealth"} },
 			servers: web3, checks: append(web3checks, svcCrit("web2", "service:nginx")), critSince: longCrit("web2"),
 			want: []string{}, wantStateOf: map[string]string{"web2": StateHealthy},
 		},
@@ -403,7 +403,7 @@ func TestPlan(t *testing.T) {
 			want: []string{"drain web2"},
 		},
 		{
-			name: "journal: creating entry whose server exists is adopted, not created again",
+			name:    "journal: creating entry whose server exists is adopted, not created again",
 			servers: append(append([]Server{}, web3[:2]...), withJournal(srv("web3", time.Minute), "web.j1")), checks: web3checks[:2],
 			journal: []Entry{journalEntry(KindCreate, PhaseCreating, func(e *Entry) { e.NewName = "web3" })},
 			want:    []string{"adopt web3"},
@@ -414,7 +414,7 @@ func TestPlan(t *testing.T) {
 			want:    []string{"create web3"},
 		},
 		{
-			name: "journal: replacement checked in: drain the old server",
+			name:    "journal: replacement checked in: drain the old server",
 			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
 			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
 			journal: []Entry{journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
@@ -423,7 +423,7 @@ func TestPlan(t *testing.T) {
 			want: []string{"drain web2"}, wantStateOf: map[string]string{"web2": StateReplacing, "web4": StateNew},
 		},
 		{
-			name: "journal: replacement still booting: wait, no scale in of the surge",
+			name:    "journal: replacement still booting: wait, no scale in of the surge",
 			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 2*time.Minute), "web.j1")),
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
 			journal: []Entry{journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
@@ -432,7 +432,7 @@ func TestPlan(t *testing.T) {
 			want: []string{},
 		},
 		{
-			name: "journal: replacement never checked in: roll back",
+			name:    "journal: replacement never checked in: roll back",
 			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 31*time.Minute), "web.j1")),
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
 			journal: []Entry{journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
@@ -441,7 +441,7 @@ func TestPlan(t *testing.T) {
 			want: []string{"rollback web4"},
 		},
 		{
-			name: "journal: replacement in ERROR: roll back",
+			name:    "journal: replacement in ERROR: roll back",
 			servers: append(append([]Server{}, web3...), withStatus(withJournal(srv("web4", time.Minute), "web.j1"), StatusError)),
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
 			journal: []Entry{journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
@@ -450,7 +450,7 @@ func TestPlan(t *testing.T) {
 			want: []string{"rollback web4"},
 		},
 		{
-			name: "journal: draining: keep maintenance until the drain period ends",
+			name:    "journal: draining: keep maintenance until the drain period ends",
 			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
 			journal: []Entry{journalEntry(KindReplace, PhaseDraining, func(e *Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "web4", "id-web4", "web2", "id-web2", t0.Add(time.Second)
@@ -458,7 +458,7 @@ func TestPlan(t *testing.T) {
 			want: []string{"maintain web2"},
 		},
 		{
-			name: "journal: drain period over: delete",
+			name:    "journal: drain period over: delete",
 			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
 			journal: []Entry{journalEntry(KindReplace, PhaseDraining, func(e *Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "web4", "id-web4", "web2", "id-web2", t0
@@ -466,7 +466,7 @@ func TestPlan(t *testing.T) {
 			want: []string{"delete web2"},
 		},
 		{
-			name: "journal: a recorded delete is finished by the next leader",
+			name:    "journal: a recorded delete is finished by the next leader",
 			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
 			journal: []Entry{journalEntry(KindReplace, PhaseDeleting, func(e *Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"

@@ -1,0 +1,531 @@
+package reaper_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/reaper/simcloud"
+)
+
+// agentHCL lets tests use short session TTLs (Consul's default minimum is
+// 10s).
+const agentHCL = `session_ttl_min = "1s"`
+
+const prefix = "orchestrate"
+
+// fastConfig is a config with short timings for tests against a real agent.
+func fastConfig(t *testing.T, extra string) *reaper.Config {
+	t.Helper()
+	text := `
+dry_run: false
+prefix: ` + prefix + `
+interval: 200ms
+session_ttl: 2s
+lock_delay: 1s
+listen: ""
+drain_period: 500ms
+cloud_timeout: 5s
+quota_backoff: 30s
+roles:
+  - name: web
+    desired: 3
+    boot_grace: 1s
+    critical_grace: 1s
+    boot_timeout: 20s
+    boot: {flavor: m1, image: debian, name_template: "web{n}"}
+` + extra
+	c, err := reaper.ParseConfig(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// newCloud is a simulated cloud whose booted servers register themselves
+// in Consul as passing nodes providing service web.
+func newCloud(t *testing.T, c *api.Client) *simcloud.Cloud {
+	sim := simcloud.New()
+	sim.BootDelay = 100 * time.Millisecond
+	sim.OnActive = func(s reaper.Server) {
+		if err := simcloud.RegisterNode(context.Background(), c, s.Name, "web", api.HealthPassing); err != nil {
+			t.Errorf("register node %s: %v", s.Name, err)
+		}
+	}
+	return sim
+}
+
+// seed adds n old, healthy web servers with passing nodes.
+func seed(t *testing.T, sim *simcloud.Cloud, c *api.Client, n int) {
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("web%d", i)
+		sim.Add(reaper.Server{Name: name, Created: time.Now().Add(-24 * time.Hour), Metadata: map[string]string{reaper.MetaRole: "web"}})
+		if err := simcloud.RegisterNode(context.Background(), c, name, "web", api.HealthPassing); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func arm(t *testing.T, c *api.Client) {
+	if _, err := c.KV().Put(&api.KVPair{Key: reaper.ArmKey(prefix), Value: []byte(`{"by":"test"}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// start runs a reaper until the test ends or stop is called.
+func start(t *testing.T, cfg *reaper.Config, c *api.Client, cloud reaper.Cloud) (r *reaper.Reaper, stop func()) {
+	t.Helper()
+	r, err := reaper.New(cfg, c, cloud, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.PollInterval = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := r.Run(ctx); err != nil {
+			t.Errorf("reaper run: %v", err)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return r, stop
+}
+
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func names(ss []reaper.Server) string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.Name)
+	}
+	return strings.Join(out, ",")
+}
+
+func catalogHas(t *testing.T, c *api.Client, node string) bool {
+	n, _, err := c.Catalog().Node(node, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n != nil && n.Node != nil
+}
+
+func journalKeys(t *testing.T, c *api.Client) []string {
+	keys, _, err := c.KV().Keys(prefix+"/reaper/journal/", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+func setCritical(t *testing.T, c *api.Client, node string) {
+	if err := simcloud.RegisterNode(context.Background(), c, node, "web", api.HealthCritical); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two reapers against one agent: exactly one acts; when the leader dies
+// without releasing anything (a killed process), the other takes over
+// within 2×TTL + lock delay + the api package's 5s lock retry.
+func TestTwoReapersOneActsAndFailover(t *testing.T) {
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	c := agent.Client
+	sim := newCloud(t, c)
+	cfg := fastConfig(t, "")
+	r1, stop1 := start(t, cfg, c, sim)
+	r2, stop2 := start(t, cfg, c, sim)
+
+	waitFor(t, 10*time.Second, "three servers created and checked in", func() bool {
+		return len(sim.Servers()) == 3 && catalogHas(t, c, "web3")
+	})
+	waitFor(t, 5*time.Second, "journal empty", func() bool { return len(journalKeys(t, c)) == 0 })
+	time.Sleep(time.Second) // several more cycles of both reapers
+	if n := sim.Creates.Load(); n != 3 {
+		t.Fatalf("%d creates for a role of 3: more than one reaper acted (servers %s)", n, names(sim.Servers()))
+	}
+	leaders := 0
+	var leader, standby *reaper.Reaper
+	var stopLeader func()
+	for _, x := range []struct {
+		r    *reaper.Reaper
+		stop func()
+	}{{r1, stop1}, {r2, stop2}} {
+		if x.r.Leading() {
+			leaders++
+			leader, stopLeader = x.r, x.stop
+		} else {
+			standby = x.r
+		}
+	}
+	if leaders != 1 {
+		t.Fatalf("%d reapers lead, want exactly 1", leaders)
+	}
+	// Both are registered as services with a passing TTL check.
+	entries, _, err := c.Health().Service("reaper", "", true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 {
+		t.Fatalf("%d passing reaper service instances, want 2", len(entries))
+	}
+	st, err := reaper.ReadState(context.Background(), c, prefix)
+	if err != nil || st == nil || st.Leader != leader.ID() {
+		t.Fatalf("state = %+v, %v; want written by the leader %s", st, err, leader.ID())
+	}
+
+	// Kill the leader: no unlock, no session destroy.
+	leader.AbandonLeadership()
+	killed := time.Now()
+	stopLeader()
+	limit := 2*cfg.SessionTTL.D() + cfg.LockDelay.D() + api.DefaultLockRetryTime + 2*time.Second
+	waitFor(t, limit, "the standby to take over", standby.Leading)
+	t.Logf("takeover after %v (bound %v)", time.Since(killed).Round(100*time.Millisecond), limit)
+
+	// The new leader acts: a critical node gets replaced.
+	arm(t, c)
+	setCritical(t, c, "web1")
+	waitFor(t, 15*time.Second, "web1 replaced", func() bool {
+		return !catalogHas(t, c, "web1") && len(sim.Servers()) == 3 && len(journalKeys(t, c)) == 0
+	})
+}
+
+// A critical node is replaced launch-before-terminate: the replacement is
+// created and checks in, the old node goes into maintenance mode (drain),
+// then its server is deleted and its node deregistered from the catalog.
+func TestReplaceDrainsDeletesDeregisters(t *testing.T) {
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	c := agent.Client
+	sim := newCloud(t, c)
+	seed(t, sim, c, 3)
+	arm(t, c)
+	cfg := fastConfig(t, "")
+	r, err := reaper.New(cfg, c, sim, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.PollInterval = 20 * time.Millisecond
+	var sawMaint, newUpFirst atomic.Bool
+	r.SetAfterAction(func(a reaper.Action) {
+		if a.Op != reaper.OpDrain {
+			return
+		}
+		checks, _, err := c.Health().Node(a.Entry.OldName, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		for _, ch := range checks {
+			if ch.CheckID == "_node_maintenance" && ch.Status == api.HealthCritical {
+				sawMaint.Store(true)
+			}
+		}
+		// The replacement checked in before the drain began.
+		nc, _, _ := c.Health().Node(a.Entry.NewName, nil)
+		newUpFirst.Store(len(nc) > 0 && nc.AggregatedStatus() == api.HealthPassing)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	waitFor(t, 5*time.Second, "reaper to lead", r.Leading)
+	setCritical(t, c, "web2")
+	waitFor(t, 15*time.Second, "web2 deleted and deregistered", func() bool {
+		return !catalogHas(t, c, "web2") && len(sim.Servers()) == 3 && len(journalKeys(t, c)) == 0
+	})
+	if got := names(sim.Servers()); got != "web1,web3,web4" {
+		t.Fatalf("servers = %s, want web1,web3,web4", got)
+	}
+	if !sawMaint.Load() {
+		t.Fatal("web2 was not in maintenance mode when the drain began")
+	}
+	if !newUpFirst.Load() {
+		t.Fatal("web2 was drained before its replacement checked in passing")
+	}
+	if n := sim.Creates.Load(); n != 1 {
+		t.Fatalf("%d creates, want 1", n)
+	}
+	waitFor(t, 5*time.Second, "metrics of a cycle after the replacement", func() bool {
+		return strings.Contains(scrape(t, r), `reaper_nodes{role="web",state="healthy"} 3`)
+	})
+	body := scrape(t, r)
+	for _, want := range []string{`reaper_actions_total{op="delete",result="done"} 1`, `reaper_leader 1`, `reaper_actions_total{op="drain",result="done"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q:\n%s", want, body)
+		}
+	}
+}
+
+func scrape(t *testing.T, r *reaper.Reaper) string {
+	var sb strings.Builder
+	r.Metrics().WriteTo(&sb)
+	return sb.String()
+}
+
+// A leader killed between create and delete: the next leader finishes the
+// replacement from the journal, without a second create.
+func TestJournalRecoveryAcrossLeaders(t *testing.T) {
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	c := agent.Client
+	sim := newCloud(t, c)
+	seed(t, sim, c, 3)
+	arm(t, c)
+	cfg := fastConfig(t, "")
+	r1, err := reaper.New(cfg, c, sim, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1.PollInterval = 20 * time.Millisecond
+	ctx1, kill1 := context.WithCancel(context.Background())
+	done1 := make(chan struct{})
+	r1.SetAfterAction(func(a reaper.Action) {
+		if a.Op == reaper.OpCreate && a.Entry.Kind == reaper.KindReplace {
+			r1.AbandonLeadership()
+			kill1() // dies right after the create, before any drain or delete
+		}
+	})
+	go func() { defer close(done1); r1.Run(ctx1) }()
+	t.Cleanup(func() { kill1(); <-done1 })
+	waitFor(t, 5*time.Second, "first reaper to lead", r1.Leading)
+	setCritical(t, c, "web2")
+	<-done1
+	if n := sim.Creates.Load(); n != 1 {
+		t.Fatalf("first leader made %d creates, want 1", n)
+	}
+	keys := journalKeys(t, c)
+	if len(keys) != 1 {
+		t.Fatalf("journal after the kill = %v, want one entry", keys)
+	}
+	if !catalogHas(t, c, "web2") || len(sim.Servers()) != 4 {
+		t.Fatalf("after the kill: servers %s, web2 in catalog %v; want the surge of 4 with web2 still there", names(sim.Servers()), catalogHas(t, c, "web2"))
+	}
+
+	r2, _ := start(t, cfg, c, sim)
+	waitFor(t, 15*time.Second, "second leader to finish the replacement", func() bool {
+		return !catalogHas(t, c, "web2") && len(sim.Servers()) == 3 && len(journalKeys(t, c)) == 0
+	})
+	if !r2.Leading() {
+		t.Fatal("second reaper is not the leader")
+	}
+	if n := sim.Creates.Load(); n != 1 {
+		t.Fatalf("%d creates in all, want 1: the new leader created again", n)
+	}
+	if got := names(sim.Servers()); got != "web1,web3,web4" {
+		t.Fatalf("servers = %s, want web1,web3,web4", got)
+	}
+}
+
+// An intent written but its server never recorded (the leader died during
+// the create call): the next leader finds the server by its metadata.
+func TestJournalIntentFindsItsServer(t *testing.T) {
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	c := agent.Client
+	sim := newCloud(t, c)
+	seed(t, sim, c, 2)
+	entry := reaper.Entry{ID: "web.dead.1", Kind: reaper.KindCreate, Role: "web", Phase: reaper.PhaseCreating, NewName: "web3", Started: time.Now(), Updated: time.Now()}
+	data, _ := json.Marshal(entry)
+	if _, err := c.KV().Put(&api.KVPair{Key: prefix + "/reaper/journal/" + entry.ID, Value: data}, nil); err != nil {
+		t.Fatal(err)
+	}
+	s := sim.Add(reaper.Server{Name: "web3", Metadata: map[string]string{reaper.MetaRole: "web", reaper.MetaJournal: entry.ID}})
+	if err := simcloud.RegisterNode(context.Background(), c, s.Name, "web", api.HealthPassing); err != nil {
+		t.Fatal(err)
+	}
+	start(t, fastConfig(t, ""), c, sim)
+	waitFor(t, 10*time.Second, "the entry to be adopted and finished", func() bool { return len(journalKeys(t, c)) == 0 })
+	time.Sleep(500 * time.Millisecond)
+	if n := sim.Creates.Load(); n != 0 {
+		t.Fatalf("%d creates: the entry's server was not found by its metadata", n)
+	}
+}
+
+// Quota exhausted: the surge create fails cleanly, nothing is deleted, the
+// backoff shows in the state and the metrics.
+func TestQuotaSurgeFailsCleanly(t *testing.T) {
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	c := agent.Client
+	sim := newCloud(t, c)
+	seed(t, sim, c, 3)
+	sim.SetQuota(3)
+	arm(t, c)
+	r, _ := start(t, fastConfig(t, ""), c, sim)
+	waitFor(t, 5*time.Second, "reaper to lead", r.Leading)
+	setCritical(t, c, "web2")
+	var st *reaper.State
+	waitFor(t, 10*time.Second, "backoff reported in the state", func() bool {
+		var err error
+		st, err = reaper.ReadState(context.Background(), c, prefix)
+		return err == nil && st != nil && !st.BackoffUntil.IsZero()
+	})
+	time.Sleep(500 * time.Millisecond)
+	if got := names(sim.Servers()); got != "web1,web2,web3" {
+		t.Fatalf("servers = %s: something was deleted or created", got)
+	}
+	if n := sim.Deletes.Load(); n != 0 {
+		t.Fatalf("%d deletes during a quota backoff", n)
+	}
+	if n := sim.Creates.Load(); n != 1 {
+		t.Fatalf("%d create attempts, want 1 then backoff", n)
+	}
+	if !strings.Contains(st.BackoffReason, "Quota exceeded") {
+		t.Fatalf("backoff reason = %q", st.BackoffReason)
+	}
+	if len(journalKeys(t, c)) != 0 {
+		t.Fatal("a failed create left its intent in the journal")
+	}
+	if !catalogHas(t, c, "web2") {
+		t.Fatal("web2 was deregistered")
+	}
+	if body := scrape(t, r); !strings.Contains(body, `reaper_cloud_errors_total{class="quota"} 1`) || strings.Contains(body, "reaper_quota_backoff_seconds 0\n") {
+		t.Fatalf("metrics do not show the quota backoff:\n%s", body)
+	}
+}
+
+// Dry run: every action is logged and planned, none taken.
+func TestDryRunTakesNoAction(t *testing.T) {
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	c := agent.Client
+	sim := newCloud(t, c)
+	seed(t, sim, c, 2)
+	arm(t, c)
+	cfg := fastConfig(t, "")
+	cfg.DryRun = nil // the default
+	start(t, cfg, c, sim)
+	var st *reaper.State
+	waitFor(t, 5*time.Second, "a state", func() bool {
+		st, _ = reaper.ReadState(context.Background(), c, prefix)
+		return st != nil && len(st.Planned) > 0
+	})
+	time.Sleep(500 * time.Millisecond)
+	if !st.DryRun || !strings.Contains(st.Planned[0], "create web web3") {
+		t.Fatalf("state = %+v, want dry run planning create web3", st)
+	}
+	if n := sim.Creates.Load() + sim.Deletes.Load(); n != 0 {
+		t.Fatalf("dry run made %d cloud calls", n)
+	}
+	if len(journalKeys(t, c)) != 0 {
+		t.Fatal("dry run wrote the journal")
+	}
+}
+
+// The start gate opens by itself once every role reached its desired count
+// with validation success, and not before.
+func TestStartGateArmsAfterValidation(t *testing.T) {
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	c := agent.Client
+	sim := newCloud(t, c)
+	seed(t, sim, c, 3)
+	r, _ := start(t, fastConfig(t, ""), c, sim)
+	waitFor(t, 5*time.Second, "reaper to lead", r.Leading)
+	time.Sleep(500 * time.Millisecond)
+	if p, _, _ := c.KV().Get(reaper.ArmKey(prefix), nil); p != nil {
+		t.Fatal("armed before any validation")
+	}
+	st, _ := store.New(c, prefix)
+	for i := 1; i <= 3; i++ {
+		if err := st.UpdateStatus(context.Background(), fmt.Sprintf("web%d", i), "validation", store.StateSuccess, store.StatusValue{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 5*time.Second, "the armed key", func() bool {
+		p, _, _ := c.KV().Get(reaper.ArmKey(prefix), nil)
+		return p != nil
+	})
+}
+
+// countingTransport counts requests by path prefix, passing them to the
+// real agent.
+type countingTransport struct {
+	next   http.RoundTripper
+	health atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasPrefix(req.URL.Path, "/v1/health/") {
+		c.health.Add(1)
+	}
+	return c.next.RoundTrip(req)
+}
+
+// One Nova list and one Consul health query per cycle, whatever the fleet.
+func TestOneListOneHealthQueryPerCycle(t *testing.T) {
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	ct := &countingTransport{next: http.DefaultTransport}
+	conf := api.DefaultConfig()
+	conf.Address = agent.HTTPAddr
+	conf.HttpClient = &http.Client{Transport: ct}
+	c, err := api.NewClient(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := simcloud.New()
+	const fleet = 300
+	for i := 1; i <= fleet; i++ {
+		name := fmt.Sprintf("web%d", i)
+		sim.Add(reaper.Server{Name: name, Created: time.Now().Add(-time.Hour), Metadata: map[string]string{reaper.MetaRole: "web"}})
+		if err := simcloud.RegisterNode(context.Background(), agent.Client, name, "web", api.HealthPassing); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := fastConfig(t, "")
+	cfg.Roles[0].Desired = fleet
+	r, err := reaper.New(cfg, c, sim, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, _, err := c.Session().Create(&api.SessionEntry{TTL: "10s", LockDelay: time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := c.KV().Acquire(&api.KVPair{Key: cfg.LeaderKey(), Session: sess}, nil); !ok || err != nil {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	ct.health.Store(0)
+	const cycles = 5
+	for i := 0; i < cycles; i++ {
+		p := r.Cycle(context.Background(), sess)
+		if p == nil || len(p.Roles) == 0 || p.Roles[0].Healthy != fleet {
+			t.Fatalf("cycle %d did not see the fleet: %+v", i, p)
+		}
+	}
+	if n := sim.Lists.Load(); n != cycles {
+		t.Errorf("%d Nova lists in %d cycles", n, cycles)
+	}
+	if n := ct.health.Load(); n != cycles {
+		t.Errorf("%d Consul health queries in %d cycles", n, cycles)
+	}
+}

@@ -1,0 +1,173 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// Leadership follows consul-esm's leader.go: a session, a lock on the leader
+// key, act while the lock is held, go back to waiting when it is lost.
+//
+// The numbers (defaults; session_ttl and lock_delay in the config):
+//
+//   - Session TTL 15s. The reaper renews at TTL/2. Consul invalidates an
+//     unrenewed session between TTL and 2×TTL, so a crashed leader is replaced
+//     after at most 2×TTL + lock delay + the 5s lock retry of the api package
+//     (~50s). That is small next to the minutes of grace before any server
+//     is judged dead, so a failover never makes a replacement late in a way
+//     that matters; a shorter TTL would only add renewal traffic and the risk
+//     of losing the lock on a slow Consul server.
+//   - Lock delay 15s (Consul's default). After the session is invalidated no
+//     other session may take the lock for this long. It must outlast the old
+//     leader noticing the loss and cancelling its cloud calls: the lock
+//     monitor's blocking query returns at once when the key changes, and
+//     with MonitorRetries 3 × 2s it rides out a brief agent hiccup before
+//     giving up (6s < 15s). Independently of timing, every journal write is
+//     a transaction that checks the session still holds the lock, and every
+//     cloud call is preceded by such a write: an old leader can finish at
+//     most the one call already on the wire, which the lock delay covers.
+//   - Session behaviour "release": the lock is released, not deleted, so
+//     the leader key keeps naming the last leader for operators.
+//   - The session is bound to the agent's serfHealth check (Consul's
+//     default): if the reaper's node dies, the session ends at once instead
+//     of after the TTL.
+const (
+	monitorRetries   = 3
+	monitorRetryTime = 2 * time.Second
+	// lockWaitTime is how long one blocking lock attempt waits; the loop
+	// tries again right after, so it only bounds the stop latency.
+	lockWaitTime = 10 * time.Second
+)
+
+// leaderSession is the session behind the lock.
+type leaderSession struct {
+	id        string
+	expiredCh chan struct{} // closed when renewals end
+	doneCh    chan struct{} // closing it stops renewals and destroys the session
+	abandon   context.CancelFunc
+}
+
+// session creates the leader session and renews it until stopped or lost
+// (expiredCh then closes).
+func (r *Reaper) session(ctx context.Context) (*leaderSession, error) {
+	se := &api.SessionEntry{
+		Name:      "reaper leader " + r.id,
+		TTL:       r.cfg.SessionTTL.D().String(),
+		LockDelay: r.cfg.LockDelay.D(),
+		Behavior:  api.SessionBehaviorRelease,
+	}
+	id, _, err := r.client.Session().Create(se, (&api.WriteOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	renewCtx, abandon := context.WithCancel(context.Background())
+	ls := &leaderSession{id: id, expiredCh: make(chan struct{}), doneCh: make(chan struct{}), abandon: abandon}
+	go func() {
+		defer close(ls.expiredCh)
+		err := r.client.Session().RenewPeriodic(se.TTL, id, (&api.WriteOptions{}).WithContext(renewCtx), ls.doneCh)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			r.log.Warn("leader session lost", "err", err)
+		}
+	}()
+	return ls, nil
+}
+
+// runLeadership waits for the lock, leads while it holds it, and waits
+// again when it is lost, until ctx ends.
+func (r *Reaper) runLeadership(ctx context.Context) {
+	for ctx.Err() == nil {
+		ls, err := r.session(ctx)
+		if err != nil {
+			r.log.Error("create leader session", "err", err)
+			r.sleep(ctx, r.cfg.Interval.D())
+			continue
+		}
+		lock, err := r.client.LockOpts(&api.LockOptions{
+			Key:              r.cfg.LeaderKey(),
+			Value:            []byte(r.id),
+			Session:          ls.id,
+			MonitorRetries:   monitorRetries,
+			MonitorRetryTime: monitorRetryTime,
+			LockWaitTime:     lockWaitTime,
+		})
+		if err != nil {
+			r.endSession(ls)
+			r.log.Error("leader lock", "err", err)
+			return
+		}
+		stopCh := make(chan struct{})
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-ls.expiredCh:
+			}
+			close(stopCh)
+		}()
+		lostCh, err := lock.Lock(stopCh)
+		if err != nil || lostCh == nil {
+			if err != nil {
+				r.log.Error("acquire leader lock", "err", err)
+			}
+			r.endSession(ls)
+			if ctx.Err() == nil && err != nil {
+				r.sleep(ctx, time.Second)
+			}
+			continue
+		}
+		r.log.Info("became leader", "key", r.cfg.LeaderKey(), "instance", r.id)
+		r.metrics.setLeader(true)
+		leadCtx, cancel := context.WithCancel(ctx)
+		go func() {
+			// Losing the lock cancels every in-flight cloud call at once.
+			select {
+			case <-lostCh:
+				r.log.Warn("lost the leader lock: cancelling in-flight work")
+			case <-ls.expiredCh:
+				r.log.Warn("leader session expired: cancelling in-flight work")
+			case <-leadCtx.Done():
+			}
+			cancel()
+		}()
+		r.lead(leadCtx, ls.id)
+		cancel()
+		r.metrics.setLeader(false)
+		if r.abandon.Load() {
+			// Test hook: behave like a killed process (no unlock, no
+			// session destroy; renewals stop).
+			ls.abandon()
+			return
+		}
+		if err := lock.Unlock(); err != nil && !errors.Is(err, api.ErrLockNotHeld) {
+			r.log.Warn("release leader lock", "err", err)
+		}
+		r.endSession(ls)
+		r.log.Info("no longer leader")
+	}
+}
+
+// endSession stops renewals and destroys the session (idempotent).
+func (r *Reaper) endSession(ls *leaderSession) {
+	select {
+	case <-ls.doneCh:
+		return
+	default:
+	}
+	close(ls.doneCh)
+	<-ls.expiredCh
+	ls.abandon()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r.client.Session().Destroy(ls.id, (&api.WriteOptions{}).WithContext(ctx))
+}
+
+func (r *Reaper) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

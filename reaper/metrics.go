@@ -1,0 +1,146 @@
+package reaper
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Metrics is the reaper's Prometheus exposition, written by hand (text
+// format 0.0.4) to keep the dependency set small.
+type Metrics struct {
+	// mu guards every field below.
+	mu          sync.Mutex
+	leader      bool
+	paused      bool
+	armed       bool
+	dryRun      bool
+	backoffSecs float64
+	nodes       map[[2]string]int // role, state
+	actions     map[[2]string]int // op, result
+	cycles      int
+	cycleErrors int
+	lastCycle   time.Time
+	cycleSecs   float64
+	cloudErrors map[string]int // class
+}
+
+// NewMetrics returns empty metrics.
+func NewMetrics() *Metrics {
+	return &Metrics{nodes: map[[2]string]int{}, actions: map[[2]string]int{}, cloudErrors: map[string]int{}}
+}
+
+func (m *Metrics) setLeader(v bool) {
+	m.mu.Lock()
+	m.leader = v
+	m.mu.Unlock()
+}
+
+func (m *Metrics) action(op Op, result string) {
+	m.mu.Lock()
+	m.actions[[2]string{string(op), result}]++
+	m.mu.Unlock()
+}
+
+func (m *Metrics) cloudError(err error) {
+	m.mu.Lock()
+	m.cloudErrors[ClassOf(err).String()]++
+	m.mu.Unlock()
+}
+
+func (m *Metrics) cycle(p *Plan, dryRun bool, backoff time.Duration, took time.Duration, failed bool, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cycles++
+	m.lastCycle = now
+	m.cycleSecs = took.Seconds()
+	m.dryRun = dryRun
+	if failed {
+		m.cycleErrors++
+		return
+	}
+	m.backoffSecs = backoff.Seconds()
+	if m.backoffSecs < 0 {
+		m.backoffSecs = 0
+	}
+	m.paused, m.armed = p.Paused, p.Armed
+	m.nodes = map[[2]string]int{}
+	for _, r := range p.Roles {
+		for st, n := range r.States {
+			m.nodes[[2]string{r.Name, st}] = n
+		}
+	}
+}
+
+func b2f(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// WriteTo writes the exposition.
+func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var sb strings.Builder
+	gauge := func(name, help string, v any) {
+		fmt.Fprintf(&sb, "# HELP %s %s\n# TYPE %s gauge\n%s %v\n", name, help, name, name, v)
+	}
+	gauge("reaper_leader", "1 when this reaper holds the leader lock.", b2f(m.leader))
+	gauge("reaper_paused", "1 when destructive actions are paused (too many servers look unhealthy at once).", b2f(m.paused))
+	gauge("reaper_armed", "1 when the start gate is open (the reaper may destroy).", b2f(m.armed))
+	gauge("reaper_dry_run", "1 when the reaper only logs what it would do.", b2f(m.dryRun))
+	gauge("reaper_quota_backoff_seconds", "Seconds left of the quota or capacity backoff (0: none).", m.backoffSecs)
+	gauge("reaper_last_cycle_duration_seconds", "Duration of the last cycle.", m.cycleSecs)
+	ts := 0.0
+	if !m.lastCycle.IsZero() {
+		ts = float64(m.lastCycle.UnixNano()) / 1e9
+	}
+	gauge("reaper_last_cycle_timestamp_seconds", "Unix time of the last cycle.", ts)
+	fmt.Fprintf(&sb, "# HELP reaper_cycles_total Cycles run as leader.\n# TYPE reaper_cycles_total counter\nreaper_cycles_total %d\n", m.cycles)
+	fmt.Fprintf(&sb, "# HELP reaper_cycle_errors_total Cycles that took no action because Consul or the cloud could not be read.\n# TYPE reaper_cycle_errors_total counter\nreaper_cycle_errors_total %d\n", m.cycleErrors)
+	sb.WriteString("# HELP reaper_nodes Servers by role and state, as the last cycle saw them.\n# TYPE reaper_nodes gauge\n")
+	for _, k := range sortedKeys(m.nodes) {
+		fmt.Fprintf(&sb, "reaper_nodes{role=%q,state=%q} %d\n", k[0], k[1], m.nodes[k])
+	}
+	sb.WriteString("# HELP reaper_actions_total Actions by operation and result (done, failed, dry_run).\n# TYPE reaper_actions_total counter\n")
+	for _, k := range sortedKeys(m.actions) {
+		fmt.Fprintf(&sb, "reaper_actions_total{op=%q,result=%q} %d\n", k[0], k[1], m.actions[k])
+	}
+	sb.WriteString("# HELP reaper_cloud_errors_total Cloud errors by class.\n# TYPE reaper_cloud_errors_total counter\n")
+	classes := make([]string, 0, len(m.cloudErrors))
+	for c := range m.cloudErrors {
+		classes = append(classes, c)
+	}
+	sort.Strings(classes)
+	for _, c := range classes {
+		fmt.Fprintf(&sb, "reaper_cloud_errors_total{class=%q} %d\n", c, m.cloudErrors[c])
+	}
+	n, err := io.WriteString(w, sb.String())
+	return int64(n), err
+}
+
+func sortedKeys(m map[[2]string]int) [][2]string {
+	keys := make([][2]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i][0] != keys[j][0] {
+			return keys[i][0] < keys[j][0]
+		}
+		return keys[i][1] < keys[j][1]
+	})
+	return keys
+}
+
+// ServeHTTP serves /metrics.
+func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	m.WriteTo(w)
+}

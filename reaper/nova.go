@@ -1,0 +1,297 @@
+package reaper
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
+	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
+	"github.com/gophercloud/gophercloud/v2/pagination"
+)
+
+// novaMicroversion: 2.37 is the first that accepts networks "none"/"auto",
+// 2.52 the first that accepts tags at create. Nova Zed serves up to 2.93.
+const novaMicroversion = "2.52"
+
+// Nova is the Cloud on OpenStack Nova through gophercloud.
+type Nova struct {
+	compute *gophercloud.ServiceClient
+	image   *gophercloud.ServiceClient
+
+	// refsMu guards refs: flavor and image names resolved to IDs.
+	refsMu sync.Mutex
+	refs   map[string]string
+}
+
+var _ Cloud = (*Nova)(nil)
+
+// NewNova authenticates the way the openstack CLI does: the clouds.yaml
+// entry cc.Name (else $OS_CLOUD) when there is one, else the OS_* variables.
+// Credentials are never logged or put in errors.
+func NewNova(ctx context.Context, cc CloudConfig) (*Nova, error) {
+	var (
+		ao     gophercloud.AuthOptions
+		eo     gophercloud.EndpointOpts
+		tlsCfg *tls.Config
+		err    error
+	)
+	name := cc.Name
+	if name == "" {
+		name = os.Getenv("OS_CLOUD")
+	}
+	if name != "" {
+		ao, eo, tlsCfg, err = clouds.Parse(clouds.WithCloudName(name))
+		if err != nil {
+			return nil, fmt.Errorf("openstack cloud %q from clouds.yaml: %w", name, err)
+		}
+	} else {
+		ao, err = openstack.AuthOptionsFromEnv()
+		if err != nil {
+			return nil, fmt.Errorf("openstack credentials from OS_* variables: %w", err)
+		}
+		eo.Region = os.Getenv("OS_REGION_NAME")
+		if i := os.Getenv("OS_INTERFACE"); i != "" {
+			eo.Availability = gophercloud.Availability(strings.TrimSuffix(i, "URL"))
+		}
+	}
+	if cc.Region != "" {
+		eo.Region = cc.Region
+	}
+	ao.AllowReauth = true
+	provider, err := openstack.NewClient(ao.IdentityEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("openstack auth url: %w", err)
+	}
+	if tlsCfg != nil {
+		provider.HTTPClient = http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment}}
+	}
+	if err := openstack.Authenticate(ctx, provider, ao); err != nil {
+		return nil, classify("authenticate", err)
+	}
+	compute, err := openstack.NewComputeV2(provider, eo)
+	if err != nil {
+		return nil, fmt.Errorf("nova endpoint: %w", err)
+	}
+	compute.Microversion = novaMicroversion
+	img, err := openstack.NewImageV2(provider, eo)
+	if err != nil {
+		return nil, fmt.Errorf("glance endpoint: %w", err)
+	}
+	return &Nova{compute: compute, image: img, refs: map[string]string{}}, nil
+}
+
+// NewNovaClients wraps existing service clients (compute with a
+// microversion of at least 2.52, and image).
+func NewNovaClients(compute, image *gophercloud.ServiceClient) *Nova {
+	compute.Microversion = novaMicroversion
+	return &Nova{compute: compute, image: image, refs: map[string]string{}}
+}
+
+func fromNova(s *servers.Server) Server {
+	out := Server{ID: s.ID, Name: s.Name, Status: s.Status, Created: s.Created, Metadata: s.Metadata}
+	if s.Fault.Message != "" {
+		out.Fault = s.Fault.Message
+	}
+	return out
+}
+
+// List returns every server of the project, following pagination.
+func (n *Nova) List(ctx context.Context) ([]Server, error) {
+	var out []Server
+	err := servers.List(n.compute, servers.ListOpts{}).EachPage(ctx, func(_ context.Context, page pagination.Page) (bool, error) {
+		ss, err := servers.ExtractServers(page)
+		if err != nil {
+			return false, err
+		}
+		for i := range ss {
+			out = append(out, fromNova(&ss[i]))
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, classify("list servers", err)
+	}
+	return out, nil
+}
+
+// Get returns one server.
+func (n *Nova) Get(ctx context.Context, id string) (Server, error) {
+	s, err := servers.Get(ctx, n.compute, id).Extract()
+	if err != nil {
+		return Server{}, classify("get server "+id, err)
+	}
+	return fromNova(s), nil
+}
+
+// Create asks Nova for a server.
+func (n *Nova) Create(ctx context.Context, req CreateRequest) (Server, error) {
+	b := req.Role.Boot
+	flavor, err := n.ref(ctx, "flavor", b.Flavor)
+	if err != nil {
+		return Server{}, err
+	}
+	image, err := n.ref(ctx, "image", b.Image)
+	if err != nil {
+		return Server{}, err
+	}
+	opts := servers.CreateOpts{
+		Name:             req.Name,
+		FlavorRef:        flavor,
+		ImageRef:         image,
+		SecurityGroups:   b.SecurityGroups,
+		AvailabilityZone: b.AvailabilityZone,
+		Metadata:         req.Metadata,
+		Tags:             req.Tags,
+		UserData:         b.userData,
+	}
+	switch {
+	case len(b.Networks) == 1 && (b.Networks[0] == "none" || b.Networks[0] == "auto"):
+		opts.Networks = b.Networks[0]
+	case len(b.Networks) > 0:
+		nets := make([]servers.Network, len(b.Networks))
+		for i, id := range b.Networks {
+			nets[i] = servers.Network{UUID: id}
+		}
+		opts.Networks = nets
+	}
+	var co servers.CreateOptsBuilder = opts
+	if b.KeyName != "" {
+		co = keyPairOpts{CreateOptsBuilder: opts, keyName: b.KeyName}
+	}
+	s, err := servers.Create(ctx, n.compute, co, nil).Extract()
+	if err != nil {
+		return Server{}, classify("create server "+req.Name, err)
+	}
+	out := fromNova(s)
+	if out.Name == "" {
+		out.Name = req.Name
+	}
+	return out, nil
+}
+
+// keyPairOpts adds key_name to a create request.
+type keyPairOpts struct {
+	servers.CreateOptsBuilder
+	keyName string
+}
+
+func (o keyPairOpts) ToServerCreateMap() (map[string]any, error) {
+	m, err := o.CreateOptsBuilder.ToServerCreateMap()
+	if err != nil {
+		return nil, err
+	}
+	m["server"].(map[string]any)["key_name"] = o.keyName
+	return m, nil
+}
+
+// Delete asks Nova to delete a server.
+func (n *Nova) Delete(ctx context.Context, id string) error {
+	if err := servers.Delete(ctx, n.compute, id).ExtractErr(); err != nil {
+		return classify("delete server "+id, err)
+	}
+	return nil
+}
+
+// ref resolves a flavor or image name (or ID) to its ID, cached.
+func (n *Nova) ref(ctx context.Context, kind, nameOrID string) (string, error) {
+	n.refsMu.Lock()
+	id, ok := n.refs[kind+"/"+nameOrID]
+	n.refsMu.Unlock()
+	if ok {
+		return id, nil
+	}
+	var found []string
+	var err error
+	switch kind {
+	case "flavor":
+		err = flavors.ListDetail(n.compute, flavors.ListOpts{AccessType: flavors.AllAccess}).EachPage(ctx, func(_ context.Context, p pagination.Page) (bool, error) {
+			fs, err := flavors.ExtractFlavors(p)
+			for _, f := range fs {
+				if f.ID == nameOrID || f.Name == nameOrID {
+					found = append(found, f.ID)
+				}
+			}
+			return true, err
+		})
+	default:
+		err = images.List(n.image, images.ListOpts{}).EachPage(ctx, func(_ context.Context, p pagination.Page) (bool, error) {
+			is, err := images.ExtractImages(p)
+			for _, i := range is {
+				if i.ID == nameOrID || i.Name == nameOrID {
+					found = append(found, i.ID)
+				}
+			}
+			return true, err
+		})
+	}
+	if err != nil {
+		return "", classify("look up "+kind+" "+nameOrID, err)
+	}
+	switch len(found) {
+	case 0:
+		return "", &CloudError{Class: Fatal, Op: "look up " + kind, Err: fmt.Errorf("no %s named %q", kind, nameOrID)}
+	case 1:
+	default:
+		return "", &CloudError{Class: Fatal, Op: "look up " + kind, Err: fmt.Errorf("%d %ss named %q: use the ID", len(found), kind, nameOrID)}
+	}
+	n.refsMu.Lock()
+	n.refs[kind+"/"+nameOrID] = found[0]
+	n.refsMu.Unlock()
+	return found[0], nil
+}
+
+// classify turns a gophercloud error into a CloudError.
+func classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	class := Fatal
+	var code gophercloud.ErrUnexpectedResponseCode
+	var codePtr *gophercloud.ErrUnexpectedResponseCode
+	var netErr net.Error
+	switch {
+	case errors.As(err, &codePtr):
+		class = classifyHTTP(codePtr.Actual, string(codePtr.Body))
+	case errors.As(err, &code):
+		class = classifyHTTP(code.Actual, string(code.Body))
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.As(err, &netErr):
+		class = Transient
+	default:
+		if strings.Contains(err.Error(), "No valid host") {
+			class = Capacity
+		}
+	}
+	return &CloudError{Class: class, Op: op, Err: err}
+}
+
+// classifyHTTP maps a Nova response to a class.
+func classifyHTTP(status int, body string) ErrorClass {
+	lower := strings.ToLower(body)
+	switch {
+	case strings.Contains(body, "No valid host"):
+		return Capacity
+	case (status == http.StatusForbidden || status == http.StatusRequestEntityTooLarge) && strings.Contains(lower, "quota"):
+		return Quota
+	case status == http.StatusRequestEntityTooLarge:
+		return Quota
+	case status == http.StatusNotFound:
+		return NotFound
+	case status == http.StatusConflict:
+		return Conflict
+	case status == http.StatusTooManyRequests || status >= 500:
+		return Transient
+	default:
+		return Fatal
+	}
+}

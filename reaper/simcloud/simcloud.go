@@ -1,0 +1,231 @@
+// Package simcloud is an in-memory compute cloud for the reaper's tests and
+// the demo: servers go from BUILD to ACTIVE after a boot delay, a quota can
+// be set, and a hook can play the booted machine (register it in Consul).
+// It is a simulated provider, not a mock: it keeps real state and enforces
+// the same rules the reaper relies on (quota, not found, metadata).
+package simcloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/reaper"
+)
+
+// Cloud is the simulated provider.
+type Cloud struct {
+	// BootDelay is how long a server stays in BUILD.
+	BootDelay time.Duration
+	// OnActive is called once per server when it becomes ACTIVE, outside
+	// the lock (e.g. to register the machine's Consul node).
+	OnActive func(s reaper.Server)
+	// OnDelete is called when a server is deleted.
+	OnDelete func(s reaper.Server)
+	// Now is the clock.
+	Now func() time.Time
+
+	// Lists, Gets, Creates and Deletes count calls.
+	Lists, Gets, Creates, Deletes atomic.Int64
+
+	// mu guards the fields below.
+	mu      sync.Mutex
+	servers map[string]*reaper.Server
+	active  map[string]bool
+	seq     int
+	quota   int
+	failNew error
+}
+
+var _ reaper.Cloud = (*Cloud)(nil)
+
+// New returns an empty cloud with no quota.
+func New() *Cloud {
+	return &Cloud{Now: time.Now, servers: map[string]*reaper.Server{}, active: map[string]bool{}}
+}
+
+// SetQuota limits the number of servers (0: no limit).
+func (c *Cloud) SetQuota(n int) {
+	c.mu.Lock()
+	c.quota = n
+	c.mu.Unlock()
+}
+
+// FailCreates makes every create fail with err until called with nil.
+func (c *Cloud) FailCreates(err error) {
+	c.mu.Lock()
+	c.failNew = err
+	c.mu.Unlock()
+}
+
+// Add puts a server in the cloud directly (already ACTIVE), as if made
+// before the reaper ran; OnActive is not called.
+func (c *Cloud) Add(s reaper.Server) reaper.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.ID == "" {
+		c.seq++
+		s.ID = fmt.Sprintf("sim-%04d", c.seq)
+	}
+	if s.Status == "" {
+		s.Status = reaper.StatusActive
+	}
+	if s.Created.IsZero() {
+		s.Created = c.Now()
+	}
+	c.servers[s.ID] = &s
+	c.active[s.ID] = true
+	return s
+}
+
+// Servers returns every server, sorted by name.
+func (c *Cloud) Servers() []reaper.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]reaper.Server, 0, len(c.servers))
+	for _, s := range c.servers {
+		out = append(out, copyServer(s))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func copyServer(s *reaper.Server) reaper.Server {
+	out := *s
+	out.Metadata = make(map[string]string, len(s.Metadata))
+	for k, v := range s.Metadata {
+		out.Metadata[k] = v
+	}
+	return out
+}
+
+// advance moves servers whose boot delay passed to ACTIVE; it returns
+// those, for OnActive.
+func (c *Cloud) advance() []reaper.Server {
+	var became []reaper.Server
+	now := c.Now()
+	for id, s := range c.servers {
+		if !c.active[id] && s.Status == reaper.StatusBuild && now.Sub(s.Created) >= c.BootDelay {
+			s.Status = reaper.StatusActive
+			c.active[id] = true
+			became = append(became, copyServer(s))
+		}
+	}
+	return became
+}
+
+func (c *Cloud) fire(became []reaper.Server) {
+	if c.OnActive == nil {
+		return
+	}
+	for _, s := range became {
+		c.OnActive(s)
+	}
+}
+
+// List returns every server.
+func (c *Cloud) List(ctx context.Context) ([]reaper.Server, error) {
+	c.Lists.Add(1)
+	if err := ctx.Err(); err != nil {
+		return nil, &reaper.CloudError{Class: reaper.Transient, Op: "list servers", Err: err}
+	}
+	c.mu.Lock()
+	became := c.advance()
+	out := make([]reaper.Server, 0, len(c.servers))
+	for _, s := range c.servers {
+		out = append(out, copyServer(s))
+	}
+	c.mu.Unlock()
+	c.fire(became)
+	return out, nil
+}
+
+// Get returns one server.
+func (c *Cloud) Get(ctx context.Context, id string) (reaper.Server, error) {
+	c.Gets.Add(1)
+	if err := ctx.Err(); err != nil {
+		return reaper.Server{}, &reaper.CloudError{Class: reaper.Transient, Op: "get server", Err: err}
+	}
+	c.mu.Lock()
+	became := c.advance()
+	s, ok := c.servers[id]
+	var out reaper.Server
+	if ok {
+		out = copyServer(s)
+	}
+	c.mu.Unlock()
+	c.fire(became)
+	if !ok {
+		return reaper.Server{}, &reaper.CloudError{Class: reaper.NotFound, Op: "get server " + id, Err: errors.New("404 not found")}
+	}
+	return out, nil
+}
+
+// Create makes a server in BUILD.
+func (c *Cloud) Create(ctx context.Context, req reaper.CreateRequest) (reaper.Server, error) {
+	c.Creates.Add(1)
+	if err := ctx.Err(); err != nil {
+		return reaper.Server{}, &reaper.CloudError{Class: reaper.Transient, Op: "create server", Err: err}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failNew != nil {
+		return reaper.Server{}, c.failNew
+	}
+	if c.quota > 0 && len(c.servers) >= c.quota {
+		return reaper.Server{}, &reaper.CloudError{Class: reaper.Quota, Op: "create server " + req.Name,
+			Err: fmt.Errorf("403 Quota exceeded for instances: Requested 1, but already used %d of %d instances", len(c.servers), c.quota)}
+	}
+	c.seq++
+	s := &reaper.Server{ID: fmt.Sprintf("sim-%04d", c.seq), Name: req.Name, Status: reaper.StatusBuild, Created: c.Now(), Metadata: map[string]string{}}
+	for k, v := range req.Metadata {
+		s.Metadata[k] = v
+	}
+	c.servers[s.ID] = s
+	return copyServer(s), nil
+}
+
+// Delete removes a server at once.
+func (c *Cloud) Delete(ctx context.Context, id string) error {
+	c.Deletes.Add(1)
+	if err := ctx.Err(); err != nil {
+		return &reaper.CloudError{Class: reaper.Transient, Op: "delete server", Err: err}
+	}
+	c.mu.Lock()
+	s, ok := c.servers[id]
+	delete(c.servers, id)
+	delete(c.active, id)
+	c.mu.Unlock()
+	if !ok {
+		return &reaper.CloudError{Class: reaper.NotFound, Op: "delete server " + id, Err: errors.New("404 not found")}
+	}
+	if c.OnDelete != nil {
+		c.OnDelete(copyServer(s))
+	}
+	return nil
+}
+
+// RegisterNode plays a booted machine: it registers node name in the Consul
+// catalog with a check of the given status (as the node's agent would after
+// Puppet ran) and, when service is not empty, that service.
+func RegisterNode(ctx context.Context, c *api.Client, name, service, status string) error {
+	reg := &api.CatalogRegistration{
+		Node:    name,
+		Address: "127.0.0.1",
+		Check: &api.AgentCheck{
+			Node: name, CheckID: "machine", Name: "machine health", Status: status,
+		},
+	}
+	if service != "" {
+		reg.Service = &api.AgentService{ID: service, Service: service, Port: 80}
+		reg.Check.ServiceID = service
+	}
+	_, err := c.Catalog().Register(reg, (&api.WriteOptions{}).WithContext(ctx))
+	return err
+}
