@@ -276,6 +276,9 @@ func (b *Blocker) Wait(ctx context.Context) (Result, error) {
 		case <-ctx.Done():
 			res.Met = false
 			res.Elapsed = time.Since(start)
+			for i := range res.Services {
+				res.Services[i].Found = max(res.Services[i].Found, 0)
+			}
 			return res, b.failure(ctx, res)
 		case <-time.After(pause):
 		}
@@ -310,7 +313,7 @@ func (b *Blocker) failure(ctx context.Context, res Result) error {
 		}
 		return fmt.Errorf("%w: %s", ErrTimeout, shortList(res, b.cfg.Timeout))
 	}
-	return fmt.Errorf("%w: %s", ctx.Err(), shortList(res, res.Elapsed.Round(time.Millisecond)))
+	return fmt.Errorf("interrupted (%w): %s", ctx.Err(), shortList(res, res.Elapsed.Round(time.Millisecond)))
 }
 
 // shortList names each service still short: "web: 5/6 after 3s".

@@ -571,3 +571,32 @@ func TestServfailForeverIsUnavailable(t *testing.T) {
 		t.Fatalf("exit %d, want 3 mentioning SERVFAIL", r.code)
 	}
 }
+
+// SIGTERM (a cancelled context) ends the wait with exit 1, saying it was
+// interrupted and where each service stood.
+func TestInterrupted(t *testing.T) {
+	addr := fakeDNS(t, 0, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	var out, errb bytes.Buffer
+	code := Run(ctx, []string{"--dns", addr, "--interval", "50ms", "web:3"}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "interrupted") || !strings.Contains(errb.String(), "web: 2/3 after") {
+		t.Fatalf("exit %d, stderr %q: want 1, interrupted, web: 2/3", code, errb.String())
+	}
+}
+
+func TestSortEndpoints(t *testing.T) {
+	eps := []Endpoint{
+		{Address: "10.0.0.10", Port: 1}, {Address: "10.0.0.9", Port: 2}, {Address: "10.0.0.9", Port: 1},
+		{Address: "", Target: "b.", Port: 1}, {Address: "::1", Port: 5},
+	}
+	sortEndpoints(eps)
+	var got []string
+	for _, e := range eps {
+		got = append(got, e.String())
+	}
+	want := "b.:1 10.0.0.9:1 10.0.0.9:2 10.0.0.10:1 [::1]:5"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("sorted %q, want %q", strings.Join(got, " "), want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -176,10 +177,17 @@ func (r *Resolver) exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 	return resp, nil
 }
 
+// sortEndpoints orders by address (numerically when both parse, so
+// 10.0.0.9 comes before 10.0.0.10), then port, then target.
 func sortEndpoints(eps []Endpoint) {
-	sort.Slice(eps, func(i, j int) bool {
+	sort.SliceStable(eps, func(i, j int) bool {
 		a, b := eps[i], eps[j]
 		if a.Address != b.Address {
+			ia, errA := netip.ParseAddr(a.Address)
+			ib, errB := netip.ParseAddr(b.Address)
+			if errA == nil && errB == nil {
+				return ia.Less(ib)
+			}
 			return a.Address < b.Address
 		}
 		if a.Port != b.Port {
