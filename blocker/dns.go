@@ -58,6 +58,8 @@ type RcodeError struct {
 	Rcode int
 }
 
+// Error names the query and the response code, such as "web.service.consul.:
+// server answered SERVFAIL".
 func (e *RcodeError) Error() string {
 	return fmt.Sprintf("%s: server answered %s", e.Name, dns.RcodeToString[e.Rcode])
 }
