@@ -72,6 +72,7 @@ func commands() []*command {
 		cmdGetFailures, cmdStatus, cmdScale,
 		cmdConverge,
 		cmdWatchConfig,
+		cmdReaper,
 	}
 }
 

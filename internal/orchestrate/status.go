@@ -32,6 +32,7 @@ type statusReport struct {
 	Hosts          []hostReport    `json:"hosts"`
 	Summary        statusSummary   `json:"summary"`
 	Problems       []store.Problem `json:"problems,omitempty"`
+	Reaper         *reaperReport   `json:"reaper,omitempty"`
 }
 
 type hostReport struct {
@@ -67,6 +68,7 @@ func runStatus(ctx context.Context, e *env, _ []string) error {
 	}
 	rep := buildStatus(snap, catalog)
 	reportProblems(e, snap)
+	defer printReaperStatus(e, rep.withReaper(ctx, e))
 	if e.json {
 		if err := e.printJSON(rep); err != nil {
 			return err

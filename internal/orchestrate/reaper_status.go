@@ -1,0 +1,146 @@
+package orchestrate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/jiocloud/orchestrate/reaper"
+)
+
+// reaperReport is the reaper's part of `orchestrate status`: what its
+// leader saw and planned in its last cycle (<prefix>/reaper/state).
+type reaperReport struct {
+	State *reaper.State `json:"state,omitempty"`
+	// Stale: the state is older than three intervals plus a minute, so no
+	// leader is running cycles.
+	Stale bool   `json:"stale"`
+	Age   string `json:"age,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// loadReaperReport reads the reaper state; problems go into the report,
+// not the exit code: the reaper is optional.
+func loadReaperReport(ctx context.Context, e *env) *reaperReport {
+	st, err := reaper.ReadState(ctx, e.client, e.store.Prefix())
+	if err != nil {
+		return &reaperReport{Error: err.Error()}
+	}
+	rr := &reaperReport{State: st}
+	if st != nil {
+		age := e.store.Now().Sub(st.Time)
+		rr.Age = age.Round(time.Second).String()
+		rr.Stale = age > 3*st.Interval.D()+time.Minute
+	}
+	return rr
+}
+
+// withReaper adds the reaper report to the status report and returns it,
+// so runStatus needs one line: `defer printReaperStatus(e, rep.withReaper(ctx, e))`
+// (the report is loaded at once, for --json; the text is printed after the
+// host table).
+func (r *statusReport) withReaper(ctx context.Context, e *env) *reaperReport {
+	r.Reaper = loadReaperReport(ctx, e)
+	return r.Reaper
+}
+
+// printReaperStatus prints the reaper section in text mode.
+func printReaperStatus(e *env, rr *reaperReport) {
+	if e.json || rr == nil {
+		return
+	}
+	fmt.Fprintln(e.Stdout)
+	writeReaperStatus(e.Stdout, rr)
+}
+
+// writeReaperStatus is the text form of a reaper report.
+func writeReaperStatus(w io.Writer, rr *reaperReport) {
+	if rr.Error != "" {
+		fmt.Fprintf(w, "reaper: %s\n", rr.Error)
+		return
+	}
+	st := rr.State
+	if st == nil {
+		fmt.Fprintln(w, "reaper: no state yet (no reaper has led a cycle under this prefix)")
+		return
+	}
+	var flags []string
+	if st.DryRun {
+		flags = append(flags, "DRY RUN")
+	}
+	if st.Armed {
+		flags = append(flags, "armed")
+	} else {
+		flags = append(flags, "NOT ARMED")
+	}
+	if st.Paused {
+		flags = append(flags, "PAUSED")
+	}
+	if !st.BackoffUntil.IsZero() {
+		flags = append(flags, "QUOTA BACKOFF")
+	}
+	stale := ""
+	if rr.Stale {
+		stale = " STALE: no leader is running cycles"
+	}
+	fmt.Fprintf(w, "reaper: leader %s, state %s old%s: %s\n", st.Leader, rr.Age, stale, strings.Join(flags, ", "))
+	if !st.Armed && st.NotArmedReason != "" {
+		fmt.Fprintf(w, "  %s\n", st.NotArmedReason)
+	}
+	if st.Paused {
+		fmt.Fprintf(w, "  paused: %s\n", st.PauseReason)
+	}
+	if !st.BackoffUntil.IsZero() {
+		fmt.Fprintf(w, "  quota backoff until %s: %s\n", st.BackoffUntil.UTC().Format(time.RFC3339), st.BackoffReason)
+	}
+	for _, r := range st.Roles {
+		var states []string
+		for _, k := range sortedStates(r.States) {
+			states = append(states, fmt.Sprintf("%s %d", k, r.States[k]))
+		}
+		fmt.Fprintf(w, "  role %s: desired %d, servers %d, healthy %d (%s)\n", r.Name, r.Desired, r.Count, r.Healthy, strings.Join(states, ", "))
+		for _, s := range r.Attention {
+			fmt.Fprintf(w, "    %s %s\n", s.Name, s.State)
+		}
+	}
+	if st.Unassigned > 0 {
+		fmt.Fprintf(w, "  %d servers belong to no configured role (left alone)\n", st.Unassigned)
+	}
+	for _, a := range st.Planned {
+		verb := "planned"
+		if st.DryRun {
+			verb = "would"
+		}
+		fmt.Fprintf(w, "  %s: %s\n", verb, a)
+	}
+	for _, b := range st.Blocked {
+		fmt.Fprintf(w, "  held back: %s\n", b)
+	}
+	for _, j := range st.Journal {
+		fmt.Fprintf(w, "  in flight: %s %s %s", j.ID, j.Kind, j.Phase)
+		if j.OldName != "" {
+			fmt.Fprintf(w, " old=%s", j.OldName)
+		}
+		if j.NewName != "" {
+			fmt.Fprintf(w, " new=%s", j.NewName)
+		}
+		fmt.Fprintf(w, " (%s)\n", j.Reason)
+	}
+	for _, e := range st.Errors {
+		fmt.Fprintf(w, "  error: %s\n", e)
+	}
+}
+
+func sortedStates(m map[string]int) []string {
+	order := []string{reaper.StateHealthy, reaper.StateExpired, reaper.StateBooting, reaper.StateNew, reaper.StatePending,
+		reaper.StateUnhealthy, reaper.StateUnaccounted, reaper.StateError, reaper.StateMaintenance, reaper.StateReplacing, reaper.StateDeleting}
+	var out []string
+	for _, k := range order {
+		if m[k] > 0 {
+			out = append(out, k)
+		}
+	}
+	return out
+}

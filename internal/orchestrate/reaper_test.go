@@ -1,0 +1,94 @@
+package orchestrate
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/reaper"
+)
+
+func TestReaperArmDisarm(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	mustCode(t, cli(t, a, "", "reaper", "arm", "--reason", "initial build checked by hand"), 0, "reaper arm")
+	p, _, err := a.Client.KV().Get("orchestrate/reaper/armed", nil)
+	if err != nil || p == nil {
+		t.Fatalf("armed key: %v %v", p, err)
+	}
+	var armed reaper.Armed
+	if err := json.Unmarshal(p.Value, &armed); err != nil || armed.Reason != "initial build checked by hand" || armed.By == "" {
+		t.Fatalf("armed = %+v, %v", armed, err)
+	}
+	mustCode(t, cli(t, a, "", "reaper", "disarm"), 0, "reaper disarm")
+	if p, _, _ := a.Client.KV().Get("orchestrate/reaper/armed", nil); p != nil {
+		t.Fatal("disarm left the key")
+	}
+	r := cli(t, a, "", "reaper", "fire")
+	mustCode(t, r, 2, "reaper fire")
+	if !strings.Contains(r.stderr, `"fire"`) {
+		t.Fatalf("stderr %q does not name the bad action", r.stderr)
+	}
+}
+
+// orchestrate status shows what the reaper sees and plans, and why it is
+// not armed, from <prefix>/reaper/state.
+func TestStatusShowsReaperState(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	r := cli(t, a, "", "status")
+	mustCode(t, r, 0, "status without a reaper")
+	if !strings.Contains(r.stdout, "reaper: no state yet") {
+		t.Fatalf("status without a reaper:\n%s", r.stdout)
+	}
+	st := reaper.State{
+		Time: time.Now(), Leader: "boot1-42-abc", DryRun: true, Interval: reaper.Duration(30 * time.Second),
+		NotArmedReason: "not armed: web has 2 of 3 servers healthy with validation success",
+		Roles: []reaper.RoleView{{Name: "web", Desired: 3, Count: 3, Healthy: 2,
+			States:    map[string]int{reaper.StateHealthy: 2, reaper.StateUnhealthy: 1},
+			Attention: []reaper.ServerView{{Name: "web2", ID: "u2", State: reaper.StateUnhealthy}}}},
+		Planned: []string{"create web web4 (replace web2 (unhealthy))"},
+		Blocked: []string{"web: replacement of web2 (unhealthy) waits: not armed"},
+	}
+	data, _ := json.Marshal(st)
+	if _, err := a.Client.KV().Put(&api.KVPair{Key: "orchestrate/reaper/state", Value: data}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r = cli(t, a, "", "status")
+	mustCode(t, r, 0, "status")
+	for _, want := range []string{
+		"reaper: leader boot1-42-abc", "DRY RUN, NOT ARMED",
+		"not armed: web has 2 of 3 servers healthy with validation success",
+		"role web: desired 3, servers 3, healthy 2 (healthy 2, unhealthy 1)",
+		"web2 unhealthy", "would: create web web4", "held back: web: replacement of web2",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = cli(t, a, "", "status", "--json")
+	mustCode(t, r, 0, "status --json")
+	var rep struct {
+		Reaper reaperReport `json:"reaper"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	}
+	if rep.Reaper.State == nil || rep.Reaper.State.Leader != "boot1-42-abc" || rep.Reaper.Stale {
+		t.Fatalf("status --json reaper = %+v", rep.Reaper)
+	}
+	r = cli(t, a, "", "reaper", "status")
+	mustCode(t, r, 0, "reaper status")
+	if !strings.Contains(r.stdout, "role web: desired 3") {
+		t.Fatalf("reaper status:\n%s", r.stdout)
+	}
+	// A state from long ago is flagged stale.
+	st.Time = time.Now().Add(-time.Hour)
+	data, _ = json.Marshal(st)
+	a.Client.KV().Put(&api.KVPair{Key: "orchestrate/reaper/state", Value: data}, nil)
+	if r = cli(t, a, "", "reaper", "status"); !strings.Contains(r.stdout, "STALE") {
+		t.Fatalf("old state not flagged stale:\n%s", r.stdout)
+	}
+}
