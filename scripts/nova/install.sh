@@ -29,14 +29,16 @@ if [ ${#missing[@]} -gt 0 ]; then
 		chmod 755 "$prc"
 		ours=1
 	fi
-	trap '[ -n "$ours" ] && rm -f "$prc"' EXIT
+	trap 'if [ -n "$ours" ]; then rm -f "$prc"; fi' EXIT
+	mkdir -p "$LOGS"
+	aptlog=$LOGS/apt.log
 	log "apt-get update"
 	DEBIAN_FRONTEND=noninteractive apt-get update -qq -o DPkg::Lock::Timeout=600
 	log "apt-get install ${missing[*]}"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
 		-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
-		"${missing[@]}" >"${TMPDIR:-/tmp}/nova-e2e-apt.log" 2>&1 ||
-		{ tail -30 "${TMPDIR:-/tmp}/nova-e2e-apt.log" >&2; die "apt-get install failed"; }
+		"${missing[@]}" >"$aptlog" 2>&1 ||
+		{ tail -30 "$aptlog" >&2; die "apt-get install failed: see $aptlog"; }
 fi
 
 # The api-paste ini files, from the -common packages, unpacked not installed.

@@ -25,7 +25,6 @@ export NOVA_E2E_COMPUTE_URL=http://127.0.0.1:$NOVA_PORT/v2.1
 export NOVA_E2E_PLACEMENT_URL=http://127.0.0.1:$PLACEMENT_PORT
 export NOVA_E2E_IMAGE_URL=http://127.0.0.1:$GLANCE_PORT
 export NOVA_E2E_NETWORK_URL=http://127.0.0.1:$NEUTRON_PORT
-rm -f "$NOVA_E2E_DIR/env" # written again only once everything answers
 
 tcp_up() { "$PY" -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' "$1"; }
 sql_count() { [ "$(mysql_cli -N -B -e "$1")" -gt 0 ]; }
