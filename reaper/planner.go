@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -208,6 +209,8 @@ type planner struct {
 	inEntry  map[string]string // server ID -> role it plays in an entry (StateNew/...)
 	byJID    map[string]*Server
 	statesOf map[string]string // server ID -> state
+	nextN    map[string]int    // role -> where freeName resumes
+	taken    map[string]map[int]bool
 }
 
 // roleServers is one role's servers, split.
@@ -230,8 +233,20 @@ func (in Input) Plan() *Plan {
 		byJID:    map[string]*Server{},
 		statesOf: make(map[string]string, len(in.Servers)),
 	}
-	for _, c := range in.Checks {
-		pl.byNode[c.Node] = append(pl.byNode[c.Node], c)
+	// Consul returns checks grouped by node: index each run as a subslice
+	// of the input, copying only when a node's checks are not contiguous.
+	for i := 0; i < len(in.Checks); {
+		j := i + 1
+		for j < len(in.Checks) && in.Checks[j].Node == in.Checks[i].Node {
+			j++
+		}
+		node := in.Checks[i].Node
+		if prev, ok := pl.byNode[node]; ok {
+			pl.byNode[node] = append(append([]Check(nil), prev...), in.Checks[i:j]...)
+		} else {
+			pl.byNode[node] = in.Checks[i:j:j]
+		}
+		i = j
 	}
 	pl.backoff = in.Now.Before(in.BackoffUntil)
 	p.Backoff = pl.backoff
@@ -483,13 +498,40 @@ func (pl *planner) newEntry(r *Role, kind, reason string) Entry {
 	}
 }
 
+// freeName returns the role's lowest free name. The indices taken are
+// parsed out of the used names once per role and plan (no name is built
+// per candidate), and the search resumes where the last one ended.
 func (pl *planner) freeName(r *Role) string {
-	for n := 1; ; n++ {
-		name := r.ServerName(n)
-		if !pl.used[name] {
-			pl.used[name] = true
-			return name
+	if pl.taken == nil {
+		pl.taken = map[string]map[int]bool{}
+		pl.nextN = map[string]int{}
+	}
+	taken, ok := pl.taken[r.Name]
+	if !ok {
+		taken = map[int]bool{}
+		before, after, _ := strings.Cut(strings.ReplaceAll(r.Boot.NameTemplate, "{role}", r.Name), "{n}")
+		for name := range pl.used {
+			if mid, ok := strings.CutPrefix(name, before); ok {
+				if mid, ok = strings.CutSuffix(mid, after); ok {
+					if n, err := strconv.Atoi(mid); err == nil {
+						taken[n] = true
+					}
+				}
+			}
 		}
+		pl.taken[r.Name] = taken
+	}
+	for n := max(pl.nextN[r.Name], 1); ; n++ {
+		if taken[n] {
+			continue
+		}
+		name := r.ServerName(n)
+		if pl.used[name] {
+			continue
+		}
+		pl.used[name], taken[n] = true, true
+		pl.nextN[r.Name] = n + 1
+		return name
 	}
 }
 

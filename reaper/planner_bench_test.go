@@ -1,0 +1,49 @@
+package reaper
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkPlan10k plans over 10,000 servers and nodes (10 roles of 1,000,
+// two checks per node, 1% critical, a few journal entries): the cost of one
+// cycle's decision.
+func BenchmarkPlan10k(b *testing.B) {
+	cfg := DefaultConfig()
+	for r := 0; r < 10; r++ {
+		role := Role{Name: fmt.Sprintf("role%d", r), Desired: 1000, MaxAge: Duration(30 * day), MaxAgeJitter: Duration(day),
+			Boot: BootSpec{Flavor: "m1", Image: "debian", NameTemplate: "{role}-{n}"}}
+		role.applyDefaults()
+		cfg.Roles = append(cfg.Roles, role)
+	}
+	if err := cfg.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	var in = Input{Now: t0, Config: cfg, Armed: true, CriticalSince: map[string]time.Time{}}
+	for r := 0; r < 10; r++ {
+		for i := 1; i <= 1000; i++ {
+			name := fmt.Sprintf("role%d-%d", r, i)
+			in.Servers = append(in.Servers, Server{ID: "id-" + name, Name: name, Status: StatusActive,
+				Created: t0.Add(-time.Duration(i) * time.Hour), Metadata: map[string]string{MetaRole: fmt.Sprintf("role%d", r)}})
+			status := "passing"
+			if i%100 == 0 {
+				status = checkCritical
+				in.CriticalSince[name] = t0.Add(-time.Hour)
+			}
+			in.Checks = append(in.Checks,
+				Check{Node: name, CheckID: "serfHealth", Name: "Serf Health Status", Status: "passing"},
+				Check{Node: name, CheckID: "service:app", Name: "app", Status: status})
+		}
+		in.Journal = append(in.Journal, Entry{ID: fmt.Sprintf("role%d.j", r), Kind: KindCreate, Role: fmt.Sprintf("role%d", r),
+			Phase: PhaseBooting, NewName: fmt.Sprintf("role%d-1", r), NewID: fmt.Sprintf("id-role%d-1", r), Started: t0})
+	}
+	if p := in.Plan(); len(p.Actions) == 0 || len(p.Roles) != 10 {
+		b.Fatalf("unexpected plan: %d actions, %d roles", len(p.Actions), len(p.Roles))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		in.Plan()
+	}
+}
