@@ -189,18 +189,21 @@ CNF
 } >"$ETC/nova/nova.conf"
 
 # --- the database server and, once, the schemas ---------------------------
-if [ ! -d "$NOVA_E2E_DIR/mysql/data/mysql" ]; then
-	log "mariadb-install-db"
-	chown mysql: "$NOVA_E2E_DIR/mysql" "$NOVA_E2E_DIR/mysql/data"
-	mariadb-install-db --defaults-file="$ETC/my.cnf" --user=mysql \
-		--auth-root-authentication-method=socket --skip-test-db >>"$LOGS/mariadb-install.log" 2>&1 ||
-		die "mariadb-install-db failed: see $LOGS/mariadb-install.log"
-fi
-# mariadbd runs as mysql: its socket directory and log must be writable.
+# mariadbd runs as mysql: it traverses $NOVA_E2E_DIR, owns its data and
+# socket directories; the secrets and keys stay root's.
 chmod 711 "$NOVA_E2E_DIR"
 chmod 700 "$NOVA_E2E_DIR"/keystone/fernet-keys "$NOVA_E2E_DIR"/keystone/credential-keys
 chmod 755 "$RUN" "$LOGS"
 chown mysql: "$RUN"
+chown mysql: "$NOVA_E2E_DIR/mysql" "$NOVA_E2E_DIR/mysql/data"
+runuser -u mysql -- test -w "$NOVA_E2E_DIR/mysql/data" ||
+	die "the mysql user cannot reach $NOVA_E2E_DIR/mysql/data: put NOVA_E2E_DIR where every user can traverse (e.g. under /tmp)"
+if [ ! -d "$NOVA_E2E_DIR/mysql/data/mysql" ]; then
+	log "mariadb-install-db"
+	mariadb-install-db --defaults-file="$ETC/my.cnf" --user=mysql \
+		--auth-root-authentication-method=socket --skip-test-db >>"$LOGS/mariadb-install.log" 2>&1 ||
+		die "mariadb-install-db failed: see $LOGS/mariadb-install.log"
+fi
 spawn mariadb mariadbd --defaults-file="$ETC/my.cnf" --user=mysql
 wait_for "mariadb" 60 mysql_cli -e 'select 1'
 

@@ -29,6 +29,15 @@ export NOVA_E2E_NETWORK_URL=http://127.0.0.1:$NEUTRON_PORT
 tcp_up() { "$PY" -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' "$1"; }
 sql_count() { [ "$(mysql_cli -N -B -e "$1")" -gt 0 ]; }
 
+# A port taken by something that is not ours (another checkout's cloud, a
+# leftover daemon) would fail much later with a less clear error.
+for np in epmd:$EPMD_PORT rabbitmq:$RABBIT_PORT rabbitmq:$RABBIT_DIST_PORT neutron:$NEUTRON_PORT \
+	keystone:$KEYSTONE_PORT placement:$PLACEMENT_PORT glance-api:$GLANCE_PORT nova-api:$NOVA_PORT; do
+	if ! running "${np%%:*}" && tcp_up "${np#*:}" 2>/dev/null; then
+		die "127.0.0.1:${np#*:} (for ${np%%:*}) is taken by another process: stop it, or set NOVA_E2E_PORT_BASE (now $PORT_BASE)"
+	fi
+done
+
 log "starting mariadb, rabbitmq, neutron stand-in, keystone, placement"
 spawn mariadb mariadbd --defaults-file="$ETC/my.cnf" --user=mysql
 (
