@@ -121,3 +121,31 @@ func TestLoadConfigReadsUserData(t *testing.T) {
 		t.Fatalf("user data = %q", got)
 	}
 }
+
+// The configuration reference in README.md is a valid configuration.
+func TestREADMEConfigIsValid(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no yaml block")
+	}
+	ud := filepath.Join(t.TempDir(), "user-data")
+	os.WriteFile(ud, []byte("#cloud-config\n"), 0o600)
+	block = strings.ReplaceAll(block, "/etc/orchestrate/web-user-data", ud)
+	c, err := ParseConfig(strings.NewReader(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d := DefaultConfig()
+	if !c.IsDryRun() || c.Interval != d.Interval || c.MaxActionsPerHour != d.MaxActionsPerHour ||
+		c.PauseFleetFraction != d.PauseFleetFraction || c.SessionTTL != d.SessionTTL || c.Listen != d.Listen {
+		t.Fatal("README.md's documented defaults differ from DefaultConfig")
+	}
+}
