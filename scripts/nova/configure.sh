@@ -239,7 +239,11 @@ ks=$!
 (
 	manage nova-manage nova.cmd.manage "${NOVA_CONF[@]}" api_db sync
 	manage nova-manage nova.cmd.manage "${NOVA_CONF[@]}" cell_v2 map_cell0
-	manage nova-manage nova.cmd.manage "${NOVA_CONF[@]}" cell_v2 create_cell --name cell1
+	# create_cell is not idempotent: a run interrupted after it must not
+	# fail on it the next time.
+	if [ "$(mysql_cli -N -B -e "select count(*) from nova_api.cell_mappings where name='cell1'")" -eq 0 ]; then
+		manage nova-manage nova.cmd.manage "${NOVA_CONF[@]}" cell_v2 create_cell --name cell1
+	fi
 	manage nova-manage nova.cmd.manage "${NOVA_CONF[@]}" db sync
 ) &
 nv=$!
