@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/gophercloud/gophercloud/v2/pagination"
+	"gopkg.in/yaml.v3"
 )
 
 // novaMicroversion: 2.37 is the first that accepts networks "none"/"auto",
@@ -56,13 +58,9 @@ func NewNova(ctx context.Context, cc CloudConfig) (*Nova, error) {
 			return nil, fmt.Errorf("openstack cloud %q from clouds.yaml: %w", name, err)
 		}
 	} else {
-		ao, err = openstack.AuthOptionsFromEnv()
+		ao, eo, tlsCfg, err = authFromEnv()
 		if err != nil {
-			return nil, fmt.Errorf("openstack credentials from OS_* variables: %w", err)
-		}
-		eo.Region = os.Getenv("OS_REGION_NAME")
-		if i := os.Getenv("OS_INTERFACE"); i != "" {
-			eo.Availability = gophercloud.Availability(strings.TrimSuffix(i, "URL"))
+			return nil, err
 		}
 	}
 	if cc.Region != "" {
@@ -96,6 +94,60 @@ func NewNova(ctx context.Context, cc CloudConfig) (*Nova, error) {
 func NewNovaClients(compute, image *gophercloud.ServiceClient) *Nova {
 	compute.Microversion = novaMicroversion
 	return &Nova{compute: compute, image: image, refs: map[string]string{}}
+}
+
+// authFromEnv reads the OS_* variables the way the openstack CLI does
+// (including OS_USER_DOMAIN_NAME and OS_PROJECT_DOMAIN_NAME, which
+// gophercloud's AuthOptionsFromEnv ignores), by handing them to the
+// clouds.yaml parser as an in-memory cloud named "envvars", as
+// openstacksdk does.
+func authFromEnv() (gophercloud.AuthOptions, gophercloud.EndpointOpts, *tls.Config, error) {
+	env := os.Getenv
+	first := func(keys ...string) string {
+		for _, k := range keys {
+			if v := env(k); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	if env("OS_AUTH_URL") == "" {
+		return gophercloud.AuthOptions{}, gophercloud.EndpointOpts{}, nil, errors.New("OS_AUTH_URL is not set (set OS_CLOUD for clouds.yaml, or source an openrc)")
+	}
+	auth := &clouds.AuthInfo{
+		AuthURL:                     env("OS_AUTH_URL"),
+		Token:                       env("OS_TOKEN"),
+		Username:                    env("OS_USERNAME"),
+		UserID:                      first("OS_USER_ID", "OS_USERID"),
+		Password:                    env("OS_PASSWORD"),
+		ApplicationCredentialID:     env("OS_APPLICATION_CREDENTIAL_ID"),
+		ApplicationCredentialName:   env("OS_APPLICATION_CREDENTIAL_NAME"),
+		ApplicationCredentialSecret: env("OS_APPLICATION_CREDENTIAL_SECRET"),
+		SystemScope:                 env("OS_SYSTEM_SCOPE"),
+		ProjectName:                 first("OS_PROJECT_NAME", "OS_TENANT_NAME"),
+		ProjectID:                   first("OS_PROJECT_ID", "OS_TENANT_ID"),
+		UserDomainName:              env("OS_USER_DOMAIN_NAME"),
+		UserDomainID:                env("OS_USER_DOMAIN_ID"),
+		ProjectDomainName:           env("OS_PROJECT_DOMAIN_NAME"),
+		ProjectDomainID:             env("OS_PROJECT_DOMAIN_ID"),
+		DomainName:                  env("OS_DOMAIN_NAME"),
+		DomainID:                    env("OS_DOMAIN_ID"),
+	}
+	cloud := clouds.Cloud{AuthInfo: auth, RegionName: env("OS_REGION_NAME"), Interface: env("OS_INTERFACE"),
+		CACertFile: env("OS_CACERT"), ClientCertFile: env("OS_CERT"), ClientKeyFile: env("OS_KEY")}
+	if env("OS_INSECURE") == "true" {
+		f := false
+		cloud.Verify = &f
+	}
+	data, err := yaml.Marshal(clouds.Clouds{Clouds: map[string]clouds.Cloud{"envvars": cloud}})
+	if err != nil {
+		return gophercloud.AuthOptions{}, gophercloud.EndpointOpts{}, nil, err
+	}
+	ao, eo, tlsCfg, err := clouds.Parse(clouds.WithCloudName("envvars"), clouds.WithCloudsYAML(bytes.NewReader(data)))
+	if err != nil {
+		return ao, eo, nil, fmt.Errorf("openstack credentials from OS_* variables: %w", err)
+	}
+	return ao, eo, tlsCfg, nil
 }
 
 func fromNova(s *servers.Server) Server {

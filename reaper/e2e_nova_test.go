@@ -1,0 +1,375 @@
+package reaper_test
+
+// End-to-end tests against the real Nova that `make nova-up` runs on
+// 127.0.0.1 (internal/novatest): real keystone, glance, placement and Nova
+// with its fake virt driver, and a real Consul agent. The fake driver boots
+// nothing, so the test plays the booted machines: for every ACTIVE server
+// it registers a Consul catalog node with the role's service and a passing
+// check, as the node's agent would after Puppet ran.
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/novatest"
+	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/reaper/simcloud"
+)
+
+// novaEnv is one e2e test's world: a project in the real Nova, a Consul
+// agent, and the machines the test plays.
+type novaEnv struct {
+	t       *testing.T
+	cloud   *novatest.Cloud
+	compute *gophercloud.ServiceClient
+	agent   *consultest.Agent
+	nova    *reaper.Nova
+	m       *machines
+}
+
+func startNova(t *testing.T, viaCloudsYAML bool) *novaEnv {
+	cloud := novatest.Start(t)
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	cc := reaper.CloudConfig{}
+	if viaCloudsYAML {
+		// OS_CLOUD-style: a clouds.yaml entry.
+		t.Setenv("OS_CLIENT_CONFIG_FILE", cloud.CloudsYAML)
+		t.Setenv("OS_AUTH_URL", "")
+		cc.Name = cloud.CloudName
+	} else {
+		// OS_* variables, as an openrc file sets them.
+		for _, kv := range cloud.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			t.Setenv(k, v)
+		}
+		t.Setenv("OS_CLOUD", "")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nova, err := reaper.NewNova(ctx, cc)
+	if err != nil {
+		t.Fatalf("connect the reaper to Nova: %v", err)
+	}
+	e := &novaEnv{t: t, cloud: cloud, compute: cloud.Compute(t), agent: agent, nova: nova}
+	e.m = &machines{e: e, registered: map[string]bool{}}
+	mctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.m.run(mctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return e
+}
+
+func (e *novaEnv) config(extra string) *reaper.Config {
+	text := `
+dry_run: false
+prefix: ` + prefix + `
+interval: 500ms
+session_ttl: 2s
+lock_delay: 1s
+listen: ""
+drain_period: 1s
+cloud_timeout: 60s
+quota_backoff: 1m
+roles:
+  - name: web
+    desired: 3
+    boot_grace: 1s
+    critical_grace: 1s
+    boot_timeout: 60s
+    boot:
+      flavor: ` + e.cloud.Flavor + `
+      image: ` + e.cloud.Image + `
+      networks: [none]
+      name_template: "web{n}"
+      tags: [orchestrate-e2e]
+` + extra
+	c, err := reaper.ParseConfig(strings.NewReader(text))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+// machines plays the booted machines: each ACTIVE server of the role gets a
+// Consul node once, passing.
+type machines struct {
+	e *novaEnv
+	// mu guards registered.
+	mu         sync.Mutex
+	registered map[string]bool // server ID
+}
+
+func (m *machines) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		ss, err := m.e.cloud.ListServers(lctx, m.e.compute)
+		cancel()
+		if err == nil {
+			for _, s := range ss {
+				m.mu.Lock()
+				seen := m.registered[s.ID]
+				m.mu.Unlock()
+				if seen || s.Status != "ACTIVE" || s.Metadata[reaper.MetaRole] != "web" {
+					continue
+				}
+				if err := simcloud.RegisterNode(ctx, m.e.agent.Client, s.Name, "web", api.HealthPassing); err == nil {
+					m.mu.Lock()
+					m.registered[s.ID] = true
+					m.mu.Unlock()
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// servers lists the project's servers by name.
+func (e *novaEnv) servers() map[string]servers.Server {
+	var ss []servers.Server
+	var err error
+	for attempt := 0; attempt < 5; attempt++ { // ride out a busy nova-api
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ss, err = e.cloud.ListServers(ctx, e.compute)
+		cancel()
+		if err == nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if err != nil {
+		e.t.Fatalf("list servers: %v", err)
+	}
+	out := map[string]servers.Server{}
+	for _, s := range ss {
+		out[s.Name] = s
+	}
+	return out
+}
+
+func serverNames(m map[string]servers.Server) string {
+	var out []string
+	for n, s := range m {
+		out = append(out, n+":"+s.Status)
+	}
+	return strings.Join(sortStrings(out), ",")
+}
+
+func sortStrings(s []string) []string {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	return s
+}
+
+// countingCloud counts creates on the way to the real Nova.
+type countingCloud struct {
+	reaper.Cloud
+	creates atomic.Int64
+}
+
+func (c *countingCloud) Create(ctx context.Context, req reaper.CreateRequest) (reaper.Server, error) {
+	c.creates.Add(1)
+	return c.Cloud.Create(ctx, req)
+}
+
+// runReaper runs a reaper until the returned stop is called (or the test ends).
+func (e *novaEnv) runReaper(cfg *reaper.Config, cloud reaper.Cloud, hook func(r *reaper.Reaper, kill func())) (*reaper.Reaper, func()) {
+	r, err := reaper.New(cfg, e.agent.Client, cloud, testLogger(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r.PollInterval = 200 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	if hook != nil {
+		hook(r, cancel)
+	}
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	e.t.Cleanup(stop)
+	return r, stop
+}
+
+// buildRole lets the reaper create the role of 3 (creates are allowed
+// before the start gate opens), then arms it.
+func (e *novaEnv) buildRole(t *testing.T) map[string]servers.Server {
+	var ss map[string]servers.Server
+	waitFor(t, 90*time.Second, "the reaper to build web1..web3, ACTIVE, checked in", func() bool {
+		ss = e.servers()
+		if len(ss) != 3 {
+			return false
+		}
+		for _, n := range []string{"web1", "web2", "web3"} {
+			if ss[n].Status != "ACTIVE" || !catalogHas(t, e.agent.Client, n) {
+				return false
+			}
+		}
+		return len(journalKeys(t, e.agent.Client)) == 0
+	})
+	arm(t, e.agent.Client)
+	return ss
+}
+
+// A role of 3; one node's checks go critical; the reaper replaces it: a new
+// ACTIVE server, the old one deleted from Nova, its node deregistered.
+func TestNovaReplacesCriticalNode(t *testing.T) {
+	e := startNova(t, false)
+	counting := &countingCloud{Cloud: e.nova}
+	e.runReaper(e.config(""), counting, nil)
+	before := e.buildRole(t)
+	setCritical(t, e.agent.Client, "web2")
+	var after map[string]servers.Server
+	waitFor(t, 90*time.Second, "web2 replaced", func() bool {
+		after = e.servers()
+		_, old := after["web2"]
+		return !old && len(after) == 3 && after["web4"].Status == "ACTIVE" &&
+			!catalogHas(t, e.agent.Client, "web2") && len(journalKeys(t, e.agent.Client)) == 0
+	})
+	if after["web1"].ID != before["web1"].ID || after["web3"].ID != before["web3"].ID {
+		t.Fatalf("healthy servers were touched: before %s, after %s", serverNames(before), serverNames(after))
+	}
+	if md := after["web4"].Metadata; md[reaper.MetaRole] != "web" || md[reaper.MetaJournal] == "" {
+		t.Fatalf("the replacement's metadata = %v, want role and journal entry", md)
+	}
+	if n := counting.creates.Load(); n != 4 {
+		t.Fatalf("%d creates, want 4 (3 to build, 1 replacement)", n)
+	}
+	// Nova has really deleted it.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := servers.Get(ctx, e.compute, before["web2"].ID).Extract(); !gophercloud.ResponseCodeIs(err, 404) {
+		t.Fatalf("old web2 still answers: %v", err)
+	}
+}
+
+// A quota of 4 instances, used up by the role of 3 and one server outside
+// any role: the surge create fails with Nova's 403, cleanly: reported in
+// the state, nothing deleted, the unassigned server left alone.
+func TestNovaQuotaSurgeFailsCleanly(t *testing.T) {
+	e := startNova(t, true)
+	e.cloud.SetInstanceQuota(t, 4)
+	bastion := e.cloud.CreateServer(t, "bastion", map[string]string{"purpose": "not a role"})
+	e.runReaper(e.config(""), e.nova, nil)
+	before := e.buildRole(t)
+	setCritical(t, e.agent.Client, "web3")
+	var st *reaper.State
+	waitFor(t, 60*time.Second, "the quota error reported", func() bool {
+		st, _ = reaper.ReadState(context.Background(), e.agent.Client, prefix)
+		return st != nil && !st.BackoffUntil.IsZero()
+	})
+	if !strings.Contains(st.BackoffReason, "Quota exceeded") {
+		t.Fatalf("backoff reason %q does not carry Nova's quota message", st.BackoffReason)
+	}
+	time.Sleep(2 * time.Second) // a few more cycles: still nothing may happen
+	after := e.servers()
+	if len(after) != 4 || after["bastion"].ID != bastion.ID {
+		t.Fatalf("servers after the quota error: %s", serverNames(after))
+	}
+	for _, n := range []string{"web1", "web2", "web3"} {
+		if after[n].ID != before[n].ID {
+			t.Fatalf("%s was replaced or deleted during the quota backoff", n)
+		}
+	}
+	if !catalogHas(t, e.agent.Client, "web3") || len(journalKeys(t, e.agent.Client)) != 0 {
+		t.Fatal("the failed surge left a drained node or a journal entry")
+	}
+	if st, _ = reaper.ReadState(context.Background(), e.agent.Client, prefix); st.Unassigned != 1 {
+		t.Fatalf("state counts %d unassigned servers, want the bastion", st.Unassigned)
+	}
+}
+
+// Max age: once the role is fully healthy, one server at a time is
+// replaced for age, and never more than one surge server exists.
+func TestNovaMaxAgeReplacement(t *testing.T) {
+	e := startNova(t, false)
+	cfg := e.config("    max_age: 70s\n")
+	e.runReaper(cfg, e.nova, nil)
+	before := e.buildRole(t)
+	replaced := ""
+	waitFor(t, 150*time.Second, "one server replaced for age", func() bool {
+		ss := e.servers()
+		if len(ss) > 4 {
+			t.Fatalf("%d servers at once: more than one max-age replacement in flight (%s)", len(ss), serverNames(ss))
+		}
+		if keys := journalKeys(t, e.agent.Client); len(keys) > 1 {
+			t.Fatalf("%d journal entries at once: %v", len(keys), keys)
+		}
+		if len(ss) != 3 || ss["web4"].Status != "ACTIVE" {
+			return false
+		}
+		for n := range before {
+			if _, ok := ss[n]; !ok {
+				replaced = n
+				if catalogHas(t, e.agent.Client, n) {
+					return false
+				}
+			}
+		}
+		return replaced != ""
+	})
+	t.Logf("replaced for age: %s", replaced)
+}
+
+// A leader killed between the replacement's create and the old server's
+// delete: the next leader finishes the job from the journal, without a
+// second create.
+func TestNovaJournalRecoveryAfterKill(t *testing.T) {
+	e := startNova(t, false)
+	counting := &countingCloud{Cloud: e.nova}
+	cfg := e.config("")
+	var killedAt atomic.Bool
+	_, stop1 := e.runReaper(cfg, counting, func(r *reaper.Reaper, kill func()) {
+		r.SetAfterAction(func(a reaper.Action) {
+			if a.Op == reaper.OpCreate && a.Entry.Kind == reaper.KindReplace {
+				r.AbandonLeadership()
+				killedAt.Store(true)
+				kill()
+			}
+		})
+	})
+	before := e.buildRole(t)
+	setCritical(t, e.agent.Client, "web1")
+	waitFor(t, 60*time.Second, "the first leader to die after the create", killedAt.Load)
+	stop1()
+	if n := counting.creates.Load(); n != 4 {
+		t.Fatalf("%d creates before the kill, want 4", n)
+	}
+	mid := e.servers()
+	if len(mid) != 4 || mid["web1"].ID != before["web1"].ID {
+		t.Fatalf("after the kill: %s, want the surge of four with web1 still there", serverNames(mid))
+	}
+	if keys := journalKeys(t, e.agent.Client); len(keys) != 1 {
+		t.Fatalf("journal after the kill: %v, want the replacement's entry", keys)
+	}
+	e.runReaper(cfg, counting, nil)
+	waitFor(t, 90*time.Second, "the second leader to finish the replacement", func() bool {
+		ss := e.servers()
+		_, old := ss["web1"]
+		return !old && len(ss) == 3 && ss["web4"].Status == "ACTIVE" &&
+			!catalogHas(t, e.agent.Client, "web1") && len(journalKeys(t, e.agent.Client)) == 0
+	})
+	if n := counting.creates.Load(); n != 4 {
+		t.Fatalf("%d creates in all, want 4: the second leader created again", n)
+	}
+}
