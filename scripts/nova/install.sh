@@ -10,7 +10,9 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 PKGS=(python3-nova python3-keystone python3-placement python3-glance
-	python3-openstackclient rabbitmq-server mariadb-server)
+	python3-openstackclient rabbitmq-server mariadb-server
+	# ps and pgrep, which start.sh, stop.sh and status.sh use.
+	procps)
 
 missing=()
 for p in "${PKGS[@]}"; do
