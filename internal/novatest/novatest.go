@@ -173,7 +173,7 @@ func Start(t testing.TB) *Cloud {
 	}
 	c := &Cloud{EnvFile: path, auth: env, Flavor: env["NOVA_E2E_FLAVOR"], Image: env["NOVA_E2E_IMAGE"]}
 
-	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	ctx, cancel := withTimeout(t, callTimeout)
 	defer cancel()
 	c.admin, err = c.authenticate(ctx, env["OS_USERNAME"], env["OS_PASSWORD"], env["OS_PROJECT_NAME"])
 	if err != nil {
@@ -212,7 +212,7 @@ func (c *Cloud) endpoint() gophercloud.EndpointOpts {
 // their removal.
 func (c *Cloud) newProject(t testing.TB) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	ctx, cancel := withTimeout(t, callTimeout)
 	defer cancel()
 	ident, err := openstack.NewIdentityV3(c.admin, c.endpoint())
 	if err != nil {
@@ -290,7 +290,7 @@ func (c *Cloud) removeProject(t testing.TB, ident *gophercloud.ServiceClient, pr
 	if c.user != nil {
 		c.DeleteAllServers(t)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	ctx, cancel := withTimeout(t, callTimeout)
 	defer cancel()
 	if compute, err := openstack.NewComputeV2(c.admin, c.endpoint()); err == nil {
 		_ = quotasets.Delete(ctx, compute, projectID).Err
@@ -323,7 +323,7 @@ func findRole(ctx context.Context, ident *gophercloud.ServiceClient, name string
 // resolveBootables finds the IDs of the flavor and image named in the env file.
 func (c *Cloud) resolveBootables(t testing.TB) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	ctx, cancel := withTimeout(t, callTimeout)
 	defer cancel()
 	compute := c.Compute(t)
 	err := flavors.ListDetail(compute, nil).EachPage(ctx, func(_ context.Context, page pagination.Page) (bool, error) {
@@ -373,7 +373,7 @@ func (c *Cloud) Compute(t testing.TB) *gophercloud.ServiceClient {
 // fill the quota to be ACTIVE first.
 func (c *Cloud) SetInstanceQuota(t testing.TB, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	ctx, cancel := withTimeout(t, callTimeout)
 	defer cancel()
 	admin, err := openstack.NewComputeV2(c.admin, c.endpoint())
 	if err != nil {
@@ -392,7 +392,7 @@ func (c *Cloud) SetInstanceQuota(t testing.TB, n int) {
 // until the list is empty.
 func (c *Cloud) DeleteAllServers(t testing.TB) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), goneTimeout)
+	ctx, cancel := withTimeout(t, goneTimeout)
 	defer cancel()
 	compute := c.Compute(t)
 	deleted := map[string]bool{}
@@ -436,7 +436,7 @@ func (c *Cloud) ListServers(ctx context.Context, compute *gophercloud.ServiceCli
 // is up to the test (or the project's cleanup).
 func (c *Cloud) CreateServer(t testing.TB, name string, metadata map[string]string) *servers.Server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	ctx, cancel := withTimeout(t, callTimeout)
 	defer cancel()
 	compute := c.Compute(t)
 	s, err := servers.Create(ctx, compute, c.CreateOpts(name, metadata), nil).Extract()
@@ -455,7 +455,7 @@ func (c *Cloud) CreateOpts(name string, metadata map[string]string) servers.Crea
 // when it goes to ERROR instead (with Nova's fault) or takes over a minute.
 func (c *Cloud) WaitForStatus(t testing.TB, id, want string) *servers.Server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), activeTimeout)
+	ctx, cancel := withTimeout(t, activeTimeout)
 	defer cancel()
 	compute := c.Compute(t)
 	for {
@@ -479,7 +479,7 @@ func (c *Cloud) WaitForStatus(t testing.TB, id, want string) *servers.Server {
 // WaitGone polls a server until Nova answers 404 for it.
 func (c *Cloud) WaitGone(t testing.TB, id string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), goneTimeout)
+	ctx, cancel := withTimeout(t, goneTimeout)
 	defer cancel()
 	compute := c.Compute(t)
 	for {
@@ -528,4 +528,15 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
 	return hex.EncodeToString(b)
+}
+
+// withTimeout bounds one helper's calls: under the test's context while the
+// test runs, under a fresh one in a Cleanup (where t.Context is done), so
+// the helpers work from both.
+func withTimeout(t testing.TB, d time.Duration) (context.Context, context.CancelFunc) {
+	base := t.Context()
+	if base.Err() != nil {
+		base = context.Background()
+	}
+	return context.WithTimeout(base, d)
 }
