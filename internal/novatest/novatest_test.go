@@ -52,7 +52,15 @@ func TestNovaSmoke(t *testing.T) {
 			t.Errorf("server metadata %s = %q, want %q (all: %v)", k, s1.Metadata[k], v, s1.Metadata)
 		}
 	}
-	s2 := c.CreateServer(t, "smoke2", map[string]string{"role": "smoke"})
+	// Named security groups: the Neutron stand-in knows any name, so a boot
+	// spec that lists them works (nothing is enforced: no ports).
+	opts := c.CreateOpts("smoke2", map[string]string{"role": "smoke"})
+	opts.SecurityGroups = []string{"default", "web"}
+	created, err := servers.Create(ctx, compute, opts, nil).Extract()
+	if err != nil {
+		t.Fatalf("create with security groups: %v", err)
+	}
+	s2 := c.WaitForStatus(t, created.ID, "ACTIVE")
 
 	// Paginated list: one server a page, both servers, two pages.
 	var pages int

@@ -64,14 +64,16 @@ rabbit_env() {
 }
 
 # running NAME: whether the daemon started as NAME is alive. A PID file whose
-# process is gone, or was reused by a process that is not the session leader
-# we started, does not count.
+# process is gone or a zombie, or was reused by a process that is not the
+# session leader we started, does not count.
 running() {
 	local f=$RUN/$1.pid pid
 	[ -s "$f" ] || return 1
 	pid=$(cat "$f")
-	kill -0 "$pid" 2>/dev/null || return 1
-	[ "$(ps -o sid= -p "$pid" | tr -d ' ')" = "$pid" ]
+	local st sid
+	read -r st sid < <(ps -o stat=,sid= -p "$pid") || return 1
+	# A zombie (killed, not yet reaped by PID 1) is not running.
+	[[ $st != Z* ]] && [ "$sid" = "$pid" ]
 }
 
 # spawn NAME CMD...: start CMD as its own session (so stop.sh can signal the

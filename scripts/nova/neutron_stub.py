@@ -9,6 +9,10 @@ none of it. So this answers Nova's few calls with empty collections:
   GET /                   -> the version list
   GET /v2.0/extensions    -> {"extensions": []}
   GET /v2.0/<collection>  -> {"<collection>": []}   (ports, networks, ...)
+  GET /v2.0/security-groups?name=N (or ?id=UUID)
+                          -> one group of that name (id uuid5 of the name),
+                             so a boot spec naming security groups passes
+                             Nova's check; nothing is enforced
   GET /v2.0/<coll>/<id>   -> 404 NotFound
   anything else           -> 404 / 405 with a Neutron-style error body
 
@@ -19,8 +23,9 @@ Usage: neutron_stub.py PORT   (binds 127.0.0.1 only)
 """
 import json
 import sys
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -52,7 +57,10 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, {"resources": []})
         elif parts[0] == "v2.0" and len(parts) == 2:
             name = parts[1].removesuffix(".json").replace("-", "_")
-            self._send(200, {name: []})
+            items = []
+            if name == "security_groups":
+                items = security_groups(parse_qs(urlsplit(self.path).query))
+            self._send(200, {name: items})
         else:
             self._error(404, "NotFound", "not found in the neutron stand-in: %s" % path)
 
@@ -69,6 +77,26 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         sys.stderr.write("%s %s\n" % (self.log_date_time_string(), fmt % args))
         sys.stderr.flush()
+
+
+def security_groups(query):
+    """Any security group asked for by name exists; by id, any UUID does."""
+    groups = []
+    for name in query.get("name", []):
+        gid = str(uuid.uuid5(uuid.NAMESPACE_URL, "nova-e2e-sg:" + name))
+        groups.append({"id": gid, "name": name})
+    for gid in query.get("id", []):
+        try:
+            uuid.UUID(gid)
+        except ValueError:
+            continue
+        groups.append({"id": gid, "name": gid})
+    for g in groups:
+        g.update({"description": "neutron stand-in", "security_group_rules": []})
+        for key in ("tenant_id", "project_id"):
+            if key in query:
+                g[key] = query[key][0]
+    return groups
 
 
 def main():
