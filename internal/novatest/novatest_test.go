@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +19,9 @@ import (
 
 // TestNovaSmoke proves the cloud does, through gophercloud, what the
 // reaper's end-to-end tests need: a token for the test's own project, the
-// flavor and image, a create with networks "none" and metadata that goes
-// ACTIVE, a paginated list, a delete that ends in 404, and an over-quota
-// create refused with 403 "Quota exceeded".
+// flavor and image, a create with networks "none", metadata and tags that
+// goes ACTIVE, one naming security groups, a paginated list, an over-quota
+// create refused with 403 "Quota exceeded", and a delete that ends in 404.
 func TestNovaSmoke(t *testing.T) {
 	c := Start(t)
 	ctx := t.Context()
@@ -43,14 +44,26 @@ func TestNovaSmoke(t *testing.T) {
 	}
 
 	// Create with networks "none" and metadata -> ACTIVE.
+	// Tags too, at the client's microversion.
 	meta := map[string]string{"role": "smoke", "orchestrate-journal": "j-1"}
+	opts1 := c.CreateOpts("smoke1", meta)
+	opts1.Tags = []string{"orchestrate", "role-smoke"}
 	start := time.Now()
-	s1 := c.CreateServer(t, "smoke1", meta)
+	created1, err := servers.Create(ctx, compute, opts1, nil).Extract()
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	s1 := c.WaitForStatus(t, created1.ID, "ACTIVE")
 	t.Logf("create -> ACTIVE: %s", time.Since(start).Round(time.Millisecond))
 	for k, v := range meta {
 		if s1.Metadata[k] != v {
 			t.Errorf("server metadata %s = %q, want %q (all: %v)", k, s1.Metadata[k], v, s1.Metadata)
 		}
+	}
+	if s1.Tags == nil {
+		t.Errorf("server has no tags, want [orchestrate role-smoke]")
+	} else if tags := slices.Sorted(slices.Values(*s1.Tags)); !slices.Equal(tags, []string{"orchestrate", "role-smoke"}) {
+		t.Errorf("server tags = %v, want [orchestrate role-smoke]", tags)
 	}
 	// Named security groups: the Neutron stand-in knows any name, so a boot
 	// spec that lists them works (nothing is enforced: no ports).
