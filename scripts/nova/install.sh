@@ -47,8 +47,13 @@ fi
 pkg=$NOVA_E2E_DIR/pkg
 if [ ! -f "$pkg/usr/share/nova-common/api-paste.ini" ] || [ ! -f "$pkg/usr/share/glance-common/glance-api-paste.ini" ]; then
 	mkdir -p "$pkg/deb"
-	(cd "$pkg/deb" && apt-get download -qq -o APT::Sandbox::User=root nova-common glance-common) ||
-		die "apt-get download nova-common glance-common failed"
+	download() { (cd "$pkg/deb" && apt-get download -qq -o APT::Sandbox::User=root nova-common glance-common); }
+	if ! download; then
+		# Package lists cleaned since the install (as container images do).
+		log "apt-get update"
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq -o DPkg::Lock::Timeout=600
+		download || die "apt-get download nova-common glance-common failed"
+	fi
 	for d in "$pkg"/deb/*.deb; do
 		dpkg-deb -x "$d" "$pkg"
 	done
