@@ -12,6 +12,8 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 command -v mariadbd >/dev/null || die "mariadbd missing: run scripts/nova/install.sh"
+# root: mariadbd must start as root to switch to the mysql user.
+[ "$(id -u)" -eq 0 ] || die "must run as root"
 mkdir -p "$ETC"/{keystone,placement,nova,glance,rabbitmq} "$LOGS"/rabbitmq "$RUN" \
 	"$NOVA_E2E_DIR"/{keystone/fernet-keys,keystone/credential-keys,nova/state,nova/instances,nova/lock} \
 	"$NOVA_E2E_DIR"/{glance/images,glance/staging,glance/cache,glance/lock,rabbitmq/mnesia,mysql/data}
