@@ -207,7 +207,7 @@ if [ ! -d "$NOVA_E2E_DIR/mysql/data/mysql" ]; then
 		die "mariadb-install-db failed: see $LOGS/mariadb-install.log"
 fi
 spawn mariadb mariadbd --defaults-file="$ETC/my.cnf" --user=mysql
-wait_for "mariadb" 60 mysql_cli -e 'select 1'
+wait_up mariadb 60 mysql_cli -e 'select 1'
 
 if [ -f "$NOVA_E2E_DIR/configured" ]; then
 	log "configured (databases already set up)"

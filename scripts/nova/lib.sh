@@ -120,6 +120,27 @@ wait_for() {
 	done
 }
 
+# wait_up NAME SECONDS CMD...: wait_for, for daemon NAME: fails at once
+# when NAME dies while waited for, and shows the end of its log either way
+# (CI shows only what the scripts print).
+wait_up() {
+	local name=$1 secs=$2
+	local deadline=$((SECONDS + secs)) why=
+	shift 2
+	until "$@" >/dev/null 2>&1; do
+		if ! running "$name"; then
+			why="$name exited"
+		elif [ "$SECONDS" -ge "$deadline" ]; then
+			why="timed out after ${secs}s waiting for $name"
+		fi
+		if [ -n "$why" ]; then
+			tail -n 25 "$LOGS/$name.log" >&2 || true
+			die "$why (log above, all of it in $LOGS/$name.log)"
+		fi
+		sleep 0.3
+	done
+}
+
 # http_up URL: whether something answers HTTP at URL (any status).
 http_up() {
 	"$PY" - "$1" <<'PYEOF'

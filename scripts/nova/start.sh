@@ -45,16 +45,16 @@ spawn mariadb mariadbd --defaults-file="$ETC/my.cnf" --user=mysql
 	# Our own epmd, on loopback and our port, so stop.sh can stop it too
 	# (rabbitmq would otherwise start one that outlives it).
 	spawn epmd epmd -address 127.0.0.1 -port "$EPMD_PORT"
-	wait_for epmd 20 tcp_up "$EPMD_PORT"
+	wait_up epmd 20 tcp_up "$EPMD_PORT"
 	spawn rabbitmq /usr/lib/rabbitmq/bin/rabbitmq-server
 )
 spawn neutron "$PY" "$here/neutron_stub.py" "$NEUTRON_PORT"
-wait_for mariadb 60 mysql_cli -e 'select 1'
+wait_up mariadb 60 mysql_cli -e 'select 1'
 spawn keystone env OS_KEYSTONE_CONFIG_DIR="$ETC/keystone" \
 	"$PY" "$here/wsgi_serve.py" keystone.server.wsgi:initialize_public_application "$KEYSTONE_PORT"
 spawn placement env OS_PLACEMENT_CONFIG_DIR="$ETC/placement" \
 	"$PY" "$here/wsgi_serve.py" placement.wsgi:init_application "$PLACEMENT_PORT"
-wait_for keystone 90 http_up "$KS/v3"
+wait_up keystone 90 http_up "$KS/v3"
 if [ ! -f "$NOVA_E2E_DIR/identity-done" ]; then
 	log "creating service users and the catalog"
 	"$PY" "$here/setup_cloud.py" identity >>"$LOGS/setup.log" 2>&1 || die "identity setup failed: see $LOGS/setup.log"
@@ -64,14 +64,14 @@ fi
 log "starting glance-api, nova-conductor, nova-scheduler, nova-api"
 NOVA_CONF=(--config-file "$ETC/nova/nova.conf")
 spawn glance-api "$PY" -c "$(pycode glance-api glance.cmd.api)" --config-file "$ETC/glance/glance-api.conf"
-wait_for rabbitmq 90 tcp_up "$RABBIT_PORT"
+wait_up rabbitmq 90 tcp_up "$RABBIT_PORT"
 spawn nova-conductor "$PY" -c "$(pycode nova-conductor nova.cmd.conductor)" "${NOVA_CONF[@]}"
 spawn nova-scheduler "$PY" -c "$(pycode nova-scheduler nova.cmd.scheduler)" "${NOVA_CONF[@]}"
 spawn nova-api "$PY" -c "$(pycode nova-api nova.cmd.api)" "${NOVA_CONF[@]}"
 # nova-compute asks the conductor for its service record at start; started
 # before the conductor listens it stalls for the RPC timeout.
 if ! running nova-compute; then
-	wait_for "nova-conductor to start" 120 grep -q 'Starting conductor node' "$LOGS/nova-conductor.log"
+	wait_up nova-conductor 120 grep -q 'Starting conductor node' "$LOGS/nova-conductor.log"
 fi
 if ! running nova-compute; then
 	log "starting nova-compute"
@@ -79,17 +79,17 @@ if ! running nova-compute; then
 	spawn nova-compute "$PY" -c "$(pycode nova-compute nova.cmd.compute)" --config-file "$ETC/nova/nova-compute.conf"
 	# Ready once this run of it has reported its service state (an earlier
 	# run's records do not count) and its compute node exists.
-	wait_for "nova-compute to report" 120 sql_count "select count(*) from nova.services
+	wait_up nova-compute 120 sql_count "select count(*) from nova.services
 		where host='nova-e2e' and topic='compute' and deleted=0 and updated_at >= '$since'"
 fi
-wait_for "nova-compute to register" 120 sql_count "select count(*) from nova.compute_nodes where host='nova-e2e' and deleted=0"
+wait_up nova-compute 120 sql_count "select count(*) from nova.compute_nodes where host='nova-e2e' and deleted=0"
 if ! sql_count "select count(*) from nova_api.host_mappings where host='nova-e2e'"; then
 	manage nova-manage nova.cmd.manage "${NOVA_CONF[@]}" cell_v2 discover_hosts
 	sql_count "select count(*) from nova_api.host_mappings where host='nova-e2e'" || die "nova-manage cell_v2 discover_hosts did not map host nova-e2e"
 fi
-wait_for "placement inventory" 60 sql_count "select count(*) from placement.inventories"
-wait_for nova-api 60 http_up "http://127.0.0.1:$NOVA_PORT/"
-wait_for glance-api 60 http_up "http://127.0.0.1:$GLANCE_PORT/"
+wait_up placement 60 sql_count "select count(*) from placement.inventories"
+wait_up nova-api 60 http_up "http://127.0.0.1:$NOVA_PORT/"
+wait_up glance-api 60 http_up "http://127.0.0.1:$GLANCE_PORT/"
 
 log "creating flavor $FLAVOR and image $IMAGE"
 "$PY" "$here/setup_cloud.py" resources >>"$LOGS/setup.log" 2>&1 || die "flavor/image setup failed: see $LOGS/setup.log"
