@@ -498,9 +498,10 @@ func (pl *planner) newEntry(r *Role, kind, reason string) Entry {
 	}
 }
 
-// freeName returns the role's lowest free name. The indices taken are
-// parsed out of the used names once per role and plan (no name is built
-// per candidate), and the search resumes where the last one ended.
+// freeName returns the role's lowest name free in Nova, the journal and
+// the Consul catalog. The indices taken are parsed out of the used names
+// once per role and plan (no name is built per candidate), and the search
+// resumes where the last one ended.
 func (pl *planner) freeName(r *Role) string {
 	if pl.taken == nil {
 		pl.taken = map[string]map[int]bool{}
@@ -510,7 +511,7 @@ func (pl *planner) freeName(r *Role) string {
 	if !ok {
 		taken = map[int]bool{}
 		before, after, _ := strings.Cut(strings.ReplaceAll(r.Boot.NameTemplate, "{role}", r.Name), "{n}")
-		for name := range pl.used {
+		mark := func(name string) {
 			if mid, ok := strings.CutPrefix(name, before); ok {
 				if mid, ok = strings.CutSuffix(mid, after); ok {
 					if n, err := strconv.Atoi(mid); err == nil {
@@ -519,6 +520,14 @@ func (pl *planner) freeName(r *Role) string {
 				}
 			}
 		}
+		for name := range pl.used {
+			mark(name)
+		}
+		// A name still held by a Consul node (a dead machine's, not yet
+		// reaped) is not reused: the new machine would inherit its checks.
+		for name := range pl.byNode {
+			mark(name)
+		}
 		pl.taken[r.Name] = taken
 	}
 	for n := max(pl.nextN[r.Name], 1); ; n++ {
@@ -526,7 +535,7 @@ func (pl *planner) freeName(r *Role) string {
 			continue
 		}
 		name := r.ServerName(n)
-		if pl.used[name] {
+		if _, node := pl.byNode[name]; pl.used[name] || node {
 			continue
 		}
 		pl.used[name], taken[n] = true, true
@@ -588,6 +597,10 @@ func (pl *planner) advance(rs *roleServers, e *Entry, byID map[string]*Server) {
 		if newS != nil {
 			next.Phase, next.NewID = PhaseBooting, newS.ID
 			pl.add(OpAdopt, next, "found the server this entry created")
+			return
+		}
+		if e.Kind == KindReplace && e.Mode == ModeSurge && oldS != nil && e.Reason != StateExpired && pl.statesOf[oldS.ID] == StateHealthy {
+			pl.add(OpFinish, next, e.OldName+" is healthy again; its replacement is not created")
 			return
 		}
 		if pl.backoff {
@@ -654,6 +667,43 @@ func (pl *planner) advance(rs *roleServers, e *Entry, byID map[string]*Server) {
 	}
 }
 
+// ghosts counts passing Consul nodes that look like servers of the role
+// (by name template or name_regex) but are not in the Nova list: live
+// machines the list does not show. A dead machine's node fails serfHealth,
+// so a passing one means the cloud data is incomplete, and creating would
+// double the role.
+func (pl *planner) ghosts(r *Role) (int, string) {
+	before, after, _ := strings.Cut(strings.ReplaceAll(r.Boot.NameTemplate, "{role}", r.Name), "{n}")
+	n, example := 0, ""
+	for node, checks := range pl.byNode {
+		if pl.used[node] {
+			continue
+		}
+		like := false
+		if mid, ok := strings.CutPrefix(node, before); ok {
+			if mid, ok = strings.CutSuffix(mid, after); ok && mid != "" && strings.Trim(mid, "0123456789") == "" {
+				like = true
+			}
+		}
+		if !like && (r.nameRE == nil || !r.nameRE.MatchString(node)) {
+			continue
+		}
+		passing := true
+		for _, c := range checks {
+			if c.Status == checkCritical {
+				passing = false
+			}
+		}
+		if passing {
+			n++
+			if example == "" || node < example {
+				example = node
+			}
+		}
+	}
+	return n, example
+}
+
 // inFlight counts the role's entries that replace or delete.
 func inFlight(rs *roleServers) int {
 	n := 0
@@ -701,6 +751,10 @@ func (pl *planner) balance(rs *roleServers) {
 
 	switch {
 	case count < want:
+		if n, example := pl.ghosts(r); n > 0 {
+			pl.block("%s: %d below desired %d, but %d passing Consul node(s) named like its servers (e.g. %s) are missing from the Nova list: the list looks incomplete (wrong project or region?); no create", r.Name, want-count, want, n, example)
+			return
+		}
 		for i := count; i < want; i++ {
 			if pl.backoff {
 				pl.block("%s: %d below desired %d; creates wait for the quota backoff", r.Name, want-i, want)

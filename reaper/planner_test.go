@@ -481,6 +481,31 @@ func TestPlan(t *testing.T) {
 			want: []string{"maintain web3"},
 		},
 		{
+			name: "Nova list missing live machines: no create (wrong project?)", servers: web3[1:], checks: web3checks,
+			want: []string{}, wantBlocked: "missing from the Nova list",
+		},
+		{
+			name: "a dead machine's node (critical) does not stop its replacement create", servers: web3[1:],
+			checks: replaceChecks(web3checks, "web1", crit("web1")),
+			want:   []string{"create web4"}, // web1 is still a node name
+		},
+		{
+			name:    "journal: surge replacement not yet created while the old server recovered: dropped",
+			servers: web3, checks: web3checks,
+			journal: []Entry{journalEntry(KindReplace, PhaseCreating, func(e *Entry) {
+				e.NewName, e.OldName, e.OldID, e.Reason = "web4", "web2", "id-web2", StateUnhealthy
+			})},
+			want: []string{"finish web4"},
+		},
+		{
+			name:    "journal: expired replacement goes on although the old server is healthy",
+			servers: web3, checks: web3checks,
+			journal: []Entry{journalEntry(KindReplace, PhaseCreating, func(e *Entry) {
+				e.NewName, e.OldName, e.OldID, e.Reason = "web4", "web2", "id-web2", StateExpired
+			})},
+			want: []string{"create web4 for web2"},
+		},
+		{
 			name: "journal: create entry whose server checked in is finished", servers: web3, checks: web3checks,
 			journal: []Entry{journalEntry(KindCreate, PhaseBooting, func(e *Entry) { e.NewName, e.NewID = "web3", "id-web3" })},
 			want:    []string{"finish web3"},
