@@ -85,8 +85,9 @@ type Cloud struct {
 	EnvFile string
 
 	auth     envFile
-	admin    *gophercloud.ProviderClient
-	user     *gophercloud.ProviderClient
+	admin    *gophercloud.ProviderClient // the cloud's admin, from the env file
+	user     *gophercloud.ProviderClient // the test's user
+	userID   string
 	password string
 }
 
@@ -229,12 +230,13 @@ func (c *Cloud) newProject(t testing.TB) {
 		t.Fatalf("novatest: create project %s: %v", c.ProjectName, err)
 	}
 	c.ProjectID = p.ID
+	t.Cleanup(func() { c.removeProject(t, ident) })
 	u, err := users.Create(ctx, ident, users.CreateOpts{Name: c.Username, DomainID: "default",
 		Password: c.password, DefaultProjectID: p.ID}).Extract()
 	if err != nil {
 		t.Fatalf("novatest: create user %s: %v", c.Username, err)
 	}
-	t.Cleanup(func() { c.removeProject(t, ident, p.ID, u.ID) })
+	c.userID = u.ID
 
 	member, err := findRole(ctx, ident, "member")
 	if err != nil {
@@ -285,7 +287,7 @@ func (c *Cloud) newProject(t testing.TB) {
 // removeProject deletes the project's servers (waiting until they are gone,
 // so no instance outlives its project), its quota overrides, user and
 // project. It runs after the test's own cleanups.
-func (c *Cloud) removeProject(t testing.TB, ident *gophercloud.ServiceClient, projectID, userID string) {
+func (c *Cloud) removeProject(t testing.TB, ident *gophercloud.ServiceClient) {
 	t.Helper()
 	if c.user != nil {
 		c.DeleteAllServers(t)
@@ -293,12 +295,14 @@ func (c *Cloud) removeProject(t testing.TB, ident *gophercloud.ServiceClient, pr
 	ctx, cancel := withTimeout(t, callTimeout)
 	defer cancel()
 	if compute, err := openstack.NewComputeV2(c.admin, c.endpoint()); err == nil {
-		_ = quotasets.Delete(ctx, compute, projectID).Err
+		_ = quotasets.Delete(ctx, compute, c.ProjectID).Err
 	}
-	if err := users.Delete(ctx, ident, userID).ExtractErr(); err != nil && !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
-		t.Errorf("novatest: delete user %s: %v", c.Username, err)
+	if c.userID != "" {
+		if err := users.Delete(ctx, ident, c.userID).ExtractErr(); err != nil && !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+			t.Errorf("novatest: delete user %s: %v", c.Username, err)
+		}
 	}
-	if err := projects.Delete(ctx, ident, projectID).ExtractErr(); err != nil && !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+	if err := projects.Delete(ctx, ident, c.ProjectID).ExtractErr(); err != nil && !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 		t.Errorf("novatest: delete project %s: %v", c.ProjectName, err)
 	}
 }
