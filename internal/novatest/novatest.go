@@ -81,8 +81,10 @@ type Cloud struct {
 	// CloudsYAML is a clouds.yaml (in the test's temp dir) whose cloud
 	// CloudName is this test's user, for OS_CLOUD-style configuration.
 	CloudsYAML, CloudName string
-	// EnvFile is the env file the cloud was found through.
-	EnvFile string
+	// EnvFile is the env file the cloud was found through; Dir the
+	// directory holding all the cloud's state (logs in Dir/log, PID files in
+	// Dir/run).
+	EnvFile, Dir string
 
 	auth     envFile
 	admin    *gophercloud.ProviderClient // the cloud's admin, from the env file
@@ -172,7 +174,10 @@ func Start(t testing.TB) *Cloud {
 	if err != nil {
 		t.Fatalf("novatest: %v", err)
 	}
-	c := &Cloud{EnvFile: path, auth: env, Flavor: env["NOVA_E2E_FLAVOR"], Image: env["NOVA_E2E_IMAGE"]}
+	c := &Cloud{EnvFile: path, Dir: env["NOVA_E2E_DIR"], auth: env, Flavor: env["NOVA_E2E_FLAVOR"], Image: env["NOVA_E2E_IMAGE"]}
+	if c.Dir == "" {
+		c.Dir = filepath.Dir(path)
+	}
 
 	ctx, cancel := withTimeout(t, callTimeout)
 	defer cancel()
