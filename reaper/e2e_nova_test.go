@@ -60,6 +60,13 @@ func startNova(t *testing.T, viaCloudsYAML bool) *novaEnv {
 		t.Fatalf("connect the reaper to Nova: %v", err)
 	}
 	e := &novaEnv{t: t, cloud: cloud, compute: cloud.Compute(t), agent: agent, nova: nova}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if p, _, err := agent.Client.KV().Get(reaper.StateKey(prefix), nil); err == nil && p != nil {
+				t.Logf("reaper state at failure: %s", p.Value)
+			}
+		}
+	})
 	e.m = &machines{e: e, registered: map[string]bool{}}
 	mctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})

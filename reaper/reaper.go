@@ -20,6 +20,11 @@ import (
 	"github.com/jiocloud/orchestrate/internal/store"
 )
 
+// callTimeout bounds one cloud API call (a create, a get, a delete), so a
+// hung Nova cannot stall the loop; waits for ACTIVE or gone are bounded by
+// cloud_timeout.
+const callTimeout = 2 * time.Minute
+
 // Reaper is the daemon: it registers itself in Consul, waits for the leader
 // lock and, while it holds it, runs a cycle every interval: observe (one
 // Nova list, one Consul health query, the KV keys), plan, act.
@@ -46,6 +51,7 @@ type Reaper struct {
 	backoffReason string
 	lastPause     string
 	lastNotArmed  string
+	lastCycleErr  string
 
 	// statusMu guards the fields the heartbeat reads.
 	statusMu    sync.Mutex
@@ -179,7 +185,7 @@ func (r *Reaper) lead(ctx context.Context, session string) {
 	// A new leader starts its memory afresh: every critical node gets a
 	// full grace again, which errs on the side of waiting.
 	r.critSince = nil
-	r.lastPause, r.lastNotArmed = "", ""
+	r.lastPause, r.lastNotArmed, r.lastCycleErr = "", "", ""
 	r.setLeading(true)
 	defer r.setLeading(false)
 	t := time.NewTicker(r.cfg.Interval.D())
@@ -214,7 +220,9 @@ type observation struct {
 // Consul health query, plus the KV prefix and the reaper's keys. Any error
 // means no action this cycle.
 func (r *Reaper) observe(ctx context.Context) (*observation, error) {
-	servers, err := r.cloud.List(ctx)
+	lctx, cancel := context.WithTimeout(ctx, r.cfg.CloudTimeout.D())
+	servers, err := r.cloud.List(lctx)
+	cancel()
 	if err != nil {
 		r.metrics.cloudError(err)
 		return nil, fmt.Errorf("list servers: %w", err)
@@ -272,6 +280,10 @@ func (r *Reaper) Cycle(ctx context.Context, session string) *Plan {
 		BackoffUntil: r.backoffUntil,
 	}
 	plan := in.Plan()
+	if r.lastCycleErr != "" {
+		r.log.Info("cycle data readable again")
+		r.lastCycleErr = ""
+	}
 	r.critSince = plan.CriticalSince
 	if plan.PauseReason != r.lastPause {
 		if plan.Paused {
@@ -345,14 +357,20 @@ func (r *Reaper) cycleStartTime() time.Time {
 }
 
 func (r *Reaper) cycleFailed(ctx context.Context, session string, start time.Time, err error) {
-	r.log.Error("cycle skipped: no action on data that could not be read", "err", err)
+	if ctx.Err() != nil {
+		return // stopping, or lost the lock: not a failure of the data
+	}
+	// One line per change of the problem, not per cycle.
+	if err.Error() != r.lastCycleErr {
+		r.log.Error("cycle skipped: no action on data that could not be read", "err", err)
+	} else {
+		r.log.Debug("cycle skipped again", "err", err)
+	}
+	r.lastCycleErr = err.Error()
 	r.metrics.cycle(nil, r.cfg.IsDryRun(), 0, time.Since(r.cycleStartTime()), true, r.Now())
 	r.statusMu.Lock()
 	r.lastCycleOK, r.lastErr = false, err.Error()
 	r.statusMu.Unlock()
-	if ctx.Err() != nil {
-		return
-	}
 	st := &State{Time: start, Leader: r.id, DryRun: r.cfg.IsDryRun(), Interval: r.cfg.Interval, Errors: []string{"cycle skipped: " + err.Error()}}
 	if perr := r.journal.PutState(ctx, session, st); perr != nil {
 		r.log.Debug("write state", "err", perr)
@@ -474,7 +492,9 @@ func (r *Reaper) create(ctx context.Context, session string, role *Role, e Entry
 		meta[k] = v
 	}
 	meta[MetaRole], meta[MetaJournal] = role.Name, e.ID
-	s, err := r.cloud.Create(ctx, CreateRequest{Name: e.NewName, Role: role, Metadata: meta, Tags: role.Boot.Tags})
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	s, err := r.cloud.Create(cctx, CreateRequest{Name: e.NewName, Role: role, Metadata: meta, Tags: role.Boot.Tags})
+	cancel()
 	if err != nil {
 		r.metrics.cloudError(err)
 		class := ClassOf(err)
@@ -530,7 +550,9 @@ func (r *Reaper) waitStatus(ctx context.Context, id string) (Server, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CloudTimeout.D())
 	defer cancel()
 	for {
-		s, err := r.cloud.Get(ctx, id)
+		gctx, cancel := context.WithTimeout(ctx, callTimeout)
+		s, err := r.cloud.Get(gctx, id)
+		cancel()
 		if err != nil && ClassOf(err) != Transient {
 			return Server{}, err
 		}
@@ -550,14 +572,19 @@ func (r *Reaper) deleteServer(ctx context.Context, id string) error {
 	if id == "" {
 		return nil
 	}
-	if err := r.cloud.Delete(ctx, id); err != nil && ClassOf(err) != NotFound {
+	dctx, dcancel := context.WithTimeout(ctx, callTimeout)
+	err := r.cloud.Delete(dctx, id)
+	dcancel()
+	if err != nil && ClassOf(err) != NotFound {
 		r.metrics.cloudError(err)
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CloudTimeout.D())
 	defer cancel()
 	for {
-		_, err := r.cloud.Get(ctx, id)
+		gctx, gcancel := context.WithTimeout(ctx, callTimeout)
+		_, err := r.cloud.Get(gctx, id)
+		gcancel()
 		if ClassOf(err) == NotFound {
 			return nil
 		}
