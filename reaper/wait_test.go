@@ -1,0 +1,135 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+)
+
+// fake is a Cloud of function fields for the executor's pure waiting and
+// error-handling decisions (STYLE item 6); Consul is not involved.
+type fake struct {
+	list   func(ctx context.Context) ([]Server, error)
+	get    func(ctx context.Context, id string) (Server, error)
+	create func(ctx context.Context, req CreateRequest) (Server, error)
+	del    func(ctx context.Context, id string) error
+}
+
+var _ Cloud = (*fake)(nil)
+
+func (f *fake) List(ctx context.Context) ([]Server, error)        { return f.list(ctx) }
+func (f *fake) Get(ctx context.Context, id string) (Server, error) { return f.get(ctx, id) }
+func (f *fake) Create(ctx context.Context, req CreateRequest) (Server, error) {
+	return f.create(ctx, req)
+}
+func (f *fake) Delete(ctx context.Context, id string) error { return f.del(ctx, id) }
+
+func fakeReaper(t *testing.T, f *fake) *Reaper {
+	cfg := testConfig(t)
+	cfg.CloudTimeout = Duration(200 * time.Millisecond)
+	return &Reaper{cfg: cfg, cloud: f, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: NewMetrics(),
+		Now: time.Now, PollInterval: time.Millisecond}
+}
+
+var notFound = &CloudError{Class: NotFound, Op: "get", Err: errors.New("404")}
+
+func TestWaitStatus(t *testing.T) {
+	cases := []struct {
+		name    string
+		answers []Server
+		errs    []error
+		want    string
+		wantErr ErrorClass
+	}{
+		{name: "BUILD then ACTIVE", answers: []Server{{Status: StatusBuild}, {Status: StatusBuild}, {Status: StatusActive}}, want: StatusActive},
+		{name: "ERROR is returned for rollback", answers: []Server{{Status: StatusBuild}, {Status: StatusError, Fault: "No valid host was found"}}, want: StatusError},
+		{name: "transient errors are retried", answers: []Server{{}, {}, {Status: StatusActive}},
+			errs: []error{&CloudError{Class: Transient, Err: errors.New("503")}, &CloudError{Class: Transient, Err: errors.New("503")}, nil}, want: StatusActive},
+		{name: "still BUILD at cloud_timeout: left to the boot timeout", answers: []Server{{Status: StatusBuild}}, want: StatusBuild},
+		{name: "gone while waiting", answers: []Server{{}}, errs: []error{notFound}, wantErr: NotFound},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			i := 0
+			r := fakeReaper(t, &fake{get: func(ctx context.Context, id string) (Server, error) {
+				k := min(i, len(tc.answers)-1)
+				i++
+				var err error
+				if k < len(tc.errs) {
+					err = tc.errs[k]
+				}
+				return tc.answers[k], err
+			}})
+			s, err := r.waitStatus(context.Background(), "id-1")
+			if tc.wantErr != Fatal || err != nil {
+				if ClassOf(err) != tc.wantErr {
+					t.Fatalf("err = %v, want class %s", err, tc.wantErr)
+				}
+				return
+			}
+			if s.Status != tc.want {
+				t.Fatalf("status = %s, want %s", s.Status, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeleteServer(t *testing.T) {
+	t.Run("already gone is done", func(t *testing.T) {
+		r := fakeReaper(t, &fake{del: func(context.Context, string) error { return notFound },
+			get: func(context.Context, string) (Server, error) { return Server{}, notFound }})
+		if err := r.deleteServer(context.Background(), "id-1"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("waits until the server is gone", func(t *testing.T) {
+		gets := 0
+		r := fakeReaper(t, &fake{del: func(context.Context, string) error { return nil },
+			get: func(context.Context, string) (Server, error) {
+				gets++
+				if gets < 3 {
+					return Server{Status: "DELETING"}, nil
+				}
+				return Server{}, notFound
+			}})
+		if err := r.deleteServer(context.Background(), "id-1"); err != nil || gets != 3 {
+			t.Fatalf("err %v after %d gets", err, gets)
+		}
+	})
+	t.Run("a server that never goes is an error, so the node is not deregistered", func(t *testing.T) {
+		r := fakeReaper(t, &fake{del: func(context.Context, string) error { return nil },
+			get: func(context.Context, string) (Server, error) { return Server{Status: StatusActive}, nil }})
+		if err := r.deleteServer(context.Background(), "id-1"); err == nil {
+			t.Fatal("no error for a server still there after cloud_timeout")
+		}
+	})
+	t.Run("a refused delete is an error", func(t *testing.T) {
+		r := fakeReaper(t, &fake{del: func(context.Context, string) error {
+			return &CloudError{Class: Conflict, Err: errors.New("409 task_state deleting")}
+		}})
+		if err := r.deleteServer(context.Background(), "id-1"); ClassOf(err) != Conflict {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestBackoffDoublesAndCaps(t *testing.T) {
+	r := fakeReaper(t, &fake{})
+	r.cfg.QuotaBackoff, r.cfg.QuotaBackoffMax = Duration(time.Minute), Duration(5*time.Minute)
+	now := time.Now()
+	r.Now = func() time.Time { return now }
+	var got []time.Duration
+	for i := 0; i < 5; i++ {
+		r.backoff(errors.New("quota"))
+		got = append(got, r.backoffUntil.Sub(now))
+	}
+	want := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 5 * time.Minute, 5 * time.Minute}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("backoffs = %v, want %v", got, want)
+		}
+	}
+}
