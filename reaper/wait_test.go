@@ -20,7 +20,7 @@ type fake struct {
 
 var _ Cloud = (*fake)(nil)
 
-func (f *fake) List(ctx context.Context) ([]Server, error)        { return f.list(ctx) }
+func (f *fake) List(ctx context.Context) ([]Server, error)         { return f.list(ctx) }
 func (f *fake) Get(ctx context.Context, id string) (Server, error) { return f.get(ctx, id) }
 func (f *fake) Create(ctx context.Context, req CreateRequest) (Server, error) {
 	return f.create(ctx, req)
