@@ -157,23 +157,43 @@ type BootSpec struct {
 // Defaults. Each number is chosen to be cautious: a reaper that waits a
 // cycle too long costs little, one that deletes too soon can cause an outage.
 const (
-	defaultInterval        = 30 * time.Second
-	defaultSessionTTL      = 15 * time.Second
-	defaultLockDelay       = 15 * time.Second
-	defaultListen          = "127.0.0.1:9469"
-	defaultServiceName     = "reaper"
-	defaultMaxInFlight     = 1
-	defaultMaxPerHour      = 10
-	defaultPauseFleet      = 0.45
-	defaultPauseRole       = 0.55
-	defaultPauseMin        = 3
-	defaultDrainPeriod     = 60 * time.Second
+	// 30s: a dead machine is noticed within a cycle of its grace ending;
+	// each cycle is one Nova list and one health query, cheap at this rate.
+	defaultInterval = 30 * time.Second
+	// Session TTL and lock delay: see leader.go.
+	defaultSessionTTL = 15 * time.Second
+	defaultLockDelay  = 15 * time.Second
+	// Loopback only: metrics are for the local Prometheus agent.
+	defaultListen      = "127.0.0.1:9469"
+	defaultServiceName = "reaper"
+	// One replacement per role at a time: a bad image or flavor costs one
+	// failed server, not the role.
+	defaultMaxInFlight = 1
+	// 10 an hour: a runaway (bad health check, bad config) destroys at
+	// most 10 machines before a human looks.
+	defaultMaxPerHour = 10
+	// The anchors' numbers: Kubernetes' node lifecycle controller stops
+	// evicting above 55% unhealthy in a zone; cluster-autoscaler's
+	// max-total-unready-percentage is 45.
+	defaultPauseFleet = 0.45
+	defaultPauseRole  = 0.55
+	// Below 3 servers a fraction says nothing (1 of 2 is 50%).
+	defaultPauseMin = 3
+	// 60s: long enough for DNS TTLs and load balancer health checks to
+	// stop sending traffic to a node in maintenance.
+	defaultDrainPeriod = 60 * time.Second
+	// 10m: a Nova create or delete normally takes seconds to a minute.
 	defaultCloudTimeout    = 10 * time.Minute
 	defaultQuotaBackoff    = time.Minute
 	defaultQuotaBackoffMax = 30 * time.Minute
-	defaultBootGrace       = 15 * time.Minute
-	defaultCriticalGrace   = 5 * time.Minute
-	defaultBootTimeout     = 30 * time.Minute
+	// 15m after create before critical checks count: a Puppet run on a new
+	// node takes minutes, and its services are critical until it is done.
+	defaultBootGrace = 15 * time.Minute
+	// 5m critical before a node counts as dead: longer than a service
+	// restart or a Puppet run's brief outage.
+	defaultCriticalGrace = 5 * time.Minute
+	// 30m without a Consul node: the machine never booted or never joined.
+	defaultBootTimeout = 30 * time.Minute
 )
 
 // DefaultConfig returns a config with every default filled in and no roles.
