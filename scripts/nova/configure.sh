@@ -16,7 +16,7 @@ command -v mariadbd >/dev/null || die "mariadbd missing: run scripts/nova/instal
 [ "$(id -u)" -eq 0 ] || die "must run as root"
 mkdir -p "$ETC"/{keystone,placement,nova,glance,rabbitmq} "$LOGS"/rabbitmq "$RUN" \
 	"$NOVA_E2E_DIR"/{keystone/fernet-keys,keystone/credential-keys,nova/state,nova/instances,nova/lock} \
-	"$NOVA_E2E_DIR"/{glance/images,glance/staging,glance/cache,glance/lock,rabbitmq/mnesia,mysql/data}
+	"$NOVA_E2E_DIR"/{glance/images,glance/staging,glance/cache,glance/lock,rabbitmq/mnesia,mysql/data,mysql/tmp}
 
 
 DB_PW=$(secret db)
@@ -38,6 +38,11 @@ socket = $MYSQL_SOCK
 datadir = $NOVA_E2E_DIR/mysql/data
 socket = $MYSQL_SOCK
 pid-file = $NOVA_E2E_DIR/mysql/mysqld.pid
+# Not /tmp: a starting mariadbd deletes every #sql* file in its tmpdir, so a
+# second instance sharing /tmp (another NOVA_E2E_DIR, mariadb-install-db)
+# pulls the on-disk temporary tables from under this one's running queries
+# (seen here: signal 11 in ha_maria::drop_table during a server list).
+tmpdir = $NOVA_E2E_DIR/mysql/tmp
 skip-networking
 skip-name-resolve
 character-set-server = utf8mb4
@@ -197,7 +202,7 @@ chmod 711 "$NOVA_E2E_DIR"
 chmod 700 "$NOVA_E2E_DIR"/keystone/fernet-keys "$NOVA_E2E_DIR"/keystone/credential-keys
 chmod 755 "$RUN" "$LOGS"
 chown mysql: "$RUN"
-chown mysql: "$NOVA_E2E_DIR/mysql" "$NOVA_E2E_DIR/mysql/data"
+chown mysql: "$NOVA_E2E_DIR/mysql" "$NOVA_E2E_DIR/mysql/data" "$NOVA_E2E_DIR/mysql/tmp"
 runuser -u mysql -- test -w "$NOVA_E2E_DIR/mysql/data" ||
 	die "the mysql user cannot reach $NOVA_E2E_DIR/mysql/data: put NOVA_E2E_DIR where every user can traverse (e.g. under /tmp)"
 if [ ! -d "$NOVA_E2E_DIR/mysql/data/mysql" ]; then
