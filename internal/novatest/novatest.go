@@ -69,13 +69,20 @@ type Cloud struct {
 	// this test's user, as KEY=value: OS_AUTH_URL, OS_USERNAME, OS_PASSWORD,
 	// OS_PROJECT_NAME, OS_USER_DOMAIN_NAME, OS_PROJECT_DOMAIN_NAME,
 	// OS_REGION_NAME, OS_INTERFACE, OS_IDENTITY_API_VERSION, plus
-	// NOVA_E2E_FLAVOR and NOVA_E2E_IMAGE. Append it to os.Environ().
+	// NOVA_E2E_FLAVOR, NOVA_E2E_FLAVOR_NOHOST and NOVA_E2E_IMAGE. Append it
+	// to os.Environ().
 	// OS_PASSWORD is a test-only local secret: never log Env.
 	Env []string
 	// Flavor and Image are the names of a tiny flavor and an active image
 	// every project can boot; FlavorID and ImageID their IDs.
 	Flavor, Image     string
 	FlavorID, ImageID string
+	// NoHostFlavor names a flavor no host can take (its disk is beyond the
+	// fake driver's): a create with it is accepted, then goes to ERROR with
+	// the fault "No valid host was found", as when a real cloud is out of
+	// capacity. NoHostFlavorID is its ID. Empty when the env file predates
+	// it (rerun `make nova-up`).
+	NoHostFlavor, NoHostFlavorID string
 	// ProjectID and ProjectName are this test's project; Username its user.
 	ProjectID, ProjectName, Username string
 	// CloudsYAML is a clouds.yaml (in the test's temp dir) whose cloud
@@ -174,7 +181,8 @@ func Start(t testing.TB) *Cloud {
 	if err != nil {
 		t.Fatalf("novatest: %v", err)
 	}
-	c := &Cloud{EnvFile: path, Dir: env["NOVA_E2E_DIR"], auth: env, Flavor: env["NOVA_E2E_FLAVOR"], Image: env["NOVA_E2E_IMAGE"]}
+	c := &Cloud{EnvFile: path, Dir: env["NOVA_E2E_DIR"], auth: env, Flavor: env["NOVA_E2E_FLAVOR"], Image: env["NOVA_E2E_IMAGE"],
+		NoHostFlavor: env["NOVA_E2E_FLAVOR_NOHOST"]}
 	if c.Dir == "" {
 		c.Dir = filepath.Dir(path)
 	}
@@ -266,6 +274,7 @@ func (c *Cloud) newProject(t testing.TB) {
 		"OS_INTERFACE=public",
 		"OS_IDENTITY_API_VERSION=3",
 		"NOVA_E2E_FLAVOR=" + c.Flavor,
+		"NOVA_E2E_FLAVOR_NOHOST=" + c.NoHostFlavor,
 		"NOVA_E2E_IMAGE=" + c.Image,
 	}
 	c.CloudName = "nova-e2e"
@@ -338,15 +347,20 @@ func (c *Cloud) resolveBootables(t testing.TB) {
 	err := flavors.ListDetail(compute, nil).EachPage(ctx, func(_ context.Context, page pagination.Page) (bool, error) {
 		fs, err := flavors.ExtractFlavors(page)
 		for _, f := range fs {
-			if f.Name == c.Flavor {
+			switch f.Name {
+			case c.Flavor:
 				c.FlavorID = f.ID
-				return false, nil
+			case c.NoHostFlavor:
+				c.NoHostFlavorID = f.ID
 			}
 		}
 		return true, err
 	})
 	if err != nil || c.FlavorID == "" {
 		t.Fatalf("novatest: flavor %q not found (err %v): rerun `make nova-up`", c.Flavor, err)
+	}
+	if c.NoHostFlavor != "" && c.NoHostFlavorID == "" {
+		t.Fatalf("novatest: flavor %q not found: rerun `make nova-up`", c.NoHostFlavor)
 	}
 	img, err := openstack.NewImageV2(c.user, c.endpoint())
 	if err != nil {
@@ -462,6 +476,7 @@ func (c *Cloud) CreateOpts(name string, metadata map[string]string) servers.Crea
 
 // WaitForStatus polls a server until its status is want, and fails the test
 // when it goes to ERROR instead (with Nova's fault) or takes over a minute.
+// Want "ERROR" to wait for a create that must fail.
 func (c *Cloud) WaitForStatus(t testing.TB, id, want string) *servers.Server {
 	t.Helper()
 	ctx, cancel := withTimeout(t, activeTimeout)

@@ -21,7 +21,8 @@ import (
 // reaper's end-to-end tests need: a token for the test's own project, the
 // flavor and image, a create with networks "none", metadata and tags that
 // goes ACTIVE, one naming security groups, a paginated list, an over-quota
-// create refused with 403 "Quota exceeded", and a delete that ends in 404.
+// create refused with 403 "Quota exceeded", a create no host can take ending
+// in ERROR "No valid host", and a delete that ends in 404.
 func TestNovaSmoke(t *testing.T) {
 	c := Start(t)
 	ctx := t.Context()
@@ -109,6 +110,24 @@ func TestNovaSmoke(t *testing.T) {
 	if all, err := c.ListServers(ctx, compute); err != nil || len(all) != 2 {
 		t.Fatalf("after the refused create the project has %s (err %v), want 2 servers", describe(all), err)
 	}
+
+	// Out of capacity: the create is accepted (quota allows it), the
+	// scheduler finds no host, the server goes to ERROR with Nova's fault.
+	c.SetInstanceQuota(t, 3)
+	if c.NoHostFlavorID == "" {
+		t.Fatal("the env file names no no-host flavor: rerun `make nova-up`")
+	}
+	opts3 := c.CreateOpts("smoke-nohost", nil)
+	opts3.FlavorRef = c.NoHostFlavorID
+	created3, err := servers.Create(ctx, compute, opts3, nil).Extract()
+	if err != nil {
+		t.Fatalf("create with the no-host flavor: %v", err)
+	}
+	s3 := c.WaitForStatus(t, created3.ID, "ERROR")
+	if !strings.Contains(s3.Fault.Message, "No valid host") {
+		t.Fatalf("no-host server fault = %q, want No valid host", s3.Fault.Message)
+	}
+	t.Logf("no-host create: ERROR, fault %q", s3.Fault.Message)
 
 	// Delete -> 404.
 	start = time.Now()

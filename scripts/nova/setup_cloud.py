@@ -6,11 +6,12 @@
                             service), and the catalog (compute, placement,
                             image, network) on 127.0.0.1
   setup_cloud.py resources  once nova and glance are up: the flavor and the
-                            (tiny, active) image the tests boot
+                            (tiny, active) image the tests boot, and a
+                            flavor no host can take
 
 Settings come from the environment (passwords never from the command line):
 NOVA_E2E_KEYSTONE, NOVA_E2E_ADMIN_PW, NOVA_E2E_SERVICE_PW, NOVA_E2E_*_URL,
-NOVA_E2E_FLAVOR, NOVA_E2E_IMAGE.
+NOVA_E2E_FLAVOR, NOVA_E2E_FLAVOR_NOHOST, NOVA_E2E_IMAGE.
 """
 import os
 import sys
@@ -77,11 +78,14 @@ def resources(s):
     nova = {"service_type": "compute", "interface": "public", "region_name": "RegionOne"}
     glance = {"service_type": "image", "interface": "public", "region_name": "RegionOne"}
 
-    flavor = E["NOVA_E2E_FLAVOR"]
     flavors = s.get("/flavors/detail?is_public=None", endpoint_filter=nova).json()["flavors"]
-    if not any(f["name"] == flavor for f in flavors):
-        s.post("/flavors", endpoint_filter=nova, json={"flavor": {
-            "name": flavor, "id": flavor, "ram": 64, "vcpus": 1, "disk": 1}})
+    # The tiny flavor every test boots, and one no host can take: its disk
+    # (which no quota limits) is far beyond the fake driver's 600000 GB, so
+    # a create passes the API and quotas and ends in ERROR "No valid host".
+    for name, disk in ((E["NOVA_E2E_FLAVOR"], 1), (E["NOVA_E2E_FLAVOR_NOHOST"], 100000000)):
+        if not any(f["name"] == name for f in flavors):
+            s.post("/flavors", endpoint_filter=nova, json={"flavor": {
+                "name": name, "id": name, "ram": 64, "vcpus": 1, "disk": disk}})
 
     name = E["NOVA_E2E_IMAGE"]
     images = s.get("/v2/images?name=" + name, endpoint_filter=glance).json()["images"]

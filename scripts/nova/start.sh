@@ -15,9 +15,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 [ -f "$NOVA_E2E_DIR/configured" ] || die "not configured: run scripts/nova/configure.sh"
 FLAVOR=${NOVA_E2E_FLAVOR:-e2e.tiny}
+NOHOST_FLAVOR=${NOVA_E2E_FLAVOR_NOHOST:-e2e.nohost}
 IMAGE=${NOVA_E2E_IMAGE:-e2e-tiny}
 KS=http://127.0.0.1:$KEYSTONE_PORT
-export NOVA_E2E_KEYSTONE=$KS NOVA_E2E_FLAVOR=$FLAVOR NOVA_E2E_IMAGE=$IMAGE
+export NOVA_E2E_KEYSTONE=$KS NOVA_E2E_FLAVOR=$FLAVOR NOVA_E2E_IMAGE=$IMAGE NOVA_E2E_FLAVOR_NOHOST=$NOHOST_FLAVOR
 export NOVA_E2E_ADMIN_PW NOVA_E2E_SERVICE_PW
 NOVA_E2E_ADMIN_PW=$(secret admin)
 NOVA_E2E_SERVICE_PW=$(secret service)
@@ -91,7 +92,7 @@ wait_up placement 60 sql_count "select count(*) from placement.inventories"
 wait_up nova-api 60 http_up "http://127.0.0.1:$NOVA_PORT/"
 wait_up glance-api 60 http_up "http://127.0.0.1:$GLANCE_PORT/"
 
-log "creating flavor $FLAVOR and image $IMAGE"
+log "creating flavors $FLAVOR, $NOHOST_FLAVOR and image $IMAGE"
 "$PY" "$here/setup_cloud.py" resources >>"$LOGS/setup.log" 2>&1 || die "flavor/image setup failed: see $LOGS/setup.log"
 
 umask 077
@@ -107,6 +108,7 @@ OS_INTERFACE=public
 OS_IDENTITY_API_VERSION=3
 NOVA_E2E_DIR=$NOVA_E2E_DIR
 NOVA_E2E_FLAVOR=$FLAVOR
+NOVA_E2E_FLAVOR_NOHOST=$NOHOST_FLAVOR
 NOVA_E2E_IMAGE=$IMAGE
 NOVA_E2E_CLOUDS_YAML=$NOVA_E2E_DIR/clouds.yaml
 NOVA_E2E_CLOUD=nova-e2e
