@@ -411,6 +411,22 @@ func (c *Cloud) SetInstanceQuota(t testing.TB, n int) {
 	}
 }
 
+// SetServerError puts one of the project's servers into ERROR (the cloud's
+// admin resets its state), as when a hypervisor loses it: a server the
+// reaper must treat as broken although Consul may still list its node.
+func (c *Cloud) SetServerError(t testing.TB, id string) {
+	t.Helper()
+	ctx, cancel := withTimeout(t, callTimeout)
+	defer cancel()
+	admin, err := openstack.NewComputeV2(c.admin, c.endpoint())
+	if err != nil {
+		t.Fatalf("novatest: admin compute client: %v", err)
+	}
+	if err := servers.ResetState(ctx, admin, id, servers.StateError).ExtractErr(); err != nil {
+		t.Fatalf("novatest: reset server %s to error: %v", id, err)
+	}
+}
+
 // DeleteAllServers deletes every server in the test's project and waits
 // until the list is empty.
 func (c *Cloud) DeleteAllServers(t testing.TB) {

@@ -22,7 +22,8 @@ import (
 // flavor and image, a create with networks "none", metadata and tags that
 // goes ACTIVE, one naming security groups, a paginated list, an over-quota
 // create refused with 403 "Quota exceeded", a create no host can take ending
-// in ERROR "No valid host", and a delete that ends in 404.
+// in ERROR "No valid host", a server the admin puts into ERROR, and a delete
+// that ends in 404.
 func TestNovaSmoke(t *testing.T) {
 	c := Start(t)
 	ctx := t.Context()
@@ -128,6 +129,10 @@ func TestNovaSmoke(t *testing.T) {
 		t.Fatalf("no-host server fault = %q, want No valid host", s3.Fault.Message)
 	}
 	t.Logf("no-host create: ERROR, fault %q", s3.Fault.Message)
+
+	// A server the admin puts into ERROR shows as ERROR to the project.
+	c.SetServerError(t, s2.ID)
+	c.WaitForStatus(t, s2.ID, "ERROR")
 
 	// Delete -> 404.
 	start = time.Now()
