@@ -53,7 +53,8 @@ clean:
 ## $(NOVA_E2E_DIR). Idempotent. Needs root.
 ## nova-down: stop every daemon nova-up started, by PID.
 ## e2e-nova: nova-up, the tests named *Nova* in internal/novatest and
-## reaper/..., then nova-down; fails when a test fails.
+## reaper/..., then nova-down (unless the cloud was already up before: then
+## it is left running); fails when a test fails. See scripts/nova/README.md.
 NOVA_E2E_DIR ?= /tmp/orchestrate-nova
 
 .PHONY: nova-up nova-down e2e-nova
