@@ -223,7 +223,12 @@ func (e *novaEnv) runReaper(cfg *reaper.Config, cloud reaper.Cloud, hook func(r 
 func (e *novaEnv) buildRole(t *testing.T) map[string]servers.Server {
 	var ss map[string]servers.Server
 	waitFor(t, 90*time.Second, "the reaper to build web1..web3, ACTIVE, checked in", func() bool {
-		ss = e.servers()
+		ss = map[string]servers.Server{}
+		for n, s := range e.servers() {
+			if s.Metadata[reaper.MetaRole] == "web" {
+				ss[n] = s
+			}
+		}
 		if len(ss) != 3 {
 			return false
 		}
@@ -310,7 +315,8 @@ func TestNovaQuotaSurgeFailsCleanly(t *testing.T) {
 // replaced for age, and never more than one surge server exists.
 func TestNovaMaxAgeReplacement(t *testing.T) {
 	e := startNova(t, false)
-	cfg := e.config("    max_age: 70s\n")
+	// Jitter spreads the three expiries over the last 45s of the 70s.
+	cfg := e.config("    max_age: 70s\n    max_age_jitter: 45s\n")
 	e.runReaper(cfg, e.nova, nil)
 	before := e.buildRole(t)
 	replaced := ""
