@@ -33,10 +33,12 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-## test: what CI runs. CI=true makes every test that needs Consul or Puppet
-## fail rather than skip when its tool is missing.
+## test: what CI runs. CI=true makes every test that needs Consul, Puppet or
+## Nova fail rather than skip when its tool is missing. The whole suite runs
+## with the real-Nova test cloud up (see nova-up below), which is stopped
+## afterwards unless it was already running.
 test: test-deps vet fmt-check
-	$(GO) test -race -count=1 ./...
+	NOVA_E2E_DIR=$(NOVA_E2E_DIR) GO=$(GO) scripts/nova/e2e.sh ./...
 
 ## demo: build everything, start a dev Consul on free loopback ports and run
 ## a short orchestrate session against it; stops what it started.
