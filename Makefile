@@ -77,3 +77,16 @@ e2e-nova:
 .PHONY: bench-blocker
 bench-blocker: consul
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./blocker
+
+## bin/consul-template: the consul-template binary, built from the Go module
+## proxy, only to compare hiera-services with it in bench-hiera.
+bin/consul-template:
+	GOBIN=$(CURDIR)/bin $(GO) install github.com/hashicorp/consul-template@v0.41.1
+
+## bench-hiera: hiera-services beside the consul-template binary on a real
+## dev agent holding 1,000 services x 5 instances: once-mode render (process
+## start to file written) with peak RSS, and watch-mode latency from one
+## registration to the file holding it. About 2-3 minutes.
+.PHONY: bench-hiera
+bench-hiera: consul bin/consul-template
+	$(GO) test -run '^$$' -bench Catalog1000x5 -benchtime 5x -timeout 30m ./hiera
