@@ -1,6 +1,7 @@
 package hiera
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -198,27 +199,35 @@ dependencies file, 3 Consul could not be reached (the file is left as it was).`
 
 // logWriter sends consul-template's stdlib log lines ("[LEVEL] (part) msg")
 // to slog. Its retries are debug: the renderer logs Consul's state changes
-// itself, once each.
+// itself, once each. So is its warning about watching many dependencies,
+// which it repeats on every pass over the template: hiera-services watches
+// one query per service by design.
 type logWriter struct{ log *slog.Logger }
 
 func (w logWriter) Write(p []byte) (int, error) {
-	line := strings.TrimSpace(string(p))
 	level := slog.LevelDebug
-	if rest, ok := strings.CutPrefix(line, "[ERR] "); ok {
-		level, line = slog.LevelError, rest
-	} else if rest, ok := strings.CutPrefix(line, "[WARN] "); ok {
-		line = rest
-		if !strings.HasPrefix(rest, "(view)") {
-			level = slog.LevelWarn
+	line := p
+	if i := bytes.IndexByte(p, ' '); i > 0 && p[0] == '[' {
+		switch string(p[:i]) {
+		case "[ERR]":
+			level = slog.LevelError
+		case "[WARN]":
+			if !bytes.HasPrefix(p[i+1:], []byte("(view)")) && !bytes.HasPrefix(p[i+1:], []byte("(runner) watching")) {
+				level = slog.LevelWarn
+			}
 		}
-	} else if i := strings.Index(line, "] "); strings.HasPrefix(line, "[") && i > 0 {
-		line = line[i+2:]
+		line = p[i+1:]
 	}
-	if strings.HasPrefix(line, "(runner) final config:") {
+	// Most lines are debug and trace; drop them before any formatting.
+	if !w.log.Enabled(context.Background(), level) {
+		return len(p), nil
+	}
+	msg := strings.TrimSpace(string(line))
+	if strings.HasPrefix(msg, "(runner) final config:") {
 		// consul-template prints its whole configuration, Consul token
 		// included; a token never goes into a log.
-		line = "(runner) final config: (not logged: it holds the Consul token)"
+		msg = "(runner) final config: (not logged: it holds the Consul token)"
 	}
-	w.log.Log(context.Background(), level, line, "from", "consul-template")
+	w.log.Log(context.Background(), level, msg, "from", "consul-template")
 	return len(p), nil
 }

@@ -1,15 +1,18 @@
 package hiera
 
 import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"text/template"
 
 	dep "github.com/hashicorp/consul-template/dependency"
-	"gopkg.in/yaml.v3"
 )
 
 // Selection says which services a render puts into the output and what it
@@ -52,20 +55,27 @@ func (s *Selection) dependency(name string) bool {
 }
 
 // Funcs are the template functions hiera-services adds to consul-template's
-// through its ExtFuncMap. They keep state across renders only to warn once
-// per skipped name.
+// through its ExtFuncMap. Across renders they keep the names already warned
+// about, and the data of the latest render for Expand.
 type Funcs struct {
 	sel *Selection
 	log *slog.Logger
+	// marker is a random per-process token: "$h.YAML" prints it, and Expand
+	// replaces it with the encoded data. Catalog text cannot forge it.
+	marker string
 
 	mu     sync.Mutex
 	warned map[string]bool // guarded by mu
+	latest *Collector      // guarded by mu: the last render's data
+	seq    int             // guarded by mu: numbers renders
 }
 
 // NewFuncs returns the template functions for a selection; log receives one
 // warning per name skipped because it cannot form a hiera key.
 func NewFuncs(sel *Selection, log *slog.Logger) *Funcs {
-	return &Funcs{sel: sel, log: log, warned: map[string]bool{}}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return &Funcs{sel: sel, log: log, warned: map[string]bool{}, marker: "#hiera-services-data-" + hex.EncodeToString(b[:]) + "-"}
 }
 
 // FuncMap returns the functions for config.TemplateConfig.ExtFuncMap:
@@ -74,7 +84,7 @@ func NewFuncs(sel *Selection, log *slog.Logger) *Funcs {
 //	yamlQuote  a string as a double-quoted YAML scalar, for custom templates
 func (f *Funcs) FuncMap() template.FuncMap {
 	return template.FuncMap{
-		"hieraData": func() *Collector { return &Collector{f: f, data: NewData(f.sel.Dependencies)} },
+		"hieraData": func() *Collector { return &Collector{f: f} },
 		"yamlQuote": YAMLQuote,
 	}
 }
@@ -89,6 +99,55 @@ func (f *Funcs) warnOnce(key, msg string, args ...any) {
 	}
 }
 
+// Expand replaces the marker a render's "$h.YAML" printed with that render's
+// data as YAML. consul-template executes a template many times while its
+// queries come in and writes only the last, complete execution; encoding
+// there, once, instead of in every execution keeps a large catalog cheap.
+// trusted reports that nothing but comment lines surrounds the data, so
+// the output needs no further YAML check.
+func (f *Funcs) Expand(contents []byte) (out []byte, trusted bool, err error) {
+	i := bytes.Index(contents, []byte(f.marker))
+	if i < 0 {
+		return contents, false, nil
+	}
+	rest := contents[i+len(f.marker):]
+	j := bytes.IndexByte(rest, '\n')
+	if j < 0 {
+		j = len(rest)
+	}
+	seq, err := strconv.Atoi(string(rest[:j]))
+	f.mu.Lock()
+	c := f.latest
+	f.mu.Unlock()
+	if err != nil || c == nil || c.seq != seq {
+		return nil, false, fmt.Errorf("render: hiera data of this render not found (marker %d)", seq)
+	}
+	data, err := c.data().YAML()
+	if err != nil {
+		return nil, false, err
+	}
+	end := i + len(f.marker) + j
+	if end < len(contents) {
+		end++ // the marker's newline
+	}
+	out = make([]byte, 0, len(contents)+len(data))
+	out = append(out, contents[:i]...)
+	out = append(out, data...)
+	out = append(out, contents[end:]...)
+	return out, onlyComments(contents[:i]) && onlyComments(contents[end:]), nil
+}
+
+// onlyComments reports whether b holds nothing but blank and comment lines.
+func onlyComments(b []byte) bool {
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 && line[0] != '#' {
+			return false
+		}
+	}
+	return true
+}
+
 // Collector gathers one render's services inside a template:
 //
 //	{{ $h := hieraData }}
@@ -97,8 +156,14 @@ func (f *Funcs) warnOnce(key, msg string, args ...any) {
 //	{{ end }}{{ end }}
 //	{{ $h.YAML }}
 type Collector struct {
-	f    *Funcs
-	data *Data
+	f       *Funcs
+	entries []entry
+	seq     int
+}
+
+type entry struct {
+	name     string
+	services []*dep.HealthService
 }
 
 // Wants reports whether the render needs a service's instances: it is
@@ -121,36 +186,50 @@ func (c *Collector) Add(name string, services []*dep.HealthService) (string, err
 	if err := ValidServiceName(name); err != nil {
 		return "", fmt.Errorf("hieraData.Add: %w", err)
 	}
-	insts := make([]Instance, 0, len(services))
-	for _, s := range services {
-		if s == nil {
-			continue
-		}
-		i := Instance{Node: s.Node, Address: s.Address, Port: s.Port, Status: s.Status}
-		for k, ta := range s.ServiceTaggedAddresses {
-			if err := ValidTaggedAddressKey(k); err != nil {
-				c.f.warnOnce("tagged\x00"+name+"\x00"+k, "skipping tagged address: its key cannot form a hiera key", "service", name, "key", k, "problem", err.Error())
-				continue
-			}
-			if i.TaggedAddresses == nil {
-				i.TaggedAddresses = map[string]string{}
-			}
-			i.TaggedAddresses[k] = ta.Address
-		}
-		insts = append(insts, i)
-	}
-	if c.f.sel.selected(name) {
-		c.data.AddService(name, insts)
-	} else {
-		c.data.CountService(name, insts)
-	}
+	c.entries = append(c.entries, entry{name: name, services: services})
 	return "", nil
 }
 
-// YAML returns the collected data as YAML (see Data.YAML).
-func (c *Collector) YAML() (string, error) {
-	b, err := c.data.YAML()
-	return string(b), err
+// data converts the collected instances into Data.
+func (c *Collector) data() *Data {
+	d := NewData(c.f.sel.Dependencies)
+	for _, e := range c.entries {
+		insts := make([]Instance, 0, len(e.services))
+		for _, s := range e.services {
+			if s == nil {
+				continue
+			}
+			i := Instance{Node: s.Node, Address: s.Address, Port: s.Port, Status: s.Status}
+			for k, ta := range s.ServiceTaggedAddresses {
+				if err := ValidTaggedAddressKey(k); err != nil {
+					c.f.warnOnce("tagged\x00"+e.name+"\x00"+k, "skipping tagged address: its key cannot form a hiera key", "service", e.name, "key", k, "problem", err.Error())
+					continue
+				}
+				if i.TaggedAddresses == nil {
+					i.TaggedAddresses = map[string]string{}
+				}
+				i.TaggedAddresses[k] = ta.Address
+			}
+			insts = append(insts, i)
+		}
+		if c.f.sel.selected(e.name) {
+			d.AddService(e.name, insts)
+		} else {
+			d.CountService(e.name, insts)
+		}
+	}
+	return d
+}
+
+// YAML stands for the collected data as YAML (see Data.YAML) in the
+// template's output; the renderer encodes it once the render is complete.
+func (c *Collector) YAML() string {
+	c.f.mu.Lock()
+	c.f.seq++
+	c.seq = c.f.seq
+	c.f.latest = c
+	c.f.mu.Unlock()
+	return c.f.marker + strconv.Itoa(c.seq) + "\n"
 }
 
 // Datacenter returns the datacenter the data comes from, reduced to
@@ -178,10 +257,6 @@ func (c *Collector) DatacenterQuery() string {
 
 // YAMLQuote returns s as a double-quoted YAML scalar, safe as a key or a
 // value whatever s holds.
-func YAMLQuote(s string) (string, error) {
-	out, err := yaml.Marshal(strNode(s))
-	if err != nil {
-		return "", fmt.Errorf("yamlQuote: %w", err)
-	}
-	return strings.TrimSuffix(string(out), "\n"), nil
+func YAMLQuote(s string) string {
+	return string(appendQuoted(nil, s))
 }

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"unicode/utf8"
 
 	dep "github.com/hashicorp/consul-template/dependency"
-	"gopkg.in/yaml.v3"
 )
 
 // Instance is one registered instance of a service, as the renderer needs it.
@@ -196,54 +196,110 @@ func (d *Data) YAML() ([]byte, error) {
 
 // EncodeKeys encodes a key map as YAML the way Data.YAML does. Values may be
 // string, int, bool, []string or []int.
+//
+// It writes the YAML itself rather than through a generic encoder: the
+// output is one flat mapping of double-quoted keys to scalars or flow lists,
+// and every string goes through appendQuoted, which escapes all that YAML
+// 1.1 and 1.2 do not allow raw inside double quotes. That keeps a render of
+// a large catalog fast and small; TestEncodeRoundTrip and the hostile-names
+// tests parse the result back with yaml.v3 and Puppet.
 func EncodeKeys(keys map[string]any) ([]byte, error) {
 	names := make([]string, 0, len(keys))
 	for k := range keys {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	root := &yaml.Node{Kind: yaml.MappingNode, Content: make([]*yaml.Node, 0, 2*len(names))}
-	for _, k := range names {
-		v, err := valueNode(keys[k])
-		if err != nil {
-			return nil, fmt.Errorf("key %q: %w", k, err)
-		}
-		root.Content = append(root.Content, strNode(k), v)
-	}
 	if len(names) == 0 {
 		return []byte("{}\n"), nil
 	}
-	out, err := yaml.Marshal(root)
-	if err != nil {
-		return nil, fmt.Errorf("encode yaml: %w", err)
+	buf := make([]byte, 0, 64*len(names))
+	for _, k := range names {
+		start := len(buf)
+		buf = appendQuoted(buf, k)
+		if len(buf)-start > maxImplicitKey {
+			// YAML allows an implicit key of at most 1024 characters; a
+			// longer one needs the explicit "? key" form.
+			buf = append(buf[:start], '?', ' ')
+			buf = appendQuoted(buf, k)
+			buf = append(buf, '\n')
+		}
+		buf = append(buf, ':', ' ')
+		switch v := keys[k].(type) {
+		case string:
+			buf = appendQuoted(buf, v)
+		case int:
+			buf = strconv.AppendInt(buf, int64(v), 10)
+		case bool:
+			buf = strconv.AppendBool(buf, v)
+		case []string:
+			buf = append(buf, '[')
+			for i, s := range v {
+				if i > 0 {
+					buf = append(buf, ',', ' ')
+				}
+				buf = appendQuoted(buf, s)
+			}
+			buf = append(buf, ']')
+		case []int:
+			buf = append(buf, '[')
+			for i, n := range v {
+				if i > 0 {
+					buf = append(buf, ',', ' ')
+				}
+				buf = strconv.AppendInt(buf, int64(n), 10)
+			}
+			buf = append(buf, ']')
+		default:
+			return nil, fmt.Errorf("key %q: cannot encode %T", k, v)
+		}
+		buf = append(buf, '\n')
 	}
-	return out, nil
+	return buf, nil
 }
 
-func strNode(s string) *yaml.Node {
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s, Style: yaml.DoubleQuotedStyle}
-}
+const hexDigits = "0123456789ABCDEF"
 
-func valueNode(v any) (*yaml.Node, error) {
-	switch v := v.(type) {
-	case string:
-		return strNode(v), nil
-	case int:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(v)}, nil
-	case bool:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v)}, nil
-	case []string:
-		seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle, Content: make([]*yaml.Node, 0, len(v))}
-		for _, s := range v {
-			seq.Content = append(seq.Content, strNode(s))
+// maxImplicitKey leaves a margin below YAML's 1024-character limit on
+// implicit keys (the limit counts characters; quoted keys here are mostly
+// ASCII, and a longer one only costs the explicit form).
+const maxImplicitKey = 1000
+
+// appendQuoted appends s as a YAML double-quoted scalar. Printable
+// characters other than '"' and '\\' go in as they are; everything else
+// (control characters, line breaks, tabs, DEL, C1 controls, the BOM, the
+// Unicode line and paragraph separators, U+FFFE/U+FFFF, invalid UTF-8) is
+// escaped, so the scalar is one line that every YAML parser reads back as
+// exactly s (invalid UTF-8 as U+FFFD, as Consul's JSON already does).
+func appendQuoted(buf []byte, s string) []byte {
+	buf = append(buf, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c < 0x7f {
+			if c == '"' || c == '\\' {
+				buf = append(buf, '\\')
+			}
+			buf = append(buf, c)
+			i++
+			continue
 		}
-		return seq, nil
-	case []int:
-		seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle, Content: make([]*yaml.Node, 0, len(v))}
-		for _, n := range v {
-			seq.Content = append(seq.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(n)})
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		switch {
+		case r == '\n':
+			buf = append(buf, '\\', 'n')
+		case r == '\t':
+			buf = append(buf, '\\', 't')
+		case r == '\r':
+			buf = append(buf, '\\', 'r')
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			buf = append(buf, '\\', 'x', hexDigits[r>>4], hexDigits[r&0xf])
+		case r == utf8.RuneError && size == 1:
+			buf = append(buf, '\\', 'u', 'F', 'F', 'F', 'D')
+		case r == 0x2028 || r == 0x2029 || r == 0xfeff || r == 0xfffe || r == 0xffff || (r >= 0xd800 && r < 0xe000):
+			buf = append(buf, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
+		default:
+			buf = utf8.AppendRune(buf, r)
 		}
-		return seq, nil
 	}
-	return nil, fmt.Errorf("cannot encode %T", v)
+	return append(buf, '"')
 }

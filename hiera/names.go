@@ -2,7 +2,6 @@ package hiera
 
 import (
 	"fmt"
-	"regexp"
 )
 
 // MaxNameLen bounds a service name or tagged-address key used as one segment
@@ -11,13 +10,15 @@ import (
 // name comes near it.
 const MaxNameLen = 255
 
-// segmentRe is what may form one segment of a hiera key. It is the intersection
+// A segment of a hiera key, as validSegment checks it, is letters, digits,
+// '_' and '-': the intersection
 // of what hiera treats as a plain key segment (no ".", which hiera reads as
 // "dig into a hash", no "::", its namespace separator, no quoting) and what
 // consul-template's service query syntax accepts as a service name
 // ([[:word:]-]): a name outside it could not even be queried, and a name with
 // a "." would be read by consul-template as "tag.name", a different query.
-var segmentRe = regexp.MustCompile(`\A[A-Za-z0-9_-]+\z`)
+// validSegment checks byte by byte rather than with a regexp: it runs for
+// every service on every pass over the template.
 
 // reservedKeys are the per-service keys the renderer writes itself; a
 // tagged address with one of these names would overwrite them.
@@ -47,8 +48,12 @@ func validSegment(kind, s string) error {
 		return fmt.Errorf("%s is empty", kind)
 	case len(s) > MaxNameLen:
 		return fmt.Errorf("%s %.40q... is %d bytes, longer than %d", kind, s, len(s), MaxNameLen)
-	case !segmentRe.MatchString(s):
-		return fmt.Errorf("%s %q has characters other than letters, digits, '_' and '-'", kind, s)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("%s %q has characters other than letters, digits, '_' and '-'", kind, s)
+		}
 	}
 	return nil
 }

@@ -46,6 +46,8 @@ type Renderer struct {
 	// holds one, so changes during a running --exec command coalesce into
 	// one more run.
 	changedCh chan struct{}
+	// funcs are the template functions of the running render.
+	funcs *Funcs
 	// holdsLock: the caller holds the lock (once mode), so writes do not
 	// take it again.
 	holdsLock bool
@@ -263,6 +265,7 @@ func checkTemplate(contents string, funcs template.FuncMap) error {
 // manager/example_manager_test.go does, with our renderer and functions.
 func (r *Renderer) newRunner(sel *Selection, once bool) (*manager.Runner, error) {
 	funcs := NewFuncs(sel, r.Log)
+	r.funcs = funcs
 	tc := config.DefaultTemplateConfig()
 	tc.Contents = config.String(r.Template)
 	tc.Destination = config.String(r.Config.Out)
@@ -321,7 +324,10 @@ func (r *Renderer) newRunner(sel *Selection, once bool) (*manager.Runner, error)
 // mapping, then writes it with WriteFile. Invalid output never reaches the
 // file.
 func (r *Renderer) render(in *ctrenderer.RenderInput) (*ctrenderer.RenderResult, error) {
-	err := checkYAML(in.Contents)
+	contents, trusted, err := r.funcs.Expand(in.Contents)
+	if err == nil && !trusted {
+		err = checkYAML(contents)
+	}
 	if err == nil && !r.holdsLock {
 		var unlock func()
 		unlock, err = watch.Lock(context.Background(), r.Config.LockFile, true)
@@ -331,7 +337,7 @@ func (r *Renderer) render(in *ctrenderer.RenderInput) (*ctrenderer.RenderResult,
 	}
 	changed := false
 	if err == nil {
-		changed, err = WriteFile(in.Path, in.Contents)
+		changed, err = WriteFile(in.Path, contents)
 	}
 	r.mu.Lock()
 	r.lastErr = err
@@ -346,13 +352,13 @@ func (r *Renderer) render(in *ctrenderer.RenderInput) (*ctrenderer.RenderResult,
 	if !changed {
 		r.Log.Debug("hiera data rendered, content unchanged, file not touched", "file", in.Path)
 	} else {
-		r.Log.Info("hiera data written", "file", in.Path, "bytes", len(in.Contents))
+		r.Log.Info("hiera data written", "file", in.Path, "bytes", len(contents))
 		select {
 		case r.changedCh <- struct{}{}:
 		default:
 		}
 	}
-	return &ctrenderer.RenderResult{DidRender: changed, WouldRender: true, Contents: in.Contents}, nil
+	return &ctrenderer.RenderResult{DidRender: changed, WouldRender: true, Contents: contents}, nil
 }
 
 // checkYAML accepts a non-empty YAML mapping: hiera data, whatever template

@@ -1,0 +1,279 @@
+package hiera
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/consultest"
+)
+
+// Benchmark catalog: 1,000 services x 5 instances, spread over 1,000 nodes
+// (each node runs 5 services); one instance in five is critical.
+const (
+	benchServices  = 1000
+	benchInstances = 5
+)
+
+// BenchmarkCatalog1000x5 compares hiera-services with the consul-template
+// binary (`make bin/consul-template`) on the same catalog in the same real
+// agent: once mode from process start to file written, with the process's
+// peak RSS, and in watch mode the latency from registering one instance to
+// the file holding it. Run it with `make bench-hiera`.
+func BenchmarkCatalog1000x5(b *testing.B) {
+	root := repoRootDir(b)
+	ctBin := filepath.Join(root, "bin", "consul-template")
+	if _, err := os.Stat(ctBin); err != nil {
+		b.Skipf("skipping: %s missing; `make bin/consul-template` builds it", ctBin)
+	}
+	dir := b.TempDir()
+	hsBin := filepath.Join(dir, "hiera-services")
+	if out, err := exec.Command("go", "build", "-o", hsBin, "github.com/jiocloud/orchestrate/cmd/hiera-services").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	// One blocking query per service in watch mode: the agent must accept
+	// more than its default 200 connections per client address.
+	a := consultest.Start(b, consultest.Options{HCL: `limits { http_max_conns_per_client = 4096 }`})
+	start := time.Now()
+	registerBenchCatalog(b, a.Client)
+	b.Logf("registered %d instances of %d services in %v", benchServices*benchInstances, benchServices, time.Since(start).Round(time.Millisecond))
+
+	ctTmpl := filepath.Join(root, "hiera", "testdata", "bench-consul-template.ctmpl")
+	tools := []struct {
+		name string
+		cmd  func(out string, watch bool) []string
+	}{
+		{"hiera-services", func(out string, watch bool) []string {
+			args := []string{hsBin, "--consul-addr", a.HTTPAddr, "--out", out, "--lock-file", out + ".lock"}
+			if watch {
+				args = append(args, "--watch")
+			}
+			return args
+		}},
+		{"consul-template", func(out string, watch bool) []string {
+			args := []string{ctBin, "-consul-addr", a.HTTPAddr, "-template", ctTmpl + ":" + out, "-log-level", "err"}
+			if !watch {
+				args = append(args, "-once")
+			}
+			return args
+		}},
+	}
+	for _, tool := range tools {
+		b.Run("once/"+tool.name, func(b *testing.B) {
+			var maxRSS int64
+			var size int
+			for i := 0; i < b.N; i++ {
+				out := filepath.Join(b.TempDir(), "services.yaml")
+				args := tool.cmd(out, false)
+				cmd := exec.Command(args[0], args[1:]...)
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				if err := cmd.Run(); err != nil {
+					b.Fatalf("%v: %v\n%s", args, err, stderr.String())
+				}
+				if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > maxRSS {
+					maxRSS = ru.Maxrss
+				}
+				data, err := os.ReadFile(out)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !bytes.Contains(data, []byte(fmt.Sprintf("svc-%04d", benchServices-1))) {
+					b.Fatalf("%s lacks the last service", out)
+				}
+				size = len(data)
+			}
+			b.ReportMetric(float64(maxRSS)/1024, "peak-RSS-MiB")
+			b.ReportMetric(float64(size)/1024, "file-KiB")
+		})
+	}
+	for _, tool := range tools {
+		b.Run("watch/"+tool.name, func(b *testing.B) {
+			benchWatch(b, a, tool.cmd)
+		})
+	}
+}
+
+// benchWatch starts a tool in watch mode, waits for its first render, then
+// times each registration of one new instance until the file holds it.
+func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []string) {
+	dir := b.TempDir()
+	out := filepath.Join(dir, "services.yaml")
+	args := argv(out, true)
+	cmd := exec.Command(args[0], args[1:]...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	w, err := newDirWatch(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.close()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		// Both tools stop on SIGINT; the consul-template binary ignores
+		// SIGTERM while its blocking queries run.
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	defer stop()
+	// The first render must hold every service before changes are timed.
+	if err := w.waitFor(out, fmt.Sprintf("svc-%04d", benchServices-1), 5*time.Minute); err != nil {
+		b.Fatalf("first render: %v\n%s", err, stderr.String())
+	}
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		// Every change adds an address no earlier change used, so the file
+		// holding it means this change arrived.
+		n := benchChanges.Add(1)
+		addr := fmt.Sprintf("10.250.%d.%d", (n/250)%250, n%250+1)
+		node := fmt.Sprintf("bench-new-%d", n)
+		t0 := time.Now()
+		_, err := a.Client.Catalog().Register(&api.CatalogRegistration{Node: node, Address: addr,
+			Service: &api.AgentService{ID: "svc-0500", Service: "svc-0500", Address: addr, Port: 9500}}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := w.waitFor(out, `"`+addr+`"`, time.Minute); err != nil {
+			b.Fatalf("change %d: %v\n%s", i, err, stderr.String())
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	stop()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "median-ms")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MiB")
+	}
+}
+
+// benchChanges numbers the instances benchWatch adds, across runs.
+var benchChanges atomic.Int64
+
+func registerBenchCatalog(b *testing.B, c *api.Client) {
+	type job struct{ svc, k int }
+	jobs := make(chan job)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				node := (j.svc + j.k*(benchServices/benchInstances)) % benchServices
+				addr := fmt.Sprintf("10.%d.%d.%d", 1+node/62500, (node/250)%250, node%250+1)
+				name := fmt.Sprintf("svc-%04d", j.svc)
+				status := api.HealthPassing
+				if j.k == 4 {
+					status = api.HealthCritical
+				}
+				_, err := c.Catalog().Register(&api.CatalogRegistration{
+					Node: fmt.Sprintf("node-%04d", node), Address: addr,
+					Service: &api.AgentService{ID: name, Service: name, Address: addr, Port: 9000 + j.svc%1000,
+						TaggedAddresses: map[string]api.ServiceAddress{"eth0": {Address: "192.168." + addr[3:], Port: 9000}}},
+					Check: &api.AgentCheck{Node: fmt.Sprintf("node-%04d", node), CheckID: "c-" + name, Name: "c-" + name, Status: status, ServiceID: name},
+				}, nil)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for s := 0; s < benchServices; s++ {
+		for k := 0; k < benchInstances; k++ {
+			jobs <- job{s, k}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		b.Fatalf("register: %v", firstErr)
+	}
+}
+
+func repoRootDir(b *testing.B) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return filepath.Dir(dir) // tests run in hiera/
+}
+
+// dirWatch waits for a file to be replaced or written using inotify, so
+// timing does not depend on a polling interval and costs no CPU meanwhile.
+type dirWatch struct{ fd int }
+
+func newDirWatch(dir string) (*dirWatch, error) {
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := syscall.InotifyAddWatch(fd, dir, syscall.IN_MOVED_TO|syscall.IN_CLOSE_WRITE|syscall.IN_CREATE); err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	return &dirWatch{fd: fd}, nil
+}
+
+func (w *dirWatch) close() { syscall.Close(w.fd) }
+
+// waitFor returns when path contains want, checking after every event in
+// its directory.
+func (w *dirWatch) waitFor(path, want string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	buf := make([]byte, 64*(syscall.SizeofInotifyEvent+syscall.NAME_MAX+1))
+	for {
+		if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), want) {
+			return nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("%s does not contain %q after %v", path, want, limit)
+		}
+		// Wait for the next event, at most until the deadline.
+		var rfds syscall.FdSet
+		rfds.Bits[w.fd/64] |= 1 << (uint(w.fd) % 64)
+		tv := syscall.NsecToTimeval(min(left, time.Second).Nanoseconds())
+		n, err := syscall.Select(w.fd+1, &rfds, nil, nil, &tv)
+		if err != nil && err != syscall.EINTR {
+			return err
+		}
+		if n > 0 {
+			if _, err := syscall.Read(w.fd, buf); err != nil {
+				return err
+			}
+		}
+	}
+}

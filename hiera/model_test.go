@@ -1,0 +1,117 @@
+package hiera
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// TestEncodeRoundTrip: whatever the strings, the encoding parses back to the
+// same keys and values, and is byte-for-byte the same every time.
+func TestEncodeRoundTrip(t *testing.T) {
+	vals := append([]string{}, hostile...)
+	vals = append(vals, "\x00nul", "\x7fdel", "\u0085nel", "\ufeffbom", "\U0001F600", strings.Repeat("z", 5000))
+	keys := map[string]any{}
+	for i, v := range vals {
+		keys["k::"+v] = []string{v, "x"}
+		keys[strings.Repeat("k", i+1)] = v
+	}
+	keys["n"] = []int{1, 2}
+	keys["b"] = true
+	keys["i"] = 7
+	out, err := EncodeKeys(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		again, _ := EncodeKeys(keys)
+		if !bytes.Equal(out, again) {
+			t.Fatal("encoding is not deterministic")
+		}
+	}
+	var back map[string]any
+	if err := yaml.Unmarshal(out, &back); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(back) != len(keys) {
+		t.Fatalf("%d keys back, want %d", len(back), len(keys))
+	}
+	for k, v := range keys {
+		var want any
+		switch v := v.(type) {
+		case []string:
+			want = strs(v...)
+		case []int:
+			want = ints(v...)
+		default:
+			want = v
+		}
+		if !reflect.DeepEqual(back[k], want) {
+			t.Errorf("key %q: got %#v, want %#v", k, back[k], want)
+		}
+	}
+	// Every top-level line starts with a quoted key: nothing but the
+	// encoder's own structure.
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if !strings.HasPrefix(line, `"`) && !strings.HasPrefix(line, "? ") && !strings.HasPrefix(line, ": ") {
+			t.Errorf("line does not start with a quoted key: %q", line)
+		}
+	}
+}
+
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "sub", "f.yaml")
+	changed, err := WriteFile(p, []byte("a: 1\n"))
+	if err != nil || !changed {
+		t.Fatalf("create: %v %v", changed, err)
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o644 {
+		t.Errorf("new file mode %v", fi.Mode().Perm())
+	}
+	os.Chmod(p, 0o600)
+	if changed, err := WriteFile(p, []byte("a: 1\n")); err != nil || changed {
+		t.Fatalf("same content: changed=%v err=%v", changed, err)
+	}
+	if changed, err := WriteFile(p, []byte("a: 2\n")); err != nil || !changed {
+		t.Fatalf("new content: changed=%v err=%v", changed, err)
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode not kept: %v", fi.Mode().Perm())
+	}
+	if data, _ := os.ReadFile(p); string(data) != "a: 2\n" {
+		t.Errorf("content %q", data)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(p))
+	if len(entries) != 1 {
+		t.Errorf("left files behind: %v", entries)
+	}
+	// A directory in the way fails without leaving a temp file.
+	os.Mkdir(filepath.Join(dir, "d.yaml"), 0o755)
+	if _, err := WriteFile(filepath.Join(dir, "d.yaml"), []byte("x")); err == nil {
+		t.Error("writing over a directory succeeded")
+	}
+}
+
+func TestValidNames(t *testing.T) {
+	for _, ok := range []string{"mysql", "os-keystone", "a_b", "0x1F", "yes", strings.Repeat("a", MaxNameLen)} {
+		if err := ValidServiceName(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "my.sql", "a::b", "a b", "ü", "a\nb", strings.Repeat("a", MaxNameLen+1), "a/b", "#x"} {
+		if err := ValidServiceName(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	for _, bad := range []string{"address", "port", "nodes"} {
+		if err := ValidTaggedAddressKey(bad); err == nil {
+			t.Errorf("tagged address key %q accepted", bad)
+		}
+	}
+}
