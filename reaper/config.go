@@ -101,6 +101,10 @@ type CloudConfig struct {
 	Name string `yaml:"name"`
 	// Region overrides the region of the credentials.
 	Region string `yaml:"region"`
+	// CloudsFile is the clouds.yaml to read (like OS_CLIENT_CONFIG_FILE);
+	// empty: $OS_CLIENT_CONFIG_FILE, else ./clouds.yaml,
+	// ~/.config/openstack/clouds.yaml, /etc/openstack/clouds.yaml.
+	CloudsFile string `yaml:"clouds_file"`
 }
 
 // Role is one kind of machine.

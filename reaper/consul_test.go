@@ -163,6 +163,7 @@ func setCritical(t *testing.T, c *api.Client, node string) {
 // without releasing anything (a killed process), the other takes over
 // within 2×TTL + lock delay + the api package's 5s lock retry.
 func TestTwoReapersOneActsAndFailover(t *testing.T) {
+	t.Parallel()
 	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
 	c := agent.Client
 	sim := newCloud(t, c)
@@ -228,6 +229,7 @@ func TestTwoReapersOneActsAndFailover(t *testing.T) {
 // created and checks in, the old node goes into maintenance mode (drain),
 // then its server is deleted and its node deregistered from the catalog.
 func TestReplaceDrainsDeletesDeregisters(t *testing.T) {
+	t.Parallel()
 	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
 	c := agent.Client
 	sim := newCloud(t, c)
@@ -299,6 +301,7 @@ func scrape(t *testing.T, r *reaper.Reaper) string {
 // A leader killed between create and delete: the next leader finishes the
 // replacement from the journal, without a second create.
 func TestJournalRecoveryAcrossLeaders(t *testing.T) {
+	t.Parallel()
 	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
 	c := agent.Client
 	sim := newCloud(t, c)
@@ -352,6 +355,7 @@ func TestJournalRecoveryAcrossLeaders(t *testing.T) {
 // An intent written but its server never recorded (the leader died during
 // the create call): the next leader finds the server by its metadata.
 func TestJournalIntentFindsItsServer(t *testing.T) {
+	t.Parallel()
 	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
 	c := agent.Client
 	sim := newCloud(t, c)
@@ -376,6 +380,7 @@ func TestJournalIntentFindsItsServer(t *testing.T) {
 // Quota exhausted: the surge create fails cleanly, nothing is deleted, the
 // backoff shows in the state and the metrics.
 func TestQuotaSurgeFailsCleanly(t *testing.T) {
+	t.Parallel()
 	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
 	c := agent.Client
 	sim := newCloud(t, c)
@@ -417,6 +422,7 @@ func TestQuotaSurgeFailsCleanly(t *testing.T) {
 
 // Dry run: every action is logged and planned, none taken.
 func TestDryRunTakesNoAction(t *testing.T) {
+	t.Parallel()
 	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
 	c := agent.Client
 	sim := newCloud(t, c)
@@ -445,6 +451,7 @@ func TestDryRunTakesNoAction(t *testing.T) {
 // The start gate opens by itself once every role reached its desired count
 // with validation success, and not before.
 func TestStartGateArmsAfterValidation(t *testing.T) {
+	t.Parallel()
 	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
 	c := agent.Client
 	sim := newCloud(t, c)
@@ -483,6 +490,7 @@ func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 
 // One Nova list and one Consul health query per cycle, whatever the fleet.
 func TestOneListOneHealthQueryPerCycle(t *testing.T) {
+	t.Parallel()
 	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
 	ct := &countingTransport{next: http.DefaultTransport}
 	conf := api.DefaultConfig()

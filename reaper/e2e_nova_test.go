@@ -39,23 +39,23 @@ type novaEnv struct {
 func startNova(t *testing.T, viaCloudsYAML bool) *novaEnv {
 	cloud := novatest.Start(t)
 	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	env := map[string]string{}
 	cc := reaper.CloudConfig{}
 	if viaCloudsYAML {
 		// OS_CLOUD-style: a clouds.yaml entry.
-		t.Setenv("OS_CLIENT_CONFIG_FILE", cloud.CloudsYAML)
-		t.Setenv("OS_AUTH_URL", "")
-		cc.Name = cloud.CloudName
+		cc.Name, cc.CloudsFile = cloud.CloudName, cloud.CloudsYAML
 	} else {
 		// OS_* variables, as an openrc file sets them.
 		for _, kv := range cloud.Env {
 			k, v, _ := strings.Cut(kv, "=")
-			t.Setenv(k, v)
+			env[k] = v
 		}
-		t.Setenv("OS_CLOUD", "")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nova, err := reaper.NewNova(ctx, cc)
+	// Each test's credentials go in directly, not through the process
+	// environment, so the tests run in parallel.
+	nova, err := reaper.NewNovaWithEnv(ctx, cc, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("connect the reaper to Nova: %v", err)
 	}
@@ -91,7 +91,7 @@ roles:
     desired: 3
     boot_grace: 1s
     critical_grace: 1s
-    boot_timeout: 60s
+    boot_timeout: 30s
     boot:
       flavor: ` + e.cloud.Flavor + `
       image: ` + e.cloud.Image + `
@@ -246,6 +246,7 @@ func (e *novaEnv) buildRole(t *testing.T) map[string]servers.Server {
 // A role of 3; one node's checks go critical; the reaper replaces it: a new
 // ACTIVE server, the old one deleted from Nova, its node deregistered.
 func TestNovaReplacesCriticalNode(t *testing.T) {
+	t.Parallel()
 	e := startNova(t, false)
 	counting := &countingCloud{Cloud: e.nova}
 	e.runReaper(e.config(""), counting, nil)
@@ -279,6 +280,7 @@ func TestNovaReplacesCriticalNode(t *testing.T) {
 // any role: the surge create fails with Nova's 403, cleanly: reported in
 // the state, nothing deleted, the unassigned server left alone.
 func TestNovaQuotaSurgeFailsCleanly(t *testing.T) {
+	t.Parallel()
 	e := startNova(t, true)
 	e.cloud.SetInstanceQuota(t, 4)
 	bastion := e.cloud.CreateServer(t, "bastion", map[string]string{"purpose": "not a role"})
@@ -314,9 +316,10 @@ func TestNovaQuotaSurgeFailsCleanly(t *testing.T) {
 // Max age: once the role is fully healthy, one server at a time is
 // replaced for age, and never more than one surge server exists.
 func TestNovaMaxAgeReplacement(t *testing.T) {
+	t.Parallel()
 	e := startNova(t, false)
-	// Jitter spreads the three expiries over the last 45s of the 70s.
-	cfg := e.config("    max_age: 70s\n    max_age_jitter: 45s\n")
+	// Jitter spreads the three expiries over the last 10s of the 35s.
+	cfg := e.config("    max_age: 35s\n    max_age_jitter: 10s\n")
 	e.runReaper(cfg, e.nova, nil)
 	before := e.buildRole(t)
 	replaced := ""
@@ -348,6 +351,7 @@ func TestNovaMaxAgeReplacement(t *testing.T) {
 // delete: the next leader finishes the job from the journal, without a
 // second create.
 func TestNovaJournalRecoveryAfterKill(t *testing.T) {
+	t.Parallel()
 	e := startNova(t, false)
 	counting := &countingCloud{Cloud: e.nova}
 	cfg := e.config("")

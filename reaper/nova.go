@@ -42,6 +42,13 @@ var _ Cloud = (*Nova)(nil)
 // entry cc.Name (else $OS_CLOUD) when there is one, else the OS_* variables.
 // Credentials are never logged or put in errors.
 func NewNova(ctx context.Context, cc CloudConfig) (*Nova, error) {
+	return NewNovaWithEnv(ctx, cc, os.Getenv)
+}
+
+// NewNovaWithEnv is NewNova reading the OS_* variables through getenv
+// instead of the process environment (tests running in parallel, each with
+// credentials of its own).
+func NewNovaWithEnv(ctx context.Context, cc CloudConfig, getenv func(string) string) (*Nova, error) {
 	var (
 		ao     gophercloud.AuthOptions
 		eo     gophercloud.EndpointOpts
@@ -50,15 +57,23 @@ func NewNova(ctx context.Context, cc CloudConfig) (*Nova, error) {
 	)
 	name := cc.Name
 	if name == "" {
-		name = os.Getenv("OS_CLOUD")
+		name = getenv("OS_CLOUD")
 	}
 	if name != "" {
-		ao, eo, tlsCfg, err = clouds.Parse(clouds.WithCloudName(name))
+		opts := []clouds.ParseOption{clouds.WithCloudName(name), clouds.WithRegion(getenv("OS_REGION_NAME")), clouds.WithEndpointType(getenv("OS_INTERFACE"))}
+		file := cc.CloudsFile
+		if file == "" {
+			file = getenv("OS_CLIENT_CONFIG_FILE")
+		}
+		if file != "" {
+			opts = append(opts, clouds.WithLocations(file))
+		}
+		ao, eo, tlsCfg, err = clouds.Parse(opts...)
 		if err != nil {
 			return nil, fmt.Errorf("openstack cloud %q from clouds.yaml: %w", name, err)
 		}
 	} else {
-		ao, eo, tlsCfg, err = authFromEnv()
+		ao, eo, tlsCfg, err = authFromEnv(getenv)
 		if err != nil {
 			return nil, err
 		}
@@ -101,8 +116,7 @@ func NewNovaClients(compute, image *gophercloud.ServiceClient) *Nova {
 // gophercloud's AuthOptionsFromEnv ignores), by handing them to the
 // clouds.yaml parser as an in-memory cloud named "envvars", as
 // openstacksdk does.
-func authFromEnv() (gophercloud.AuthOptions, gophercloud.EndpointOpts, *tls.Config, error) {
-	env := os.Getenv
+func authFromEnv(env func(string) string) (gophercloud.AuthOptions, gophercloud.EndpointOpts, *tls.Config, error) {
 	first := func(keys ...string) string {
 		for _, k := range keys {
 			if v := env(k); v != "" {
@@ -143,7 +157,8 @@ func authFromEnv() (gophercloud.AuthOptions, gophercloud.EndpointOpts, *tls.Conf
 	if err != nil {
 		return gophercloud.AuthOptions{}, gophercloud.EndpointOpts{}, nil, err
 	}
-	ao, eo, tlsCfg, err := clouds.Parse(clouds.WithCloudName("envvars"), clouds.WithCloudsYAML(bytes.NewReader(data)))
+	ao, eo, tlsCfg, err := clouds.Parse(clouds.WithCloudName("envvars"), clouds.WithCloudsYAML(bytes.NewReader(data)),
+		clouds.WithRegion(env("OS_REGION_NAME")), clouds.WithEndpointType(env("OS_INTERFACE")))
 	if err != nil {
 		return ao, eo, nil, fmt.Errorf("openstack credentials from OS_* variables: %w", err)
 	}
