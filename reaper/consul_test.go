@@ -537,3 +537,89 @@ func TestOneListOneHealthQueryPerCycle(t *testing.T) {
 		t.Errorf("%d Consul health queries in %d cycles", n, cycles)
 	}
 }
+
+// Never act on data that could not be read: a failed Nova list, or a
+// desired count that is not a number, means no action that cycle.
+func TestNoActionOnUnreadableData(t *testing.T) {
+	t.Parallel()
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	c := agent.Client
+	sim := newCloud(t, c)
+	seed(t, sim, c, 3)
+	arm(t, c)
+	setCritical(t, c, "web2")
+	sim.FailLists(&reaper.CloudError{Class: reaper.Transient, Op: "list servers", Err: fmt.Errorf("503 Service Unavailable")})
+	r, _ := start(t, fastConfig(t, ""), c, sim)
+	waitFor(t, 5*time.Second, "reaper to lead", r.Leading)
+	var st *reaper.State
+	waitFor(t, 5*time.Second, "the skipped cycle in the state", func() bool {
+		st, _ = reaper.ReadState(context.Background(), c, prefix)
+		return st != nil && len(st.Errors) > 0
+	})
+	if !strings.Contains(st.Errors[0], "cycle skipped") || !strings.Contains(st.Errors[0], "503") {
+		t.Fatalf("state errors = %q", st.Errors)
+	}
+	time.Sleep(2 * time.Second) // web2 is long past its grace by now
+	if n := sim.Creates.Load() + sim.Deletes.Load(); n != 0 {
+		t.Fatalf("%d cloud changes while the list failed", n)
+	}
+	// The list works again, but a desired count is garbage: still nothing.
+	if _, err := c.KV().Put(&api.KVPair{Key: prefix + "/roles/web/desired", Value: []byte("lots")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sim.FailLists(nil)
+	waitFor(t, 5*time.Second, "the corrupt desired count reported", func() bool {
+		st, _ = reaper.ReadState(context.Background(), c, prefix)
+		return st != nil && len(st.Errors) > 0 && strings.Contains(st.Errors[0], "desired")
+	})
+	time.Sleep(time.Second)
+	if n := sim.Creates.Load() + sim.Deletes.Load(); n != 0 {
+		t.Fatalf("%d cloud changes with an unreadable desired count", n)
+	}
+	// Readable again: the replacement goes ahead.
+	if _, err := c.KV().Put(&api.KVPair{Key: prefix + "/roles/web/desired", Value: []byte("3")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "web2 replaced", func() bool {
+		return !catalogHas(t, c, "web2") && len(sim.Servers()) == 3 && len(journalKeys(t, c)) == 0
+	})
+}
+
+// A session that does not hold the leader lock cannot write the journal,
+// so a reaper that lost leadership never writes an intent, and never makes
+// the cloud call that would follow it.
+func TestJournalRefusesNonLeader(t *testing.T) {
+	t.Parallel()
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	c := agent.Client
+	cfg := fastConfig(t, "")
+	j := reaper.NewJournal(c, prefix, cfg.LeaderKey())
+	leader, _, err := c.Session().Create(&api.SessionEntry{TTL: "10s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := c.Session().Create(&api.SessionEntry{TTL: "10s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := reaper.Entry{ID: "web.x.1", Kind: reaper.KindCreate, Role: "web", Phase: reaper.PhaseCreating, NewName: "web9"}
+	if err := j.Put(context.Background(), other, e, nil); err != reaper.ErrNotLeader {
+		t.Fatalf("write with nobody holding the lock: %v, want ErrNotLeader", err)
+	}
+	if ok, _, err := c.KV().Acquire(&api.KVPair{Key: cfg.LeaderKey(), Session: leader}, nil); !ok || err != nil {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	if err := j.Put(context.Background(), other, e, nil); err != reaper.ErrNotLeader {
+		t.Fatalf("write by a non-leader: %v, want ErrNotLeader", err)
+	}
+	if len(journalKeys(t, c)) != 0 {
+		t.Fatal("a non-leader wrote the journal")
+	}
+	if err := j.Put(context.Background(), leader, e, []time.Time{time.Now()}); err != nil {
+		t.Fatalf("write by the leader: %v", err)
+	}
+	keys, err := j.Read(context.Background())
+	if err != nil || len(keys.Entries) != 1 || keys.Entries[0].NewName != "web9" || len(keys.Destructive) != 1 {
+		t.Fatalf("read back: %+v, %v", keys, err)
+	}
+}

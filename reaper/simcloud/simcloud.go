@@ -35,12 +35,13 @@ type Cloud struct {
 	Lists, Gets, Creates, Deletes atomic.Int64
 
 	// mu guards the fields below.
-	mu      sync.Mutex
-	servers map[string]*reaper.Server
-	active  map[string]bool
-	seq     int
-	quota   int
-	failNew error
+	mu       sync.Mutex
+	servers  map[string]*reaper.Server
+	active   map[string]bool
+	seq      int
+	quota    int
+	failNew  error
+	failList error
 }
 
 var _ reaper.Cloud = (*Cloud)(nil)
@@ -61,6 +62,13 @@ func (c *Cloud) SetQuota(n int) {
 func (c *Cloud) FailCreates(err error) {
 	c.mu.Lock()
 	c.failNew = err
+	c.mu.Unlock()
+}
+
+// FailLists makes every list fail with err until called with nil.
+func (c *Cloud) FailLists(err error) {
+	c.mu.Lock()
+	c.failList = err
 	c.mu.Unlock()
 }
 
@@ -136,6 +144,11 @@ func (c *Cloud) List(ctx context.Context) ([]reaper.Server, error) {
 		return nil, &reaper.CloudError{Class: reaper.Transient, Op: "list servers", Err: err}
 	}
 	c.mu.Lock()
+	if c.failList != nil {
+		err := c.failList
+		c.mu.Unlock()
+		return nil, err
+	}
 	became := c.advance()
 	out := make([]reaper.Server, 0, len(c.servers))
 	for _, s := range c.servers {
