@@ -165,6 +165,9 @@ func tail(b []byte, n int) []byte {
 // New starts a dev agent with its data and log under dir, and waits until it
 // has a leader and its own node is in the catalog. Callers must Stop it.
 func New(ctx context.Context, bin, dir string, opts Options) (*Agent, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
 	ports, err := freePorts(6)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/reaper/simcloud"
+)
+
+// reaperConfig is the demo's reaper.yaml: the same file format as in
+// production, with times shortened so the demo takes seconds. The safety
+// rules are the defaults: one replacement in flight per role, 10
+// destructive actions per hour, pause above 45% of the fleet or 55% of a
+// role unhealthy.
+func reaperConfig() string {
+	var b strings.Builder
+	b.WriteString(`dry_run: false
+interval: 1s
+session_ttl: 10s
+lock_delay: 1s
+listen: ""
+drain_period: 2s
+cloud_timeout: 30s
+roles:
+`)
+	for _, r := range roles {
+		fmt.Fprintf(&b, `  - name: %s
+    desired: %d
+    min_healthy: 1
+    boot_grace: 10s
+    critical_grace: 3s
+    boot_timeout: 60s
+    boot: {flavor: demo.small, image: demo-image, networks: [none], name_template: "%s{n}"}
+`, r.name, r.count, r.name)
+	}
+	return b.String()
+}
+
+// reaperStep runs the reaper against the simulated cloud: it replaces a
+// node whose checks die, then pauses when most of the fleet looks unhealthy.
+func (d *demo) reaperStep() error {
+	step(5, "The reaper replaces a node whose checks stay critical")
+	cloud := simcloud.New()
+	cloud.BootDelay = 2 * time.Second
+	roleOf := map[string]string{}
+	for _, nr := range allNodes() {
+		roleOf[nr[0]] = nr[1]
+		cloud.Add(reaper.Server{Name: nr[0], Created: time.Now().Add(-time.Hour), Metadata: map[string]string{"role": nr[1]}})
+	}
+	// The simulated cloud plays the booted machines: a server that becomes
+	// ACTIVE registers its Consul node with its role's service, as its agent
+	// would after Puppet ran; a deleted one disappears.
+	var (
+		mu     sync.Mutex
+		booted []string
+	)
+	cloud.OnActive = func(s reaper.Server) {
+		role := s.Metadata["role"]
+		if err := d.sim.up(context.Background(), s.Name, role); err != nil {
+			fmt.Printf("   (simulated boot of %s failed: %v)\n", s.Name, err)
+		}
+		mu.Lock()
+		booted = append(booted, s.Name)
+		mu.Unlock()
+	}
+	cloud.OnDelete = func(s reaper.Server) { d.sim.down(context.Background(), s.Name) }
+	say("the simulated cloud holds the 12 servers above; servers it creates boot in 2s and register in Consul")
+
+	cfg := filepath.Join(d.dir, "reaper.yaml")
+	if err := os.WriteFile(cfg, []byte(reaperConfig()), 0o644); err != nil {
+		return err
+	}
+	say("reaper.yaml: dry_run false, 1s cycles, critical_grace 3s, drain 2s; safety limits at their defaults")
+	logPath := filepath.Join(d.dir, "reaper.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	rctx, stop := context.WithCancel(d.ctx)
+	done := make(chan int, 1)
+	go func() {
+		done <- reaper.RunWithCloud(rctx, []string{"--config", cfg, "--consul-addr", d.agent.HTTPAddr}, logf, logf, cloud)
+	}()
+	fmt.Printf("   $ reaper --config reaper.yaml   # in-process, with the simulated cloud as its provider\n")
+	d.stoppers = append(d.stoppers, func() {
+		stop()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+		}
+	})
+	state := func() *reaper.State {
+		st, _ := reaper.ReadState(d.ctx, d.agent.Client, store.DefaultPrefix)
+		return st
+	}
+	if err := d.waitFor("the reaper to lead and arm", 30*time.Second, func() bool {
+		st := state()
+		return st != nil && st.Leader != "" && st.Armed
+	}); err != nil {
+		return err
+	}
+	say("it leads, and it is armed: every role reached its count with validation success in step 4")
+	deletesBefore := cloud.Deletes.Load()
+
+	say("compute3's checks turn critical (its machine died)")
+	if err := d.sim.setHealth(d.ctx, "compute3", "compute", api.HealthCritical); err != nil {
+		return err
+	}
+	if err := d.waitFor("compute3 to be replaced", 60*time.Second, func() bool {
+		names := map[string]bool{}
+		for _, s := range cloud.Servers() {
+			names[s.Name] = true
+		}
+		mu.Lock()
+		n := len(booted)
+		mu.Unlock()
+		return !names["compute3"] && n > 0
+	}); err != nil {
+		printLogTail(logPath)
+		return err
+	}
+	if err := d.waitFor("the replacement to finish", 30*time.Second, func() bool {
+		st := state()
+		return st != nil && len(st.Journal) == 0 && len(st.Planned) == 0
+	}); err != nil {
+		printLogTail(logPath)
+		return err
+	}
+	say("the reaper's log (one line per state change):")
+	printLog(logPath, "replace", "create", "drain", "delete", "deregister", "journal", "action")
+	var names []string
+	for _, s := range cloud.Servers() {
+		names = append(names, s.Name+" "+s.Status)
+	}
+	say("the cloud now: %s", strings.Join(names, ", "))
+	if _, err := d.orch(0, "reaper", "status"); err != nil {
+		return err
+	}
+
+	step(6, "60% of the fleet looks unhealthy at once: the reaper pauses instead of reaping")
+	var sick []string
+	for _, n := range d.sim.names() {
+		if len(sick) >= 8 {
+			break
+		}
+		sick = append(sick, n)
+	}
+	say("checks of %s turn critical (a partition, not 8 dead machines)", strings.Join(sick, ", "))
+	for _, n := range sick {
+		role := roleOf[n]
+		if role == "" {
+			role = strings.TrimRight(n, "0123456789")
+		}
+		if err := d.sim.setHealth(d.ctx, n, role, api.HealthCritical); err != nil {
+			return err
+		}
+	}
+	deletesBefore = cloud.Deletes.Load()
+	createsBefore := cloud.Creates.Load()
+	if err := d.waitFor("the reaper to pause", 30*time.Second, func() bool {
+		st := state()
+		return st != nil && st.Paused
+	}); err != nil {
+		printLogTail(logPath)
+		return err
+	}
+	say("paused; watching for 6 more seconds (several cycles past the critical grace)...")
+	time.Sleep(6 * time.Second)
+	if _, err := d.orch(0, "reaper", "status"); err != nil {
+		return err
+	}
+	if got := cloud.Deletes.Load() - deletesBefore; got != 0 {
+		return fmt.Errorf("the reaper deleted %d servers while paused", got)
+	}
+	if got := cloud.Creates.Load() - createsBefore; got != 0 {
+		return fmt.Errorf("the reaper created %d servers while paused", got)
+	}
+	say("no server was created or deleted while paused")
+	say("the partition heals")
+	for _, n := range sick {
+		role := roleOf[n]
+		if role == "" {
+			role = strings.TrimRight(n, "0123456789")
+		}
+		if err := d.sim.setHealth(d.ctx, n, role, api.HealthPassing); err != nil {
+			return err
+		}
+	}
+	if err := d.waitFor("the reaper to resume", 30*time.Second, func() bool {
+		st := state()
+		return st != nil && !st.Paused
+	}); err != nil {
+		return err
+	}
+	say("the reaper resumed, with nothing to do")
+	return nil
+}
+
+// printLog prints the reaper's log lines containing any of words.
+func printLog(path string, words ...string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		for _, w := range words {
+			if strings.Contains(line, w) {
+				fmt.Printf("     %s\n", line)
+				break
+			}
+		}
+	}
+}
+
+// printLogTail prints the end of the reaper's log, when a step failed.
+func printLogTail(path string) {
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) > 30 {
+		lines = lines[len(lines)-30:]
+	}
+	fmt.Println("   the reaper's log ends:")
+	indent(strings.Join(lines, "\n"))
+}
