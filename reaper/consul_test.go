@@ -623,3 +623,25 @@ func TestJournalRefusesNonLeader(t *testing.T) {
 		t.Fatalf("read back: %+v, %v", keys, err)
 	}
 }
+
+// The first quota error of a cycle stops that cycle's other creates: the
+// cloud is not hammered, and the backoff is not doubled once per create.
+func TestQuotaErrorStopsTheCyclesCreates(t *testing.T) {
+	t.Parallel()
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	c := agent.Client
+	sim := newCloud(t, c)
+	sim.SetQuota(1)
+	r, _ := start(t, fastConfig(t, ""), c, sim)
+	waitFor(t, 5*time.Second, "the quota backoff", func() bool {
+		st, _ := reaper.ReadState(context.Background(), c, prefix)
+		return st != nil && !st.BackoffUntil.IsZero()
+	})
+	time.Sleep(time.Second)
+	if n := sim.Creates.Load(); n != 2 {
+		t.Fatalf("%d create calls, want 2 (one made, one refused, the third not tried)", n)
+	}
+	if body := scrape(t, r); !strings.Contains(body, `reaper_actions_total{op="create",result="skipped"} 1`) {
+		t.Fatalf("metrics:\n%s", body)
+	}
+}

@@ -318,6 +318,11 @@ func (r *Reaper) Cycle(ctx context.Context, session string) *Plan {
 		if ctx.Err() != nil {
 			break
 		}
+		if a.Op == OpCreate && start.Before(r.backoffUntil) {
+			// A create earlier in this cycle hit the quota: the rest wait.
+			r.metrics.action(a.Op, "skipped")
+			continue
+		}
 		err := r.execute(ctx, session, a, &budget)
 		if err != nil {
 			r.metrics.action(a.Op, "failed")
