@@ -645,3 +645,56 @@ func TestQuotaErrorStopsTheCyclesCreates(t *testing.T) {
 		t.Fatalf("metrics:\n%s", body)
 	}
 }
+
+// blockingCloud is the simulated cloud with a create that hangs until its
+// context ends, reporting when that happens.
+type blockingCloud struct {
+	*simcloud.Cloud
+	once      sync.Once
+	entered   chan struct{}
+	cancelled chan time.Time
+}
+
+func (b *blockingCloud) Create(ctx context.Context, req reaper.CreateRequest) (reaper.Server, error) {
+	b.once.Do(func() { close(b.entered) })
+	<-ctx.Done()
+	select {
+	case b.cancelled <- time.Now():
+	default:
+	}
+	return reaper.Server{}, &reaper.CloudError{Class: reaper.Transient, Op: "create", Err: ctx.Err()}
+}
+
+// Losing the lock cancels the in-flight cloud call at once.
+func TestLosingTheLockCancelsCloudCalls(t *testing.T) {
+	t.Parallel()
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	c := agent.Client
+	cloud := &blockingCloud{Cloud: simcloud.New(), entered: make(chan struct{}), cancelled: make(chan time.Time, 1)}
+	cfg := fastConfig(t, "")
+	r, _ := start(t, cfg, c, cloud)
+	select {
+	case <-cloud.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no create started")
+	}
+	p, _, err := c.KV().Get(cfg.LeaderKey(), nil)
+	if err != nil || p == nil || p.Session == "" {
+		t.Fatalf("leader key: %+v %v", p, err)
+	}
+	// What Consul does when the leader's node fails its serfHealth check.
+	lost := time.Now()
+	if _, err := c.Session().Destroy(p.Session, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-cloud.cancelled:
+		t.Logf("create cancelled %v after the session was destroyed", at.Sub(lost).Round(time.Millisecond))
+		if at.Sub(lost) > 2*time.Second {
+			t.Fatalf("create cancelled only after %v", at.Sub(lost))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the in-flight create was not cancelled when the lock was lost")
+	}
+	waitFor(t, 5*time.Second, "the reaper to stop leading", func() bool { return !r.Leading() })
+}
