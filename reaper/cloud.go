@@ -76,6 +76,7 @@ const (
 	Conflict
 )
 
+// String names the class (for logs and the cloud errors metric).
 func (c ErrorClass) String() string {
 	switch c {
 	case Transient:
@@ -100,7 +101,9 @@ type CloudError struct {
 	Err   error
 }
 
+// Error says what failed, its class, and the cloud's answer.
 func (e *CloudError) Error() string { return fmt.Sprintf("%s: %s: %v", e.Op, e.Class, e.Err) }
+// Unwrap returns the cloud's error.
 func (e *CloudError) Unwrap() error { return e.Err }
 
 // ClassOf returns the class of err: a CloudError's own, Transient for a

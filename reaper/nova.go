@@ -253,6 +253,7 @@ type keyPairOpts struct {
 	keyName string
 }
 
+// ToServerCreateMap adds key_name to the create body.
 func (o keyPairOpts) ToServerCreateMap() (map[string]any, error) {
 	m, err := o.CreateOptsBuilder.ToServerCreateMap()
 	if err != nil {

@@ -130,6 +130,7 @@ type Action struct {
 	Reason string `json:"reason"`
 }
 
+// String describes the action for logs and the state: op, role, server, reason.
 func (a Action) String() string {
 	target := a.Entry.OldName
 	if a.Op == OpCreate || a.Op == OpAdopt || a.Op == OpRollback || target == "" {
