@@ -103,6 +103,7 @@ type CloudError struct {
 
 // Error says what failed, its class, and the cloud's answer.
 func (e *CloudError) Error() string { return fmt.Sprintf("%s: %s: %v", e.Op, e.Class, e.Err) }
+
 // Unwrap returns the cloud's error.
 func (e *CloudError) Unwrap() error { return e.Err }
 
