@@ -60,7 +60,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, cloud Clo
 	logOpts.AddFlags(fs)
 	fs.StringVar(&configPath, "config", "", "YAML configuration file (required)")
 	fs.BoolVar(&checkOnly, "check-config", false, "validate the configuration and exit")
-	fs.BoolVar(&dryRun, "dry-run", true, "log every action and take none (overrides dry_run in the file)")
+	// The flag's own default is never used: only an explicit --dry-run or
+	// --dry-run=false overrides the file, whose default is dry run.
+	fs.BoolVar(&dryRun, "dry-run", false, "log every action and take none; --dry-run=false acts (default: dry_run in the file, else on)")
 	fs.DurationVar(&interval, "interval", 0, "time between cycles (overrides interval)")
 	fs.StringVar(&listen, "listen", "", "address for /metrics, e.g. 127.0.0.1:9469 (overrides listen)")
 	fs.StringVar(&prefix, "prefix", "", "Consul KV prefix (overrides prefix; default $ORCHESTRATE_PREFIX, else orchestrate)")
