@@ -124,3 +124,28 @@ func TestRunServesMetricsInDryRun(t *testing.T) {
 		t.Fatal("the service was not deregistered on exit")
 	}
 }
+
+// Flags override the file; without the flag the file decides; without
+// either, dry run.
+func TestDryRunPrecedence(t *testing.T) {
+	acting := writeConfig(t, "dry_run: false\n"+cliConfig)
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"default", []string{"--config", writeConfig(t, cliConfig)}, "dry run true"},
+		{"file says act", []string{"--config", acting}, "dry run false"},
+		{"flag overrides the file", []string{"--config", acting, "--dry-run"}, "dry run true"},
+		{"flag acts", []string{"--config", writeConfig(t, cliConfig), "--dry-run=false"}, "dry run false"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			code := reaper.Run(context.Background(), append(tc.args, "--check-config"), &out, io.Discard)
+			if code != 0 || !strings.Contains(out.String(), tc.want) {
+				t.Fatalf("exit %d, %q; want %q", code, out.String(), tc.want)
+			}
+		})
+	}
+}
