@@ -698,3 +698,33 @@ func TestLosingTheLockCancelsCloudCalls(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "the reaper to stop leading", func() bool { return !r.Leading() })
 }
+
+// A dead node whose server is gone from Nova (deleted by hand) is
+// deregistered from the catalog once it has been dead for boot_timeout.
+func TestDeadNodeWithoutServerIsDeregistered(t *testing.T) {
+	t.Parallel()
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	c := agent.Client
+	sim := newCloud(t, c)
+	seed(t, sim, c, 3)
+	arm(t, c)
+	if err := simcloud.RegisterNode(context.Background(), c, "web9", "web", api.HealthCritical); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fastConfig(t, "")
+	cfg.Roles[0].BootTimeout = reaper.Duration(2 * time.Second)
+	start(t, cfg, c, sim)
+	time.Sleep(time.Second)
+	if !catalogHas(t, c, "web9") {
+		t.Fatal("web9 deregistered before it was dead for boot_timeout")
+	}
+	waitFor(t, 10*time.Second, "web9 deregistered", func() bool { return !catalogHas(t, c, "web9") })
+	if got := names(sim.Servers()); got != "web1,web2,web3" || sim.Creates.Load() != 0 || sim.Deletes.Load() != 0 {
+		t.Fatalf("servers %s, creates %d, deletes %d: the cloud was touched", got, sim.Creates.Load(), sim.Deletes.Load())
+	}
+	for _, n := range []string{"web1", "web2", "web3"} {
+		if !catalogHas(t, c, n) {
+			t.Fatalf("%s was deregistered", n)
+		}
+	}
+}

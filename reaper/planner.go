@@ -120,6 +120,8 @@ const (
 	OpRollback Op = "rollback"
 	// OpFinish drops a completed entry.
 	OpFinish Op = "finish"
+	// OpDeregister removes a dead node that has no server (no journal).
+	OpDeregister Op = "deregister"
 )
 
 // Action is one step the executor takes. Entry is the entry as it should be
@@ -212,6 +214,10 @@ type planner struct {
 	statesOf map[string]string // server ID -> state
 	nextN    map[string]int    // role -> where freeName resumes
 	taken    map[string]map[int]bool
+	oldNames map[string]bool // OldName of every journal entry
+	// serverless: Consul nodes with no server and no entry (nil: not yet
+	// computed). Names taken during the plan are servers to be.
+	serverless []string
 }
 
 // roleServers is one role's servers, split.
@@ -233,6 +239,7 @@ func (in Input) Plan() *Plan {
 		inEntry:  map[string]string{},
 		byJID:    map[string]*Server{},
 		statesOf: make(map[string]string, len(in.Servers)),
+		oldNames: map[string]bool{},
 	}
 	// Consul returns checks grouped by node: index each run as a subslice
 	// of the input, copying only when a node's checks are not contiguous.
@@ -297,6 +304,9 @@ func (in Input) Plan() *Plan {
 		e := &entries[i]
 		if e.NewName != "" {
 			pl.used[e.NewName] = true
+		}
+		if e.OldName != "" {
+			pl.oldNames[e.OldName] = true
 		}
 		if e.NewID != "" {
 			pl.inEntry[e.NewID] = StateNew
@@ -379,6 +389,7 @@ func (in Input) Plan() *Plan {
 			pl.advance(rs, e, byID)
 		}
 		pl.balance(rs)
+		pl.deregisterDead(rs)
 		p.Roles = append(p.Roles, pl.view(rs))
 	}
 	return p
@@ -668,18 +679,24 @@ func (pl *planner) advance(rs *roleServers, e *Entry, byID map[string]*Server) {
 	}
 }
 
-// ghosts counts passing Consul nodes that look like servers of the role
-// (by name template or name_regex) but are not in the Nova list: live
-// machines the list does not show. A dead machine's node fails serfHealth,
-// so a passing one means the cloud data is incomplete, and creating would
-// double the role.
-func (pl *planner) ghosts(r *Role) (int, string) {
-	before, after, _ := strings.Cut(strings.ReplaceAll(r.Boot.NameTemplate, "{role}", r.Name), "{n}")
-	n, example := 0, ""
-	for node, checks := range pl.byNode {
-		if pl.used[node] {
-			continue
+// strays returns the Consul nodes that look like servers of the role (by
+// name template or name_regex) but are in neither the Nova list nor the
+// journal: live ones (no critical check) and dead ones (every check
+// critical), each sorted.
+func (pl *planner) strays(r *Role) (live, dead []string) {
+	if pl.serverless == nil {
+		// Nodes with no server and no entry, found once per plan: usually
+		// a handful among thousands.
+		pl.serverless = []string{}
+		for node := range pl.byNode {
+			if !pl.used[node] && !pl.oldNames[node] {
+				pl.serverless = append(pl.serverless, node)
+			}
 		}
+	}
+	before, after, _ := strings.Cut(strings.ReplaceAll(r.Boot.NameTemplate, "{role}", r.Name), "{n}")
+	for _, node := range pl.serverless {
+		checks := pl.byNode[node]
 		like := false
 		if mid, ok := strings.CutPrefix(node, before); ok {
 			if mid, ok = strings.CutSuffix(mid, after); ok && mid != "" && strings.Trim(mid, "0123456789") == "" {
@@ -689,20 +706,61 @@ func (pl *planner) ghosts(r *Role) (int, string) {
 		if !like && (r.nameRE == nil || !r.nameRE.MatchString(node)) {
 			continue
 		}
-		passing := true
+		critical := 0
 		for _, c := range checks {
 			if c.Status == checkCritical {
-				passing = false
+				critical++
 			}
 		}
-		if passing {
-			n++
-			if example == "" || node < example {
-				example = node
-			}
+		switch critical {
+		case 0:
+			live = append(live, node)
+		case len(checks):
+			dead = append(dead, node)
 		}
 	}
-	return n, example
+	sort.Strings(live)
+	sort.Strings(dead)
+	return live, dead
+}
+
+// ghosts counts live stray nodes: machines the Nova list does not show. A
+// dead machine's node fails serfHealth, so a passing one means the cloud
+// data is incomplete, and creating would double the role.
+func (pl *planner) ghosts(r *Role) (int, string) {
+	live, _ := pl.strays(r)
+	if len(live) == 0 {
+		return 0, ""
+	}
+	return len(live), live[0]
+}
+
+// deregisterDead plans the deregistration of dead stray nodes: machines
+// gone from Nova (deleted by hand, or before the reaper ran) whose nodes
+// stay in the catalog, every check critical, for longer than boot_timeout.
+func (pl *planner) deregisterDead(rs *roleServers) {
+	_, dead := pl.strays(rs.role)
+	for _, node := range dead {
+		since, ok := pl.in.CriticalSince[node]
+		if !ok {
+			since = pl.in.Now
+		}
+		pl.plan.CriticalSince[node] = since
+		if pl.in.Now.Sub(since) < rs.role.BootTimeout.D() {
+			continue
+		}
+		switch {
+		case !pl.plan.Armed:
+			pl.block("%s: deregistration of dead node %s (no server in Nova) waits: not armed", rs.role.Name, node)
+			continue
+		case pl.plan.Paused:
+			pl.block("%s: deregistration of dead node %s (no server in Nova) waits: paused", rs.role.Name, node)
+			continue
+		}
+		e := pl.newEntry(rs.role, KindDelete, "dead node without a server in Nova")
+		e.OldName = node
+		pl.add(OpDeregister, e, e.Reason)
+	}
 }
 
 // inFlight counts the role's entries that replace or delete.

@@ -91,7 +91,7 @@ func ops(p *Plan) []string {
 	out := []string{}
 	for _, a := range p.Actions {
 		target := a.Entry.NewName
-		if a.Op == OpDrain || a.Op == OpDelete || a.Op == OpMaintain {
+		if a.Op == OpDrain || a.Op == OpDelete || a.Op == OpMaintain || a.Op == OpDeregister {
 			target = a.Entry.OldName
 		}
 		s := string(a.Op) + " " + target
@@ -504,6 +504,37 @@ func TestPlan(t *testing.T) {
 				e.NewName, e.OldName, e.OldID, e.Reason = "web4", "web2", "id-web2", StateExpired
 			})},
 			want: []string{"create web4 for web2"},
+		},
+		{
+			name: "dead node without a server, past boot_timeout: deregistered", servers: web3,
+			checks: append(append([]Check{}, web3checks...), crit("web7"), svcCrit("web7", "service:web")), critSince: longCrit("web7"),
+			want: []string{"deregister web7"},
+		},
+		{
+			name: "dead node without a server, recently: wait", servers: web3,
+			checks: append(append([]Check{}, web3checks...), crit("web7")), critSince: map[string]time.Time{"web7": t0.Add(-time.Minute)},
+			want: []string{},
+		},
+		{
+			name: "dead node without a server, not armed: held", servers: web3, notArmed: true,
+			checks: append(append([]Check{}, web3checks...), crit("web7")), critSince: longCrit("web7"),
+			want: []string{}, wantBlocked: "deregistration of dead node web7",
+		},
+		{
+			name: "node with a passing check is not dead", servers: web3,
+			checks: append(append([]Check{}, web3checks...), crit("web7"), svcCrit("web7", "service:web"), pass("web7")), critSince: longCrit("web7"),
+			want: []string{},
+		},
+		{
+			name: "a node of another naming is not the role's", servers: web3,
+			checks: append(append([]Check{}, web3checks...), crit("bastion1")), critSince: longCrit("bastion1"),
+			want: []string{},
+		},
+		{
+			name: "the node of a server the journal is deleting is left to the journal", servers: web3[:2], desired: map[string]int{"web": 2},
+			checks: append(append([]Check{}, web3checks[:2]...), crit("web3")), critSince: longCrit("web3"),
+			journal: []Entry{journalEntry(KindDelete, PhaseDeleting, func(e *Entry) { e.OldName, e.OldID = "web3", "id-web3" })},
+			want:    []string{"delete web3"},
 		},
 		{
 			name: "journal: create entry whose server checked in is finished", servers: web3, checks: web3checks,

@@ -445,6 +445,8 @@ func (r *Reaper) execute(ctx context.Context, session string, a Action, budget *
 		return put(e, nil)
 	case OpFinish:
 		return r.journal.Remove(ctx, session, e.ID)
+	case OpDeregister:
+		return r.deregister(ctx, e.OldName)
 	case OpMaintain:
 		return r.maintenance(ctx, e)
 	case OpDrain:
@@ -462,7 +464,9 @@ func (r *Reaper) execute(ctx context.Context, session string, a Action, budget *
 		if err := r.deleteServer(ctx, e.OldID); err != nil {
 			return err
 		}
-		r.deregister(ctx, e.OldName)
+		if err := r.deregister(ctx, e.OldName); err != nil {
+			return err // the entry stays in deleting; the next cycle retries
+		}
 		if e.Kind == KindReplace && e.Mode == ModeDeleteFirst {
 			e.Phase, e.OldID = PhaseCreating, ""
 			return put(e, nil)
@@ -477,7 +481,9 @@ func (r *Reaper) execute(ctx context.Context, session string, a Action, budget *
 			if err := r.deleteServer(ctx, id); err != nil {
 				return err
 			}
-			r.deregister(ctx, e.NewName)
+			if err := r.deregister(ctx, e.NewName); err != nil {
+				return err
+			}
 		}
 		return r.journal.Remove(ctx, session, e.ID)
 	}
@@ -635,17 +641,18 @@ func (r *Reaper) maintenance(ctx context.Context, e Entry) error {
 
 // deregister removes a deleted server's node from Consul: force-leave, so
 // the servers do not re-add a failed serf member, then deregister it from
-// the catalog. Errors are logged: the server is gone already.
-func (r *Reaper) deregister(ctx context.Context, node string) {
+// the catalog.
+func (r *Reaper) deregister(ctx context.Context, node string) error {
 	if node == "" {
-		return
+		return nil
 	}
 	if err := r.client.Agent().ForceLeaveOptions(node, api.ForceLeaveOpts{}, (&api.QueryOptions{}).WithContext(ctx)); err != nil {
 		r.log.Debug("force-leave", "node", node, "err", err)
 	}
 	if _, err := r.client.Catalog().Deregister(&api.CatalogDeregistration{Node: node}, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
-		r.log.Warn("deregister node from the catalog", "node", node, "err", err)
+		return fmt.Errorf("deregister node %s: %w", node, err)
 	}
+	return nil
 }
 
 // Stop-related helper for tests: abandonLeadership makes the reaper, when
