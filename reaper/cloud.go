@@ -119,9 +119,3 @@ func ClassOf(err error) ErrorClass {
 	}
 	return Fatal
 }
-
-// outOfRoom reports whether err means the cloud cannot take one more server.
-func outOfRoom(err error) bool {
-	c := ClassOf(err)
-	return c == Quota || c == Capacity
-}

@@ -728,3 +728,29 @@ func TestDeadNodeWithoutServerIsDeregistered(t *testing.T) {
 		}
 	}
 }
+
+// A fatal create error (a bad flavor) backs off that role's creates: the
+// reaper does not retry it every cycle, and says so in state and metrics.
+func TestFatalCreateErrorBacksOffTheRole(t *testing.T) {
+	t.Parallel()
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	c := agent.Client
+	sim := newCloud(t, c)
+	sim.FailCreates(&reaper.CloudError{Class: reaper.Fatal, Op: "create server", Err: fmt.Errorf("400 Invalid flavorRef provided")})
+	r, _ := start(t, fastConfig(t, ""), c, sim)
+	var st *reaper.State
+	waitFor(t, 5*time.Second, "the role backoff in the state", func() bool {
+		st, _ = reaper.ReadState(context.Background(), c, prefix)
+		return st != nil && st.RoleBackoff["web"].Reason != ""
+	})
+	time.Sleep(time.Second) // five more cycles
+	if n := sim.Creates.Load(); n != 1 {
+		t.Fatalf("%d create calls, want 1 then the backoff", n)
+	}
+	if !strings.Contains(st.RoleBackoff["web"].Reason, "Invalid flavorRef") || !st.BackoffUntil.IsZero() {
+		t.Fatalf("state = %+v: want a web backoff with the reason and no quota backoff", st)
+	}
+	if body := scrape(t, r); !strings.Contains(body, `reaper_role_backoff_seconds{role="web"} `) || !strings.Contains(body, `reaper_cloud_errors_total{class="fatal"} 1`) {
+		t.Fatalf("metrics:\n%s", body)
+	}
+}

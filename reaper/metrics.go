@@ -20,6 +20,7 @@ type Metrics struct {
 	armed       bool
 	dryRun      bool
 	backoffSecs float64
+	roleBackoff map[string]float64
 	nodes       map[[2]string]int // role, state
 	actions     map[[2]string]int // op, result
 	cycles      int
@@ -52,7 +53,7 @@ func (m *Metrics) cloudError(err error) {
 	m.mu.Unlock()
 }
 
-func (m *Metrics) cycle(p *Plan, dryRun bool, backoff time.Duration, took time.Duration, failed bool, now time.Time) {
+func (m *Metrics) cycle(p *Plan, dryRun bool, backoff time.Duration, roleBackoff map[string]time.Duration, took time.Duration, failed bool, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.cycles++
@@ -66,6 +67,10 @@ func (m *Metrics) cycle(p *Plan, dryRun bool, backoff time.Duration, took time.D
 	m.backoffSecs = backoff.Seconds()
 	if m.backoffSecs < 0 {
 		m.backoffSecs = 0
+	}
+	m.roleBackoff = map[string]float64{}
+	for role, d := range roleBackoff {
+		m.roleBackoff[role] = max(d.Seconds(), 0)
 	}
 	m.paused, m.armed = p.Paused, p.Armed
 	m.nodes = map[[2]string]int{}
@@ -96,6 +101,15 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	gauge("reaper_armed", "1 when the start gate is open (the reaper may destroy).", b2f(m.armed))
 	gauge("reaper_dry_run", "1 when the reaper only logs what it would do.", b2f(m.dryRun))
 	gauge("reaper_quota_backoff_seconds", "Seconds left of the quota or capacity backoff (0: none).", m.backoffSecs)
+	sb.WriteString("# HELP reaper_role_backoff_seconds Seconds left of a role's create backoff after a capacity (no valid host) or fatal create error.\n# TYPE reaper_role_backoff_seconds gauge\n")
+	roles := make([]string, 0, len(m.roleBackoff))
+	for r := range m.roleBackoff {
+		roles = append(roles, r)
+	}
+	sort.Strings(roles)
+	for _, r := range roles {
+		fmt.Fprintf(&sb, "reaper_role_backoff_seconds{role=%q} %v\n", r, m.roleBackoff[r])
+	}
 	gauge("reaper_last_cycle_duration_seconds", "Duration of the last cycle.", m.cycleSecs)
 	ts := 0.0
 	if !m.lastCycle.IsZero() {

@@ -95,8 +95,11 @@ type Input struct {
 	CriticalSince map[string]time.Time
 	// Destructive holds when recent destructive actions started.
 	Destructive []time.Time
-	// BackoffUntil: quota or capacity backoff; no creates before it.
+	// BackoffUntil: quota backoff (project-wide); no creates before it.
 	BackoffUntil time.Time
+	// RoleBackoff: per-role backoff after capacity ("No valid host") or
+	// fatal create errors (a bad flavor or image); no creates of the role.
+	RoleBackoff map[string]time.Time
 }
 
 // Op is one operation for the executor.
@@ -400,6 +403,11 @@ func looksUnhealthy(st string) bool {
 	return st == StateUnhealthy || st == StatePending || st == StateUnaccounted
 }
 
+// backedOff: no creates for role now (quota, or the role's own backoff).
+func (pl *planner) backedOff(role string) bool {
+	return pl.backoff || pl.in.Now.Before(pl.in.RoleBackoff[role])
+}
+
 func (pl *planner) desired(r *Role) int {
 	if n, ok := pl.in.Desired[r.Name]; ok {
 		return n
@@ -615,8 +623,8 @@ func (pl *planner) advance(rs *roleServers, e *Entry, byID map[string]*Server) {
 			pl.add(OpFinish, next, e.OldName+" is healthy again; its replacement is not created")
 			return
 		}
-		if pl.backoff {
-			pl.block("%s: create of %s waits for the quota backoff", e.ID, e.NewName)
+		if pl.backedOff(e.Role) {
+			pl.block("%s: create of %s waits for the backoff", e.ID, e.NewName)
 			return
 		}
 		if e.Kind == KindReplace && e.Mode == ModeSurge && pl.plan.Paused {
@@ -815,8 +823,8 @@ func (pl *planner) balance(rs *roleServers) {
 			return
 		}
 		for i := count; i < want; i++ {
-			if pl.backoff {
-				pl.block("%s: %d below desired %d; creates wait for the quota backoff", r.Name, want-i, want)
+			if pl.backedOff(r.Name) {
+				pl.block("%s: %d below desired %d; creates wait for the backoff", r.Name, want-i, want)
 				break
 			}
 			e := pl.newEntry(r, KindCreate, fmt.Sprintf("%d of desired %d", count, want))
@@ -912,8 +920,8 @@ func (pl *planner) replace(rs *roleServers, s *Server, why string) bool {
 	case pl.plan.Paused:
 		pl.block("%s: replacement of %s (%s) waits: paused", r.Name, s.Name, why)
 		return false
-	case pl.backoff:
-		pl.block("%s: replacement of %s (%s) waits for the quota backoff", r.Name, s.Name, why)
+	case pl.backedOff(r.Name):
+		pl.block("%s: replacement of %s (%s) waits for the backoff", r.Name, s.Name, why)
 		return false
 	case pl.budget <= 0:
 		pl.block("%s: replacement of %s (%s) waits: max_actions_per_hour (%d) reached", r.Name, s.Name, why, pl.in.Config.MaxActionsPerHour)

@@ -128,6 +128,7 @@ func TestPlan(t *testing.T) {
 		critSince     map[string]time.Time
 		destructive   []time.Time
 		backoff       bool
+		roleBackoff   string
 		want          []string
 		wantBlocked   string // substring of one Blocked line
 		wantPaused    bool
@@ -388,13 +389,21 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "quota backoff: no create", servers: web3[1:], checks: web3checks[1:], backoff: true,
-			want: []string{}, wantBlocked: "quota backoff",
+			want: []string{}, wantBlocked: "backoff",
 		},
 		{
 			name: "quota backoff: nothing deleted that would not be replaced", servers: web3, backoff: true,
 			cfg:    func(c *Config) { c.Roles[0].ReplaceMode = ModeDeleteFirst },
 			checks: replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
-			want: []string{}, wantBlocked: "quota backoff",
+			want: []string{}, wantBlocked: "backoff",
+		},
+		{
+			name: "role backoff (bad flavor, no valid host): no create of that role", servers: web3[1:], checks: web3checks[1:],
+			roleBackoff: "web", want: []string{}, wantBlocked: "backoff",
+		},
+		{
+			name: "another role's backoff does not stop this one", servers: web3[1:], checks: web3checks[1:],
+			roleBackoff: "db", want: []string{"create web1"},
 		},
 		{
 			name: "delete-first: drain the unhealthy server first", servers: web3,
@@ -555,6 +564,9 @@ func TestPlan(t *testing.T) {
 			}
 			if tc.backoff {
 				in.BackoffUntil = t0.Add(time.Minute)
+			}
+			if tc.roleBackoff != "" {
+				in.RoleBackoff = map[string]time.Time{tc.roleBackoff: t0.Add(time.Minute)}
 			}
 			p := in.Plan()
 			got := ops(p)

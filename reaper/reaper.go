@@ -45,13 +45,12 @@ type Reaper struct {
 	PollInterval time.Duration
 
 	// Leader-only memory, touched only by the leading goroutine.
-	critSince     map[string]time.Time
-	backoffUntil  time.Time
-	backoffStep   time.Duration
-	backoffReason string
-	lastPause     string
-	lastNotArmed  string
-	lastCycleErr  string
+	critSince    map[string]time.Time
+	quota        backoffState             // project-wide: quota exceeded
+	roleBackoff  map[string]*backoffState // per role: capacity, fatal create errors
+	lastPause    string
+	lastNotArmed string
+	lastCycleErr string
 
 	// statusMu guards the fields the heartbeat reads.
 	statusMu    sync.Mutex
@@ -277,7 +276,7 @@ func (r *Reaper) Cycle(ctx context.Context, session string) *Plan {
 		Now: start, Config: r.cfg, Servers: obs.servers, Checks: obs.checks,
 		Desired: obs.desired, Journal: obs.keys.Entries, Armed: obs.keys.Armed != nil,
 		Validated: obs.validated, CriticalSince: r.critSince, Destructive: obs.keys.Destructive,
-		BackoffUntil: r.backoffUntil,
+		BackoffUntil: r.quota.until, RoleBackoff: r.roleBackoffs(),
 	}
 	plan := in.Plan()
 	if r.lastCycleErr != "" {
@@ -318,8 +317,9 @@ func (r *Reaper) Cycle(ctx context.Context, session string) *Plan {
 		if ctx.Err() != nil {
 			break
 		}
-		if a.Op == OpCreate && start.Before(r.backoffUntil) {
-			// A create earlier in this cycle hit the quota: the rest wait.
+		if a.Op == OpCreate && (start.Before(r.quota.until) || start.Before(r.backoffOf(a.Entry.Role).until)) {
+			// A create earlier in this cycle hit the quota (or this role's
+			// own backoff): the rest wait.
 			r.metrics.action(a.Op, "skipped")
 			continue
 		}
@@ -348,7 +348,11 @@ func (r *Reaper) Cycle(ctx context.Context, session string) *Plan {
 			r.log.Warn("write state", "err", err)
 		}
 	}
-	r.metrics.cycle(plan, dry, r.backoffUntil.Sub(now), time.Since(r.cycleStartTime()), false, now)
+	roleLeft := map[string]time.Duration{}
+	for role, b := range r.roleBackoff {
+		roleLeft[role] = b.until.Sub(now)
+	}
+	r.metrics.cycle(plan, dry, r.quota.until.Sub(now), roleLeft, time.Since(r.cycleStartTime()), false, now)
 	r.statusMu.Lock()
 	r.lastCycleOK, r.lastErr = len(errs) == 0, strings.Join(errs, "; ")
 	r.statusMu.Unlock()
@@ -372,7 +376,7 @@ func (r *Reaper) cycleFailed(ctx context.Context, session string, start time.Tim
 		r.log.Debug("cycle skipped again", "err", err)
 	}
 	r.lastCycleErr = err.Error()
-	r.metrics.cycle(nil, r.cfg.IsDryRun(), 0, time.Since(r.cycleStartTime()), true, r.Now())
+	r.metrics.cycle(nil, r.cfg.IsDryRun(), 0, nil, time.Since(r.cycleStartTime()), true, r.Now())
 	r.statusMu.Lock()
 	r.lastCycleOK, r.lastErr = false, err.Error()
 	r.statusMu.Unlock()
@@ -399,8 +403,16 @@ func (r *Reaper) state(p *Plan, journal []Entry, now time.Time, errs []string) *
 		Roles: p.Roles, Unassigned: p.Unassigned, Blocked: p.Blocked, Journal: journal, Errors: errs,
 		Planned: []string{},
 	}
-	if now.Before(r.backoffUntil) {
-		st.BackoffUntil, st.BackoffReason = r.backoffUntil, r.backoffReason
+	if now.Before(r.quota.until) {
+		st.BackoffUntil, st.BackoffReason = r.quota.until, r.quota.reason
+	}
+	for role, b := range r.roleBackoff {
+		if now.Before(b.until) {
+			if st.RoleBackoff == nil {
+				st.RoleBackoff = map[string]RoleBackoff{}
+			}
+			st.RoleBackoff[role] = RoleBackoff{Until: b.until, Reason: b.reason}
+		}
 	}
 	for _, a := range p.Actions {
 		if a.Op != OpMaintain {
@@ -413,19 +425,63 @@ func (r *Reaper) state(p *Plan, journal []Entry, now time.Time, errs []string) *
 	return st
 }
 
-// backoff starts or extends the quota/capacity backoff (exponential, capped).
-func (r *Reaper) backoff(err error) {
-	if r.backoffStep == 0 {
-		r.backoffStep = r.cfg.QuotaBackoff.D()
+// backoffState is one exponential, capped backoff.
+type backoffState struct {
+	until  time.Time
+	step   time.Duration
+	reason string
+}
+
+// bump starts or doubles the backoff (capped).
+func (b *backoffState) bump(now time.Time, initial, max time.Duration, err error) time.Duration {
+	if b.step == 0 {
+		b.step = initial
 	} else {
-		r.backoffStep *= 2
+		b.step *= 2
 	}
-	if r.backoffStep > r.cfg.QuotaBackoffMax.D() {
-		r.backoffStep = r.cfg.QuotaBackoffMax.D()
+	if b.step > max {
+		b.step = max
 	}
-	r.backoffUntil = r.Now().Add(r.backoffStep)
-	r.backoffReason = err.Error()
-	r.log.Warn("cloud out of room: backing off creates", "for", r.backoffStep, "err", err)
+	b.until, b.reason = now.Add(b.step), err.Error()
+	return b.step
+}
+
+func (r *Reaper) backoffOf(role string) *backoffState {
+	if r.roleBackoff == nil {
+		r.roleBackoff = map[string]*backoffState{}
+	}
+	b := r.roleBackoff[role]
+	if b == nil {
+		b = &backoffState{}
+		r.roleBackoff[role] = b
+	}
+	return b
+}
+
+func (r *Reaper) roleBackoffs() map[string]time.Time {
+	out := map[string]time.Time{}
+	for role, b := range r.roleBackoff {
+		out[role] = b.until
+	}
+	return out
+}
+
+// backoff starts or extends a backoff after a failed create: quota errors
+// stop every create (the quota is the project's); capacity and fatal
+// errors (no valid host, a bad flavor or image) stop the role's creates.
+func (r *Reaper) backoff(role string, err error) {
+	b, what := r.backoffOf(role), "role "+role
+	if ClassOf(err) == Quota {
+		b, what = &r.quota, "every role"
+	}
+	d := b.bump(r.Now(), r.cfg.QuotaBackoff.D(), r.cfg.QuotaBackoffMax.D(), err)
+	r.log.Warn("create failed: backing off creates", "of", what, "for", d, "class", ClassOf(err).String(), "err", err)
+}
+
+// backoffReset ends the backoff steps after a create succeeded.
+func (r *Reaper) backoffReset(role string) {
+	r.quota.step = 0
+	r.backoffOf(role).step = 0
 }
 
 // execute carries out one action. The journal entry is written before
@@ -509,8 +565,8 @@ func (r *Reaper) create(ctx context.Context, session string, role *Role, e Entry
 	if err != nil {
 		r.metrics.cloudError(err)
 		class := ClassOf(err)
-		if outOfRoom(err) {
-			r.backoff(err)
+		if class != Transient {
+			r.backoff(role.Name, err)
 		}
 		// Quota, capacity and fatal errors mean Nova made nothing: drop the
 		// intent, unless the old server is already gone (delete-first),
@@ -524,7 +580,7 @@ func (r *Reaper) create(ctx context.Context, session string, role *Role, e Entry
 		}
 		return err
 	}
-	r.backoffStep = 0
+	r.backoffReset(role.Name)
 	e.Phase, e.NewID = PhaseBooting, s.ID
 	if err := put(e, nil); err != nil {
 		return err
@@ -537,8 +593,8 @@ func (r *Reaper) create(ctx context.Context, session string, role *Role, e Entry
 		ferr := &CloudError{Class: Fatal, Op: "boot " + e.NewName, Err: fmt.Errorf("server went to ERROR: %s", got.Fault)}
 		if strings.Contains(got.Fault, "No valid host") {
 			ferr.Class = Capacity
-			r.backoff(ferr)
 		}
+		r.backoff(role.Name, ferr)
 		r.metrics.cloudError(ferr)
 		e.Phase, e.Error = PhaseRollback, ferr.Error()
 		if err := put(e, nil); err != nil {

@@ -16,20 +16,29 @@ type State struct {
 	Leader string    `json:"leader"`
 	DryRun bool      `json:"dry_run"`
 	// Interval lets readers tell a stale state from a live one.
-	Interval       Duration   `json:"interval"`
-	Armed          bool       `json:"armed"`
-	NotArmedReason string     `json:"not_armed_reason,omitempty"`
-	Paused         bool       `json:"paused"`
-	PauseReason    string     `json:"pause_reason,omitempty"`
-	BackoffUntil   time.Time  `json:"backoff_until,omitzero"`
-	BackoffReason  string     `json:"backoff_reason,omitempty"`
-	Roles          []RoleView `json:"roles"`
-	Unassigned     int        `json:"unassigned_servers"`
-	Planned        []string   `json:"planned"`
-	Blocked        []string   `json:"blocked,omitempty"`
-	Journal        []Entry    `json:"journal,omitempty"`
+	Interval       Duration  `json:"interval"`
+	Armed          bool      `json:"armed"`
+	NotArmedReason string    `json:"not_armed_reason,omitempty"`
+	Paused         bool      `json:"paused"`
+	PauseReason    string    `json:"pause_reason,omitempty"`
+	BackoffUntil   time.Time `json:"backoff_until,omitzero"`
+	BackoffReason  string    `json:"backoff_reason,omitempty"`
+	// RoleBackoff holds the roles whose creates are held back after a
+	// capacity or fatal create error.
+	RoleBackoff map[string]RoleBackoff `json:"role_backoff,omitempty"`
+	Roles       []RoleView             `json:"roles"`
+	Unassigned  int                    `json:"unassigned_servers"`
+	Planned     []string               `json:"planned"`
+	Blocked     []string               `json:"blocked,omitempty"`
+	Journal     []Entry                `json:"journal,omitempty"`
 	// Errors lists what went wrong in the cycle (cloud or Consul).
 	Errors []string `json:"errors,omitempty"`
+}
+
+// RoleBackoff is one role's create backoff.
+type RoleBackoff struct {
+	Until  time.Time `json:"until"`
+	Reason string    `json:"reason"`
 }
 
 // ReadState reads the state key; nil when there is none.

@@ -121,15 +121,33 @@ func TestBackoffDoublesAndCaps(t *testing.T) {
 	r.cfg.QuotaBackoff, r.cfg.QuotaBackoffMax = Duration(time.Minute), Duration(5*time.Minute)
 	now := time.Now()
 	r.Now = func() time.Time { return now }
+	quota := &CloudError{Class: Quota, Err: errors.New("403 Quota exceeded")}
 	var got []time.Duration
 	for i := 0; i < 5; i++ {
-		r.backoff(errors.New("quota"))
-		got = append(got, r.backoffUntil.Sub(now))
+		r.backoff("web", quota)
+		got = append(got, r.quota.until.Sub(now))
 	}
 	want := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 5 * time.Minute, 5 * time.Minute}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("backoffs = %v, want %v", got, want)
 		}
+	}
+	if !r.backoffOf("web").until.IsZero() {
+		t.Fatal("a quota error backed off the role alone")
+	}
+	// A fatal or capacity error backs off its role only.
+	r.backoff("db", &CloudError{Class: Fatal, Err: errors.New("400 Invalid flavorRef")})
+	r.backoff("db", &CloudError{Class: Capacity, Err: errors.New("No valid host")})
+	if d := r.backoffOf("db").until.Sub(now); d != 2*time.Minute {
+		t.Fatalf("db backoff = %v, want 2m", d)
+	}
+	if !r.backoffOf("web").until.IsZero() {
+		t.Fatal("db's error backed off web")
+	}
+	r.backoffReset("db")
+	r.backoff("db", &CloudError{Class: Fatal, Err: errors.New("again")})
+	if d := r.backoffOf("db").until.Sub(now); d != time.Minute {
+		t.Fatalf("after a success the backoff starts over: %v, want 1m", d)
 	}
 }

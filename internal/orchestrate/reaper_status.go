@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -81,6 +82,9 @@ func writeReaperStatus(w io.Writer, rr *reaperReport) {
 	if !st.BackoffUntil.IsZero() {
 		flags = append(flags, "QUOTA BACKOFF")
 	}
+	if len(st.RoleBackoff) > 0 {
+		flags = append(flags, "ROLE BACKOFF")
+	}
 	stale := ""
 	if rr.Stale {
 		stale = " STALE: no leader is running cycles"
@@ -94,6 +98,10 @@ func writeReaperStatus(w io.Writer, rr *reaperReport) {
 	}
 	if !st.BackoffUntil.IsZero() {
 		fmt.Fprintf(w, "  quota backoff until %s: %s\n", st.BackoffUntil.UTC().Format(time.RFC3339), st.BackoffReason)
+	}
+	for _, role := range sortedKeys(st.RoleBackoff) {
+		b := st.RoleBackoff[role]
+		fmt.Fprintf(w, "  role %s: creates held back until %s: %s\n", role, b.Until.UTC().Format(time.RFC3339), b.Reason)
 	}
 	for _, r := range st.Roles {
 		var states []string
@@ -131,6 +139,15 @@ func writeReaperStatus(w io.Writer, rr *reaperReport) {
 	for _, e := range st.Errors {
 		fmt.Fprintf(w, "  error: %s\n", e)
 	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func sortedStates(m map[string]int) []string {

@@ -49,8 +49,9 @@ func TestStatusShowsReaperState(t *testing.T) {
 		Roles: []reaper.RoleView{{Name: "web", Desired: 3, Count: 3, Healthy: 2,
 			States:    map[string]int{reaper.StateHealthy: 2, reaper.StateUnhealthy: 1},
 			Attention: []reaper.ServerView{{Name: "web2", ID: "u2", State: reaper.StateUnhealthy}}}},
-		Planned: []string{"create web web4 (replace web2 (unhealthy))"},
-		Blocked: []string{"web: replacement of web2 (unhealthy) waits: not armed"},
+		Planned:     []string{"create web web4 (replace web2 (unhealthy))"},
+		Blocked:     []string{"web: replacement of web2 (unhealthy) waits: not armed"},
+		RoleBackoff: map[string]reaper.RoleBackoff{"web": {Until: time.Now().Add(time.Minute), Reason: "400 Invalid flavorRef"}},
 	}
 	data, _ := json.Marshal(st)
 	if _, err := a.Client.KV().Put(&api.KVPair{Key: "orchestrate/reaper/state", Value: data}, nil); err != nil {
@@ -63,6 +64,7 @@ func TestStatusShowsReaperState(t *testing.T) {
 		"not armed: web has 2 of 3 servers healthy with validation success",
 		"role web: desired 3, servers 3, healthy 2 (healthy 2, unhealthy 1)",
 		"web2 unhealthy", "would: create web web4", "held back: web: replacement of web2",
+		"ROLE BACKOFF", "role web: creates held back until", "400 Invalid flavorRef",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("status lacks %q:\n%s", want, r.stdout)
