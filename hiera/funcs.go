@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,19 @@ type Funcs struct {
 	warned map[string]bool // guarded by mu
 	latest *Collector      // guarded by mu: the last render's data
 	seq    int             // guarded by mu: numbers renders
+	// fragments caches each service's encoded keys by the identity of the
+	// instance list consul-template handed over, which stays the same
+	// until that service's query returns new data. Guarded by encodeMu
+	// (not mu: encoding warns, and warnOnce takes mu).
+	encodeMu  sync.Mutex
+	fragments map[string]*fragment
+}
+
+// fragment is one service's encoded healthy_services:: and services:: lines.
+type fragment struct {
+	first             *dep.HealthService
+	n                 int
+	healthy, services []byte
 }
 
 // NewFuncs returns the template functions for a selection; log receives one
@@ -122,7 +136,7 @@ func (f *Funcs) Expand(contents []byte) (out []byte, trusted bool, err error) {
 	if err != nil || c == nil || c.seq != seq {
 		return nil, false, fmt.Errorf("render: hiera data of this render not found (marker %d)", seq)
 	}
-	data, err := c.data().YAML()
+	data, err := f.encode(c)
 	if err != nil {
 		return nil, false, err
 	}
@@ -190,35 +204,107 @@ func (c *Collector) Add(name string, services []*dep.HealthService) (string, err
 	return "", nil
 }
 
-// data converts the collected instances into Data.
+// instances converts consul-template's instances of a service, skipping
+// tagged addresses whose key cannot form a hiera key, with one warning each.
+func (f *Funcs) instances(e entry) []Instance {
+	insts := make([]Instance, 0, len(e.services))
+	for _, s := range e.services {
+		if s == nil {
+			continue
+		}
+		i := Instance{Node: s.Node, Address: s.Address, Port: s.Port, Status: s.Status}
+		for k, ta := range s.ServiceTaggedAddresses {
+			if err := ValidTaggedAddressKey(k); err != nil {
+				f.warnOnce("tagged\x00"+e.name+"\x00"+k, "skipping tagged address: its key cannot form a hiera key", "service", e.name, "key", k, "problem", err.Error())
+				continue
+			}
+			if i.TaggedAddresses == nil {
+				i.TaggedAddresses = map[string]string{}
+			}
+			i.TaggedAddresses[k] = ta.Address
+		}
+		insts = append(insts, i)
+	}
+	return insts
+}
+
+// data converts the collected instances into Data, the reference model
+// that encode must match byte for byte.
 func (c *Collector) data() *Data {
 	d := NewData(c.f.sel.Dependencies)
 	for _, e := range c.entries {
-		insts := make([]Instance, 0, len(e.services))
-		for _, s := range e.services {
-			if s == nil {
-				continue
-			}
-			i := Instance{Node: s.Node, Address: s.Address, Port: s.Port, Status: s.Status}
-			for k, ta := range s.ServiceTaggedAddresses {
-				if err := ValidTaggedAddressKey(k); err != nil {
-					c.f.warnOnce("tagged\x00"+e.name+"\x00"+k, "skipping tagged address: its key cannot form a hiera key", "service", e.name, "key", k, "problem", err.Error())
-					continue
-				}
-				if i.TaggedAddresses == nil {
-					i.TaggedAddresses = map[string]string{}
-				}
-				i.TaggedAddresses[k] = ta.Address
-			}
-			insts = append(insts, i)
-		}
 		if c.f.sel.selected(e.name) {
-			d.AddService(e.name, insts)
+			d.AddService(e.name, c.f.instances(e))
 		} else {
-			d.CountService(e.name, insts)
+			d.CountService(e.name, c.f.instances(e))
 		}
 	}
 	return d
+}
+
+// encode writes what c.data().YAML() would, reusing the encoded lines of
+// every service whose instances did not change since the last render: a
+// change to one service of a thousand re-encodes one.
+func (f *Funcs) encode(c *Collector) ([]byte, error) {
+	entries := append([]entry(nil), c.entries...)
+	// Sorting by name+"::" orders the services as their keys sort, so
+	// each service's keys stay together in the sorted output.
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name+"::" < entries[j].name+"::" })
+	f.encodeMu.Lock()
+	defer f.encodeMu.Unlock()
+	old := f.fragments
+	f.fragments = make(map[string]*fragment, len(entries))
+	deps := NewData(f.sel.Dependencies)
+	var healthy, services []byte
+	for i, e := range entries {
+		if i > 0 && entries[i-1].name == e.name {
+			return nil, fmt.Errorf("render: service %q collected twice", e.name)
+		}
+		if f.sel.dependency(e.name) {
+			deps.CountService(e.name, f.instances(e))
+		}
+		if !f.sel.selected(e.name) {
+			continue
+		}
+		var first *dep.HealthService
+		if len(e.services) > 0 {
+			first = e.services[0]
+		}
+		fr := old[e.name]
+		if fr == nil || fr.first != first || fr.n != len(e.services) || first == nil {
+			keys := map[string]any{}
+			serviceKeys(keys, e.name, f.instances(e))
+			h, s := map[string]any{}, map[string]any{}
+			for k, v := range keys {
+				if strings.HasPrefix(k, "healthy_services::") {
+					h[k] = v
+				} else {
+					s[k] = v
+				}
+			}
+			fr = &fragment{first: first, n: len(e.services)}
+			var err error
+			if fr.healthy, err = EncodeKeys(h); err != nil {
+				return nil, err
+			}
+			if fr.services, err = EncodeKeys(s); err != nil {
+				return nil, err
+			}
+		}
+		f.fragments[e.name] = fr
+		healthy = append(healthy, fr.healthy...)
+		services = append(services, fr.services...)
+	}
+	depKeys := map[string]any{}
+	deps.dependencyKeys(depKeys)
+	orch, err := EncodeKeys(depKeys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(healthy)+len(orch)+len(services))
+	out = append(out, healthy...)
+	out = append(out, orch...)
+	return append(out, services...), nil
 }
 
 // YAML stands for the collected data as YAML (see Data.YAML) in the

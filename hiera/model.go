@@ -103,21 +103,32 @@ func (d *Data) DependencyStates() []DependencyState {
 func (d *Data) Keys() map[string]any {
 	keys := map[string]any{}
 	for name, insts := range d.services {
-		// Both groups carry the same tagged-address keys, so Puppet can look
-		// up healthy_services::<svc>::eth0 even when nothing passes yet.
-		tagKeys := map[string]bool{}
-		var healthy []Instance
-		for _, i := range insts {
-			for k := range i.TaggedAddresses {
-				tagKeys[k] = true
-			}
-			if i.Functional() {
-				healthy = append(healthy, i)
-			}
-		}
-		addService(keys, "services::"+name+"::", insts, tagKeys)
-		addService(keys, "healthy_services::"+name+"::", healthy, tagKeys)
+		serviceKeys(keys, name, insts)
 	}
+	d.dependencyKeys(keys)
+	return keys
+}
+
+// serviceKeys adds the services:: and healthy_services:: keys of a service.
+func serviceKeys(keys map[string]any, name string, insts []Instance) {
+	// Both groups carry the same tagged-address keys, so Puppet can look
+	// up healthy_services::<svc>::eth0 even when nothing passes yet.
+	tagKeys := map[string]bool{}
+	var healthy []Instance
+	for _, i := range insts {
+		for k := range i.TaggedAddresses {
+			tagKeys[k] = true
+		}
+		if i.Functional() {
+			healthy = append(healthy, i)
+		}
+	}
+	addService(keys, "services::"+name+"::", insts, tagKeys)
+	addService(keys, "healthy_services::"+name+"::", healthy, tagKeys)
+}
+
+// dependencyKeys adds the orchestrate:: keys.
+func (d *Data) dependencyKeys(keys map[string]any) {
 	unmet := []string{}
 	for _, s := range d.DependencyStates() {
 		p := "orchestrate::dependencies::" + s.Service + "::"
@@ -131,7 +142,6 @@ func (d *Data) Keys() map[string]any {
 	}
 	keys["orchestrate::dependencies_met"] = len(unmet) == 0
 	keys["orchestrate::unmet_dependencies"] = unmet
-	return keys
 }
 
 func addService(keys map[string]any, prefix string, insts []Instance, tagKeys map[string]bool) {

@@ -2,12 +2,16 @@ package hiera
 
 import (
 	"bytes"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	dep "github.com/hashicorp/consul-template/dependency"
+	"github.com/hashicorp/consul/api"
 	"gopkg.in/yaml.v3"
 )
 
@@ -113,5 +117,66 @@ func TestValidNames(t *testing.T) {
 		if err := ValidTaggedAddressKey(bad); err == nil {
 			t.Errorf("tagged address key %q accepted", bad)
 		}
+	}
+}
+
+// TestEncodeMatchesModel: the renderer's incremental encoder writes exactly
+// what the reference model (Data.YAML) does, on first render and after one
+// service changes, with hostile values, prefix-sharing names, selections and
+// dependency-only services.
+func TestEncodeMatchesModel(t *testing.T) {
+	mk := func(node, addr, status string, port int, tagged map[string]string) *dep.HealthService {
+		hs := &dep.HealthService{Node: node, Address: addr, Port: port, Status: status}
+		for k, v := range tagged {
+			if hs.ServiceTaggedAddresses == nil {
+				hs.ServiceTaggedAddresses = map[string]api.ServiceAddress{}
+			}
+			hs.ServiceTaggedAddresses[k] = api.ServiceAddress{Address: v}
+		}
+		return hs
+	}
+	catalog := map[string][]*dep.HealthService{
+		"a":     {mk("n1", "10.0.0.1", "passing", 1, map[string]string{"eth0": "e1", "a: b": "x", "port": "p"})},
+		"a-b":   {mk("n2", "yes", "warning", 2, nil), mk("n3", "p\nq: r", "critical", 0, map[string]string{"z": ""})},
+		"a_b":   {},
+		"ab":    {mk("n4", "\u2028", "passing", 3, map[string]string{"eth1": "#x"})},
+		"mysql": {mk("db1", "10.0.0.5", "passing", 3306, nil), mk("db2", "10.0.0.6", "passing", 3306, nil)},
+		"dep":   {mk("d1", "10.0.9.1", "passing", 9, nil)},
+	}
+	for _, tc := range []struct {
+		name string
+		sel  Selection
+	}{
+		{"all", Selection{Dependencies: Dependencies{{Service: "dep", Functional: 2}, {Service: "missing", Addressable: 1}}}},
+		{"selected", Selection{Services: []string{"a", "mysql"}, Dependencies: Dependencies{{Service: "dep", Functional: 1}, {Service: "mysql", Addressable: 2}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewFuncs(&tc.sel, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			render := func() {
+				t.Helper()
+				c := &Collector{f: f}
+				for _, name := range []string{"mysql", "a", "ab", "a_b", "a-b", "dep"} {
+					if c.Wants(name) {
+						c.Add(name, catalog[name])
+					}
+				}
+				want, err := c.data().YAML()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := f.encode(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("encode differs from the model:\n got:\n%s\nwant:\n%s", got, want)
+				}
+			}
+			render()
+			render() // from the cache
+			catalog["mysql"] = append(append([]*dep.HealthService(nil), catalog["mysql"]...), mk("db3", "10.0.0.7", "critical", 3307, nil))
+			catalog["dep"] = []*dep.HealthService{mk("d1", "10.0.9.1", "passing", 9, nil), mk("d2", "10.0.9.2", "passing", 9, nil)}
+			render()
+		})
 	}
 }
