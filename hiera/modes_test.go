@@ -221,3 +221,46 @@ func TestWatchExecOncePerChange(t *testing.T) {
 		t.Errorf("services::mysql::address = %v, want %v", got, want)
 	}
 }
+
+// TestWatchSurvivesConsulLoss: when the agent goes away, --watch keeps the
+// last good file, keeps running, and logs the loss once, not per retry.
+func TestWatchSurvivesConsulLoss(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	register(t, a.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", port: 3306, status: "passing"})
+	out := outPath(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"--consul-addr", a.HTTPAddr, "--out", out, "--watch"}, IO{Stdout: stderr, Stderr: stderr})
+	}()
+	eventually(t, 15*time.Second, "the first render", func() bool {
+		data, _ := os.ReadFile(out)
+		return strings.Contains(string(data), "10.0.0.5")
+	})
+	good, _ := os.ReadFile(out)
+	a.Stop()
+	eventually(t, 15*time.Second, "the loss to be logged", func() bool { return strings.Contains(stderr.String(), "consul unreachable") })
+	time.Sleep(5 * time.Second) // several retries and health polls
+	select {
+	case code := <-done:
+		t.Fatalf("watch exited %d when Consul went away:\n%s", code, stderr.String())
+	default:
+	}
+	if n := strings.Count(stderr.String(), "consul unreachable"); n != 1 {
+		t.Errorf("%d lines about the loss, want 1:\n%s", n, stderr.String())
+	}
+	if now, _ := os.ReadFile(out); !bytes.Equal(now, good) {
+		t.Errorf("file changed while Consul was away:\n%s", now)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit %d after cancel", code)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("watch did not stop")
+	}
+}
