@@ -2,6 +2,7 @@
 #
 #   make demo   build everything and run it against a local dev Consul
 #   make test   install what the tests need, then vet, gofmt and go test -race
+#   make bench  every benchmark, printed as one table
 
 GO       ?= go
 CONSUL_MOD := internal/consultest/consul
@@ -90,3 +91,10 @@ bin/consul-template:
 .PHONY: bench-hiera
 bench-hiera: consul bin/consul-template
 	$(GO) test -run '^$$' -bench Catalog1000x5 -benchtime 5x -timeout 30m ./hiera
+
+## bench: every benchmark in one go, printed as one table with the machine it
+## ran on (hiera-services beside consul-template, service-blocker latency and
+## footprint, the reaper planner and a full reaper cycle). About 10 minutes.
+.PHONY: bench
+bench: consul bin/consul-template
+	$(GO) run ./internal/benchtable

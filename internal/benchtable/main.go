@@ -1,0 +1,147 @@
+// Command benchtable runs orchestrate's benchmarks in one go and prints
+// their figures as one Markdown table, with the machine they ran on. `make
+// bench` runs it. Each benchmark runs against a real Consul dev agent; the
+// hiera-services one also runs the consul-template binary on the same
+// template and catalog, side by side.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// suite is one `go test -bench` invocation.
+type suite struct {
+	what  string // what the row group measures
+	pkg   string
+	bench string
+	extra []string
+}
+
+var suites = []suite{
+	{what: "hiera-services vs consul-template, 1,000 services x 5 instances", pkg: "./hiera", bench: "Catalog1000x5", extra: []string{"-benchtime", "5x"}},
+	{what: "service-blocker, Nth instance passing -> exit, 50 trials", pkg: "./blocker", bench: ".", extra: []string{"-benchtime", "1x"}},
+	{what: "reaper planner, 10,000 servers and nodes", pkg: "./reaper", bench: "Plan10k", extra: []string{"-benchtime", "20x", "-benchmem"}},
+	{what: "reaper, one full cycle, real agent + simulated cloud, 2,000 nodes", pkg: "./reaper", bench: "Cycle2000", extra: []string{"-benchtime", "10x", "-benchmem"}},
+}
+
+// row is one benchmark result line.
+type row struct {
+	group, name string
+	figures     []string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var rows []row
+	failed := false
+	for _, s := range suites {
+		fmt.Fprintf(os.Stderr, "== %s: go test -bench %s %s\n", s.what, s.bench, s.pkg)
+		got, err := runSuite(ctx, s, os.Stderr)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "benchtable: %s: %v\n", s.pkg, err)
+			failed = true
+		}
+		rows = append(rows, got...)
+	}
+	fmt.Println()
+	fmt.Printf("Machine: %s, %d cores, %s, %s/%s, %s; %s\n\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, goVersion(), time.Now().UTC().Format("2006-01-02"))
+	fmt.Println("| what | benchmark | figures |")
+	fmt.Println("|---|---|---|")
+	for _, r := range rows {
+		fmt.Printf("| %s | %s | %s |\n", r.group, r.name, strings.Join(r.figures, ", "))
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+// runSuite runs one go test -bench, echoing its output to log, and returns
+// its result lines.
+func runSuite(ctx context.Context, s suite, log io.Writer) ([]row, error) {
+	args := append([]string{"test", "-run", "^$", "-bench", s.bench, "-timeout", "30m", "-count", "1"}, s.extra...)
+	args = append(args, s.pkg)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	var out bytes.Buffer
+	cmd.Stdout = io.MultiWriter(&out, log)
+	cmd.Stderr = log
+	err := cmd.Run()
+	var rows []row
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		if r, ok := parse(sc.Text()); ok {
+			r.group = s.what
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 && err == nil {
+		err = fmt.Errorf("no benchmark results (skipped?)")
+	}
+	return rows, err
+}
+
+// parse reads "BenchmarkName-2  10  123 ns/op  4.5 median-ms ..." lines.
+func parse(line string) (row, bool) {
+	f := strings.Fields(line)
+	if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+		return row{}, false
+	}
+	name := strings.TrimPrefix(f[0], "Benchmark")
+	if i := strings.LastIndexByte(name, '-'); i > 0 {
+		name = name[:i]
+	}
+	r := row{name: name}
+	for i := 2; i+1 < len(f); i += 2 {
+		if f[i+1] == "ns/op" && f[i] == "0" {
+			continue // benchmarks that report their own figures zero ns/op
+		}
+		r.figures = append(r.figures, f[i]+" "+f[i+1])
+	}
+	return r, true
+}
+
+func cpuModel() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func memTotal() string {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return "? GiB"
+	}
+	var kb int64
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "MemTotal:") {
+			fmt.Sscanf(strings.TrimPrefix(line, "MemTotal:"), "%d", &kb)
+		}
+	}
+	return fmt.Sprintf("%.0f GiB", float64(kb)/1024/1024)
+}
+
+func goVersion() string {
+	out, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		return runtime.Version()
+	}
+	return strings.TrimSpace(string(out))
+}
