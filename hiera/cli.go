@@ -204,6 +204,7 @@ dependencies file, 3 Consul could not be reached (the file is left as it was).`
 // one query per service by design.
 type logWriter struct{ log *slog.Logger }
 
+// Write logs one line of consul-template's output.
 func (w logWriter) Write(p []byte) (int, error) {
 	level := slog.LevelDebug
 	line := p

@@ -33,7 +33,10 @@ const maxRequired = 1_000_000
 // binary exits 2 with its message.
 type InputError struct{ Err error }
 
+// Error returns the wrapped error's message.
 func (e *InputError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
 func (e *InputError) Unwrap() error { return e.Err }
 
 func inputErrorf(format string, args ...any) error {
