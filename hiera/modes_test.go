@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -297,5 +298,40 @@ func TestOnceExec(t *testing.T) {
 	}
 	if code, stderr := runHS(t, a, "--out", out, "--datacenter", "nowhere"); code != 3 {
 		t.Errorf("unknown datacenter: exit %d, want 3: %s", code, stderr)
+	}
+}
+
+// TestServiceSelection: --service and --service-regex select what is
+// output; either one selects a service.
+func TestServiceSelection(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	for _, s := range []string{"mysql", "mysql-backup", "keystone", "glance"} {
+		register(t, a.Client, inst{node: "n-" + s, nodeAddr: "10.0.0.1", svc: s, port: 1})
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"regex", []string{"--service-regex", "^mysql"}, []string{"mysql", "mysql-backup"}},
+		{"names", []string{"--service", "glance", "--service", "keystone"}, []string{"glance", "keystone"}},
+		{"both", []string{"--service", "glance", "--service-regex", "^mysql$"}, []string{"glance", "mysql"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := outPath(t)
+			if code, stderr := runHS(t, a, append([]string{"--out", out}, tc.args...)...); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var got []string
+			for k := range readKeys(t, out) {
+				if svc, ok := strings.CutPrefix(k, "services::"); ok && strings.HasSuffix(svc, "::address") {
+					got = append(got, strings.TrimSuffix(svc, "::address"))
+				}
+			}
+			sort.Strings(got)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("services %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
