@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -120,34 +121,32 @@ func (f *Funcs) warnOnce(key, msg string, args ...any) {
 // trusted reports that nothing but comment lines surrounds the data, so
 // the output needs no further YAML check.
 func (f *Funcs) Expand(contents []byte) (out []byte, trusted bool, err error) {
-	i := bytes.Index(contents, []byte(f.marker))
-	if i < 0 {
+	if !bytes.Contains(contents, []byte(f.marker)) {
 		return contents, false, nil
 	}
-	rest := contents[i+len(f.marker):]
-	j := bytes.IndexByte(rest, '\n')
-	if j < 0 {
-		j = len(rest)
-	}
-	seq, err := strconv.Atoi(string(rest[:j]))
 	f.mu.Lock()
 	c := f.latest
 	f.mu.Unlock()
-	if err != nil || c == nil || c.seq != seq {
-		return nil, false, fmt.Errorf("render: hiera data of this render not found (marker %d)", seq)
+	i := -1
+	var m []byte
+	if c != nil {
+		m = []byte(f.marker + strconv.Itoa(c.seq) + "\n")
+		i = bytes.Index(contents, m)
+	}
+	if i < 0 {
+		return nil, false, errors.New("render: the output holds no data of its own render")
 	}
 	data, err := f.encode(c)
 	if err != nil {
 		return nil, false, err
 	}
-	end := i + len(f.marker) + j
-	if end < len(contents) {
-		end++ // the marker's newline
-	}
+	end := i + len(m)
 	out = make([]byte, 0, len(contents)+len(data))
 	out = append(out, contents[:i]...)
 	out = append(out, data...)
 	out = append(out, contents[end:]...)
+	// Other markers (a template calling hieraData twice) stay behind as
+	// YAML comments.
 	return out, onlyComments(contents[:i]) && onlyComments(contents[end:]), nil
 }
 

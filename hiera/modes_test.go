@@ -335,3 +335,28 @@ func TestServiceSelection(t *testing.T) {
 		})
 	}
 }
+
+// TestCustomTemplate: --template replaces the built-in template; yamlQuote
+// and hieraData are available to it.
+func TestCustomTemplate(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	register(t, a.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "my-sql", port: 3306, tagged: map[string]string{"eth0": "a: b"}})
+	dir := t.TempDir()
+	tmpl := filepath.Join(dir, "custom.ctmpl")
+	os.WriteFile(tmpl, []byte(`# custom
+{{ range services }}{{ range service .Name "any" }}{{ printf "mine::%s::node" .Name | yamlQuote }}: {{ yamlQuote .Node }}
+{{ end }}{{ end -}}
+{{ $other := hieraData }}{{ $other.YAML -}}
+{{ $h := hieraData }}{{ range services }}{{ if $h.Wants .Name }}{{ $h.Add .Name (service .Name "any") }}{{ end }}{{ end -}}
+{{ $h.YAML -}}
+`), 0o644)
+	out := outPath(t)
+	if code, stderr := runHS(t, a, "--out", out, "--template", tmpl); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	got := readKeys(t, out)
+	if got["mine::my-sql::node"] != "db1" || !reflect.DeepEqual(got["services::my-sql::eth0"], strs("a: b")) {
+		data, _ := os.ReadFile(out)
+		t.Errorf("custom template output:\n%s", data)
+	}
+}
