@@ -52,6 +52,7 @@ type cmdFlags struct {
 	fromFile                string
 	noCatalog               bool
 	converge                converge.Config
+	watchConfig             watchConfigOptions
 }
 
 // env is what a running subcommand works with.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/hiera"
 	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/watch"
 )
 
@@ -22,32 +23,31 @@ type watchConfigOptions struct {
 	exec          string   // --exec of hiera-services
 	tokenFile     string   // --token-file of the handlers
 	hieraArgs     []string // further hiera-services arguments
+	orchestrate   string   // path of the orchestrate binary
+	puppetCmd     string   // converge's --puppet-cmd; empty: pending-update only
+	convergeArgs  []string // further converge arguments
 }
-
-// watchConfigOpts holds watch-config's flags from parsing to running. The
-// command table hands a subcommand's flag function only the shared cmdFlags
-// struct; one process runs one subcommand, so a package variable is enough
-// (tests of watch-config must not run in parallel).
-var watchConfigOpts watchConfigOptions
 
 var cmdWatchConfig = &command{
 	name: "watch-config", minArgs: 0, maxArgs: 0,
-	summary: "Print Consul agent configuration (JSON, for a file in /etc/consul.d/) whose watches run hiera-services on every catalog change.",
-	flags: func(fs *pflag.FlagSet, _ *cmdFlags) {
-		o := &watchConfigOpts
-		*o = watchConfigOptions{}
+	summary: "Print Consul agent configuration (JSON, for a file in /etc/consul.d/) whose watches run hiera-services on every catalog change and orchestrate converge (with --puppet-cmd) when <prefix>/current_version changes.",
+	flags: func(fs *pflag.FlagSet, f *cmdFlags) {
+		o := &f.watchConfig
 		fs.StringVar(&o.hieraServices, "hiera-services", "/usr/local/bin/hiera-services", "absolute path of the hiera-services binary the watch runs")
 		fs.StringVar(&o.out, "out", hiera.DefaultOut, "file hiera-services writes (its --out)")
 		fs.StringVar(&o.dependencies, "dependencies", "", "this node's dependencies file (hiera-services --dependencies)")
 		fs.StringVar(&o.exec, "exec", "", "command hiera-services runs when the data changed (its --exec), e.g. 'orchestrate converge --force ...'")
 		fs.StringVar(&o.tokenFile, "handler-token-file", "", "token file the handlers read (their --token-file); a token itself never goes into a watch's arguments")
 		fs.StringArrayVar(&o.hieraArgs, "hiera-arg", nil, "one more hiera-services argument, e.g. --hiera-arg=--service-regex=^os- (repeatable)")
+		fs.StringVar(&o.orchestrate, "orchestrate", "/usr/local/bin/orchestrate", "absolute path of the orchestrate binary the current_version watch runs")
+		fs.StringVar(&o.puppetCmd, "puppet-cmd", "", "converge's Puppet command: the current_version watch runs `orchestrate converge` with it (without it the watch only runs `orchestrate pending-update`)")
+		fs.StringArrayVar(&o.convergeArgs, "converge-arg", nil, "one more converge argument, e.g. --converge-arg=--validate-dir=/usr/lib/jiocloud/tests (repeatable)")
 	},
 	run: runWatchConfig,
 }
 
 func runWatchConfig(_ context.Context, e *env, _ []string) error {
-	o := watchConfigOpts
+	o := e.flags.watchConfig
 	if err := o.validate(); err != nil {
 		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("watch-config: %w", err))
 	}
@@ -62,13 +62,32 @@ func runWatchConfig(_ context.Context, e *env, _ []string) error {
 // watchEntries lists the watches a node runs; each is one entry. prefix is
 // orchestrate's KV prefix, for watches on keys under it.
 func watchEntries(o watchConfigOptions, prefix string) []watch.Watch {
-	_ = prefix
 	return []watch.Watch{
 		// Every catalog change (a service or its instances added, removed,
 		// re-tagged) re-renders services.yaml; the handler reads the catalog
 		// itself and ignores the watch's payload.
 		{Type: "services", Args: o.hieraServicesArgs()},
+		// A new desired version: the node converges to it (or, without a
+		// Puppet command, says whether it has an update pending).
+		{Type: "key", Key: prefix + "/current_version", Args: o.currentVersionArgs(prefix)},
 	}
+}
+
+func (o watchConfigOptions) currentVersionArgs(prefix string) []string {
+	args := []string{o.orchestrate, "pending-update"}
+	if o.puppetCmd != "" {
+		args = []string{o.orchestrate, "converge", "--puppet-cmd", o.puppetCmd}
+	}
+	if prefix != store.DefaultPrefix {
+		args = append(args, "--prefix", prefix)
+	}
+	if o.tokenFile != "" {
+		args = append(args, "--token-file", o.tokenFile)
+	}
+	if o.puppetCmd != "" {
+		args = append(args, o.convergeArgs...)
+	}
+	return args
 }
 
 func (o watchConfigOptions) hieraServicesArgs() []string {
@@ -90,13 +109,22 @@ func (o watchConfigOptions) validate() error {
 	for _, p := range []struct{ flag, path string }{
 		{"--hiera-services", o.hieraServices}, {"--out", o.out},
 		{"--dependencies", o.dependencies}, {"--handler-token-file", o.tokenFile},
+		{"--orchestrate", o.orchestrate},
 	} {
 		if p.path != "" && !filepath.IsAbs(p.path) {
 			return fmt.Errorf("%s %q: want an absolute path (Consul runs handlers from its own directory)", p.flag, p.path)
 		}
 	}
-	if o.hieraServices == "" || o.out == "" {
-		return fmt.Errorf("--hiera-services and --out must not be empty")
+	if o.hieraServices == "" || o.out == "" || o.orchestrate == "" {
+		return fmt.Errorf("--hiera-services, --orchestrate and --out must not be empty")
+	}
+	if len(o.convergeArgs) > 0 && o.puppetCmd == "" {
+		return fmt.Errorf("--converge-arg needs --puppet-cmd: without it the current_version watch does not converge")
+	}
+	for _, a := range o.convergeArgs {
+		if a == "--token" || strings.HasPrefix(a, "--token=") {
+			return fmt.Errorf("--converge-arg --token: a token in a watch's arguments shows in process listings; use --handler-token-file")
+		}
 	}
 	for _, a := range o.hieraArgs {
 		if a == "--token" || strings.HasPrefix(a, "--token=") {

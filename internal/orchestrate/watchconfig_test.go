@@ -32,14 +32,24 @@ func TestWatchConfigStanza(t *testing.T) {
 		want []watch.Watch
 	}{
 		{name: "defaults", want: []watch.Watch{{Type: "services", Args: []string{
-			"/usr/local/bin/hiera-services", "--out", "/etc/puppet/hiera/data/services.yaml"}}}},
+			"/usr/local/bin/hiera-services", "--out", "/etc/puppet/hiera/data/services.yaml"}},
+			{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/local/bin/orchestrate", "pending-update"}}}},
+		{name: "converge", args: []string{"--prefix", "cloud1", "--puppet-cmd", "puppet apply --detailed-exitcodes /etc/puppet/site.pp",
+			"--converge-arg=--validate-dir=/usr/lib/jiocloud/tests", "--handler-token-file", "/etc/consul.d/node.token"},
+			want: []watch.Watch{{Type: "services", Args: []string{
+				"/usr/local/bin/hiera-services", "--out", "/etc/puppet/hiera/data/services.yaml", "--token-file", "/etc/consul.d/node.token"}},
+				{Type: "key", Key: "cloud1/current_version", Args: []string{"/usr/local/bin/orchestrate", "converge",
+					"--puppet-cmd", "puppet apply --detailed-exitcodes /etc/puppet/site.pp", "--prefix", "cloud1",
+					"--token-file", "/etc/consul.d/node.token", "--validate-dir=/usr/lib/jiocloud/tests"}}}},
 		{name: "everything", args: []string{"--hiera-services", "/opt/bin/hiera-services", "--out", "/var/lib/hiera/services.yaml",
 			"--dependencies", "/etc/orchestrate/deps.yaml", "--exec", "puppet agent --onetime --no-daemonize",
 			"--handler-token-file", "/etc/consul.d/hiera.token", "--hiera-arg=--service-regex=^os-", "--hiera-arg", "--log-format=json"},
 			want: []watch.Watch{{Type: "services", Args: []string{
 				"/opt/bin/hiera-services", "--out", "/var/lib/hiera/services.yaml",
 				"--dependencies", "/etc/orchestrate/deps.yaml", "--exec", "puppet agent --onetime --no-daemonize",
-				"--token-file", "/etc/consul.d/hiera.token", "--service-regex=^os-", "--log-format=json"}}}},
+				"--token-file", "/etc/consul.d/hiera.token", "--service-regex=^os-", "--log-format=json"}},
+				{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/local/bin/orchestrate", "pending-update",
+					"--token-file", "/etc/consul.d/hiera.token"}}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,6 +80,9 @@ func TestWatchConfigBadFlags(t *testing.T) {
 		{[]string{"--hiera-arg=--token=s3cret"}, "use --handler-token-file"},
 		{[]string{"--hiera-arg", "--watch"}, "--watch"},
 		{[]string{"extra"}, "got 1 arguments"},
+		{[]string{"--converge-arg=--force"}, "needs --puppet-cmd"},
+		{[]string{"--puppet-cmd", "true", "--converge-arg=--token=s3cret"}, "use --handler-token-file"},
+		{[]string{"--orchestrate", "orchestrate"}, "--orchestrate"},
 	} {
 		r := watchConfig(t, tc.args...)
 		mustCode(t, r, 2, strings.Join(tc.args, " "))
@@ -130,5 +143,51 @@ func TestWatchConfigRunsHieraServices(t *testing.T) {
 			t.Fatalf("the agent's watch did not render mysql into %s; file:\n%s\nagent log:\n%s", out, data, log)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestWatchConfigConvergesOnNewVersion loads the generated stanza into a
+// real agent: a new current_version makes the agent run the real
+// orchestrate converge, which brings the node to that version.
+func TestWatchConfigConvergesOnNewVersion(t *testing.T) {
+	consultest.RequireBinary(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "orchestrate")
+	build := exec.Command("go", "build", "-o", bin, "github.com/jiocloud/orchestrate/cmd/orchestrate")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build orchestrate: %v\n%s", err, out)
+	}
+	noop := filepath.Join(dir, "noop")
+	wrapper := filepath.Join(dir, "orchestrate-wrapper")
+	for _, f := range []string{noop, wrapper} {
+		if err := os.WriteFile(f, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ran := filepath.Join(dir, "puppet-ran")
+	r := watchConfig(t, "--hiera-services", noop, "--orchestrate", wrapper,
+		"--puppet-cmd", "echo $ORCHESTRATE_VERSION >> "+ran,
+		"--converge-arg=--log-dir="+filepath.Join(dir, "log"), "--converge-arg=--lock-file="+filepath.Join(dir, "converge.lock"),
+		"--converge-arg=--hiera-data="+filepath.Join(dir, "services.yaml"))
+	mustCode(t, r, 0, "watch-config")
+	a := consultest.Start(t, consultest.Options{NodeName: "node7", HCL: r.stdout})
+	script := "#!/bin/sh\nexec " + bin + " \"$@\" --consul-addr " + a.HTTPAddr + "\n"
+	if err := os.WriteFile(wrapper+".new", []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(wrapper+".new", wrapper); err != nil {
+		t.Fatal(err)
+	}
+	mustCode(t, cli(t, a, "", "trigger-update", "v2"), 0, "trigger-update")
+	deadline := time.Now().Add(30 * time.Second)
+	for cli(t, a, "", "verify-hosts", "v2", "node7").code != 0 {
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(a.LogPath)
+			t.Fatalf("the agent's current_version watch did not converge node7 to v2; agent log:\n%s", log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if data, err := os.ReadFile(ran); err != nil || !strings.Contains(string(data), "v2") {
+		t.Fatalf("puppet stand-in did not run for v2: %q %v", data, err)
 	}
 }
