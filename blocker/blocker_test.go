@@ -16,6 +16,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
 func TestParseRequirement(t *testing.T) {
@@ -373,31 +374,13 @@ func TestFunctionalMode(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to read while Run writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A registration while the blocker waits ends the wait within one poll
 // interval of it showing up, and the blocker printed one progress line per
 // change, not one per poll.
 func TestRegistrationWhileWaiting(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	const interval = 500 * time.Millisecond
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(context.Background(), []string{"--dns", a.DNSAddr, "--timeout", "30s",
@@ -439,7 +422,7 @@ func TestRegistrationWhileWaiting(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, b *syncBuffer, s string) {
+func waitFor(t *testing.T, b *testutil.SyncBuffer, s string) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !strings.Contains(b.String(), s) {

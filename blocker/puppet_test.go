@@ -12,21 +12,8 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 )
-
-// requirePuppet returns Debian's puppet, skipping the test when it is
-// missing, or failing it under CI=true.
-func requirePuppet(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("puppet")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and no puppet binary (scripts/install-test-deps.sh installs it): %v", err)
-		}
-		t.Skipf("skipping: no puppet binary (apt-get install puppet, or scripts/install-test-deps.sh): %v", err)
-	}
-	return p
-}
 
 // puppetApply starts `puppet apply` of manifest with examples/puppet as the
 // module path, with every Puppet directory under a temporary one.
@@ -120,7 +107,7 @@ orchestrate::service_blocker { 'web':
 // when it never does the run fails with the blocker's message and skips
 // the notify.
 func TestPuppetApply(t *testing.T) {
-	puppet := requirePuppet(t)
+	puppet := testutil.RequirePuppet(t)
 	bin := binary(t)
 	for _, f := range []string{"orchestrate/manifests/service_blocker.pp", "example.pp"} {
 		out, err := exec.Command(puppet, "parser", "validate", filepath.Join("..", "examples", "puppet", f)).CombinedOutput()

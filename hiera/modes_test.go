@@ -10,13 +10,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/watch"
 )
 
@@ -135,24 +135,6 @@ func TestTokenNeverLogged(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestWatchExecOncePerChange: in --watch mode the --exec command runs once
 // per real change of the file, not for renders that change nothing, and a
 // failing command does not stop the watch.
@@ -170,7 +152,7 @@ func TestWatchExecOncePerChange(t *testing.T) {
 		return strings.Count(string(data), "x")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	stderr := &syncBuffer{}
+	stderr := &testutil.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(ctx, []string{"--consul-addr", a.HTTPAddr, "--log-level", "debug", "--out", out, "--watch",
@@ -231,7 +213,7 @@ func TestWatchSurvivesConsulLoss(t *testing.T) {
 	out := outPath(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stderr := &syncBuffer{}
+	stderr := &testutil.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(ctx, []string{"--consul-addr", a.HTTPAddr, "--out", out, "--watch"}, IO{Stdout: stderr, Stderr: stderr})

@@ -13,21 +13,8 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 )
-
-// requirePuppet returns the puppet binary; a missing one skips the test with
-// a message, or fails it under CI=true.
-func requirePuppet(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("puppet")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and no puppet binary (scripts/install-test-deps.sh installs Debian's puppet): %v", err)
-		}
-		t.Skip("skipping: no puppet binary; `make test-deps` (scripts/install-test-deps.sh) installs Debian's puppet")
-	}
-	return p
-}
 
 // puppetLookup runs the real `puppet lookup KEY --hiera_config` against the
 // rendered file and returns the value decoded from JSON.
@@ -64,7 +51,7 @@ func puppetLookup(t *testing.T, puppet, out, key string) any {
 // included), and orchestrate::dependencies_met flipping from false to true
 // as instances register and pass.
 func TestPuppetLookup(t *testing.T) {
-	puppet := requirePuppet(t)
+	puppet := testutil.RequirePuppet(t)
 	a := consultest.Start(t, consultest.Options{})
 	register(t, a.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", port: 3306, status: "passing",
 		tagged: map[string]string{"eth0": "10.1.0.5"}})

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/store"
 )
 
 // ErrNotLeader is returned when a journal write was refused because this
@@ -105,20 +107,9 @@ func (j *Journal) txn(ctx context.Context, session string, ops ...*api.KVTxnOp) 
 				}
 			}
 		}
-		return fmt.Errorf("journal transaction refused: %s", txnReason(resp))
+		return fmt.Errorf("journal transaction refused: %s", store.TxnErrors(resp))
 	}
 	return nil
-}
-
-func txnReason(resp *api.KVTxnResponse) string {
-	if resp == nil {
-		return "no reason given"
-	}
-	var parts []string
-	for _, e := range resp.Errors {
-		parts = append(parts, e.What)
-	}
-	return strings.Join(parts, "; ")
 }
 
 func (j *Journal) setOp(e Entry) (*api.KVTxnOp, error) {

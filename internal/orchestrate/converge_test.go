@@ -3,7 +3,6 @@ package orchestrate
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
 // convergeEnv is one node: a real agent whose node name is the host, the
@@ -354,7 +354,7 @@ func TestConvergeBadFlags(t *testing.T) {
 // a manifest that changes something (exit 2) converges; one whose resource
 // fails (exit 4 or 6) is recorded as failed.
 func TestConvergeWithRealPuppet(t *testing.T) {
-	puppet := requirePuppet(t)
+	puppet := testutil.RequirePuppet(t)
 	e := newConvergeEnv(t)
 	dir := t.TempDir()
 	target := filepath.Join(dir, "managed.txt")
@@ -385,20 +385,6 @@ func TestConvergeWithRealPuppet(t *testing.T) {
 		t.Fatalf("want puppet's detailed exit code 4 or 6 in %q", r.stdout)
 	}
 	mustCode(t, cli(t, e.a, "", "verify-hosts", "v2", "node1"), 0, "still on v2")
-}
-
-// requirePuppet returns the puppet binary; without it the test skips, or
-// fails under CI=true.
-func requirePuppet(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("puppet")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true and puppet is not installed (make test-deps installs Debian's puppet)")
-		}
-		t.Skip("puppet not installed: run make test-deps")
-	}
-	return p
 }
 
 func TestConvergeRetries(t *testing.T) {

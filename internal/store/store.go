@@ -235,7 +235,7 @@ func (s *Store) move(ctx context.Context, dir, target string, val []byte, mine f
 			return nil
 		}
 		if !allStale(resp) {
-			return fmt.Errorf("kv transaction on %s rolled back: %s", target, txnErrors(resp))
+			return fmt.Errorf("kv transaction on %s rolled back: %s", target, TxnErrors(resp))
 		}
 	}
 	return fmt.Errorf("%s: %w", target, ErrConflict)
@@ -256,7 +256,8 @@ func allStale(resp *api.KVTxnResponse) bool {
 	return true
 }
 
-func txnErrors(resp *api.KVTxnResponse) string {
+// TxnErrors joins the reasons Consul gave for rolling a transaction back.
+func TxnErrors(resp *api.KVTxnResponse) string {
 	if resp == nil {
 		return "no reason given"
 	}
