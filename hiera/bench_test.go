@@ -168,6 +168,10 @@ func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []str
 	stop()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "median-ms")
+	// p99: the smallest latency at least 99% of the changes did not exceed
+	// (with fewer than 100 changes, the max).
+	p99 := lat[(len(lat)*99+99)/100-1]
+	b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MiB")
