@@ -82,6 +82,9 @@ func (c *Config) Validate() error {
 	if strings.HasSuffix(c.Out, "/") {
 		return fmt.Errorf("--out %q names a directory, want a file", c.Out)
 	}
+	if fi, err := os.Stat(c.Out); err == nil && fi.IsDir() {
+		return fmt.Errorf("--out %q is a directory, want a file", c.Out)
+	}
 	for _, s := range c.Services {
 		if err := ValidServiceName(s); err != nil {
 			return fmt.Errorf("--service: %w", err)

@@ -160,3 +160,34 @@ func TestBadInputWritesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestOutIsDirectory: --out naming an existing directory (no trailing
+// slash) is a usage error, exit 2 naming --out, and writes nothing, not
+// even the lock file beside it; it used to reach consul-template and exit 3
+// as if Consul were unreachable.
+func TestOutIsDirectory(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	parent := t.TempDir()
+	out := filepath.Join(parent, "hiera")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := runHS(t, a, "--out", out)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2; stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "--out") {
+		t.Errorf("stderr does not name --out:\n%s", stderr)
+	}
+	for _, dir := range []string{parent, out} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.Name() != "hiera" {
+				t.Errorf("bad --out created %s", filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+}
