@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/watch"
 )
@@ -102,6 +103,11 @@ func (c *Converger) runOnce(ctx context.Context, retry bool) (Result, error) {
 		return Result{Outcome: Busy, Reason: "lock " + c.cfg.LockFile + " is held"}, nil
 	}
 	if err != nil {
+		if ctx.Err() == nil {
+			// Not an interrupted wait: the lock file cannot be made, which
+			// is the operator's --lock-file, not Consul.
+			err = exitcode.Wrap(exitcode.Usage, fmt.Errorf("--lock-file: %w", err))
+		}
 		return Result{}, err
 	}
 	defer unlock()

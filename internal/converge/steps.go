@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/store"
 )
 
@@ -25,7 +26,9 @@ import (
 func (c *Converger) act(ctx context.Context, want string) (Result, error) {
 	rl, err := openRunLog(c.cfg, c.now())
 	if err != nil {
-		return Result{}, err
+		// The run log is the operator's --log-dir, not Consul; nothing is
+		// recorded yet.
+		return Result{}, exitcode.Wrap(exitcode.Usage, fmt.Errorf("--log-dir: %w", err))
 	}
 	defer rl.Close()
 	res := Result{Version: want, LogPath: rl.path}

@@ -411,3 +411,33 @@ func TestConvergeRetries(t *testing.T) {
 		t.Fatalf("puppet ran %d times in all, want 4", n)
 	}
 }
+
+// TestConvergeUnusableLocalPaths: a --log-dir or --lock-file that cannot be
+// created is the operator's input, not Consul: exit 2 naming the flag, no
+// status recorded. Both used to exit 3 ("Consul unreachable").
+func TestConvergeUnusableLocalPaths(t *testing.T) {
+	e := newConvergeEnv(t)
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger")
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ flag, value string }{
+		{"--log-dir", filepath.Join(file, "logs")},
+		{"--lock-file", filepath.Join(file, "converge.lock")},
+	} {
+		r := e.converge(t, tc.flag, tc.value)
+		mustCode(t, r, 2, tc.flag+" "+tc.value)
+		if !strings.Contains(r.stderr, tc.flag) {
+			t.Errorf("error does not name %s: %s", tc.flag, r.stderr)
+		}
+	}
+	for _, k := range allKeys(t, e.a.Client) {
+		if strings.Contains(k, "/status/") || strings.Contains(k, "/running_version/") {
+			t.Errorf("unusable path still recorded %s", k)
+		}
+	}
+	if n := len(e.ran(t)); n != 0 {
+		t.Errorf("steps ran: %v", e.ran(t))
+	}
+}
