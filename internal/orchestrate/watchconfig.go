@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -135,5 +136,24 @@ func (o watchConfigOptions) validate() error {
 			return fmt.Errorf("--hiera-arg %q: a watch handler renders once per change; run --watch as its own daemon instead", a)
 		}
 	}
+	// A token inside a command string or an argument's value lands in the
+	// watch's arguments just the same. The value is never echoed.
+	values := []struct{ flag, v string }{{"--exec", o.exec}, {"--puppet-cmd", o.puppetCmd}}
+	for _, a := range o.hieraArgs {
+		values = append(values, struct{ flag, v string }{"--hiera-arg", a})
+	}
+	for _, a := range o.convergeArgs {
+		values = append(values, struct{ flag, v string }{"--converge-arg", a})
+	}
+	for _, x := range values {
+		if tokenInArgs.MatchString(x.v) {
+			return fmt.Errorf("%s holds a Consul token: a token in a watch's arguments shows in process listings; use --handler-token-file (or a token file in the command)", x.flag)
+		}
+	}
 	return nil
 }
+
+// tokenInArgs finds a Consul token given on a command line: a --token or
+// -token flag (not -token-file), CONSUL_HTTP_TOKEN= (not _FILE) or an
+// X-Consul-Token header.
+var tokenInArgs = regexp.MustCompile(`(?i)(^|[\s'"=])--?token([=\s'"]|$)|CONSUL_HTTP_TOKEN=|X-Consul-Token`)

@@ -191,3 +191,37 @@ func TestWatchConfigConvergesOnNewVersion(t *testing.T) {
 		t.Fatalf("puppet stand-in did not run for v2: %q %v", data, err)
 	}
 }
+
+// TestWatchConfigRefusesTokenInCommands: a token written into a command
+// string (--exec, --puppet-cmd) or inside a --hiera-arg/--converge-arg value
+// would land in the generated watch's arguments, in every process listing
+// and in the agent's config file. watch-config refuses it, exit 2, naming
+// the flag without echoing the token.
+func TestWatchConfigRefusesTokenInCommands(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--exec", "orchestrate converge --force --token s3cret"}, "--exec"},
+		{[]string{"--exec", "orchestrate converge --token=s3cret --force"}, "--exec"},
+		{[]string{"--exec", "CONSUL_HTTP_TOKEN=s3cret orchestrate converge --force"}, "--exec"},
+		{[]string{"--puppet-cmd", "CONSUL_HTTP_TOKEN=s3cret puppet apply /etc/puppet/site.pp"}, "--puppet-cmd"},
+		{[]string{"--hiera-arg=--exec=orchestrate converge --force --token=s3cret"}, "--hiera-arg"},
+		{[]string{"--puppet-cmd", "true", "--converge-arg=--validate-cmd=consul members -token=s3cret"}, "--converge-arg"},
+		{[]string{"--puppet-cmd", "true", "--converge-arg=--validate-cmd=curl -H 'X-Consul-Token: s3cret' http://127.0.0.1:8500/v1/agent/self"}, "--converge-arg"},
+	} {
+		r := watchConfig(t, tc.args...)
+		mustCode(t, r, 2, strings.Join(tc.args, " "))
+		if !strings.Contains(r.stderr, tc.flag) || !strings.Contains(r.stderr, "--handler-token-file") {
+			t.Errorf("%v: stderr %q does not name %s and --handler-token-file", tc.args, r.stderr, tc.flag)
+		}
+		if strings.Contains(r.stderr+r.stdout, "s3cret") {
+			t.Errorf("%v: token echoed or printed: %s%s", tc.args, r.stdout, r.stderr)
+		}
+	}
+	// A token file is fine, in any spelling.
+	r := watchConfig(t, "--exec", "orchestrate converge --force --token-file /etc/consul.d/node.token",
+		"--puppet-cmd", "CONSUL_HTTP_TOKEN_FILE=/etc/consul.d/node.token puppet apply /etc/puppet/site.pp",
+		"--converge-arg=--validate-cmd=consul members -token-file=/etc/consul.d/node.token")
+	mustCode(t, r, 0, "token files")
+}
