@@ -650,6 +650,9 @@ func (pl *planner) advance(rs *roleServers, e *Entry, byID map[string]*Server) {
 			}
 			pl.budget--
 			next.Phase, next.DrainUntil = PhaseDraining, now.Add(pl.in.Config.DrainPeriod.D())
+			// Counted as on its way out from now on, so later gates in this
+			// plan (another entry's drain, a scale in) see the drop.
+			pl.inEntry[oldS.ID] = StateDeleting
 			pl.add(OpDrain, next, e.NewName+" checked in passing; draining "+e.OldName)
 		case now.Sub(newS.Created) >= rs.role.BootTimeout.D():
 			if e.Kind == KindCreate {
@@ -671,6 +674,12 @@ func (pl *planner) advance(rs *roleServers, e *Entry, byID map[string]*Server) {
 			if oldS != nil && pl.plan.Paused {
 				pl.block("%s: delete of %s waits: paused", e.ID, e.OldName)
 				pl.add(OpMaintain, next, "still draining (paused)")
+				return
+			}
+			if oldS != nil && !pl.plan.Armed {
+				// Disarmed while it drained: the gate says destroy nothing.
+				pl.block("%s: delete of %s waits: not armed", e.ID, e.OldName)
+				pl.add(OpMaintain, next, "still draining (not armed)")
 				return
 			}
 			next.Phase = PhaseDeleting

@@ -429,7 +429,7 @@ func TestPlan(t *testing.T) {
 			journal: []Entry{journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
-			want: []string{"drain web2"}, wantStateOf: map[string]string{"web2": StateReplacing, "web4": StateNew},
+			want: []string{"drain web2"}, wantStateOf: map[string]string{"web2": StateDeleting, "web4": StateNew},
 		},
 		{
 			name:    "journal: replacement still booting: wait, no scale in of the surge",
@@ -473,6 +473,33 @@ func TestPlan(t *testing.T) {
 				e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "web4", "id-web4", "web2", "id-web2", t0
 			})},
 			want: []string{"delete web2"},
+		},
+		{
+			name:    "journal: drain period over while not armed (disarmed): keep draining, delete nothing",
+			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
+			notArmed: true,
+			journal: []Entry{journalEntry(KindReplace, PhaseDraining, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "web4", "id-web4", "web2", "id-web2", t0
+			})},
+			want: []string{"maintain web2"}, wantBlocked: "delete of web2 waits: not armed", wantNotArmed: "web has 0 of 3",
+		},
+		{
+			name: "journal: two replacements draining in one cycle respect min_healthy together",
+			cfg:  func(c *Config) { c.MaxInFlight, c.Roles[0].MinHealthy = 2, 4 },
+			servers: append(append([]Server{}, web3...),
+				withJournal(srv("web4", 20*time.Minute), "web.j1"), withJournal(srv("web5", 20*time.Minute), "web.j2")),
+			checks: append(append([]Check{}, web3checks...), pass("web4"), pass("web5")),
+			journal: []Entry{
+				journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
+					e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
+				}),
+				journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
+					e.ID, e.Started = "web.j2", e.Started.Add(time.Second)
+					e.NewName, e.NewID, e.OldName, e.OldID = "web5", "id-web5", "web3", "id-web3"
+				}),
+			},
+			// 5 healthy; draining web2 leaves 4 (= min_healthy), draining web3 too would leave 3.
+			want: []string{"drain web2"}, wantBlocked: "drain of web3 waits: the role would go below min_healthy 4",
 		},
 		{
 			name:    "journal: a recorded delete is finished by the next leader",
