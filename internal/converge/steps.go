@@ -246,10 +246,25 @@ func openRunLog(cfg Config, now time.Time) (*runLog, error) {
 	return &runLog{f: f, path: path}, nil
 }
 
-// pruneLogs keeps the newest keep run logs of host.
+// runLogStamp is the part of a run log's name after "converge-<host>-".
+var runLogStamp = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}\.[0-9]{3}Z\.log$`)
+
+// pruneLogs keeps the newest keep run logs of host. It matches names
+// exactly, not by glob: a host name may hold glob characters, and another
+// host's name may extend this one's ("web", "web-1") in a shared directory.
 func pruneLogs(dir, host string, keep int) {
-	old, err := filepath.Glob(filepath.Join(dir, "converge-"+host+"-*.log"))
-	if err != nil || len(old) <= keep {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	var old []string
+	for _, e := range entries {
+		stamp, ok := strings.CutPrefix(e.Name(), "converge-"+host+"-")
+		if ok && runLogStamp.MatchString(stamp) {
+			old = append(old, filepath.Join(dir, e.Name()))
+		}
+	}
+	if len(old) <= keep {
 		return
 	}
 	sort.Strings(old) // timestamps sort lexically

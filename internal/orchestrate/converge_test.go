@@ -441,3 +441,33 @@ func TestConvergeUnusableLocalPaths(t *testing.T) {
 		t.Errorf("steps ran: %v", e.ran(t))
 	}
 }
+
+// TestConvergeKeepLogsPrunesOnlyItsHost: --keep-logs prunes this host's run
+// logs only. Hosts sharing a --log-dir whose names extend one another (web,
+// web-1) or hold glob characters used to lose each other's logs, which
+// status log_url values still point at.
+func TestConvergeKeepLogsPrunesOnlyItsHost(t *testing.T) {
+	e := newConvergeEnv(t)
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger")
+	hosts := []string{"web-1", "w*", "web"} // each run prunes with --keep-logs 1
+	for _, h := range hosts {
+		r := e.converge(t, "--host", h, "--keep-logs", "1", "--no-checks", "--force")
+		mustCode(t, r, 0, "converge "+h)
+	}
+	for _, h := range hosts {
+		logs, err := filepath.Glob(filepath.Join(e.logDir, "converge-"+h+"-2*.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, l := range logs {
+			if strings.HasPrefix(filepath.Base(l), "converge-"+h+"-2") {
+				n++
+			}
+		}
+		if n != 1 {
+			entries, _ := os.ReadDir(e.logDir)
+			t.Errorf("host %s has %d run logs, want 1; dir: %v", h, n, entries)
+		}
+	}
+}
