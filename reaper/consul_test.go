@@ -754,3 +754,80 @@ func TestFatalCreateErrorBacksOffTheRole(t *testing.T) {
 		t.Fatalf("metrics:\n%s", body)
 	}
 }
+
+// Consul answers 200 and silently leaves out what the token may not read.
+// A reaper token missing a rule must not make a desired count look unset
+// (the file's smaller count would scale the role in) or a node look absent
+// (its server would be replaced as unaccounted): no action that cycle.
+func TestNoActionOnACLFilteredData(t *testing.T) {
+	t.Parallel()
+	const mgmt = "5e1f3c2a-8d4b-4c6e-9a7f-0b1c2d3e4f50"
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL, ACLToken: mgmt})
+	admin := agent.Client
+	sim := newCloud(t, admin)
+	seed(t, sim, admin, 4)
+	arm(t, admin)
+	// orchestrate scale web 4; the file says 3.
+	if _, err := admin.KV().Put(&api.KVPair{Key: prefix + "/roles/web/desired", Value: []byte("4")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	const base = `
+key_prefix "orchestrate/" { policy = "write" }
+node_prefix "" { policy = "read" }
+service_prefix "" { policy = "read" }
+session_prefix "" { policy = "write" }
+`
+	for i, tc := range []struct{ name, rules string }{
+		{"desired count hidden", base + `key_prefix "orchestrate/roles/" { policy = "deny" }`},
+		{"node hidden", base + `node "web2" { policy = "deny" }`},
+	} {
+		pol, _, err := admin.ACL().PolicyCreate(&api.ACLPolicy{Name: fmt.Sprintf("reaper-%d", i), Rules: tc.rules}, nil)
+		if err != nil {
+			t.Fatalf("%s: policy: %v", tc.name, err)
+		}
+		tok, _, err := admin.ACL().TokenCreate(&api.ACLToken{Policies: []*api.ACLTokenPolicyLink{{ID: pol.ID}}}, nil)
+		if err != nil {
+			t.Fatalf("%s: token: %v", tc.name, err)
+		}
+		conf := api.DefaultNonPooledConfig()
+		conf.Address, conf.Token, conf.TokenFile = agent.HTTPAddr, tok.SecretID, ""
+		c, err := api.NewClient(conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := fastConfig(t, "")
+		r, err := reaper.New(cfg, c, sim, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sess, _, err := c.Session().Create(&api.SessionEntry{TTL: "10s", LockDelay: time.Millisecond}, nil)
+		if err != nil {
+			t.Fatalf("%s: session: %v", tc.name, err)
+		}
+		if ok, _, err := c.KV().Acquire(&api.KVPair{Key: cfg.LeaderKey(), Session: sess}, nil); !ok || err != nil {
+			t.Fatalf("%s: acquire: %v %v", tc.name, ok, err)
+		}
+		before := sim.Creates.Load() + sim.Deletes.Load()
+		p := r.Cycle(context.Background(), sess)
+		if p != nil {
+			t.Errorf("%s: the cycle planned on filtered data: %v", tc.name, p.Actions)
+		}
+		if n := sim.Creates.Load() + sim.Deletes.Load() - before; n != 0 {
+			t.Errorf("%s: %d cloud changes", tc.name, n)
+		}
+		if keys := journalKeys(t, admin); len(keys) != 0 {
+			t.Errorf("%s: journal written: %v", tc.name, keys)
+		}
+		st, err := reaper.ReadState(context.Background(), admin, prefix)
+		if err != nil || st == nil || len(st.Errors) == 0 || !strings.Contains(st.Errors[0], "ACL") {
+			t.Errorf("%s: state = %+v, %v; want the skipped cycle naming ACLs", tc.name, st, err)
+		}
+		if _, err := admin.Session().Destroy(sess, nil); err != nil {
+			t.Fatal(err)
+		}
+		// The next case starts from a clean journal.
+		if _, err := admin.KV().DeleteTree(prefix+"/reaper/journal/", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

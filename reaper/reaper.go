@@ -226,9 +226,14 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 		r.metrics.cloudError(err)
 		return nil, fmt.Errorf("list servers: %w", err)
 	}
-	hcs, _, err := r.client.Health().State(api.HealthAny, (&api.QueryOptions{AllowStale: false}).WithContext(ctx))
+	hcs, meta, err := r.client.Health().State(api.HealthAny, (&api.QueryOptions{AllowStale: false}).WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("consul health query: %w", err)
+	}
+	// Consul leaves out what the token may not read and still answers 200:
+	// a hidden node would look absent, and its server unaccounted.
+	if meta != nil && meta.ResultsFilteredByACLs {
+		return nil, errors.New("consul health query: some checks are hidden by ACLs: the reaper's token needs node:read and service:read on every node and service")
 	}
 	checks := make([]Check, len(hcs))
 	for i, c := range hcs {
@@ -237,6 +242,16 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 	snap, err := r.store.Snapshot(ctx)
 	if err != nil {
 		return nil, err
+	}
+	// A desired count hidden by ACLs would look unset, and the file's count
+	// would take over (scaling the role in). The snapshot does not say
+	// whether keys were filtered out; listing the role keys does.
+	_, kmeta, err := r.client.KV().Keys(r.cfg.Prefix+"/roles/", "", (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("read %s/roles/: %w", r.cfg.Prefix, err)
+	}
+	if kmeta != nil && kmeta.ResultsFilteredByACLs {
+		return nil, fmt.Errorf("cannot read a desired count: keys under %s/roles/ are hidden by ACLs: the reaper's token needs key:read on them", r.cfg.Prefix)
 	}
 	for _, p := range snap.Problems {
 		if strings.Contains(p.Key, "/roles/") {
