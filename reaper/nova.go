@@ -351,8 +351,6 @@ func classifyHTTP(status int, body string) ErrorClass {
 		return Capacity
 	case (status == http.StatusForbidden || status == http.StatusRequestEntityTooLarge) && strings.Contains(lower, "quota"):
 		return Quota
-	case status == http.StatusRequestEntityTooLarge:
-		return Quota
 	case status == http.StatusNotFound:
 		return NotFound
 	case status == http.StatusConflict:

@@ -22,6 +22,7 @@ func TestClassifyNovaErrors(t *testing.T) {
 	}{
 		{"quota 403", httpErr(403, `{"forbidden": {"message": "Quota exceeded for instances: Requested 1, but already used 2 of 2 instances", "code": 403}}`), Quota},
 		{"quota 413 (older clouds)", httpErr(413, `{"overLimit": {"message": "Quota exceeded for cores"}}`), Quota},
+		{"413 that is not quota is fatal (request body too large)", httpErr(413, `<html><body><h1>413 Request Entity Too Large</h1>Request is too large.</body></html>`), Fatal},
 		{"plain 403 is fatal (policy)", httpErr(403, `{"forbidden": {"message": "Policy doesn't allow os_compute_api:servers:create"}}`), Fatal},
 		{"no valid host", httpErr(500, `{"computeFault": {"message": "No valid host was found. There are not enough hosts available."}}`), Capacity},
 		{"not found", httpErr(404, `{"itemNotFound": {"message": "Instance could not be found."}}`), NotFound},
