@@ -25,7 +25,12 @@ type result struct {
 // environment pointing at the agent.
 func cli(t *testing.T, a *consultest.Agent, stdin string, args ...string) result {
 	t.Helper()
-	t.Setenv("CONSUL_HTTP_ADDR", a.HTTPAddr)
+	// t.Setenv is not safe from concurrent goroutines (TestConvergeTwoAtOnce
+	// runs two converges at once, a data race under -race); set it only
+	// when it changes.
+	if os.Getenv("CONSUL_HTTP_ADDR") != a.HTTPAddr {
+		t.Setenv("CONSUL_HTTP_ADDR", a.HTTPAddr)
+	}
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), args, IO{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb})
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
