@@ -63,7 +63,12 @@ func Defaults() Config {
 		KeepLogs:        50,
 		LockFile:        "/var/lock/orchestrate-converge.lock",
 		WaitLock:        true,
-		CheckTTL:        30 * 24 * time.Hour,
+		// Only converge refreshes the checks, and it runs only when
+		// something changes; a TTL that expired would turn the check
+		// critical and take the node's services out of DNS. Ten years
+		// outlives any node (30 days used to expire a month after the last
+		// rollout, on every node within the same hour).
+		CheckTTL: 10 * 365 * 24 * time.Hour,
 	}
 }
 
