@@ -235,6 +235,10 @@ func (b *Blocker) Wait(ctx context.Context) (Result, error) {
 			eps, err := b.check(ctx, st.Requirement)
 			if err != nil {
 				if ctx.Err() != nil {
+					if st.LastError == "" && !st.Answered {
+						// The deadline cut the first query: still say why.
+						st.LastError = err.Error()
+					}
 					break // the wait is over; keep the last good count
 				}
 				st.LastError = err.Error()

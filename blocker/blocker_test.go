@@ -583,3 +583,18 @@ func TestSortEndpoints(t *testing.T) {
 		t.Fatalf("sorted %q, want %q", strings.Join(got, " "), want)
 	}
 }
+
+// TestSilentDNSNamesTheError: a server that takes every query and never
+// replies, with --timeout shorter than one query's timeout. The first query
+// is cut by the deadline; the message must still say what went wrong
+// instead of ending in "(last error: )".
+func TestSilentDNSNamesTheError(t *testing.T) {
+	addr := fakeDNS(t, 1<<30, false)
+	r := runCLI(t, "--dns", addr, "--timeout", "500ms", "web:2")
+	if r.code != 3 {
+		t.Fatalf("exit %d, want 3; stderr:\n%s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stderr, "(last error: )") || !strings.Contains(r.stderr, "last error: no answer from DNS server") {
+		t.Fatalf("stderr does not name the last error:\n%s", r.stderr)
+	}
+}
