@@ -53,11 +53,14 @@ func runReaper(ctx context.Context, e *env, args []string) error {
 	case "status":
 		rr := loadReaperReport(ctx, e)
 		if e.json {
-			return e.printJSON(rr)
+			if err := e.printJSON(rr); err != nil {
+				return err
+			}
+		} else {
+			writeReaperStatus(e.Stdout, rr)
 		}
-		writeReaperStatus(e.Stdout, rr)
-		if rr.Error != "" {
-			return exitcode.Usagef("%s", rr.Error)
+		if rr.err != nil {
+			return reaperReadError(rr.err)
 		}
 		return nil
 	}

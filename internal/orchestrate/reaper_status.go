@@ -2,12 +2,17 @@ package orchestrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -20,6 +25,8 @@ type reaperReport struct {
 	Stale bool   `json:"stale"`
 	Age   string `json:"age,omitempty"`
 	Error string `json:"error,omitempty"`
+	// err is the read error behind Error, for `reaper status`'s exit code.
+	err error
 }
 
 // loadReaperReport reads the reaper state; problems go into the report,
@@ -27,7 +34,7 @@ type reaperReport struct {
 func loadReaperReport(ctx context.Context, e *env) *reaperReport {
 	st, err := reaper.ReadState(ctx, e.client, e.store.Prefix())
 	if err != nil {
-		return &reaperReport{Error: err.Error()}
+		return &reaperReport{Error: err.Error(), err: err}
 	}
 	rr := &reaperReport{State: st}
 	if st != nil {
@@ -160,4 +167,15 @@ func sortedStates(m map[string]int) []string {
 		}
 	}
 	return out
+}
+
+// reaperReadError is `reaper status`'s exit for a state it could not read:
+// Consul unreachable or refusing is 3, a value the reaper did not write 2.
+func reaperReadError(err error) error {
+	var se api.StatusError
+	var ue *url.Error
+	if errors.As(err, &se) || errors.As(err, &ue) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return exitcode.Wrap(exitcode.Unavailable, err)
+	}
+	return exitcode.Wrap(exitcode.Usage, err)
 }

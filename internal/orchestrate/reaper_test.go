@@ -1,6 +1,8 @@
 package orchestrate
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -93,4 +95,30 @@ func TestStatusShowsReaperState(t *testing.T) {
 	if r = cli(t, a, "", "reaper", "status"); !strings.Contains(r.stdout, "STALE") {
 		t.Fatalf("old state not flagged stale:\n%s", r.stdout)
 	}
+}
+
+// TestReaperStatusExitCodes: `reaper status` with Consul unreachable is exit
+// 3 (it was 2, a usage error, and with --json 0); a state key holding
+// something the reaper did not write is exit 2, --json or not.
+func TestReaperStatusExitCodes(t *testing.T) {
+	t.Run("unreachable", func(t *testing.T) {
+		t.Setenv("CONSUL_HTTP_ADDR", "127.0.0.1:1")
+		for _, args := range [][]string{{"reaper", "status"}, {"reaper", "status", "--json"}} {
+			var out, errb bytes.Buffer
+			code := Run(context.Background(), args, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
+			if code != 3 {
+				t.Errorf("%v: exit %d, want 3\nstdout: %s\nstderr: %s", args, code, out.String(), errb.String())
+			}
+		}
+	})
+	t.Run("corrupt", func(t *testing.T) {
+		a := consultest.Start(t, consultest.Options{})
+		if _, err := a.Client.KV().Put(&api.KVPair{Key: "orchestrate/reaper/state", Value: []byte("{not json")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"reaper", "status"}, {"reaper", "status", "--json"}} {
+			r := cli(t, a, "", args...)
+			mustCode(t, r, 2, strings.Join(args, " "))
+		}
+	})
 }
