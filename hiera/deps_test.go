@@ -191,3 +191,35 @@ func TestOutIsDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestUnwritablePathsAreUsageErrors: an --out or --lock-file that cannot be
+// created is the operator's input, exit 2 naming the flag; both used to exit
+// 3, which says Consul could not be reached.
+func TestUnwritablePathsAreUsageErrors(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, flag string
+		args       []string
+	}{
+		{"out under a file", "--out", []string{"--out", filepath.Join(file, "services.yaml"), "--lock-file", filepath.Join(dir, "hs.lock")}},
+		{"lock under a file", "--lock-file", []string{"--out", filepath.Join(dir, "services.yaml"), "--lock-file", filepath.Join(file, "hs.lock")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stderr := runHS(t, a, tc.args...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; stderr:\n%s", code, stderr)
+			}
+			if !strings.Contains(stderr, tc.flag+": ") {
+				t.Errorf("error does not name %s:\n%s", tc.flag, stderr)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "services.yaml")); err == nil {
+		t.Error("a run with an unusable --lock-file wrote --out")
+	}
+}

@@ -71,7 +71,12 @@ func (r *Renderer) Once(ctx context.Context) error {
 	}
 	unlock, err := watch.Lock(ctx, r.Config.LockFile, true)
 	if err != nil {
-		return exitcode.Wrap(exitcode.Unavailable, err)
+		if ctx.Err() != nil {
+			return exitcode.Wrap(exitcode.Unavailable, err)
+		}
+		// The lock file cannot be made: the operator's --lock-file (or
+		// --out's directory), not Consul.
+		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("--lock-file: %w", err))
 	}
 	defer unlock()
 	r.holdsLock = true
@@ -338,6 +343,11 @@ func (r *Renderer) render(in *ctrenderer.RenderInput) (*ctrenderer.RenderResult,
 	changed := false
 	if err == nil {
 		changed, err = WriteFile(in.Path, contents)
+		if err != nil {
+			// A file that cannot be written is the operator's --out,
+			// not Consul.
+			err = &InputError{Err: fmt.Errorf("--out: %w", err)}
+		}
 	}
 	r.mu.Lock()
 	r.lastErr = err
