@@ -232,13 +232,36 @@ func (s *Store) move(ctx context.Context, dir, target string, val []byte, mine f
 			return fmt.Errorf("kv transaction on %s: %w", target, err)
 		}
 		if ok {
-			return nil
+			// The transaction checked only the keys it listed: a concurrent
+			// first write of this host (when neither listed anything)
+			// commits too, leaving the host in two places. Move again until
+			// no other key of this host is left.
+			again, err := s.othersLeft(ctx, dir, target, mine)
+			if err != nil || !again {
+				return err
+			}
+			continue
 		}
 		if !allStale(resp) {
 			return fmt.Errorf("kv transaction on %s rolled back: %s", target, TxnErrors(resp))
 		}
 	}
 	return fmt.Errorf("%s: %w", target, ErrConflict)
+}
+
+// othersLeft reports whether a key of this host other than target is under
+// dir.
+func (s *Store) othersLeft(ctx context.Context, dir, target string, mine func(string) bool) (bool, error) {
+	keys, _, err := s.kv.Keys(dir, "", readOpts(ctx))
+	if err != nil {
+		return false, fmt.Errorf("list %s: %w", dir, err)
+	}
+	for _, k := range keys {
+		if k != target && mine(k) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // maxTxnOps is Consul's limit on operations in one transaction.

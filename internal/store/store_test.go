@@ -301,3 +301,53 @@ func TestConcurrentMovesOfOneHost(t *testing.T) {
 		t.Fatalf("host in %d puppet states after racing moves: %v", len(got), got)
 	}
 }
+
+// TestConcurrentFirstWrites races two writers on hosts that have no key
+// yet: both list nothing, so each transaction only checks that its own
+// target does not exist, and both used to commit, leaving the host under
+// two versions (or in two states of one category).
+func TestConcurrentFirstWrites(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, c := newStore(t)
+	const hosts = 30
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*hosts)
+	for i := 0; i < hosts; i++ {
+		host := fmt.Sprintf("fresh%02d", i)
+		for w, pair := range [][2]string{{"v1", "failed"}, {"v2", "success"}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := s.ReportVersion(ctx, host, pair[0]); err != nil {
+					errs <- fmt.Errorf("writer %d report: %w", w, err)
+				}
+				if err := s.UpdateStatus(ctx, host, "puppet", pair[1], store.StatusValue{}); err != nil {
+					errs <- fmt.Errorf("writer %d status: %w", w, err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	count := func(p string) map[string]int {
+		n := map[string]int{}
+		for _, k := range keys(t, c, p) {
+			n[k[strings.LastIndex(k, "/")+1:]]++
+		}
+		return n
+	}
+	for h, n := range count("test/orchestrate/running_version/") {
+		if n != 1 {
+			t.Errorf("host %s under %d versions", h, n)
+		}
+	}
+	for h, n := range count("test/orchestrate/status/puppet/") {
+		if n != 1 {
+			t.Errorf("host %s in %d puppet states", h, n)
+		}
+	}
+}
