@@ -158,9 +158,9 @@ func run(ctx context.Context, args []string, stdio IO) error {
 	}
 	tmpl := templates.ServicesYAML
 	if c.Template != "" {
-		b, err := os.ReadFile(c.Template)
+		b, err := readInputFile(c.Template)
 		if err != nil {
-			return exitcode.Usagef("--template: %v", err)
+			return exitcode.Usagef("--template %s: %v", c.Template, err)
 		}
 		tmpl = string(b)
 	}

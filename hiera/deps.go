@@ -3,6 +3,7 @@ package hiera
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
@@ -52,7 +53,7 @@ func inputErrorf(format string, args ...any) error {
 // An empty file declares nothing. Any problem is an *InputError naming the
 // file, the line and what is wrong.
 func LoadDependencies(path string) (Dependencies, error) {
-	data, err := os.ReadFile(path)
+	data, err := readInputFile(path)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -65,6 +66,29 @@ func LoadDependencies(path string) (Dependencies, error) {
 		return nil, inputErrorf("dependencies file %s:%w", path, err)
 	}
 	return deps, nil
+}
+
+// maxInputFile bounds the dependencies file and a --template: both are
+// a few KiB; 1 MiB is far above any real one, and a device such as
+// /dev/zero is refused instead of read until memory runs out.
+const maxInputFile = 1 << 20
+
+// readInputFile reads an operator's input file of at most maxInputFile
+// bytes.
+func readInputFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxInputFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxInputFile {
+		return nil, fmt.Errorf("larger than %d bytes", maxInputFile)
+	}
+	return data, nil
 }
 
 // lineError is a problem at a line of the dependencies file; its message

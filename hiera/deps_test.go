@@ -223,3 +223,30 @@ func TestUnwritablePathsAreUsageErrors(t *testing.T) {
 		t.Error("a run with an unusable --lock-file wrote --out")
 	}
 }
+
+// TestOversizedInputFiles: a dependencies file or template larger than
+// maxInputFile is bad input, exit 2 naming the file, read no further. A
+// character device such as /dev/zero used to be read until the process ran
+// out of memory and crashed.
+func TestOversizedInputFiles(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	big := filepath.Join(t.TempDir(), "big")
+	// Valid YAML (comments only) and a valid template (text only), just
+	// too large.
+	if err := os.WriteFile(big, []byte(strings.Repeat("# padding\n", maxInputFile/10+1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, flag := range []string{"--dependencies", "--template"} {
+		out := outPath(t)
+		code, stderr := runHS(t, a, "--out", out, flag, big)
+		if code != 2 {
+			t.Fatalf("%s: exit %d, want 2; stderr:\n%s", flag, code, stderr)
+		}
+		if !strings.Contains(stderr, big) || !strings.Contains(stderr, "larger than") {
+			t.Errorf("%s: error does not name the file and its size limit:\n%s", flag, stderr)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s: oversized input wrote %s", flag, out)
+		}
+	}
+}
