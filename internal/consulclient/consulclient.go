@@ -12,6 +12,7 @@ package consulclient
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -81,8 +82,13 @@ func (o Options) Client() (*api.Client, error) {
 	return c, nil
 }
 
+// maxTokenFile bounds a token file: a Consul token is a 36-character UUID;
+// a file far larger (or a device such as /dev/zero) is refused before the
+// Consul API client reads it whole.
+const maxTokenFile = 64 << 10
+
 func checkTokenFile(path string) error {
-	data, err := os.ReadFile(path)
+	data, err := readTokenFile(path)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -94,4 +100,20 @@ func checkTokenFile(path string) error {
 		return fmt.Errorf("token file %s is empty", path)
 	}
 	return nil
+}
+
+func readTokenFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxTokenFile {
+		return nil, fmt.Errorf("larger than %d bytes, not a token", maxTokenFile)
+	}
+	return data, nil
 }
