@@ -84,6 +84,11 @@ func (c *Config) Validate() error {
 	}
 	if fi, err := os.Stat(c.Out); err == nil && fi.IsDir() {
 		return fmt.Errorf("--out %q is a directory, want a file", c.Out)
+	} else if err == nil && !fi.Mode().IsRegular() {
+		// WriteFile reads the old content and renames a new file over
+		// it: a FIFO would block, /dev/zero exhaust memory, and /dev/null
+		// be replaced by a regular file.
+		return fmt.Errorf("--out %q is a device, pipe or socket, want a regular file", c.Out)
 	}
 	for _, s := range c.Services {
 		if err := ValidServiceName(s); err != nil {

@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 )
@@ -248,5 +250,38 @@ func TestOversizedInputFiles(t *testing.T) {
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("%s: oversized input wrote %s", flag, out)
 		}
+	}
+}
+
+// TestOutNotARegularFile: --out naming a FIFO or a device is exit 2 and
+// leaves it alone. WriteFile used to read it (a FIFO blocks for ever,
+// /dev/zero exhausts memory) and rename a regular file over it (as root,
+// --out /dev/null replaced /dev/null).
+func TestOutNotARegularFile(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	fifo := filepath.Join(t.TempDir(), "services.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		code   int
+		stderr string
+	}
+	done := make(chan res, 1)
+	go func() {
+		code, stderr := runHS(t, a, "--out", fifo, "--lock-file", fifo+".lock")
+		done <- res{code, stderr}
+	}()
+	select {
+	case r := <-done:
+		if r.code != 2 || !strings.Contains(r.stderr, "--out") {
+			t.Fatalf("exit %d, want 2 naming --out; stderr:\n%s", r.code, r.stderr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("hiera-services blocked on a FIFO --out")
+	}
+	fi, err := os.Lstat(fifo)
+	if err != nil || fi.Mode().Type() != os.ModeNamedPipe {
+		t.Fatalf("the FIFO was replaced: %v %v", fi, err)
 	}
 }
