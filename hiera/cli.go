@@ -17,6 +17,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consulclient"
 	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/fileutil"
 	"github.com/jiocloud/orchestrate/internal/logging"
 	"github.com/jiocloud/orchestrate/templates"
 )
@@ -163,7 +164,7 @@ func run(ctx context.Context, args []string, stdio IO) error {
 	}
 	tmpl := templates.ServicesYAML
 	if c.Template != "" {
-		b, err := readInputFile(c.Template)
+		b, err := fileutil.ReadLimited(c.Template, maxInputFile)
 		if err != nil {
 			return exitcode.Usagef("--template %s: %v", c.Template, err)
 		}

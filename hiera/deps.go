@@ -3,11 +3,11 @@ package hiera
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sort"
 	"strconv"
 
+	"github.com/jiocloud/orchestrate/internal/fileutil"
 	"gopkg.in/yaml.v3"
 )
 
@@ -53,7 +53,7 @@ func inputErrorf(format string, args ...any) error {
 // An empty file declares nothing. Any problem is an *InputError naming the
 // file, the line and what is wrong.
 func LoadDependencies(path string) (Dependencies, error) {
-	data, err := readInputFile(path)
+	data, err := fileutil.ReadLimited(path, maxInputFile)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -72,24 +72,6 @@ func LoadDependencies(path string) (Dependencies, error) {
 // a few KiB; 1 MiB is far above any real one, and a device such as
 // /dev/zero is refused instead of read until memory runs out.
 const maxInputFile = 1 << 20
-
-// readInputFile reads an operator's input file of at most maxInputFile
-// bytes.
-func readInputFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxInputFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxInputFile {
-		return nil, fmt.Errorf("larger than %d bytes", maxInputFile)
-	}
-	return data, nil
-}
 
 // lineError is a problem at a line of the dependencies file; its message
 // starts with the line number so LoadDependencies can print file:line.

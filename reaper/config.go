@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/jiocloud/orchestrate/internal/fileutil"
 	"github.com/jiocloud/orchestrate/internal/store"
 )
 
@@ -244,14 +245,20 @@ func ParseConfig(r io.Reader) (*Config, error) {
 	return c, nil
 }
 
+// maxConfigFile bounds the configuration file: a real one is a few KiB.
+const maxConfigFile = 1 << 20
+
+// maxUserData is the most raw user data Nova takes: it accepts 65,535 bytes
+// of base64, which encodes 49,149 bytes.
+const maxUserData = 49149
+
 // LoadConfig reads and parses the file at path.
 func LoadConfig(path string) (*Config, error) {
-	f, err := os.Open(path)
+	data, err := fileutil.ReadLimited(path, maxConfigFile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	defer f.Close()
-	c, err := ParseConfig(f)
+	c, err := ParseConfig(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -453,9 +460,9 @@ func (r *Role) validate(field string) error {
 		}
 	}
 	if b.UserDataFile != "" {
-		data, err := os.ReadFile(b.UserDataFile)
+		data, err := fileutil.ReadLimited(b.UserDataFile, maxUserData)
 		if err != nil {
-			return fmt.Errorf("%s.boot.user_data_file: %w", field, err)
+			return fmt.Errorf("%s.boot.user_data_file: %w (Nova takes at most 65,535 bytes of base64)", field, err)
 		}
 		b.userData = data
 	}

@@ -84,6 +84,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{name: "none among networks", old: "      networks: [none]", yaml: "      networks: [none, abc]", want: "boot.networks[0]"},
 		{name: "reserved metadata", old: "      metadata: {team: infra}", yaml: "      metadata: {role: x}", want: "boot.metadata.role"},
 		{name: "missing user data", old: "      tags: [orchestrate]", yaml: "      tags: [orchestrate]\n      user_data_file: /nonexistent/ud", want: "user_data_file"},
+		{name: "user data Nova would refuse", old: "      tags: [orchestrate]", yaml: "      tags: [orchestrate]\n      user_data_file: /dev/zero", want: "roles[web].boot.user_data_file: larger than 49149 bytes"},
 		{name: "duplicate role", old: "roles:", yaml: "roles:\n  - {name: web, boot: {flavor: f, image: i}}", want: "listed twice"},
 		{name: "no roles", old: "roles:", yaml: "roles: []\nunused:", want: "unused"},
 	}
@@ -119,6 +120,15 @@ func TestLoadConfigReadsUserData(t *testing.T) {
 	}
 	if got := string(c.Role("web").Boot.userData); !strings.Contains(got, "echo hi") {
 		t.Fatalf("user data = %q", got)
+	}
+}
+
+// A configuration "file" that never ends (a device, a wrong path) is refused
+// after its size limit, not read until memory runs out.
+func TestLoadConfigRefusesAnEndlessFile(t *testing.T) {
+	_, err := LoadConfig("/dev/zero")
+	if err == nil || !strings.Contains(err.Error(), "/dev/zero: larger than") {
+		t.Fatalf("LoadConfig(/dev/zero) = %v, want a size error naming the file", err)
 	}
 }
 

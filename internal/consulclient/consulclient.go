@@ -12,7 +12,6 @@ package consulclient
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/fileutil"
 )
 
 // Options holds the connection flags shared by every binary.
@@ -88,7 +88,7 @@ func (o Options) Client() (*api.Client, error) {
 const maxTokenFile = 64 << 10
 
 func checkTokenFile(path string) error {
-	data, err := readTokenFile(path)
+	data, err := fileutil.ReadLimited(path, maxTokenFile)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -100,20 +100,4 @@ func checkTokenFile(path string) error {
 		return fmt.Errorf("token file %s is empty", path)
 	}
 	return nil
-}
-
-func readTokenFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxTokenFile {
-		return nil, fmt.Errorf("larger than %d bytes, not a token", maxTokenFile)
-	}
-	return data, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/fileutil"
 	"github.com/jiocloud/orchestrate/internal/store"
 )
 
@@ -165,11 +166,15 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
+// maxHieraData bounds the rendered hiera data converge reads: 1,000
+// services of 5 instances render to about 700 KiB.
+const maxHieraData = 64 << 20
+
 // readDependencies reads orchestrate::dependencies_met and
 // orchestrate::unmet_dependencies from the rendered hiera data. A file
 // without them has no declared dependencies: met.
 func readDependencies(path string) (met bool, unmet []string, err error) {
-	data, err := os.ReadFile(path)
+	data, err := fileutil.ReadLimited(path, maxHieraData)
 	if err != nil {
 		return false, nil, err
 	}
