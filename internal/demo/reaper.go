@@ -51,9 +51,7 @@ func (d *demo) reaperStep() error {
 	step(5, "The reaper replaces a node whose checks stay critical")
 	cloud := simcloud.New()
 	cloud.BootDelay = 2 * time.Second
-	roleOf := map[string]string{}
 	for _, nr := range allNodes() {
-		roleOf[nr[0]] = nr[1]
 		cloud.Add(reaper.Server{Name: nr[0], Created: time.Now().Add(-time.Hour), Metadata: map[string]string{"role": nr[1]}})
 	}
 	// The simulated cloud plays the booted machines: a server that becomes
@@ -110,7 +108,6 @@ func (d *demo) reaperStep() error {
 		return err
 	}
 	say("it leads, and it is armed: every role reached its count with validation success in step 4")
-	deletesBefore := cloud.Deletes.Load()
 
 	say("compute3's checks turn critical (its machine died)")
 	if err := d.sim.setHealth(d.ctx, "compute3", "compute", api.HealthCritical); err != nil {
@@ -156,16 +153,10 @@ func (d *demo) reaperStep() error {
 		sick = append(sick, n)
 	}
 	say("checks of %s turn critical (a partition, not 8 dead machines)", strings.Join(sick, ", "))
-	for _, n := range sick {
-		role := roleOf[n]
-		if role == "" {
-			role = strings.TrimRight(n, "0123456789")
-		}
-		if err := d.sim.setHealth(d.ctx, n, role, api.HealthCritical); err != nil {
-			return err
-		}
+	if err := d.setHealth(sick, api.HealthCritical); err != nil {
+		return err
 	}
-	deletesBefore = cloud.Deletes.Load()
+	deletesBefore := cloud.Deletes.Load()
 	createsBefore := cloud.Creates.Load()
 	if err := d.waitFor("the reaper to pause", 30*time.Second, func() bool {
 		st := state()
@@ -187,14 +178,8 @@ func (d *demo) reaperStep() error {
 	}
 	say("no server was created or deleted while paused")
 	say("the partition heals")
-	for _, n := range sick {
-		role := roleOf[n]
-		if role == "" {
-			role = strings.TrimRight(n, "0123456789")
-		}
-		if err := d.sim.setHealth(d.ctx, n, role, api.HealthPassing); err != nil {
-			return err
-		}
+	if err := d.setHealth(sick, api.HealthPassing); err != nil {
+		return err
 	}
 	if err := d.waitFor("the reaper to resume", 30*time.Second, func() bool {
 		st := state()
@@ -203,6 +188,17 @@ func (d *demo) reaperStep() error {
 		return err
 	}
 	say("the reaper resumed, with nothing to do")
+	return nil
+}
+
+// setHealth turns every check of nodes to status. Demo nodes are named
+// <role><n>, the reaper's name template included.
+func (d *demo) setHealth(nodes []string, status string) error {
+	for _, n := range nodes {
+		if err := d.sim.setHealth(d.ctx, n, strings.TrimRight(n, "0123456789"), status); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
