@@ -1,12 +1,10 @@
 package hiera
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,21 +13,17 @@ import (
 	"github.com/hashicorp/consul-template/config"
 	"github.com/spf13/pflag"
 
+	"github.com/jiocloud/orchestrate/internal/cli"
 	"github.com/jiocloud/orchestrate/internal/consulclient"
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/fileutil"
 	"github.com/jiocloud/orchestrate/internal/logging"
 	"github.com/jiocloud/orchestrate/templates"
+	"github.com/jiocloud/orchestrate/watch"
 )
 
-// DefaultOut is where Puppet's hiera reads services.yaml.
-const DefaultOut = "/etc/puppet/hiera/data/services.yaml"
-
 // IO is the process's standard streams.
-type IO struct {
-	Stdin          io.Reader
-	Stdout, Stderr io.Writer
-}
+type IO = cli.IO
 
 // Config is hiera-services' configuration: defaults, then the environment
 // (through consulclient), then flags, then Validate.
@@ -51,6 +45,8 @@ type Config struct {
 	Exec string
 	// LockFile serialises overlapping runs; empty: .<out name>.lock beside Out.
 	LockFile string
+	// PassEnv names credentials Exec may inherit (see watch.ChildEnv).
+	PassEnv []string
 
 	Consul consulclient.Options
 	Log    logging.Options
@@ -70,6 +66,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Wait, "wait", "", "with --watch: MIN[:MAX] quiescence before rendering, e.g. 2s:10s (MAX defaults to 4*MIN)")
 	fs.StringVar(&c.Exec, "exec", "", "shell command to run after the file's content changed (never when it did not)")
 	fs.StringVar(&c.LockFile, "lock-file", "", "lock serialising overlapping runs (default .NAME.lock beside --out)")
+	fs.StringArrayVar(&c.PassEnv, "pass-env", nil, "let --exec inherit this credential variable (CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE or an OS_* one), withheld by default (repeatable)")
 	c.Consul.AddFlags(fs)
 	c.Log.AddFlags(fs)
 }
@@ -115,6 +112,12 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--wait %q: %w", c.Wait, err)
 		}
 		c.wait = w
+	}
+	if err := watch.ValidPassEnv(c.PassEnv); err != nil {
+		return err
+	}
+	if len(c.PassEnv) > 0 && c.Exec == "" {
+		return errors.New("--pass-env needs --exec")
 	}
 	if c.LockFile == "" {
 		c.LockFile = filepath.Join(filepath.Dir(c.Out), "."+filepath.Base(c.Out)+".lock")
@@ -173,26 +176,19 @@ func run(ctx context.Context, args []string, stdio IO) error {
 	if err := checkTemplate(tmpl, NewFuncs(&Selection{}, logger).FuncMap()); err != nil {
 		return exitcode.Wrap(exitcode.Usage, err)
 	}
-	apiCfg, err := c.Consul.Config()
-	if err != nil {
-		return err
-	}
-	r := &Renderer{
-		Config:    &c,
-		Template:  tmpl,
-		Deps:      deps,
-		APIConfig: apiCfg,
-		Log:       logger,
-		Stdout:    stdio.Stdout,
-		Stderr:    stdio.Stderr,
-	}
 	if !c.Watch {
 		// A Consul watch handler gets a JSON payload on stdin; the catalog is
 		// read afresh anyway, but the payload must be consumed.
 		go func() { _, _ = readPayload(stdio.Stdin) }()
-		return r.Once(ctx)
 	}
-	return r.WatchLoop(ctx)
+	f, err := newFileRun(&c, tmpl, deps, logger, stdio)
+	if err != nil {
+		return err
+	}
+	if !c.Watch {
+		return f.once(ctx)
+	}
+	return f.watch(ctx)
 }
 
 const summary = `Renders Puppet's hiera data (services.yaml and dependency state) from the
@@ -205,39 +201,3 @@ re-render on every catalog change.
 
 Exit codes: 0 done, 1 the --exec command failed, 2 bad flags, template or
 dependencies file, 3 Consul could not be reached (the file is left as it was).`
-
-// logWriter sends consul-template's stdlib log lines ("[LEVEL] (part) msg")
-// to slog. Its retries are debug: the renderer logs Consul's state changes
-// itself, once each. So is its warning about watching many dependencies,
-// which it repeats on every pass over the template: hiera-services watches
-// one query per service by design.
-type logWriter struct{ log *slog.Logger }
-
-// Write logs one line of consul-template's output.
-func (w logWriter) Write(p []byte) (int, error) {
-	level := slog.LevelDebug
-	line := p
-	if i := bytes.IndexByte(p, ' '); i > 0 && p[0] == '[' {
-		switch string(p[:i]) {
-		case "[ERR]":
-			level = slog.LevelError
-		case "[WARN]":
-			if !bytes.HasPrefix(p[i+1:], []byte("(view)")) && !bytes.HasPrefix(p[i+1:], []byte("(runner) watching")) {
-				level = slog.LevelWarn
-			}
-		}
-		line = p[i+1:]
-	}
-	// Most lines are debug and trace; drop them before any formatting.
-	if !w.log.Enabled(context.Background(), level) {
-		return len(p), nil
-	}
-	msg := strings.TrimSpace(string(line))
-	if strings.HasPrefix(msg, "(runner) final config:") {
-		// consul-template prints its whole configuration, Consul token
-		// included; a token never goes into a log.
-		msg = "(runner) final config: (not logged: it holds the Consul token)"
-	}
-	w.log.Log(context.Background(), level, msg, "from", "consul-template")
-	return len(p), nil
-}

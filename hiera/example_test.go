@@ -35,11 +35,12 @@ func ExampleData_YAML() {
 }
 
 func ExampleYAMLQuote() {
-	for _, s := range []string{"10.0.0.5", "yes", "a: b\n- c"} {
+	for _, s := range []string{"10.0.0.5", "yes", "a: b\n- c", "%{lookup('secret')}"} {
 		fmt.Println(hiera.YAMLQuote(s))
 	}
 	// Output:
 	// "10.0.0.5"
 	// "yes"
 	// "a: b\n- c"
+	// "%{literal('%')}{lookup('secret')}"
 }

@@ -96,7 +96,8 @@ func NewFuncs(sel *Selection, log *slog.Logger) *Funcs {
 // FuncMap returns the functions for config.TemplateConfig.ExtFuncMap:
 //
 //	hieraData  a fresh *Collector for this render
-//	yamlQuote  a string as a double-quoted YAML scalar, for custom templates
+//	yamlQuote  a string as a double-quoted YAML scalar with Hiera's
+//	           interpolation escaped, for custom templates
 func (f *Funcs) FuncMap() template.FuncMap {
 	return template.FuncMap{
 		"hieraData": func() *Collector { return &Collector{f: f} },
@@ -340,8 +341,13 @@ func (c *Collector) DatacenterQuery() string {
 	return ""
 }
 
-// YAMLQuote returns s as a double-quoted YAML scalar, safe as a key or a
-// value whatever s holds.
+// YAMLQuote returns s as a double-quoted YAML scalar that Hiera reads back
+// as exactly s, whatever s holds: YAML's special characters are escaped,
+// and so is Hiera's interpolation (each '%' becomes %{literal('%')}), so a
+// custom template that writes catalog strings through yamlQuote cannot be
+// made to copy another hiera key into its data. Hiera does not interpolate
+// top-level keys, so a key built from a name holding '%' would not be found
+// as written; the names the template functions accept hold none.
 func YAMLQuote(s string) string {
-	return string(appendQuoted(nil, s))
+	return string(appendValue(nil, s))
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/consul/api"
 	"gopkg.in/yaml.v3"
@@ -76,23 +75,54 @@ func readKeys(t testing.TB, path string) map[string]any {
 	if err := yaml.Unmarshal(data, &m); err != nil {
 		t.Fatalf("output does not parse as YAML: %v\n%s", err, data)
 	}
+	for k, v := range m {
+		m[k] = hieraInterpolate(t, k, v)
+	}
 	return m
+}
+
+// hieraInterpolate does to a parsed value what Hiera's interpolation does
+// to the values the renderer writes: it replaces %{literal('%')} with '%'.
+// Any other %{...} fails the test: the renderer must never leave one that
+// Hiera would resolve (lookup, alias, scope, a fact). The real-Puppet
+// tests check the same against `puppet lookup` itself.
+func hieraInterpolate(t testing.TB, key string, v any) any {
+	t.Helper()
+	switch v := v.(type) {
+	case string:
+		var b strings.Builder
+		for rest := v; ; {
+			i := strings.IndexByte(rest, '%')
+			if i < 0 {
+				b.WriteString(rest)
+				return b.String()
+			}
+			b.WriteString(rest[:i])
+			rest = rest[i:]
+			switch {
+			case strings.HasPrefix(rest, hieraLiteralPercent):
+				b.WriteByte('%')
+				rest = rest[len(hieraLiteralPercent):]
+			case strings.HasPrefix(rest, "%{"):
+				t.Errorf("key %q: value %q holds a Hiera interpolation", key, v)
+				return v
+			default:
+				b.WriteByte('%')
+				rest = rest[1:]
+			}
+		}
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = hieraInterpolate(t, key, e)
+		}
+		return out
+	}
+	return v
 }
 
 func outPath(t testing.TB) string {
 	return filepath.Join(t.TempDir(), "hiera", "services.yaml")
-}
-
-// eventually retries f until it returns true or the deadline passes.
-func eventually(t testing.TB, d time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // logQuote renders s as slog's text handler writes an attribute value.

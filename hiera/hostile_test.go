@@ -21,6 +21,13 @@ var hostile = []string{
 	"yes", "no", "on", "null", "~", "1:20", "2001-12-14", "0x1F", ".inf", "",
 	"ünïcödé-ßervice", "\u2028", "tab\there", `back\slash`, "trailing ",
 	strings.Repeat("long-", 80),
+	// Hiera interpolation: each must read back as these characters, never
+	// as the value of another key or a fact.
+	"%{x}", "%{lookup('x')}", `%{lookup("secret")}`, "%{alias('secret')}", "%{scope('x')}", "%{}",
+	"%%{x}", "%", "%{::fqdn}", "%{literal('%')}", "%{hiera('secret')}", "a%{facts.fqdn}b",
+	// Names Hiera cannot look up as written: '.' digs into a hash, '::'
+	// is Puppet's scope separator.
+	"dotted.name", "scoped::name",
 }
 
 // TestHostileNames registers hostile service names, tags, meta, node names,

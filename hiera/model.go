@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
-	dep "github.com/hashicorp/consul-template/dependency"
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/hieradata"
 )
 
 // Instance is one registered instance of a service, as the renderer needs it.
@@ -28,11 +31,11 @@ type Instance struct {
 // Addressable reports whether Consul DNS returns the instance: its checks
 // are passing or warning, not critical and not in maintenance.
 func (i Instance) Addressable() bool {
-	return i.Status == dep.HealthPassing || i.Status == dep.HealthWarning
+	return i.Status == api.HealthPassing || i.Status == api.HealthWarning
 }
 
 // Functional reports whether every check of the instance passes.
-func (i Instance) Functional() bool { return i.Status == dep.HealthPassing }
+func (i Instance) Functional() bool { return i.Status == api.HealthPassing }
 
 // Data is the hiera data of one render: the selected services' instances
 // and the node's dependencies. Keys and values become YAML through an
@@ -131,7 +134,7 @@ func serviceKeys(keys map[string]any, name string, insts []Instance) {
 func (d *Data) dependencyKeys(keys map[string]any) {
 	unmet := []string{}
 	for _, s := range d.DependencyStates() {
-		p := "orchestrate::dependencies::" + s.Service + "::"
+		p := hieradata.DependencyKeyPrefix + s.Service + "::"
 		keys[p+"addressable_required"] = s.Addressable
 		keys[p+"addressable"] = s.HaveAddressable
 		keys[p+"functional_required"] = s.Functional
@@ -140,8 +143,8 @@ func (d *Data) dependencyKeys(keys map[string]any) {
 			unmet = append(unmet, s.Service)
 		}
 	}
-	keys["orchestrate::dependencies_met"] = len(unmet) == 0
-	keys["orchestrate::unmet_dependencies"] = unmet
+	keys[hieradata.KeyDependenciesMet] = len(unmet) == 0
+	keys[hieradata.KeyUnmetDependencies] = unmet
 }
 
 func addService(keys map[string]any, prefix string, insts []Instance, tagKeys map[string]bool) {
@@ -199,7 +202,8 @@ func uniqueInts(in []int) []int {
 // YAML encodes the data: one top-level key per line in byte order, every key
 // and string double-quoted (so YAML 1.1 readers such as Puppet's never take
 // an address for a boolean, a number or a date), lists sorted and
-// deduplicated in flow style. The same data always encodes to the same bytes.
+// deduplicated in flow style, every '%' in a string value escaped for Hiera
+// (see appendValue). The same data always encodes to the same bytes.
 func (d *Data) YAML() ([]byte, error) {
 	return EncodeKeys(d.Keys())
 }
@@ -236,7 +240,7 @@ func EncodeKeys(keys map[string]any) ([]byte, error) {
 		buf = append(buf, ':', ' ')
 		switch v := keys[k].(type) {
 		case string:
-			buf = appendQuoted(buf, v)
+			buf = appendValue(buf, v)
 		case int:
 			buf = strconv.AppendInt(buf, int64(v), 10)
 		case bool:
@@ -247,7 +251,7 @@ func EncodeKeys(keys map[string]any) ([]byte, error) {
 				if i > 0 {
 					buf = append(buf, ',', ' ')
 				}
-				buf = appendQuoted(buf, s)
+				buf = appendValue(buf, s)
 			}
 			buf = append(buf, ']')
 		case []int:
@@ -273,6 +277,24 @@ const hexDigits = "0123456789ABCDEF"
 // implicit keys (the limit counts characters; quoted keys here are mostly
 // ASCII, and a longer one only costs the explicit form).
 const maxImplicitKey = 1000
+
+// hieraLiteralPercent is how Hiera 5 writes a literal '%' in data: the
+// literal function's result is not interpolated again.
+const hieraLiteralPercent = "%{literal('%')}"
+
+// appendValue appends a string value: s as a YAML double-quoted scalar that
+// Hiera reads back as exactly s. Hiera interpolates "%{...}" in every string
+// it looks up (lookup, alias, scope, facts), so each '%' is written as
+// %{literal('%')}: a catalog string can never make Puppet read another
+// hiera key. Keys need no escape: Hiera looks up top-level keys as written,
+// and every key the renderer writes is built from names ValidServiceName
+// and ValidTaggedAddressKey accept, which hold no '%'.
+func appendValue(buf []byte, s string) []byte {
+	if strings.IndexByte(s, '%') < 0 {
+		return appendQuoted(buf, s)
+	}
+	return appendQuoted(buf, strings.ReplaceAll(s, "%", hieraLiteralPercent))
+}
 
 // appendQuoted appends s as a YAML double-quoted scalar. Printable
 // characters other than '"' and '\\' go in as they are; everything else

@@ -45,6 +45,9 @@ func TestEncodeRoundTrip(t *testing.T) {
 	if len(back) != len(keys) {
 		t.Fatalf("%d keys back, want %d", len(back), len(keys))
 	}
+	for k, v := range back {
+		back[k] = hieraInterpolate(t, k, v)
+	}
 	for k, v := range keys {
 		var want any
 		switch v := v.(type) {

@@ -174,14 +174,14 @@ func TestWatchExecOncePerChange(t *testing.T) {
 		}
 	}()
 	unchanged := func() int { return strings.Count(stderr.String(), "content unchanged") }
-	eventually(t, 15*time.Second, "the first render", func() bool { return unchanged() >= 1 })
+	testutil.Eventually(t, 15*time.Second, "the first render", func() bool { return unchanged() >= 1 })
 	if n := runs(); n != 0 {
 		t.Fatalf("--exec ran %d times with no change", n)
 	}
 
 	for change := 1; change <= 2; change++ {
 		register(t, a.Client, inst{node: "db" + strconv.Itoa(change+1), nodeAddr: "10.0.0." + strconv.Itoa(5+change), svc: "mysql", port: 3306, status: "passing"})
-		eventually(t, 15*time.Second, "--exec after change "+strconv.Itoa(change), func() bool { return runs() >= change })
+		testutil.Eventually(t, 15*time.Second, "--exec after change "+strconv.Itoa(change), func() bool { return runs() >= change })
 		// A catalog update that does not change the output (service meta)
 		// renders but does not run the command.
 		before := unchanged()
@@ -190,7 +190,7 @@ func TestWatchExecOncePerChange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 15*time.Second, "a render that changes nothing", func() bool { return unchanged() > before })
+		testutil.Eventually(t, 15*time.Second, "a render that changes nothing", func() bool { return unchanged() > before })
 		time.Sleep(300 * time.Millisecond)
 		if n := runs(); n != change {
 			t.Fatalf("after %d changes --exec ran %d times", change, n)
@@ -218,13 +218,13 @@ func TestWatchSurvivesConsulLoss(t *testing.T) {
 	go func() {
 		done <- Run(ctx, []string{"--consul-addr", a.HTTPAddr, "--out", out, "--watch"}, IO{Stdout: stderr, Stderr: stderr})
 	}()
-	eventually(t, 15*time.Second, "the first render", func() bool {
+	testutil.Eventually(t, 15*time.Second, "the first render", func() bool {
 		data, _ := os.ReadFile(out)
 		return strings.Contains(string(data), "10.0.0.5")
 	})
 	good, _ := os.ReadFile(out)
 	a.Stop()
-	eventually(t, 15*time.Second, "the loss to be logged", func() bool { return strings.Contains(stderr.String(), "consul unreachable") })
+	testutil.Eventually(t, 15*time.Second, "the loss to be logged", func() bool { return strings.Contains(stderr.String(), "consul unreachable") })
 	time.Sleep(5 * time.Second) // several retries and health polls
 	select {
 	case code := <-done:
@@ -340,5 +340,54 @@ func TestCustomTemplate(t *testing.T) {
 	if got["mine::my-sql::node"] != "db1" || !reflect.DeepEqual(got["services::my-sql::eth0"], strs("a: b")) {
 		data, _ := os.ReadFile(out)
 		t.Errorf("custom template output:\n%s", data)
+	}
+}
+
+// TestExecWithholdsCredentials: --exec runs without the Consul token or
+// OpenStack credentials of hiera-services' environment, unless --pass-env
+// names one.
+func TestExecWithholdsCredentials(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	t.Setenv("CONSUL_HTTP_TOKEN", "env-token-value")
+	t.Setenv("OS_PASSWORD", "os-password-value")
+	t.Setenv("OS_AUTH_URL", "https://keystone.example:5000/v3")
+	t.Setenv("KEEP_ME", "kept")
+	dir := t.TempDir()
+	out := outPath(t)
+	for i, tc := range []struct {
+		pass          []string
+		want, notWant []string
+	}{
+		{nil, []string{"KEEP_ME=kept"}, []string{"CONSUL_HTTP_TOKEN", "env-token-value", "OS_PASSWORD", "os-password-value", "OS_AUTH_URL"}},
+		{[]string{"OS_AUTH_URL"}, []string{"KEEP_ME=kept", "OS_AUTH_URL=https://keystone.example:5000/v3"}, []string{"env-token-value", "os-password-value"}},
+	} {
+		// A new service each time, so the file changes and --exec runs.
+		register(t, a.Client, inst{node: "n" + strconv.Itoa(i), nodeAddr: "10.0.0.5", svc: "svc" + strconv.Itoa(i), port: 80})
+		envFile := filepath.Join(dir, "env"+strconv.Itoa(i))
+		args := []string{"--out", out, "--exec", "env > " + envFile}
+		for _, p := range tc.pass {
+			args = append(args, "--pass-env", p)
+		}
+		if code, stderr := runHS(t, a, args...); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		data, err := os.ReadFile(envFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := "\n" + string(data)
+		for _, w := range tc.want {
+			if !strings.Contains(env, "\n"+w+"\n") {
+				t.Errorf("pass %q: %q missing from --exec's environment", tc.pass, w)
+			}
+		}
+		for _, n := range tc.notWant {
+			if strings.Contains(env, n) {
+				t.Errorf("pass %q: --exec inherited %q", tc.pass, n)
+			}
+		}
+	}
+	if code, stderr := runHS(t, a, "--out", out, "--pass-env", "OS_CLOUD"); code != 2 || !strings.Contains(stderr, "--pass-env") {
+		t.Errorf("--pass-env without --exec: exit %d, want 2 naming the flag: %s", code, stderr)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,19 +18,51 @@ import (
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
+// renderWithDeps writes a dependencies file holding deps, renders once
+// with it and returns the output and dependencies paths.
+func renderWithDeps(t *testing.T, a *consultest.Agent, deps string) (out, depsPath string) {
+	t.Helper()
+	depsPath = filepath.Join(t.TempDir(), "deps.yaml")
+	if err := os.WriteFile(depsPath, []byte(deps), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = outPath(t)
+	if code, stderr := runHS(t, a, "--out", out, "--dependencies", depsPath); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	return out, depsPath
+}
+
+// puppetSecret and puppetFQDN are what the hiera hierarchy and the facts
+// of puppetLookup hold besides the rendered file; no lookup of rendered
+// data may ever return them.
+const (
+	puppetSecret = "TOPSECRET-db-password"
+	puppetFQDN   = "leaked.attacker.example"
+)
+
 // puppetLookup runs the real `puppet lookup KEY --hiera_config` against the
 // rendered file and returns the value decoded from JSON.
 func puppetLookup(t *testing.T, puppet, out, key string) any {
 	t.Helper()
 	dir := t.TempDir()
 	hieraYAML := filepath.Join(dir, "hiera.yaml")
-	conf := "---\nversion: 5\ndefaults:\n  datadir: " + filepath.Dir(out) + "\n  data_hash: yaml_data\nhierarchy:\n  - name: services\n    path: " + filepath.Base(out) + "\n"
+	// A second level holds secrets and the facts hold an fqdn, as on a
+	// real node: a value that Hiera interpolated would return one of them.
+	secrets := filepath.Join(dir, "secrets.yaml")
+	conf := "---\nversion: 5\ndefaults:\n  data_hash: yaml_data\nhierarchy:\n" +
+		"  - name: services\n    path: " + out + "\n    datadir: /\n" +
+		"  - name: secrets\n    path: " + secrets + "\n    datadir: /\n"
 	facts := filepath.Join(dir, "facts.json")
-	if err := os.WriteFile(hieraYAML, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(facts, []byte("{}"), 0o644); err != nil {
-		t.Fatal(err)
+	for path, data := range map[string]string{
+		hieraYAML: conf,
+		secrets:   "secret: " + puppetSecret + "\nx: " + puppetSecret + "\n",
+		facts: `{"fqdn": "` + puppetFQDN + `", "hostname": "leaked", "domain": "attacker.example", "clientcert": "` + puppetFQDN +
+			`", "networking": {"fqdn": "` + puppetFQDN + `"}}`,
+	} {
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -37,6 +71,9 @@ func puppetLookup(t *testing.T, puppet, out, key string) any {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("puppet lookup %s: %v\nstdout: %s\nstderr: %s", key, err, stdout.String(), stderr.String())
+	}
+	if strings.Contains(stdout.String(), puppetSecret) || strings.Contains(stdout.String(), puppetFQDN) {
+		t.Errorf("puppet lookup %s returned a secret or fact: %s", key, stdout.String())
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	var v any
@@ -59,14 +96,7 @@ func TestPuppetLookup(t *testing.T) {
 		tagged: map[string]string{"eth0": "yes"}})
 	register(t, a.Client, inst{node: "db3", nodeAddr: "10.0.0.7", svc: "mysql", port: 3306, status: "warning",
 		tagged: map[string]string{"eth0": "p\nq: [r]"}})
-	deps := filepath.Join(t.TempDir(), "deps.yaml")
-	if err := os.WriteFile(deps, []byte("mysql: {addressable: 2, functional: 2}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := outPath(t)
-	if code, stderr := runHS(t, a, "--out", out, "--dependencies", deps); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
+	out, deps := renderWithDeps(t, a, "mysql: {addressable: 2, functional: 2}\n")
 	got := puppetLookup(t, puppet, out, "services::mysql::eth0")
 	want := []any{"10.1.0.5", "p\nq: [r]", "yes"}
 	if !reflect.DeepEqual(got, want) {
@@ -83,5 +113,48 @@ func TestPuppetLookup(t *testing.T) {
 	}
 	if got := puppetLookup(t, puppet, out, "orchestrate::dependencies_met"); got != true {
 		t.Errorf("dependencies_met with 2 passing of 2 = %#v, want true", got)
+	}
+}
+
+// TestPuppetLookupHostile registers Hiera interpolation tokens as addresses,
+// node names and tagged addresses, renders, and reads each key back with
+// real `puppet lookup` against a hierarchy that also holds a secret and
+// facts: every value comes back as the characters registered, never as
+// the secret, a fact or another key's value.
+func TestPuppetLookupHostile(t *testing.T) {
+	puppet := testutil.RequirePuppet(t)
+	a := consultest.Start(t, consultest.Options{})
+	tokens := []string{
+		"%{x}", "%{lookup('x')}", "%{lookup('secret')}", `%{lookup("secret")}`, "%{alias('secret')}",
+		"%{scope('x')}", "%{}", "%%{x}", "%", "%{::fqdn}", "%{facts.fqdn}", "%{literal('%')}",
+		"%{hiera('secret')}", "a%{secret}b", "%{literal('%')}{lookup('secret')}",
+	}
+	for i, tok := range tokens {
+		register(t, a.Client, inst{node: "node" + tok, nodeAddr: "10.0.0.1", svc: "interp", id: "interp-" + strconv.Itoa(i),
+			addr: tok, port: 80, status: "passing", tagged: map[string]string{"eth0": tok}})
+	}
+	out, _ := renderWithDeps(t, a, "interp: {functional: 100}\n")
+	want := func(prefix string) []any {
+		var w []string
+		for _, tok := range tokens {
+			w = append(w, prefix+tok)
+		}
+		sort.Strings(w)
+		var out []any
+		for _, s := range w {
+			out = append(out, s)
+		}
+		return out
+	}
+	for key, w := range map[string][]any{
+		"services::interp::address":         want(""),
+		"services::interp::eth0":            want(""),
+		"services::interp::nodes":           want("node"),
+		"healthy_services::interp::address": want(""),
+		"orchestrate::unmet_dependencies":   {"interp"},
+	} {
+		if got := puppetLookup(t, puppet, out, key); !reflect.DeepEqual(got, w) {
+			t.Errorf("puppet lookup %s =\n %#v\nwant\n %#v", key, got, w)
+		}
 	}
 }

@@ -1,12 +1,13 @@
 package hiera
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"text/template"
@@ -20,7 +21,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
-	"github.com/jiocloud/orchestrate/watch"
+	"github.com/jiocloud/orchestrate/internal/fault"
 )
 
 // Backoff bounds for --watch while Consul is unreachable: consul-template
@@ -31,143 +32,154 @@ const (
 	retryMaxBackoff = 30 * time.Second
 )
 
-// Renderer renders the hiera data with consul-template's manager.Runner and
-// writes it with WriteFile.
-type Renderer struct {
-	Config    *Config
-	Template  string
-	Deps      Dependencies
-	APIConfig *api.Config
-	Log       *slog.Logger
-	// Stdout and Stderr receive the --exec command's output.
-	Stdout, Stderr io.Writer
-
-	// changedCh gets a value after a write that changed the file; it
-	// holds one, so changes during a running --exec command coalesce into
-	// one more run.
-	changedCh chan struct{}
-	// funcs are the template functions of the running render.
-	funcs *Funcs
-	// holdsLock: the caller holds the lock (once mode), so writes do not
-	// take it again.
-	holdsLock bool
-
-	mu      sync.Mutex
-	changed bool  // guarded by mu: a write changed the file
-	lastErr error // guarded by mu: the last render or write error
+// A Sink receives the hiera data of every complete render: a file writer
+// for hiera-services (FileSink), or a publisher to Consul KV.
+type Sink interface {
+	// Publish stores data and reports whether it differs from what the
+	// sink held; when it does not, the sink leaves its target untouched.
+	// An *InputError means the caller's configuration of the sink is wrong
+	// (exit 2); any other error, that the target could not be reached.
+	Publish(ctx context.Context, data []byte) (changed bool, err error)
 }
 
-func readPayload(r io.Reader) ([]byte, error) { return watch.ReadPayload(r) }
+// Renderer renders hiera data from the Consul catalog with consul-template's
+// manager.Runner and hands every complete render, checked to be a YAML
+// mapping, to its Sink. It writes no file and runs no command itself: what
+// follows a change is the caller's.
+type Renderer struct {
+	// Template is the consul-template template to render.
+	Template string
+	// Services, ServiceRegex and Dependencies select what a render holds
+	// (see Selection).
+	Services     []string
+	ServiceRegex *regexp.Regexp
+	Dependencies Dependencies
+	// Datacenter is the datacenter to read; empty: the agent's own.
+	Datacenter string
+	// Client reads the catalog and the agent outside consul-template.
+	Client *api.Client
+	// Consul is the same connection for consul-template (ctconfig.Consul);
+	// each render sets its retries on a copy.
+	Consul *config.ConsulConfig
+	// Wait is the quiescence of Watch; nil: consul-template's default.
+	Wait *config.WaitConfig
+	// Sink receives the rendered data; Dest names what it writes, in logs
+	// and errors.
+	Sink Sink
+	Dest string
+	Log  *slog.Logger
+}
 
-// Once renders one time: write if changed, then run --exec if it changed.
-func (r *Renderer) Once(ctx context.Context) error {
-	client, err := api.NewClient(r.APIConfig)
-	if err != nil {
-		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("consul client: %w", err))
-	}
-	sel, err := r.selection(ctx, client)
-	if err != nil {
-		return err
-	}
-	unlock, err := watch.Lock(ctx, r.Config.LockFile, true)
-	if err != nil {
-		if ctx.Err() != nil {
-			return exitcode.Wrap(exitcode.Unavailable, err)
-		}
-		// The lock file cannot be made: the operator's --lock-file (or
-		// --out's directory), not Consul.
-		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("--lock-file: %w", err))
-	}
-	defer unlock()
-	r.holdsLock = true
-	r.changedCh = make(chan struct{}, 1)
+// pass is the state of one Once or Watch: its template functions and what
+// its renders did.
+type pass struct {
+	r   *Renderer
+	sel *Selection
+	// ctx is the Once or Watch context, for the sink: consul-template
+	// calls the renderer function without one.
+	ctx   context.Context
+	funcs *Funcs
+	// changedCh gets a value after a render that changed the sink's data;
+	// it holds one, so changes while the caller handles one coalesce into
+	// one more.
+	changedCh chan struct{}
 
+	mu      sync.Mutex
+	changed bool  // guarded by mu: a render changed the sink's data
+	lastErr error // guarded by mu: the last render or publish error
+}
+
+func (r *Renderer) newPass(ctx context.Context, sel *Selection) *pass {
+	return &pass{r: r, sel: sel, ctx: ctx, funcs: NewFuncs(sel, r.Log), changedCh: make(chan struct{}, 1)}
+}
+
+// Once renders one time from sel (see Selection) and reports whether the
+// sink's data changed.
+func (r *Renderer) Once(ctx context.Context, sel *Selection) (changed bool, err error) {
+	p := r.newPass(ctx, sel)
 	restore := r.captureLog()
 	defer restore()
-	runner, err := r.newRunner(sel, true)
+	runner, err := p.newRunner(true)
 	if err != nil {
-		return err
+		return false, err
 	}
 	go runner.Start()
 	defer runner.Stop()
 	select {
 	case <-runner.DoneCh:
 	case err := <-runner.ErrCh:
-		return r.classify(err)
+		return false, r.classify(err)
 	case <-ctx.Done():
-		return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("render %s: %w", r.Config.Out, ctx.Err()))
+		return false, fault.Unavailable(fmt.Errorf("render %s: %w", r.Dest, ctx.Err()))
 	}
-	r.mu.Lock()
-	changed, lastErr := r.changed, r.lastErr
-	r.mu.Unlock()
+	p.mu.Lock()
+	changed, lastErr := p.changed, p.lastErr
+	p.mu.Unlock()
 	if lastErr != nil {
-		return r.classify(lastErr)
+		return false, r.classify(lastErr)
 	}
-	if !changed {
-		return nil
-	}
-	if r.Config.Exec != "" {
-		if code := r.exec(ctx); code != 0 {
-			return exitcode.Nof("--exec command exited %d", code)
-		}
-	}
-	return nil
+	return changed, nil
 }
 
-// WatchLoop renders on every catalog change until ctx ends, running --exec
-// after each real change. Consul being unreachable is logged once per
-// change of state; the last good file stays meanwhile.
-func (r *Renderer) WatchLoop(ctx context.Context) error {
-	client, err := api.NewClient(r.APIConfig)
-	if err != nil {
-		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("consul client: %w", err))
+// Watch renders on every catalog change until ctx ends, calling onChange
+// after each render that changed the sink's data; changes while onChange
+// runs coalesce into one more call. Consul being unreachable is logged
+// once per change of state; the sink keeps the last good data meanwhile.
+func (r *Renderer) Watch(ctx context.Context, onChange func(context.Context)) error {
+	sel, err := r.selectionRetrying(ctx)
+	if sel == nil {
+		return err
 	}
-	var sel *Selection
-	for backoff := retryBackoff; ; backoff = min(2*backoff, retryMaxBackoff) {
-		sel, err = r.selection(ctx, client)
-		if err == nil {
-			break
-		}
-		if exitcode.Code(err) != exitcode.Unavailable || ctx.Err() != nil {
-			return err
-		}
-		if backoff == retryBackoff {
-			r.Log.Warn("consul unreachable, retrying; the existing file stays as it is", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-	}
-	r.changedCh = make(chan struct{}, 1)
+	p := r.newPass(ctx, sel)
 	restore := r.captureLog()
 	defer restore()
-	runner, err := r.newRunner(sel, false)
+	runner, err := p.newRunner(false)
 	if err != nil {
 		return err
 	}
 	go runner.Start()
 	defer runner.Stop()
-	go r.watchConsul(ctx, client)
-	r.Log.Info("watching the catalog", "file", r.Config.Out, "datacenter", sel.Datacenter)
+	go r.watchConsul(ctx)
+	r.Log.Info("watching the catalog", "file", r.Dest, "datacenter", sel.Datacenter)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case err := <-runner.ErrCh:
 			return r.classify(err)
-		case <-r.changedCh:
-			if r.Config.Exec != "" {
-				r.exec(ctx)
+		case <-p.changedCh:
+			if onChange != nil {
+				onChange(ctx)
 			}
+		}
+	}
+}
+
+// selectionRetrying resolves the selection, retrying with backoff while
+// Consul is unreachable. It returns nil and no error when ctx ends first.
+func (r *Renderer) selectionRetrying(ctx context.Context) (*Selection, error) {
+	for backoff := retryBackoff; ; backoff = min(2*backoff, retryMaxBackoff) {
+		sel, err := r.Selection(ctx)
+		if err == nil {
+			return sel, nil
+		}
+		if exitcode.Code(err) != exitcode.Unavailable || ctx.Err() != nil {
+			return nil, err
+		}
+		if backoff == retryBackoff {
+			r.Log.Warn("consul unreachable, retrying; the existing file stays as it is", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(backoff):
 		}
 	}
 }
 
 // watchConsul logs when the agent stops answering and when it answers
 // again, once per change: consul-template's own retries are debug lines.
-func (r *Renderer) watchConsul(ctx context.Context, client *api.Client) {
+func (r *Renderer) watchConsul(ctx context.Context) {
 	up := true
 	for {
 		select {
@@ -175,7 +187,7 @@ func (r *Renderer) watchConsul(ctx context.Context, client *api.Client) {
 			return
 		case <-time.After(2 * time.Second):
 		}
-		_, err := client.Status().Leader()
+		_, err := r.Client.Status().Leader()
 		switch {
 		case err != nil && up && ctx.Err() == nil:
 			r.Log.Warn("consul unreachable, retrying with backoff; the last good file stays", "err", err)
@@ -187,60 +199,45 @@ func (r *Renderer) watchConsul(ctx context.Context, client *api.Client) {
 	}
 }
 
-func (r *Renderer) exec(ctx context.Context) int {
-	r.Log.Info("running --exec after a change", "file", r.Config.Out)
-	start := time.Now()
-	code, err := watch.RunCommand(ctx, r.Config.Exec, r.Stdout, r.Stderr, nil)
-	if err != nil {
-		r.Log.Error("--exec command failed", "err", err)
-		return 1
-	}
-	lvl := slog.LevelInfo
-	if code != 0 {
-		lvl = slog.LevelError
-	}
-	r.Log.Log(ctx, lvl, "--exec command finished", "exit_code", code, "duration", time.Since(start).Round(time.Millisecond))
-	return code
-}
-
-// selection resolves the datacenter the data comes from: --datacenter, else
-// the agent's own. An agent that refuses (ACL) leaves it unnamed; one that
-// cannot be reached is exit 3.
-func (r *Renderer) selection(ctx context.Context, client *api.Client) (*Selection, error) {
+// Selection resolves what a render reads: the selected services and the
+// datacenter the data comes from, Datacenter or else the agent's own. An
+// agent that refuses to name its datacenter (ACL) leaves it unnamed; one
+// that cannot be reached is exit 3.
+func (r *Renderer) Selection(ctx context.Context) (*Selection, error) {
 	sel := &Selection{
-		Services:     r.Config.Services,
-		ServiceRegex: r.Config.serviceRe,
-		Dependencies: r.Deps,
+		Services:     r.Services,
+		ServiceRegex: r.ServiceRegex,
+		Dependencies: r.Dependencies,
 	}
 	// A token that may not read every service gets a catalog silently
 	// filtered by ACLs: rendering it would hand Puppet a partial (often
 	// empty) services.yaml. Refuse instead, unless the operator selected
 	// services explicitly.
 	if len(sel.Services) == 0 && sel.ServiceRegex == nil {
-		q := (&api.QueryOptions{Datacenter: r.Config.Consul.Datacenter}).WithContext(ctx)
-		svcs, meta, err := client.Catalog().Services(q)
+		q := (&api.QueryOptions{Datacenter: r.Datacenter}).WithContext(ctx)
+		svcs, meta, err := r.Client.Catalog().Services(q)
 		if err != nil {
-			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("consul: %w", err))
+			return nil, fault.Unavailable(fmt.Errorf("consul: %w", err))
 		}
 		// Every datacenter's catalog holds at least the servers' "consul"
 		// service; an empty one means the token sees nothing (Consul does
 		// not flag filtering for the anonymous token).
 		if meta.ResultsFilteredByACLs || len(svcs) == 0 {
-			return nil, exitcode.Wrap(exitcode.Unavailable, errors.New("consul: the token may not read every service (catalog filtered by ACLs); refusing to write partial hiera data (give the token service_prefix \"\" read and node_prefix \"\" read, or select services with --service)"))
+			return nil, fault.Unavailable(errors.New("consul: the token may not read every service (catalog filtered by ACLs); refusing to write partial hiera data (give the token service_prefix \"\" read and node_prefix \"\" read, or select services with --service)"))
 		}
 	}
-	if dc := r.Config.Consul.Datacenter; dc != "" {
+	if dc := r.Datacenter; dc != "" {
 		sel.Datacenter, sel.QueryDatacenter = dc, true
 		return sel, nil
 	}
-	self, err := client.Agent().Self()
+	self, err := r.Client.Agent().Self()
 	if err != nil {
 		var se api.StatusError
 		if errors.As(err, &se) && se.Code == 403 {
 			r.Log.Debug("agent self refused, header names no datacenter", "err", err)
 			return sel, nil
 		}
-		return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("consul: %w", err))
+		return nil, fault.Unavailable(fmt.Errorf("consul: %w", err))
 	}
 	if cfg, ok := self["Config"]; ok {
 		if dc, ok := cfg["Datacenter"].(string); ok {
@@ -268,103 +265,75 @@ func checkTemplate(contents string, funcs template.FuncMap) error {
 
 // newRunner builds consul-template's configuration in code, as its
 // manager/example_manager_test.go does, with our renderer and functions.
-func (r *Renderer) newRunner(sel *Selection, once bool) (*manager.Runner, error) {
-	funcs := NewFuncs(sel, r.Log)
-	r.funcs = funcs
+func (p *pass) newRunner(once bool) (*manager.Runner, error) {
+	r := p.r
 	tc := config.DefaultTemplateConfig()
 	tc.Contents = config.String(r.Template)
-	tc.Destination = config.String(r.Config.Out)
-	tc.ExtFuncMap = funcs.FuncMap()
-	tc.CreateDestDirs = config.Bool(true)
+	// consul-template names the template by its destination in its logs
+	// and errors; the renderer function, not consul-template, writes it.
+	tc.Destination = config.String(r.Dest)
+	tc.ExtFuncMap = p.funcs.FuncMap()
 	// In --watch a failed render or write is logged and retried at the next
-	// change, keeping the last good file; once mode reports it and exits.
+	// change, keeping the last good data; once mode reports it and exits.
 	tc.ErrFatal = config.Bool(once)
 	tc.Finalize()
 
 	cfg := config.DefaultConfig()
 	cfg.Once = once
 	cfg.Templates = &config.TemplateConfigs{tc}
-	cfg.RendererFunc = r.render
+	cfg.RendererFunc = p.render
 	cfg.Vault.Address = config.String("")
 	cfg.Nomad.Address = config.String("")
-	if !once && r.Config.wait != nil {
-		cfg.Wait = r.Config.wait
+	if !once && r.Wait != nil {
+		cfg.Wait = r.Wait
 	}
-	cc := cfg.Consul
-	ac := r.APIConfig
-	cc.Address = config.String(ac.Address)
-	cc.Token = config.String(ac.Token)
-	cc.TokenFile = config.String(ac.TokenFile)
-	if ac.Scheme == "https" && !strings.Contains(ac.Address, "://") {
-		cc.Address = config.String("https://" + ac.Address)
-	}
-	if ac.Scheme == "https" || strings.HasPrefix(ac.Address, "https://") {
-		cc.SSL.Enabled = config.Bool(true)
-		cc.SSL.Verify = config.Bool(!ac.TLSConfig.InsecureSkipVerify)
-		cc.SSL.CaCert = config.String(ac.TLSConfig.CAFile)
-		cc.SSL.CaPath = config.String(ac.TLSConfig.CAPath)
-		cc.SSL.Cert = config.String(ac.TLSConfig.CertFile)
-		cc.SSL.Key = config.String(ac.TLSConfig.KeyFile)
-		cc.SSL.ServerName = config.String(ac.TLSConfig.Address)
-	}
+	cfg.Consul = r.Consul.Copy()
 	if once {
 		// A watch handler runs again at the next change: fail fast.
-		cc.Retry.Enabled = config.Bool(false)
+		cfg.Consul.Retry.Enabled = config.Bool(false)
 	} else {
-		cc.Retry.Enabled = config.Bool(true)
-		cc.Retry.Attempts = config.Int(0) // unlimited
-		cc.Retry.Backoff = config.TimeDuration(retryBackoff)
-		cc.Retry.MaxBackoff = config.TimeDuration(retryMaxBackoff)
+		cfg.Consul.Retry.Enabled = config.Bool(true)
+		cfg.Consul.Retry.Attempts = config.Int(0) // unlimited
+		cfg.Consul.Retry.Backoff = config.TimeDuration(retryBackoff)
+		cfg.Consul.Retry.MaxBackoff = config.TimeDuration(retryMaxBackoff)
 	}
 	cfg.Finalize()
 	runner, err := manager.NewRunner(cfg, false)
 	if err != nil {
 		// NewRunner parses the template: a broken --template is input.
-		return nil, exitcode.Wrap(exitcode.Usage, fmt.Errorf("template: %w", err))
+		return nil, fault.Input(fmt.Errorf("template: %w", err))
 	}
 	return runner, nil
 }
 
 // render is consul-template's RendererFunc: it checks the output is a YAML
-// mapping, then writes it with WriteFile. Invalid output never reaches the
-// file.
-func (r *Renderer) render(in *ctrenderer.RenderInput) (*ctrenderer.RenderResult, error) {
-	contents, trusted, err := r.funcs.Expand(in.Contents)
+// mapping, then hands it to the sink. Invalid output never reaches the
+// sink.
+func (p *pass) render(in *ctrenderer.RenderInput) (*ctrenderer.RenderResult, error) {
+	contents, trusted, err := p.funcs.Expand(in.Contents)
 	if err == nil && !trusted {
 		err = checkYAML(contents)
 	}
-	if err == nil && !r.holdsLock {
-		var unlock func()
-		unlock, err = watch.Lock(context.Background(), r.Config.LockFile, true)
-		if err == nil {
-			defer unlock()
-		}
-	}
 	changed := false
 	if err == nil {
-		changed, err = WriteFile(in.Path, contents)
-		if err != nil {
-			// A file that cannot be written is the operator's --out,
-			// not Consul.
-			err = &InputError{Err: fmt.Errorf("--out: %w", err)}
-		}
+		changed, err = p.r.Sink.Publish(p.ctx, contents)
 	}
-	r.mu.Lock()
-	r.lastErr = err
+	p.mu.Lock()
+	p.lastErr = err
 	if changed {
-		r.changed = true
+		p.changed = true
 	}
-	r.mu.Unlock()
+	p.mu.Unlock()
 	if err != nil {
-		r.Log.Error("render failed, the file stays as it was", "file", in.Path, "err", err)
+		p.r.Log.Error("render failed, the file stays as it was", "file", in.Path, "err", err)
 		return nil, err
 	}
 	if !changed {
-		r.Log.Debug("hiera data rendered, content unchanged, file not touched", "file", in.Path)
+		p.r.Log.Debug("hiera data rendered, content unchanged, file not touched", "file", in.Path)
 	} else {
-		r.Log.Info("hiera data written", "file", in.Path, "bytes", len(contents))
+		p.r.Log.Info("hiera data written", "file", in.Path, "bytes", len(contents))
 		select {
-		case r.changedCh <- struct{}{}:
+		case p.changedCh <- struct{}{}:
 		default:
 		}
 	}
@@ -384,17 +353,16 @@ func checkYAML(b []byte) error {
 	return nil
 }
 
-// classify maps a runner error: bad template output or input is exit 2,
-// anything else came from talking to Consul (exit 3).
+// classify maps a runner error: bad template output or input stays input
+// (exit 2), an error that already says what it is stays so, and anything
+// else came from talking to Consul or the sink's target: unavailable
+// (exit 3).
 func (r *Renderer) classify(err error) error {
-	var ie *InputError
-	if errors.As(err, &ie) {
-		return exitcode.Wrap(exitcode.Usage, err)
-	}
-	if exitcode.Code(err) != exitcode.Unavailable {
+	var ee *exitcode.Error
+	if fault.IsInput(err) || fault.IsUnavailable(err) || errors.As(err, &ee) {
 		return err
 	}
-	return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("render %s: %w", r.Config.Out, err))
+	return fault.Unavailable(fmt.Errorf("render %s: %w", r.Dest, err))
 }
 
 // logMu guards the stdlib logger's output, which consul-template writes to.
@@ -414,4 +382,40 @@ func (r *Renderer) captureLog() func() {
 		log.SetOutput(prevOut)
 		log.SetFlags(prevFlags)
 	}
+}
+
+// logWriter sends consul-template's stdlib log lines ("[LEVEL] (part) msg")
+// to slog. Its retries are debug: the renderer logs Consul's state changes
+// itself, once each. So is its warning about watching many dependencies,
+// which it repeats on every pass over the template: hiera-services watches
+// one query per service by design.
+type logWriter struct{ log *slog.Logger }
+
+// Write logs one line of consul-template's output.
+func (w logWriter) Write(p []byte) (int, error) {
+	level := slog.LevelDebug
+	line := p
+	if i := bytes.IndexByte(p, ' '); i > 0 && p[0] == '[' {
+		switch string(p[:i]) {
+		case "[ERR]":
+			level = slog.LevelError
+		case "[WARN]":
+			if !bytes.HasPrefix(p[i+1:], []byte("(view)")) && !bytes.HasPrefix(p[i+1:], []byte("(runner) watching")) {
+				level = slog.LevelWarn
+			}
+		}
+		line = p[i+1:]
+	}
+	// Most lines are debug and trace; drop them before any formatting.
+	if !w.log.Enabled(context.Background(), level) {
+		return len(p), nil
+	}
+	msg := strings.TrimSpace(string(line))
+	if strings.HasPrefix(msg, "(runner) final config:") {
+		// consul-template prints its whole configuration, Consul token
+		// included; a token never goes into a log.
+		msg = "(runner) final config: (not logged: it holds the Consul token)"
+	}
+	w.log.Log(context.Background(), level, msg, "from", "consul-template")
+	return len(p), nil
 }

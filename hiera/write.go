@@ -2,12 +2,15 @@ package hiera
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/jiocloud/orchestrate/watch"
 )
 
 // newFileMode is the mode of a file WriteFile creates: hiera data holds
@@ -77,4 +80,33 @@ func WriteFile(path string, data []byte) (changed bool, err error) {
 		d.Close()
 	}
 	return true, nil
+}
+
+// FileSink is the Sink of hiera-services: it writes the data to Path with
+// WriteFile, holding LockFile, which serialises overlapping runs, while it
+// writes.
+type FileSink struct {
+	Path     string
+	LockFile string
+	// Locked says the caller holds LockFile for as long as the sink is
+	// used (once mode), so Publish does not take it again.
+	Locked bool
+}
+
+// Publish writes data to Path unless it already holds exactly data.
+func (s *FileSink) Publish(ctx context.Context, data []byte) (changed bool, err error) {
+	if !s.Locked {
+		unlock, err := watch.Lock(ctx, s.LockFile, true)
+		if err != nil {
+			return false, err
+		}
+		defer unlock()
+	}
+	changed, err = WriteFile(s.Path, data)
+	if err != nil {
+		// A file that cannot be written is the operator's --out, not
+		// Consul.
+		return false, &InputError{Err: fmt.Errorf("--out: %w", err)}
+	}
+	return changed, nil
 }

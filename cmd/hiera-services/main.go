@@ -4,13 +4,11 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
 	"runtime/debug"
-	"syscall"
 
 	"github.com/jiocloud/orchestrate/hiera"
+	"github.com/jiocloud/orchestrate/internal/cli"
 )
 
 // memoryLimit is a soft limit for the Go runtime unless GOMEMLIMIT sets one.
@@ -26,8 +24,5 @@ func main() {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(memoryLimit)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := hiera.Run(ctx, os.Args[1:], hiera.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
-	stop()
-	os.Exit(code)
+	cli.Main(hiera.Run)
 }

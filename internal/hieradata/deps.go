@@ -1,4 +1,4 @@
-package hiera
+package hieradata
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/jiocloud/orchestrate/internal/fault"
 	"github.com/jiocloud/orchestrate/internal/fileutil"
 	"gopkg.in/yaml.v3"
 )
@@ -30,48 +31,34 @@ type Dependencies []Requirement
 // a service, so a larger number is a typo.
 const maxRequired = 1_000_000
 
-// InputError is bad input (a flag, the dependencies file, a template): the
-// binary exits 2 with its message.
-type InputError struct{ Err error }
-
-// Error returns the wrapped error's message.
-func (e *InputError) Error() string { return e.Err.Error() }
-
-// Unwrap returns the wrapped error.
-func (e *InputError) Unwrap() error { return e.Err }
-
-func inputErrorf(format string, args ...any) error {
-	return &InputError{Err: fmt.Errorf(format, args...)}
-}
-
 // LoadDependencies reads a dependencies file: a YAML mapping from service
 // name to {addressable: N, functional: N}, either count optional, e.g.
 //
 //	mysql: {addressable: 1, functional: 2}
 //	keystone: {functional: 1}
 //
-// An empty file declares nothing. Any problem is an *InputError naming the
+// An empty file declares nothing. Any problem is a fault.InputError naming the
 // file, the line and what is wrong.
 func LoadDependencies(path string) (Dependencies, error) {
-	data, err := fileutil.ReadLimited(path, maxInputFile)
+	data, err := fileutil.ReadLimited(path, MaxInputFile)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, inputErrorf("dependencies file %s: %w", path, err)
+		return nil, fault.Inputf("dependencies file %s: %w", path, err)
 	}
 	deps, err := ParseDependencies(data)
 	if err != nil {
-		return nil, inputErrorf("dependencies file %s:%w", path, err)
+		return nil, fault.Inputf("dependencies file %s:%w", path, err)
 	}
 	return deps, nil
 }
 
-// maxInputFile bounds the dependencies file and a --template: both are
+// MaxInputFile bounds the dependencies file and a --template: both are
 // a few KiB; 1 MiB is far above any real one, and a device such as
 // /dev/zero is refused instead of read until memory runs out.
-const maxInputFile = 1 << 20
+const MaxInputFile = 1 << 20
 
 // lineError is a problem at a line of the dependencies file; its message
 // starts with the line number so LoadDependencies can print file:line.

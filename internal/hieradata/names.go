@@ -1,4 +1,4 @@
-package hiera
+package hieradata
 
 import (
 	"fmt"
