@@ -73,6 +73,12 @@ func (o Options) Client() (*api.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	return NewClient(cfg)
+}
+
+// NewClient returns a Consul client for a configuration that Config built.
+// Its errors are usage errors (exit 2).
+func NewClient(cfg *api.Config) (*api.Client, error) {
 	c, err := api.NewClient(cfg)
 	if err != nil {
 		// api.NewClient fails only on local configuration (TLS files, token

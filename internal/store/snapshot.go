@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/consul/api"
 )
 
 // Snapshot is everything under the prefix, read in one consistent listing.
@@ -56,85 +58,103 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 		return nil, fmt.Errorf("read %s/: %w", s.prefix, err)
 	}
 	snap := &Snapshot{Hosts: map[string]*Host{}, Desired: map[string]int{}}
-	host := func(name string) *Host {
-		h := snap.Hosts[name]
-		if h == nil {
-			h = &Host{Name: name, Status: map[string]Status{}}
-			snap.Hosts[name] = h
-		}
-		return h
-	}
-	bad := func(key, format string, args ...any) {
-		snap.Problems = append(snap.Problems, Problem{Key: key, Problem: fmt.Sprintf(format, args...)})
-	}
 	for _, p := range pairs {
-		rel := strings.TrimPrefix(p.Key, s.prefix+"/")
-		parts := strings.Split(rel, "/")
+		parts := strings.Split(strings.TrimPrefix(p.Key, s.prefix+"/"), "/")
 		switch parts[0] {
 		case keyCurrentVersion:
-			if len(parts) != 1 {
-				continue
+			if len(parts) == 1 {
+				snap.addCurrentVersion(p)
 			}
-			v := string(p.Value)
-			if err := ValidName("version", v); err != nil {
-				bad(p.Key, "%v", err)
-				continue
-			}
-			snap.CurrentVersion = v
 		case dirRunning:
-			if len(parts) != 3 || ValidName("version", parts[1]) != nil || ValidName("host", parts[2]) != nil {
-				bad(p.Key, "not of the form running_version/<version>/<host>")
-				continue
-			}
-			var vv VersionValue
-			if err := json.Unmarshal(p.Value, &vv); err != nil {
-				bad(p.Key, "value is not the JSON orchestrate writes: %v", err)
-			}
-			h := host(parts[2])
-			if h.Version != "" {
-				bad(p.Key, "host %s is also under version %s", h.Name, h.Version)
-				// Keep the most recent report as the host's version.
-				if !vv.Time.After(h.VersionTime) {
-					continue
-				}
-			}
-			h.Version, h.VersionTime = parts[1], vv.Time
+			snap.addRunning(p, parts)
 		case dirStatus:
-			if len(parts) != 4 || ValidName("category", parts[1]) != nil || ValidName("host", parts[3]) != nil {
-				bad(p.Key, "not of the form status/<category>/<state>/<host>")
-				continue
-			}
-			cat, state, name := parts[1], parts[2], parts[3]
-			if !ValidState(state) {
-				bad(p.Key, "unknown state %q", state)
-				continue
-			}
-			st := Status{State: state}
-			if err := json.Unmarshal(p.Value, &st.StatusValue); err != nil {
-				bad(p.Key, "value is not the JSON orchestrate writes: %v", err)
-				st.Corrupt = true
-			}
-			h := host(name)
-			if prev, dup := h.Status[cat]; dup {
-				bad(p.Key, "host %s is also %s in %s", name, prev.State, cat)
-				if !st.Time.After(prev.Time) {
-					continue
-				}
-			}
-			h.Status[cat] = st
+			snap.addStatus(p, parts)
 		case dirRoles:
-			if len(parts) != 3 || parts[2] != "desired" {
-				continue
+			if len(parts) == 3 && parts[2] == "desired" {
+				snap.addDesired(p, parts[1])
 			}
-			n, err := strconv.Atoi(strings.TrimSpace(string(p.Value)))
-			if err != nil || n < 0 {
-				bad(p.Key, "desired count %q is not a non-negative integer", p.Value)
-				continue
-			}
-			snap.Desired[parts[1]] = n
 		}
 	}
 	return snap, nil
+}
+
+func (snap *Snapshot) host(name string) *Host {
+	h := snap.Hosts[name]
+	if h == nil {
+		h = &Host{Name: name, Status: map[string]Status{}}
+		snap.Hosts[name] = h
+	}
+	return h
+}
+
+func (snap *Snapshot) bad(key, format string, args ...any) {
+	snap.Problems = append(snap.Problems, Problem{Key: key, Problem: fmt.Sprintf(format, args...)})
+}
+
+func (snap *Snapshot) addCurrentVersion(p *api.KVPair) {
+	v := string(p.Value)
+	if err := ValidName("version", v); err != nil {
+		snap.bad(p.Key, "%v", err)
+		return
+	}
+	snap.CurrentVersion = v
+}
+
+// addRunning reads running_version/<version>/<host>.
+func (snap *Snapshot) addRunning(p *api.KVPair, parts []string) {
+	if len(parts) != 3 || ValidName("version", parts[1]) != nil || ValidName("host", parts[2]) != nil {
+		snap.bad(p.Key, "not of the form running_version/<version>/<host>")
+		return
+	}
+	var vv VersionValue
+	if err := json.Unmarshal(p.Value, &vv); err != nil {
+		snap.bad(p.Key, "value is not the JSON orchestrate writes: %v", err)
+	}
+	h := snap.host(parts[2])
+	if h.Version != "" {
+		snap.bad(p.Key, "host %s is also under version %s", h.Name, h.Version)
+		// Keep the most recent report as the host's version.
+		if !vv.Time.After(h.VersionTime) {
+			return
+		}
+	}
+	h.Version, h.VersionTime = parts[1], vv.Time
+}
+
+// addStatus reads status/<category>/<state>/<host>.
+func (snap *Snapshot) addStatus(p *api.KVPair, parts []string) {
+	if len(parts) != 4 || ValidName("category", parts[1]) != nil || ValidName("host", parts[3]) != nil {
+		snap.bad(p.Key, "not of the form status/<category>/<state>/<host>")
+		return
+	}
+	cat, state, name := parts[1], parts[2], parts[3]
+	if !ValidState(state) {
+		snap.bad(p.Key, "unknown state %q", state)
+		return
+	}
+	st := Status{State: state}
+	if err := json.Unmarshal(p.Value, &st.StatusValue); err != nil {
+		snap.bad(p.Key, "value is not the JSON orchestrate writes: %v", err)
+		st.Corrupt = true
+	}
+	h := snap.host(name)
+	if prev, dup := h.Status[cat]; dup {
+		snap.bad(p.Key, "host %s is also %s in %s", name, prev.State, cat)
+		if !st.Time.After(prev.Time) {
+			return
+		}
+	}
+	h.Status[cat] = st
+}
+
+// addDesired reads roles/<role>/desired.
+func (snap *Snapshot) addDesired(p *api.KVPair, role string) {
+	n, err := strconv.Atoi(strings.TrimSpace(string(p.Value)))
+	if err != nil || n < 0 {
+		snap.bad(p.Key, "desired count %q is not a non-negative integer", p.Value)
+		return
+	}
+	snap.Desired[role] = n
 }
 
 // HostNames returns the hosts in sorted order.
@@ -157,7 +177,7 @@ func (s *Snapshot) Categories() []string {
 		}
 	}
 	var out []string
-	for _, c := range []string{"provisioned", "puppet", "validation"} {
+	for _, c := range []string{CategoryProvisioned, CategoryPuppet, CategoryValidation} {
 		if seen[c] {
 			out = append(out, c)
 			delete(seen, c)

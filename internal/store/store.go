@@ -1,9 +1,11 @@
-// Package store is orchestrate's Consul KV layout (DESIGN.md, "Consul KV
-// layout"): the desired version, the version each host runs, each host's
-// build status per category, and desired role counts. Every change that
-// touches more than one key is a single Consul transaction with
-// check-and-set on every key it moves, retried on conflict, so a host is
-// never under two versions or two states of one category, nor under none.
+// Package store owns orchestrate's Consul KV layout, under one prefix: the
+// desired version, the version each host runs, each host's build status
+// per category, desired role counts, and the reaper's keys (the arm
+// record, its journal, its report); nothing else spells a key. Every
+// change that touches more than one key is a single Consul transaction
+// with check-and-set on every key it moves, retried on conflict, so a host
+// is never under two versions or two states of one category, nor under
+// none.
 package store
 
 import (
@@ -17,6 +19,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/fault"
 )
 
 // DefaultPrefix is the KV prefix when neither --prefix nor
@@ -29,6 +33,20 @@ const (
 	dirRunning        = "running_version"
 	dirStatus         = "status"
 	dirRoles          = "roles"
+)
+
+// Status categories orchestrate itself writes; any other name is accepted
+// from operators and build scripts.
+const (
+	// CategoryProvisioned: the machine was built and booted.
+	CategoryProvisioned = "provisioned"
+	// CategoryUpdate: converge's update step.
+	CategoryUpdate = "update"
+	// CategoryPuppet: the Puppet run.
+	CategoryPuppet = "puppet"
+	// CategoryValidation: the validation checks; the reaper counts a
+	// server as validated when this is success.
+	CategoryValidation = "validation"
 )
 
 // The states a host can be in, per category.
@@ -319,11 +337,9 @@ func (s *Store) splitRunning(key string) (version, host string, ok bool) {
 	return version, host, true
 }
 
-// InputError marks bad input (a bad name, a corrupt value): exit code 2.
-type InputError struct{ Err error }
-
-func (e *InputError) Error() string { return e.Err.Error() }
-func (e *InputError) Unwrap() error { return e.Err }
+// InputError marks bad input (a bad name, a corrupt value): the one
+// input-error kind of every library, exit code 2.
+type InputError = fault.InputError
 
 func readOpts(ctx context.Context) *api.QueryOptions {
 	return (&api.QueryOptions{}).WithContext(ctx)

@@ -351,3 +351,22 @@ func TestConcurrentFirstWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestParseArmRecord: only a JSON arm record with a time and an author
+// counts; false, an empty value or a word written by hand never arms.
+func TestParseArmRecord(t *testing.T) {
+	for _, bad := range []string{"", "false", "true", "yes", "{}", `{"by":"ops"}`, `{"time":"2026-11-23T09:00:00Z"}`,
+		`{"time":"2026-11-23T09:00:00Z","by":" "}`, `{"time":"2026-11-23T09:00:00Z","by":"ops","armed":false}`, `[1]`} {
+		if rec, err := store.ParseArmRecord([]byte(bad)); err == nil {
+			t.Errorf("ParseArmRecord(%q) = %+v, want an error", bad, rec)
+		}
+	}
+	rec, err := store.ParseArmRecord([]byte(`{"time":"2026-11-23T09:00:00Z","by":"ops@host","reason":"checked"}`))
+	if err != nil || !rec.Arms() {
+		t.Errorf("an arm record: %+v, %v; want it to arm", rec, err)
+	}
+	rec, err = store.ParseArmRecord([]byte(`{"time":"2026-11-23T09:00:00Z","by":"ops@host","disarmed":true}`))
+	if err != nil || rec.Arms() {
+		t.Errorf("a disarm record: %+v, %v; want it well-formed and not arming", rec, err)
+	}
+}

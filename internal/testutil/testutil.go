@@ -3,10 +3,12 @@ package testutil
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"sync"
 	"testing"
+	"time"
 )
 
 // RequirePuppet returns the path of Debian's puppet. When it is missing the
@@ -44,4 +46,24 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Eventually polls cond every 20 ms until it holds, and returns how long
+// that took. When it does not hold within limit, the test fails naming
+// what it waited for, with detail's text (the file, the agent log...) when
+// given.
+func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool, detail ...func() string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > limit {
+			msg := fmt.Sprintf("timed out after %s waiting for %s", limit, what)
+			for _, d := range detail {
+				msg += "\n" + d()
+			}
+			t.Fatal(msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
 }

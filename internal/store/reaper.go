@@ -1,0 +1,120 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// Keys of the reaper, under <prefix>/.
+const (
+	// ReaperDir holds every key of the reaper.
+	ReaperDir = "reaper/"
+	// ReaperLeaderKey is the Consul lock the active reaper holds.
+	ReaperLeaderKey = "reaper/leader"
+	// ReaperJournalDir holds one journal entry per operation in flight.
+	ReaperJournalDir = "reaper/journal/"
+	// ReaperBudgetKey holds when recent destructive actions started.
+	ReaperBudgetKey = "reaper/budget"
+	// ReaperArmedKey holds the arm record; only a well-formed one arms.
+	ReaperArmedKey = "reaper/armed"
+	// ReaperStateKey holds the leader's report of its last cycle.
+	ReaperStateKey = "reaper/state"
+)
+
+// ReaperKey returns <prefix>/<name> for one of the Reaper*Key names.
+func ReaperKey(prefix, name string) string { return strings.Trim(prefix, "/") + "/" + name }
+
+// ArmRecord is the value of <prefix>/reaper/armed: who opened or closed
+// the reaper's start gate, when and why.
+type ArmRecord struct {
+	Time   time.Time `json:"time"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	// Disarmed: the record closes the gate (orchestrate reaper disarm). It
+	// stays, so the reaper knows it was disarmed and does not arm itself
+	// again when the fleet next looks complete.
+	Disarmed bool `json:"disarmed,omitempty"`
+}
+
+// Arms reports whether the record opens the gate.
+func (r ArmRecord) Arms() bool { return !r.Disarmed }
+
+// ParseArmRecord reads the value of the armed key. Only a JSON arm record
+// with a time and an author counts: anything else (false, an empty value,
+// a word written by hand) is an error naming what is wrong, and the gate
+// stays closed.
+func ParseArmRecord(data []byte) (ArmRecord, error) {
+	var r ArmRecord
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return ArmRecord{}, fmt.Errorf("%s holds %.40q, not an arm record (`orchestrate reaper arm` writes one): %w", ReaperArmedKey, data, err)
+	}
+	if r.Time.IsZero() || strings.TrimSpace(r.By) == "" {
+		return ArmRecord{}, fmt.Errorf("%s holds an arm record without a time or an author: `orchestrate reaper arm` writes a complete one", ReaperArmedKey)
+	}
+	return r, nil
+}
+
+// DesiredCounts returns the desired counts of a snapshot (roles/<role>/desired),
+// or an error when one could be missing from it: a key hidden by the
+// token's ACLs or a value that is not a count would look unset, and a
+// reader that falls back to a configured count would scale the role
+// without anyone asking.
+func (s *Store) DesiredCounts(ctx context.Context, snap *Snapshot) (map[string]int, error) {
+	dir := s.key(dirRoles) + "/"
+	// The snapshot does not say whether keys were filtered out; listing
+	// the role keys does.
+	_, meta, err := s.kv.Keys(dir, "", readOpts(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	if meta != nil && meta.ResultsFilteredByACLs {
+		return nil, fmt.Errorf("cannot read a desired count: keys under %s are hidden by ACLs: the token needs key:read on them", dir)
+	}
+	for _, p := range snap.Problems {
+		if strings.HasPrefix(p.Key, dir) {
+			return nil, fmt.Errorf("cannot read a desired count: %s", p)
+		}
+	}
+	return snap.Desired, nil
+}
+
+// Validated returns the hosts whose validation status is success.
+func (snap *Snapshot) Validated() map[string]bool {
+	out := map[string]bool{}
+	for name, h := range snap.Hosts {
+		if st, ok := h.Status[CategoryValidation]; ok && st.State == StateSuccess && !st.Corrupt {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// Arm writes an arm record by hand, opening the reaper's start gate unless
+// rec is a disarm record (the reaper's own write of it goes through its
+// leader-checked transactions).
+func (s *Store) Arm(ctx context.Context, rec ArmRecord) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode the arm record: %w", err)
+	}
+	key := ReaperKey(s.prefix, ReaperArmedKey)
+	if _, err := s.kv.Put(&api.KVPair{Key: key, Value: data}, writeOpts(ctx)); err != nil {
+		return fmt.Errorf("write %s: %w", key, err)
+	}
+	return nil
+}
+
+// Disarm closes the reaper's start gate: it writes a disarm record, which
+// also keeps the reaper from arming itself again.
+func (s *Store) Disarm(ctx context.Context, rec ArmRecord) error {
+	rec.Disarmed = true
+	return s.Arm(ctx, rec)
+}

@@ -1,0 +1,160 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// The reaper's journal entries and its state report are values under
+// <prefix>/reaper/; their formats live here, with the keys, so that
+// `orchestrate status` reads them without linking the reaper (and its
+// cloud client).
+
+// EntryKind is what a journal entry does.
+type EntryKind string
+
+// Journal entry kinds.
+const (
+	// KindCreate adds a server because the role is below its desired count.
+	KindCreate EntryKind = "create"
+	// KindReplace replaces one server (unhealthy, unaccounted, expired).
+	KindReplace EntryKind = "replace"
+	// KindDelete removes a surplus server (scale in), or deregisters a dead
+	// node that has no server.
+	KindDelete EntryKind = "delete"
+)
+
+// Phase is the step a journal entry is at. An entry is written in a phase
+// before the cloud call that phase makes.
+type Phase string
+
+// Journal entry phases.
+const (
+	// PhaseCreating: about to create (or creating) NewName.
+	PhaseCreating Phase = "creating"
+	// PhaseBooting: NewID exists; waiting for it to check in passing.
+	PhaseBooting Phase = "booting"
+	// PhaseDraining: OldName is in maintenance mode until DrainUntil.
+	PhaseDraining Phase = "draining"
+	// PhaseDeleting: about to delete (or deleting) OldID.
+	PhaseDeleting Phase = "deleting"
+	// PhaseRollback: about to delete NewID, a replacement that failed.
+	PhaseRollback Phase = "rollback"
+)
+
+// JournalEntry is the value of <prefix>/reaper/journal/<id>: an operation
+// that spans cloud calls and cycles, persisted so another leader can
+// finish or undo it.
+type JournalEntry struct {
+	ID     string    `json:"id"`
+	Kind   EntryKind `json:"kind"`
+	Role   string    `json:"role"`
+	Reason string    `json:"reason"`
+	Mode   string    `json:"mode,omitempty"`
+	Phase  Phase     `json:"phase"`
+	// NewName and NewID are the server an entry creates; OldName and
+	// OldID the one it replaces or deletes.
+	NewName string `json:"new_name,omitempty"`
+	NewID   string `json:"new_id,omitempty"`
+	OldName string `json:"old_name,omitempty"`
+	OldID   string `json:"old_id,omitempty"`
+	// Started is when the entry was made; Updated its last phase change.
+	Started    time.Time `json:"started"`
+	Updated    time.Time `json:"updated"`
+	DrainUntil time.Time `json:"drain_until,omitzero"`
+	// Attempts counts create calls made for this entry.
+	Attempts int    `json:"attempts,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Server states in the reaper's report, in the order `orchestrate status`
+// lists them. The reaper's planner gives each its meaning.
+const (
+	ServerHealthy         = "healthy"
+	ServerExpired         = "expired"
+	ServerBooting         = "booting"
+	ServerNew             = "new"
+	ServerCriticalInGrace = "critical-in-grace"
+	ServerUnhealthy       = "unhealthy"
+	ServerUnaccounted     = "unaccounted"
+	ServerError           = "error"
+	ServerMaintenance     = "maintenance"
+	ServerReplacing       = "replacing"
+	ServerDeleting        = "deleting"
+)
+
+// ServerStateOrder is the order the report's states are listed in.
+var ServerStateOrder = []string{ServerHealthy, ServerExpired, ServerBooting, ServerNew, ServerCriticalInGrace,
+	ServerUnhealthy, ServerUnaccounted, ServerError, ServerMaintenance, ServerReplacing, ServerDeleting}
+
+// ReaperReport is the value of <prefix>/reaper/state: what the reaper's
+// leader saw and planned in its last cycle.
+type ReaperReport struct {
+	Time   time.Time `json:"time"`
+	Leader string    `json:"leader"`
+	DryRun bool      `json:"dry_run"`
+	// Interval (nanoseconds in JSON) lets readers tell a stale report from
+	// a live one.
+	Interval       time.Duration `json:"interval"`
+	Armed          bool          `json:"armed"`
+	NotArmedReason string        `json:"not_armed_reason,omitempty"`
+	Paused         bool          `json:"paused"`
+	PauseReason    string        `json:"pause_reason,omitempty"`
+	BackoffUntil   time.Time     `json:"backoff_until,omitzero"`
+	BackoffReason  string        `json:"backoff_reason,omitempty"`
+	// RoleBackoff holds the roles whose creates are held back after a
+	// capacity or fatal create error.
+	RoleBackoff map[string]RoleBackoff `json:"role_backoff,omitempty"`
+	Roles       []RoleReport           `json:"roles"`
+	Unassigned  int                    `json:"unassigned_servers"`
+	Planned     []string               `json:"planned"`
+	Blocked     []string               `json:"blocked,omitempty"`
+	Journal     []JournalEntry         `json:"journal,omitempty"`
+	// Errors lists what went wrong in the cycle (cloud or Consul).
+	Errors []string `json:"errors,omitempty"`
+}
+
+// RoleBackoff is one role's create backoff.
+type RoleBackoff struct {
+	Until  time.Time `json:"until"`
+	Reason string    `json:"reason"`
+}
+
+// RoleReport is one role in the report.
+type RoleReport struct {
+	Name    string `json:"name"`
+	Desired int    `json:"desired"`
+	Count   int    `json:"count"`
+	Healthy int    `json:"healthy"`
+	// States counts the role's servers by state (one of the Server* names).
+	States map[string]int `json:"states"`
+	// Attention lists servers that are not healthy (a bounded number).
+	Attention []ServerReport `json:"attention,omitempty"`
+}
+
+// ServerReport is one server in the report.
+type ServerReport struct {
+	Name    string    `json:"name"`
+	ID      string    `json:"id"`
+	State   string    `json:"state"`
+	Created time.Time `json:"created"`
+}
+
+// ReaperReport reads <prefix>/reaper/state; nil when no reaper wrote one.
+func (s *Store) ReaperReport(ctx context.Context) (*ReaperReport, error) {
+	key := ReaperKey(s.prefix, ReaperStateKey)
+	p, _, err := s.kv.Get(key, readOpts(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	if p == nil {
+		return nil, nil
+	}
+	var st ReaperReport
+	if err := json.Unmarshal(p.Value, &st); err != nil {
+		return nil, fmt.Errorf("%s holds a value the reaper did not write: %w", key, err)
+	}
+	return &st, nil
+}
