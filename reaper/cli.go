@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/jiocloud/orchestrate/internal/cli"
 	"github.com/jiocloud/orchestrate/internal/consulclient"
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/logging"
@@ -25,112 +26,139 @@ acts). Dry run unless the config says dry_run: false or --dry-run=false.
 `
 
 // Run runs `reaper args...` until ctx ends and returns the exit code.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return RunWithCloud(ctx, args, stdout, stderr, nil)
+func Run(ctx context.Context, args []string, stdio cli.IO) int {
+	return RunWithCloud(ctx, args, stdio, nil)
 }
 
 // RunWithCloud is Run with the cloud given (a simulated one for demos and
 // tests); nil means OpenStack Nova from the environment.
-func RunWithCloud(ctx context.Context, args []string, stdout, stderr io.Writer, cloud Cloud) int {
-	err := run(ctx, args, stdout, stderr, cloud)
+func RunWithCloud(ctx context.Context, args []string, stdio cli.IO, cloud Cloud) int {
+	err := run(ctx, args, stdio, cloud)
 	if err == nil {
 		return exitcode.OK
 	}
-	fmt.Fprintf(stderr, "reaper: %v\n", err)
+	fmt.Fprintf(stdio.Stderr, "reaper: %v\n", err)
 	return exitcode.Code(err)
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, cloud Cloud) error {
-	fs := pflag.NewFlagSet("reaper", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var (
-		conn        consulclient.Options
-		logOpts     logging.Options
-		configPath  string
-		checkOnly   bool
-		dryRun      bool
-		interval    time.Duration
-		listen      string
-		prefix      string
-		lockKey     string
-		maxInFlight int
-		maxPerHour  int
-	)
-	conn.AddFlags(fs)
-	logOpts.AddFlags(fs)
-	fs.StringVar(&configPath, "config", "", "YAML configuration file (required)")
-	fs.BoolVar(&checkOnly, "check-config", false, "validate the configuration and exit")
+// overrides are the flags that override a value of the config file; only
+// a flag given on the command line does.
+type overrides struct {
+	dryRun      bool
+	interval    time.Duration
+	listen      string
+	prefix      string
+	lockKey     string
+	maxInFlight int
+	maxPerHour  int
+}
+
+func (o *overrides) addFlags(fs *pflag.FlagSet) {
 	// The flag's own default is never used: only an explicit --dry-run or
 	// --dry-run=false overrides the file, whose default is dry run.
-	fs.BoolVar(&dryRun, "dry-run", false, "log every action and take none; --dry-run=false acts (default: dry_run in the file, else on)")
-	fs.DurationVar(&interval, "interval", 0, "time between cycles (overrides interval)")
-	fs.StringVar(&listen, "listen", "", "address for /metrics, e.g. 127.0.0.1:9469 (overrides listen)")
-	fs.StringVar(&prefix, "prefix", "", "Consul KV prefix (overrides prefix; default $ORCHESTRATE_PREFIX, else orchestrate)")
-	fs.StringVar(&lockKey, "lock-key", "", "leader lock key (overrides lock_key)")
-	fs.IntVar(&maxInFlight, "max-in-flight", 0, "replacements and deletions in flight per role (overrides max_in_flight)")
-	fs.IntVar(&maxPerHour, "max-actions-per-hour", 0, "destructive actions per hour (overrides max_actions_per_hour)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "log every action and take none; --dry-run=false acts (default: dry_run in the file, else on)")
+	fs.DurationVar(&o.interval, "interval", 0, "time between cycles (overrides interval)")
+	fs.StringVar(&o.listen, "listen", "", "address for /metrics, e.g. 127.0.0.1:9469 (overrides listen)")
+	fs.StringVar(&o.prefix, "prefix", "", "Consul KV prefix (overrides prefix; default $ORCHESTRATE_PREFIX, else orchestrate)")
+	fs.StringVar(&o.lockKey, "lock-key", "", "leader lock key (overrides lock_key)")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", 0, "replacements and deletions in flight per role (overrides max_in_flight)")
+	fs.IntVar(&o.maxPerHour, "max-actions-per-hour", 0, "destructive actions per hour (overrides max_actions_per_hour)")
+}
+
+// apply sets the config values whose flags were given.
+func (o *overrides) apply(fs *pflag.FlagSet, cfg *Config) {
+	set := map[string]func(){
+		"dry-run":              func() { cfg.DryRun = &o.dryRun },
+		"interval":             func() { cfg.Interval = Duration(o.interval) },
+		"listen":               func() { cfg.Listen = o.listen },
+		"prefix":               func() { cfg.Prefix = o.prefix },
+		"lock-key":             func() { cfg.LockKey = o.lockKey },
+		"max-in-flight":        func() { cfg.MaxInFlight = o.maxInFlight },
+		"max-actions-per-hour": func() { cfg.MaxActionsPerHour = o.maxPerHour },
+	}
+	for name, f := range set {
+		if fs.Changed(name) {
+			f()
+		}
+	}
+}
+
+// cmdLine are the reaper's command line.
+type cmdLine struct {
+	conn       consulclient.Options
+	logOpts    logging.Options
+	configPath string
+	checkOnly  bool
+	over       overrides
+	fs         *pflag.FlagSet
+}
+
+// parse reads the command line; help is true when --help was asked for
+// (and printed).
+func (o *cmdLine) parse(args []string, stdout io.Writer) (help bool, err error) {
+	fs := pflag.NewFlagSet("reaper", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.conn.AddFlags(fs)
+	o.logOpts.AddFlags(fs)
+	fs.StringVar(&o.configPath, "config", "", "YAML configuration file (required)")
+	fs.BoolVar(&o.checkOnly, "check-config", false, "validate the configuration and exit")
+	o.over.addFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprint(stdout, usageText+fs.FlagUsages())
-			return nil
+			return true, nil
 		}
-		return exitcode.Usagef("%v", err)
+		return false, exitcode.Usagef("%v", err)
 	}
 	if fs.NArg() > 0 {
-		return exitcode.Usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+		return false, exitcode.Usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if configPath == "" {
-		return exitcode.Usagef("--config FILE is required")
+	if o.configPath == "" {
+		return false, exitcode.Usagef("--config FILE is required")
 	}
-	cfg, err := LoadConfig(configPath)
+	o.fs = fs
+	return false, nil
+}
+
+// config loads the file, applies the flags and validates the result.
+func (o *cmdLine) config() (*Config, error) {
+	cfg, err := LoadConfig(o.configPath)
 	if err != nil {
-		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("config: %w", err))
+		return nil, exitcode.Wrap(exitcode.Usage, fmt.Errorf("config: %w", err))
 	}
-	if fs.Changed("dry-run") {
-		cfg.DryRun = &dryRun
-	}
-	if fs.Changed("interval") {
-		cfg.Interval = Duration(interval)
-	}
-	if fs.Changed("listen") {
-		cfg.Listen = listen
-	}
-	if fs.Changed("prefix") {
-		cfg.Prefix = prefix
-	}
-	if fs.Changed("lock-key") {
-		cfg.LockKey = lockKey
-	}
-	if fs.Changed("max-in-flight") {
-		cfg.MaxInFlight = maxInFlight
-	}
-	if fs.Changed("max-actions-per-hour") {
-		cfg.MaxActionsPerHour = maxPerHour
-	}
+	o.over.apply(o.fs, cfg)
 	if err := cfg.Validate(); err != nil {
-		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("config %s: %w", configPath, err))
+		return nil, exitcode.Wrap(exitcode.Usage, fmt.Errorf("config %s: %w", o.configPath, err))
 	}
-	if checkOnly {
-		fmt.Fprintf(stdout, "%s: valid (%d roles, dry run %v)\n", configPath, len(cfg.Roles), cfg.IsDryRun())
-		return nil
+	return cfg, nil
+}
+
+func run(ctx context.Context, args []string, stdio cli.IO, cloud Cloud) error {
+	var o cmdLine
+	help, err := o.parse(args, stdio.Stdout)
+	if help || err != nil {
+		return err
 	}
-	log, err := logOpts.New(stderr)
+	cfg, err := o.config()
 	if err != nil {
 		return err
 	}
-	client, err := conn.Client()
+	if o.checkOnly {
+		fmt.Fprintf(stdio.Stdout, "%s: valid (%d roles, dry run %v)\n", o.configPath, len(cfg.Roles), cfg.IsDryRun())
+		return nil
+	}
+	log, err := o.logOpts.New(stdio.Stderr)
+	if err != nil {
+		return err
+	}
+	client, err := o.conn.Client()
 	if err != nil {
 		return err
 	}
 	if cloud == nil {
-		nova, err := NewNova(ctx, cfg.Cloud)
-		if err != nil {
-			if ClassOf(err) == Fatal && os.Getenv("OS_AUTH_URL") == "" && os.Getenv("OS_CLOUD") == "" && cfg.Cloud.Name == "" {
-				return exitcode.Wrap(exitcode.Usage, fmt.Errorf("no OpenStack credentials: set OS_CLOUD (clouds.yaml) or the OS_* variables: %w", err))
-			}
-			return exitcode.Wrap(exitcode.Unavailable, err)
+		if cloud, err = openNova(ctx, cfg); err != nil {
+			return err
 		}
-		cloud = nova
 	}
 	r, err := New(cfg, client, cloud, log)
 	if err != nil {
@@ -141,4 +169,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, cloud Clo
 		return exitcode.Wrap(exitcode.Unavailable, err)
 	}
 	return nil
+}
+
+// openNova connects to the cloud of the config; missing credentials are a
+// usage error, an unreachable cloud exit 3.
+func openNova(ctx context.Context, cfg *Config) (Cloud, error) {
+	nova, err := NewNova(ctx, cfg.Cloud)
+	if err != nil {
+		if ClassOf(err) == Fatal && os.Getenv("OS_AUTH_URL") == "" && os.Getenv("OS_CLOUD") == "" && cfg.Cloud.Name == "" {
+			return nil, exitcode.Wrap(exitcode.Usage, fmt.Errorf("no OpenStack credentials: set OS_CLOUD (clouds.yaml) or the OS_* variables: %w", err))
+		}
+		return nil, exitcode.Wrap(exitcode.Unavailable, err)
+	}
+	return nova, nil
 }

@@ -13,8 +13,11 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
+
+	"github.com/jiocloud/orchestrate/internal/cli"
 )
 
 const cliConfig = `
@@ -60,7 +63,7 @@ func TestRunUsageErrors(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			var out, errOut bytes.Buffer
-			code := reaper.Run(context.Background(), tc.args, &out, &errOut)
+			code := reaper.Run(context.Background(), tc.args, cli.IO{Stdout: &out, Stderr: &errOut})
 			if code != 2 || !strings.Contains(errOut.String(), tc.want) {
 				t.Fatalf("exit %d, stderr %q; want 2 naming %q", code, errOut.String(), tc.want)
 			}
@@ -70,7 +73,7 @@ func TestRunUsageErrors(t *testing.T) {
 
 func TestRunCheckConfig(t *testing.T) {
 	var out bytes.Buffer
-	code := reaper.Run(context.Background(), []string{"--config", writeConfig(t, cliConfig), "--check-config"}, &out, io.Discard)
+	code := reaper.Run(context.Background(), []string{"--config", writeConfig(t, cliConfig), "--check-config"}, cli.IO{Stdout: &out, Stderr: io.Discard})
 	if code != 0 || !strings.Contains(out.String(), "valid (1 roles, dry run true)") {
 		t.Fatalf("exit %d, %q", code, out.String())
 	}
@@ -86,10 +89,10 @@ func TestRunServesMetricsInDryRun(t *testing.T) {
 	done := make(chan int)
 	var errOut bytes.Buffer
 	go func() {
-		done <- reaper.RunWithCloud(ctx, []string{"--config", writeConfig(t, cliConfig), "--consul-addr", agent.HTTPAddr}, io.Discard, &errOut, sim)
+		done <- reaper.RunWithCloud(ctx, []string{"--config", writeConfig(t, cliConfig), "--consul-addr", agent.HTTPAddr}, cli.IO{Stdout: io.Discard, Stderr: &errOut}, sim)
 	}()
 	var port int
-	waitFor(t, 5*time.Second, "the reaper service", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the reaper service", func() bool {
 		svcs, _, err := agent.Client.Catalog().Service("reaper", "", nil)
 		if err == nil && len(svcs) == 1 {
 			port = svcs[0].ServicePort
@@ -97,7 +100,7 @@ func TestRunServesMetricsInDryRun(t *testing.T) {
 		return port != 0
 	})
 	var body string
-	waitFor(t, 5*time.Second, "metrics of a cycle", func() bool {
+	testutil.Eventually(t, 5*time.Second, "metrics of a cycle", func() bool {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 		if err != nil {
 			return false
@@ -142,7 +145,7 @@ func TestDryRunPrecedence(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			code := reaper.Run(context.Background(), append(tc.args, "--check-config"), &out, io.Discard)
+			code := reaper.Run(context.Background(), append(tc.args, "--check-config"), cli.IO{Stdout: &out, Stderr: io.Discard})
 			if code != 0 || !strings.Contains(out.String(), tc.want) {
 				t.Fatalf("exit %d, %q; want %q", code, out.String(), tc.want)
 			}

@@ -138,6 +138,10 @@ type Role struct {
 	Boot BootSpec `yaml:"boot"`
 
 	nameRE *regexp.Regexp
+	// namePrefix and nameSuffix are what the name template puts before and
+	// after the first {n}, with {role} filled in: parsed once by validate,
+	// read by every plan to find free and stray names.
+	namePrefix, nameSuffix string
 }
 
 // BootSpec is what Nova needs to create a server.
@@ -291,7 +295,7 @@ func (c *Config) LeaderKey() string {
 	if c.LockKey != "" {
 		return c.LockKey
 	}
-	return c.Prefix + "/reaper/leader"
+	return store.ReaperKey(c.Prefix, store.ReaperLeaderKey)
 }
 
 // Role returns the role named name, or nil.
@@ -421,6 +425,12 @@ func (r *Role) validate(field string) error {
 			return fmt.Errorf("%s.checks[%d]: empty check name", field, j)
 		}
 	}
+	return r.validateBoot(field)
+}
+
+// validateBoot checks the role's boot spec, parses its name template and
+// reads its user data.
+func (r *Role) validateBoot(field string) error {
 	b := &r.Boot
 	if b.Flavor == "" {
 		return fmt.Errorf("%s.boot.flavor: required", field)
@@ -446,6 +456,7 @@ func (r *Role) validate(field string) error {
 	if err := store.ValidName("host", r.ServerName(1)); err != nil {
 		return fmt.Errorf("%s.boot.name_template %q: %w", field, b.NameTemplate, err)
 	}
+	r.namePrefix, r.nameSuffix, _ = strings.Cut(strings.ReplaceAll(b.NameTemplate, "{role}", r.Name), "{n}")
 	for k, v := range b.Metadata {
 		if k == MetaRole || k == MetaJournal {
 			return fmt.Errorf("%s.boot.metadata.%s: reserved for the reaper", field, k)

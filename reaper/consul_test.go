@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
 )
@@ -66,67 +68,129 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// newCloud is a simulated cloud whose booted servers register themselves
-// in Consul as passing nodes providing service web.
-func newCloud(t *testing.T, c *api.Client) *simcloud.Cloud {
-	sim := simcloud.New()
-	sim.BootDelay = 100 * time.Millisecond
-	sim.OnActive = func(s reaper.Server) {
-		if err := simcloud.RegisterNode(context.Background(), c, s.Name, "web", api.HealthPassing); err != nil {
+// fixture is one test's world: a real Consul agent, a simulated cloud
+// whose booted servers register themselves in Consul as passing nodes
+// providing service web, and a config with short timings.
+type fixture struct {
+	t     *testing.T
+	agent *consultest.Agent
+	c     *api.Client
+	sim   *simcloud.Cloud
+	// cloud is what the reapers use: sim unless a test wraps it.
+	cloud reaper.Cloud
+	cfg   *reaper.Config
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	return newFixtureOn(t, consultest.Options{HCL: agentHCL})
+}
+
+// newFixtureOn is newFixture with an agent started with opts.
+func newFixtureOn(t *testing.T, opts consultest.Options) *fixture {
+	t.Helper()
+	agent := consultest.Start(t, opts)
+	f := &fixture{t: t, agent: agent, c: agent.Client, cfg: fastConfig(t, "")}
+	f.sim = simcloud.New()
+	f.sim.BootDelay = 100 * time.Millisecond
+	f.sim.OnActive = func(s reaper.Server) {
+		if err := simcloud.RegisterNode(context.Background(), f.c, s.Name, "web", api.HealthPassing); err != nil {
 			t.Errorf("register node %s: %v", s.Name, err)
 		}
 	}
-	return sim
+	f.cloud = f.sim
+	return f
 }
 
 // seed adds n old, healthy web servers with passing nodes.
-func seed(t *testing.T, sim *simcloud.Cloud, c *api.Client, n int) {
+func (f *fixture) seed(n int) {
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("web%d", i)
-		sim.Add(reaper.Server{Name: name, Created: time.Now().Add(-24 * time.Hour), Metadata: map[string]string{reaper.MetaRole: "web"}})
-		if err := simcloud.RegisterNode(context.Background(), c, name, "web", api.HealthPassing); err != nil {
-			t.Fatal(err)
+		f.sim.Add(reaper.Server{Name: name, Created: time.Now().Add(-24 * time.Hour), Metadata: map[string]string{reaper.MetaRole: "web"}})
+		if err := simcloud.RegisterNode(context.Background(), f.c, name, "web", api.HealthPassing); err != nil {
+			f.t.Fatal(err)
 		}
 	}
 }
 
+func (f *fixture) arm() { arm(f.t, f.c) }
+
+// arm writes an arm record, as `orchestrate reaper arm` does.
 func arm(t *testing.T, c *api.Client) {
-	if _, err := c.KV().Put(&api.KVPair{Key: reaper.ArmKey(prefix), Value: []byte(`{"by":"test"}`)}, nil); err != nil {
+	t.Helper()
+	rec := []byte(`{"time":"` + time.Now().UTC().Format(time.RFC3339) + `","by":"test","reason":"armed by the test"}`)
+	if _, err := c.KV().Put(&api.KVPair{Key: reaper.ArmKey(prefix), Value: rec}, nil); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// start runs a reaper until the test ends or stop is called.
-func start(t *testing.T, cfg *reaper.Config, c *api.Client, cloud reaper.Cloud) (r *reaper.Reaper, stop func()) {
+// start runs a reaper on the fixture's config and cloud until the test
+// ends or it is stopped; hook, if not nil, is called after each action.
+func (f *fixture) start(hook func(x *running, a reaper.Action)) *running {
+	f.t.Helper()
+	return startReaper(f.t, f.cfg, f.c, f.cloud, 20*time.Millisecond, hook)
+}
+
+// running is a reaper whose Run goroutine a test controls.
+type running struct {
+	*reaper.Reaper
+	abandon atomic.Bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// kill ends the run as a killed process would end: the lock, session and
+// service registration are left behind. It does not wait, so a hook may
+// call it.
+func (x *running) kill() {
+	x.abandon.Store(true)
+	x.cancel()
+}
+
+// stop ends the run and waits for Run to return.
+func (x *running) stop() {
+	x.cancel()
+	<-x.done
+}
+
+// startReaper runs a reaper until the test ends or it is stopped, polling
+// servers every poll; hook, if not nil, is called after each action.
+func startReaper(t *testing.T, cfg *reaper.Config, c *api.Client, cloud reaper.Cloud, poll time.Duration, hook func(x *running, a reaper.Action)) *running {
 	t.Helper()
-	r, err := reaper.New(cfg, c, cloud, testLogger(t))
+	x := &running{done: make(chan struct{})}
+	opts := []reaper.Option{reaper.WithPollInterval(poll), reaper.AbandonWhen(x.abandon.Load)}
+	if hook != nil {
+		opts = append(opts, reaper.AfterAction(func(a reaper.Action) { hook(x, a) }))
+	}
+	r, err := reaper.New(cfg, c, cloud, testLogger(t), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.PollInterval = 20 * time.Millisecond
+	x.Reaper = r
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	x.cancel = cancel
 	go func() {
-		defer close(done)
+		defer close(x.done)
 		if err := r.Run(ctx); err != nil {
 			t.Errorf("reaper run: %v", err)
 		}
 	}()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(stop)
-	return r, stop
+	t.Cleanup(x.stop)
+	return x
 }
 
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+// holdLock makes a session of c hold the leader lock, for tests that run
+// cycles by hand.
+func holdLock(t testing.TB, c *api.Client, cfg *reaper.Config) string {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
+	sess, _, err := c.Session().Create(&api.SessionEntry{TTL: "60s", LockDelay: time.Millisecond}, nil)
+	if err != nil {
+		t.Fatalf("session: %v", err)
 	}
+	if ok, _, err := c.KV().Acquire(&api.KVPair{Key: cfg.LeaderKey(), Session: sess}, nil); !ok || err != nil {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	return sess
 }
 
 func names(ss []reaper.Server) string {
@@ -164,33 +228,26 @@ func setCritical(t *testing.T, c *api.Client, node string) {
 // within 2×TTL + lock delay + the api package's 5s lock retry.
 func TestTwoReapersOneActsAndFailover(t *testing.T) {
 	t.Parallel()
-	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	c := agent.Client
-	sim := newCloud(t, c)
-	cfg := fastConfig(t, "")
-	r1, stop1 := start(t, cfg, c, sim)
-	r2, stop2 := start(t, cfg, c, sim)
+	f := newFixture(t)
+	c, sim, cfg := f.c, f.sim, f.cfg
+	r1, r2 := f.start(nil), f.start(nil)
 
-	waitFor(t, 10*time.Second, "three servers created and checked in", func() bool {
+	testutil.Eventually(t, 10*time.Second, "three servers created and checked in", func() bool {
 		return len(sim.Servers()) == 3 && catalogHas(t, c, "web3")
 	})
-	waitFor(t, 5*time.Second, "journal empty", func() bool { return len(journalKeys(t, c)) == 0 })
+	testutil.Eventually(t, 5*time.Second, "journal empty", func() bool { return len(journalKeys(t, c)) == 0 })
 	time.Sleep(time.Second) // several more cycles of both reapers
 	if n := sim.Creates.Load(); n != 3 {
 		t.Fatalf("%d creates for a role of 3: more than one reaper acted (servers %s)", n, names(sim.Servers()))
 	}
 	leaders := 0
-	var leader, standby *reaper.Reaper
-	var stopLeader func()
-	for _, x := range []struct {
-		r    *reaper.Reaper
-		stop func()
-	}{{r1, stop1}, {r2, stop2}} {
-		if x.r.Leading() {
+	var leader, standby *running
+	for _, x := range []*running{r1, r2} {
+		if x.Leading() {
 			leaders++
-			leader, stopLeader = x.r, x.stop
+			leader = x
 		} else {
-			standby = x.r
+			standby = x
 		}
 	}
 	if leaders != 1 {
@@ -204,23 +261,23 @@ func TestTwoReapersOneActsAndFailover(t *testing.T) {
 	if len(entries) != 2 {
 		t.Fatalf("%d passing reaper service instances, want 2", len(entries))
 	}
-	st, err := reaper.ReadState(context.Background(), c, prefix)
+	st, err := readReport(c)
 	if err != nil || st == nil || st.Leader != leader.ID() {
 		t.Fatalf("state = %+v, %v; want written by the leader %s", st, err, leader.ID())
 	}
 
 	// Kill the leader: no unlock, no session destroy.
-	leader.AbandonLeadership()
 	killed := time.Now()
-	stopLeader()
+	leader.kill()
+	leader.stop()
 	limit := 2*cfg.SessionTTL.D() + cfg.LockDelay.D() + api.DefaultLockRetryTime + 2*time.Second
-	waitFor(t, limit, "the standby to take over", standby.Leading)
+	testutil.Eventually(t, limit, "the standby to take over", standby.Leading)
 	t.Logf("takeover after %v (bound %v)", time.Since(killed).Round(100*time.Millisecond), limit)
 
 	// The new leader acts: a critical node gets replaced.
-	arm(t, c)
+	f.arm()
 	setCritical(t, c, "web1")
-	waitFor(t, 15*time.Second, "web1 replaced", func() bool {
+	testutil.Eventually(t, 15*time.Second, "web1 replaced", func() bool {
 		return !catalogHas(t, c, "web1") && len(sim.Servers()) == 3 && len(journalKeys(t, c)) == 0
 	})
 }
@@ -230,19 +287,12 @@ func TestTwoReapersOneActsAndFailover(t *testing.T) {
 // then its server is deleted and its node deregistered from the catalog.
 func TestReplaceDrainsDeletesDeregisters(t *testing.T) {
 	t.Parallel()
-	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	c := agent.Client
-	sim := newCloud(t, c)
-	seed(t, sim, c, 3)
-	arm(t, c)
-	cfg := fastConfig(t, "")
-	r, err := reaper.New(cfg, c, sim, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.PollInterval = 20 * time.Millisecond
+	f := newFixture(t)
+	c, sim := f.c, f.sim
+	f.seed(3)
+	f.arm()
 	var sawMaint, newUpFirst atomic.Bool
-	r.SetAfterAction(func(a reaper.Action) {
+	r := f.start(func(_ *running, a reaper.Action) {
 		if a.Op != reaper.OpDrain {
 			return
 		}
@@ -259,14 +309,10 @@ func TestReplaceDrainsDeletesDeregisters(t *testing.T) {
 		nc, _, _ := c.Health().Node(a.Entry.NewName, nil)
 		newUpFirst.Store(len(nc) > 0 && nc.AggregatedStatus() == api.HealthPassing)
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 
-	waitFor(t, 5*time.Second, "reaper to lead", r.Leading)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
 	setCritical(t, c, "web2")
-	waitFor(t, 15*time.Second, "web2 deleted and deregistered", func() bool {
+	testutil.Eventually(t, 15*time.Second, "web2 deleted and deregistered", func() bool {
 		return !catalogHas(t, c, "web2") && len(sim.Servers()) == 3 && len(journalKeys(t, c)) == 0
 	})
 	if got := names(sim.Servers()); got != "web1,web3,web4" {
@@ -281,7 +327,7 @@ func TestReplaceDrainsDeletesDeregisters(t *testing.T) {
 	if n := sim.Creates.Load(); n != 1 {
 		t.Fatalf("%d creates, want 1", n)
 	}
-	waitFor(t, 5*time.Second, "metrics of a cycle after the replacement", func() bool {
+	testutil.Eventually(t, 5*time.Second, "metrics of a cycle after the replacement", func() bool {
 		return strings.Contains(scrape(t, r), `reaper_nodes{role="web",state="healthy"} 3`)
 	})
 	body := scrape(t, r)
@@ -292,7 +338,7 @@ func TestReplaceDrainsDeletesDeregisters(t *testing.T) {
 	}
 }
 
-func scrape(t *testing.T, r *reaper.Reaper) string {
+func scrape(t *testing.T, r *running) string {
 	var sb strings.Builder
 	r.Metrics().WriteTo(&sb)
 	return sb.String()
@@ -302,30 +348,18 @@ func scrape(t *testing.T, r *reaper.Reaper) string {
 // replacement from the journal, without a second create.
 func TestJournalRecoveryAcrossLeaders(t *testing.T) {
 	t.Parallel()
-	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	c := agent.Client
-	sim := newCloud(t, c)
-	seed(t, sim, c, 3)
-	arm(t, c)
-	cfg := fastConfig(t, "")
-	r1, err := reaper.New(cfg, c, sim, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r1.PollInterval = 20 * time.Millisecond
-	ctx1, kill1 := context.WithCancel(context.Background())
-	done1 := make(chan struct{})
-	r1.SetAfterAction(func(a reaper.Action) {
-		if a.Op == reaper.OpCreate && a.Entry.Kind == reaper.KindReplace {
-			r1.AbandonLeadership()
-			kill1() // dies right after the create, before any drain or delete
+	f := newFixture(t)
+	c, sim := f.c, f.sim
+	f.seed(3)
+	f.arm()
+	r1 := f.start(func(x *running, a reaper.Action) {
+		if a.Op == reaper.OpCreate && a.Entry.Kind == store.KindReplace {
+			x.kill() // dies right after the create, before any drain or delete
 		}
 	})
-	go func() { defer close(done1); r1.Run(ctx1) }()
-	t.Cleanup(func() { kill1(); <-done1 })
-	waitFor(t, 5*time.Second, "first reaper to lead", r1.Leading)
+	testutil.Eventually(t, 5*time.Second, "first reaper to lead", r1.Leading)
 	setCritical(t, c, "web2")
-	<-done1
+	<-r1.done
 	if n := sim.Creates.Load(); n != 1 {
 		t.Fatalf("first leader made %d creates, want 1", n)
 	}
@@ -337,8 +371,8 @@ func TestJournalRecoveryAcrossLeaders(t *testing.T) {
 		t.Fatalf("after the kill: servers %s, web2 in catalog %v; want the surge of 4 with web2 still there", names(sim.Servers()), catalogHas(t, c, "web2"))
 	}
 
-	r2, _ := start(t, cfg, c, sim)
-	waitFor(t, 15*time.Second, "second leader to finish the replacement", func() bool {
+	r2 := f.start(nil)
+	testutil.Eventually(t, 15*time.Second, "second leader to finish the replacement", func() bool {
 		return !catalogHas(t, c, "web2") && len(sim.Servers()) == 3 && len(journalKeys(t, c)) == 0
 	})
 	if !r2.Leading() {
@@ -356,11 +390,10 @@ func TestJournalRecoveryAcrossLeaders(t *testing.T) {
 // the create call): the next leader finds the server by its metadata.
 func TestJournalIntentFindsItsServer(t *testing.T) {
 	t.Parallel()
-	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	c := agent.Client
-	sim := newCloud(t, c)
-	seed(t, sim, c, 2)
-	entry := reaper.Entry{ID: "web.dead.1", Kind: reaper.KindCreate, Role: "web", Phase: reaper.PhaseCreating, NewName: "web3", Started: time.Now(), Updated: time.Now()}
+	f := newFixture(t)
+	c, sim := f.c, f.sim
+	f.seed(2)
+	entry := reaper.Entry{ID: "web.dead.1", Kind: store.KindCreate, Role: "web", Phase: store.PhaseCreating, NewName: "web3", Started: time.Now(), Updated: time.Now()}
 	data, _ := json.Marshal(entry)
 	if _, err := c.KV().Put(&api.KVPair{Key: prefix + "/reaper/journal/" + entry.ID, Value: data}, nil); err != nil {
 		t.Fatal(err)
@@ -369,8 +402,8 @@ func TestJournalIntentFindsItsServer(t *testing.T) {
 	if err := simcloud.RegisterNode(context.Background(), c, s.Name, "web", api.HealthPassing); err != nil {
 		t.Fatal(err)
 	}
-	start(t, fastConfig(t, ""), c, sim)
-	waitFor(t, 10*time.Second, "the entry to be adopted and finished", func() bool { return len(journalKeys(t, c)) == 0 })
+	f.start(nil)
+	testutil.Eventually(t, 10*time.Second, "the entry to be adopted and finished", func() bool { return len(journalKeys(t, c)) == 0 })
 	time.Sleep(500 * time.Millisecond)
 	if n := sim.Creates.Load(); n != 0 {
 		t.Fatalf("%d creates: the entry's server was not found by its metadata", n)
@@ -381,19 +414,18 @@ func TestJournalIntentFindsItsServer(t *testing.T) {
 // backoff shows in the state and the metrics.
 func TestQuotaSurgeFailsCleanly(t *testing.T) {
 	t.Parallel()
-	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	c := agent.Client
-	sim := newCloud(t, c)
-	seed(t, sim, c, 3)
+	f := newFixture(t)
+	c, sim := f.c, f.sim
+	f.seed(3)
 	sim.SetQuota(3)
-	arm(t, c)
-	r, _ := start(t, fastConfig(t, ""), c, sim)
-	waitFor(t, 5*time.Second, "reaper to lead", r.Leading)
+	f.arm()
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
 	setCritical(t, c, "web2")
-	var st *reaper.State
-	waitFor(t, 10*time.Second, "backoff reported in the state", func() bool {
+	var st *store.ReaperReport
+	testutil.Eventually(t, 10*time.Second, "backoff reported in the state", func() bool {
 		var err error
-		st, err = reaper.ReadState(context.Background(), c, prefix)
+		st, err = readReport(c)
 		return err == nil && st != nil && !st.BackoffUntil.IsZero()
 	})
 	time.Sleep(500 * time.Millisecond)
@@ -423,17 +455,15 @@ func TestQuotaSurgeFailsCleanly(t *testing.T) {
 // Dry run: every action is logged and planned, none taken.
 func TestDryRunTakesNoAction(t *testing.T) {
 	t.Parallel()
-	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	c := agent.Client
-	sim := newCloud(t, c)
-	seed(t, sim, c, 2)
-	arm(t, c)
-	cfg := fastConfig(t, "")
-	cfg.DryRun = nil // the default
-	start(t, cfg, c, sim)
-	var st *reaper.State
-	waitFor(t, 5*time.Second, "a state", func() bool {
-		st, _ = reaper.ReadState(context.Background(), c, prefix)
+	f := newFixture(t)
+	c, sim := f.c, f.sim
+	f.seed(2)
+	f.arm()
+	f.cfg.DryRun = nil // the default
+	f.start(nil)
+	var st *store.ReaperReport
+	testutil.Eventually(t, 5*time.Second, "a state", func() bool {
+		st, _ = readReport(c)
 		return st != nil && len(st.Planned) > 0
 	})
 	time.Sleep(500 * time.Millisecond)
@@ -452,12 +482,11 @@ func TestDryRunTakesNoAction(t *testing.T) {
 // with validation success, and not before.
 func TestStartGateArmsAfterValidation(t *testing.T) {
 	t.Parallel()
-	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	c := agent.Client
-	sim := newCloud(t, c)
-	seed(t, sim, c, 3)
-	r, _ := start(t, fastConfig(t, ""), c, sim)
-	waitFor(t, 5*time.Second, "reaper to lead", r.Leading)
+	f := newFixture(t)
+	c := f.c
+	f.seed(3)
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
 	time.Sleep(500 * time.Millisecond)
 	if p, _, _ := c.KV().Get(reaper.ArmKey(prefix), nil); p != nil {
 		t.Fatal("armed before any validation")
@@ -468,7 +497,7 @@ func TestStartGateArmsAfterValidation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 5*time.Second, "the armed key", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the armed key", func() bool {
 		p, _, _ := c.KV().Get(reaper.ArmKey(prefix), nil)
 		return p != nil
 	})
@@ -515,13 +544,7 @@ func TestOneListOneHealthQueryPerCycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, _, err := c.Session().Create(&api.SessionEntry{TTL: "10s", LockDelay: time.Millisecond}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok, _, err := c.KV().Acquire(&api.KVPair{Key: cfg.LeaderKey(), Session: sess}, nil); !ok || err != nil {
-		t.Fatalf("acquire: %v %v", ok, err)
-	}
+	sess := holdLock(t, c, cfg)
 	ct.health.Store(0)
 	const cycles = 5
 	for i := 0; i < cycles; i++ {
@@ -542,18 +565,17 @@ func TestOneListOneHealthQueryPerCycle(t *testing.T) {
 // desired count that is not a number, means no action that cycle.
 func TestNoActionOnUnreadableData(t *testing.T) {
 	t.Parallel()
-	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	c := agent.Client
-	sim := newCloud(t, c)
-	seed(t, sim, c, 3)
-	arm(t, c)
+	f := newFixture(t)
+	c, sim := f.c, f.sim
+	f.seed(3)
+	f.arm()
 	setCritical(t, c, "web2")
 	sim.FailLists(&reaper.CloudError{Class: reaper.Transient, Op: "list servers", Err: fmt.Errorf("503 Service Unavailable")})
-	r, _ := start(t, fastConfig(t, ""), c, sim)
-	waitFor(t, 5*time.Second, "reaper to lead", r.Leading)
-	var st *reaper.State
-	waitFor(t, 5*time.Second, "the skipped cycle in the state", func() bool {
-		st, _ = reaper.ReadState(context.Background(), c, prefix)
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+	var st *store.ReaperReport
+	testutil.Eventually(t, 5*time.Second, "the skipped cycle in the state", func() bool {
+		st, _ = readReport(c)
 		return st != nil && len(st.Errors) > 0
 	})
 	if !strings.Contains(st.Errors[0], "cycle skipped") || !strings.Contains(st.Errors[0], "503") {
@@ -568,8 +590,8 @@ func TestNoActionOnUnreadableData(t *testing.T) {
 		t.Fatal(err)
 	}
 	sim.FailLists(nil)
-	waitFor(t, 5*time.Second, "the corrupt desired count reported", func() bool {
-		st, _ = reaper.ReadState(context.Background(), c, prefix)
+	testutil.Eventually(t, 5*time.Second, "the corrupt desired count reported", func() bool {
+		st, _ = readReport(c)
 		return st != nil && len(st.Errors) > 0 && strings.Contains(st.Errors[0], "desired")
 	})
 	time.Sleep(time.Second)
@@ -580,7 +602,7 @@ func TestNoActionOnUnreadableData(t *testing.T) {
 	if _, err := c.KV().Put(&api.KVPair{Key: prefix + "/roles/web/desired", Value: []byte("3")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "web2 replaced", func() bool {
+	testutil.Eventually(t, 15*time.Second, "web2 replaced", func() bool {
 		return !catalogHas(t, c, "web2") && len(sim.Servers()) == 3 && len(journalKeys(t, c)) == 0
 	})
 }
@@ -602,7 +624,7 @@ func TestJournalRefusesNonLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := reaper.Entry{ID: "web.x.1", Kind: reaper.KindCreate, Role: "web", Phase: reaper.PhaseCreating, NewName: "web9"}
+	e := reaper.Entry{ID: "web.x.1", Kind: store.KindCreate, Role: "web", Phase: store.PhaseCreating, NewName: "web9"}
 	if err := j.Put(context.Background(), other, e, nil); err != reaper.ErrNotLeader {
 		t.Fatalf("write with nobody holding the lock: %v, want ErrNotLeader", err)
 	}
@@ -628,13 +650,12 @@ func TestJournalRefusesNonLeader(t *testing.T) {
 // cloud is not hammered, and the backoff is not doubled once per create.
 func TestQuotaErrorStopsTheCyclesCreates(t *testing.T) {
 	t.Parallel()
-	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	c := agent.Client
-	sim := newCloud(t, c)
+	f := newFixture(t)
+	c, sim := f.c, f.sim
 	sim.SetQuota(1)
-	r, _ := start(t, fastConfig(t, ""), c, sim)
-	waitFor(t, 5*time.Second, "the quota backoff", func() bool {
-		st, _ := reaper.ReadState(context.Background(), c, prefix)
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "the quota backoff", func() bool {
+		st, _ := readReport(c)
 		return st != nil && !st.BackoffUntil.IsZero()
 	})
 	time.Sleep(time.Second)
@@ -668,11 +689,11 @@ func (b *blockingCloud) Create(ctx context.Context, req reaper.CreateRequest) (r
 // Losing the lock cancels the in-flight cloud call at once.
 func TestLosingTheLockCancelsCloudCalls(t *testing.T) {
 	t.Parallel()
-	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	c := agent.Client
+	f := newFixture(t)
+	c, cfg := f.c, f.cfg
 	cloud := &blockingCloud{Cloud: simcloud.New(), entered: make(chan struct{}), cancelled: make(chan time.Time, 1)}
-	cfg := fastConfig(t, "")
-	r, _ := start(t, cfg, c, cloud)
+	f.cloud = cloud
+	r := f.start(nil)
 	select {
 	case <-cloud.entered:
 	case <-time.After(10 * time.Second):
@@ -696,29 +717,27 @@ func TestLosingTheLockCancelsCloudCalls(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the in-flight create was not cancelled when the lock was lost")
 	}
-	waitFor(t, 5*time.Second, "the reaper to stop leading", func() bool { return !r.Leading() })
+	testutil.Eventually(t, 5*time.Second, "the reaper to stop leading", func() bool { return !r.Leading() })
 }
 
 // A dead node whose server is gone from Nova (deleted by hand) is
 // deregistered from the catalog once it has been dead for boot_timeout.
 func TestDeadNodeWithoutServerIsDeregistered(t *testing.T) {
 	t.Parallel()
-	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	c := agent.Client
-	sim := newCloud(t, c)
-	seed(t, sim, c, 3)
-	arm(t, c)
+	f := newFixture(t)
+	c, sim := f.c, f.sim
+	f.seed(3)
+	f.arm()
 	if err := simcloud.RegisterNode(context.Background(), c, "web9", "web", api.HealthCritical); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fastConfig(t, "")
-	cfg.Roles[0].BootTimeout = reaper.Duration(2 * time.Second)
-	start(t, cfg, c, sim)
+	f.cfg.Roles[0].BootTimeout = reaper.Duration(2 * time.Second)
+	f.start(nil)
 	time.Sleep(time.Second)
 	if !catalogHas(t, c, "web9") {
 		t.Fatal("web9 deregistered before it was dead for boot_timeout")
 	}
-	waitFor(t, 10*time.Second, "web9 deregistered", func() bool { return !catalogHas(t, c, "web9") })
+	testutil.Eventually(t, 10*time.Second, "web9 deregistered", func() bool { return !catalogHas(t, c, "web9") })
 	if got := names(sim.Servers()); got != "web1,web2,web3" || sim.Creates.Load() != 0 || sim.Deletes.Load() != 0 {
 		t.Fatalf("servers %s, creates %d, deletes %d: the cloud was touched", got, sim.Creates.Load(), sim.Deletes.Load())
 	}
@@ -733,14 +752,13 @@ func TestDeadNodeWithoutServerIsDeregistered(t *testing.T) {
 // reaper does not retry it every cycle, and says so in state and metrics.
 func TestFatalCreateErrorBacksOffTheRole(t *testing.T) {
 	t.Parallel()
-	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	c := agent.Client
-	sim := newCloud(t, c)
+	f := newFixture(t)
+	c, sim := f.c, f.sim
 	sim.FailCreates(&reaper.CloudError{Class: reaper.Fatal, Op: "create server", Err: fmt.Errorf("400 Invalid flavorRef provided")})
-	r, _ := start(t, fastConfig(t, ""), c, sim)
-	var st *reaper.State
-	waitFor(t, 5*time.Second, "the role backoff in the state", func() bool {
-		st, _ = reaper.ReadState(context.Background(), c, prefix)
+	r := f.start(nil)
+	var st *store.ReaperReport
+	testutil.Eventually(t, 5*time.Second, "the role backoff in the state", func() bool {
+		st, _ = readReport(c)
 		return st != nil && st.RoleBackoff["web"].Reason != ""
 	})
 	time.Sleep(time.Second) // five more cycles
@@ -762,11 +780,10 @@ func TestFatalCreateErrorBacksOffTheRole(t *testing.T) {
 func TestNoActionOnACLFilteredData(t *testing.T) {
 	t.Parallel()
 	const mgmt = "5e1f3c2a-8d4b-4c6e-9a7f-0b1c2d3e4f50"
-	agent := consultest.Start(t, consultest.Options{HCL: agentHCL, ACLToken: mgmt})
-	admin := agent.Client
-	sim := newCloud(t, admin)
-	seed(t, sim, admin, 4)
-	arm(t, admin)
+	f := newFixtureOn(t, consultest.Options{HCL: agentHCL, ACLToken: mgmt})
+	agent, admin, sim := f.agent, f.c, f.sim
+	f.seed(4)
+	f.arm()
 	// orchestrate scale web 4; the file says 3.
 	if _, err := admin.KV().Put(&api.KVPair{Key: prefix + "/roles/web/desired", Value: []byte("4")}, nil); err != nil {
 		t.Fatal(err)
@@ -800,13 +817,7 @@ session_prefix "" { policy = "write" }
 		if err != nil {
 			t.Fatal(err)
 		}
-		sess, _, err := c.Session().Create(&api.SessionEntry{TTL: "10s", LockDelay: time.Millisecond}, nil)
-		if err != nil {
-			t.Fatalf("%s: session: %v", tc.name, err)
-		}
-		if ok, _, err := c.KV().Acquire(&api.KVPair{Key: cfg.LeaderKey(), Session: sess}, nil); !ok || err != nil {
-			t.Fatalf("%s: acquire: %v %v", tc.name, ok, err)
-		}
+		sess := holdLock(t, c, cfg)
 		before := sim.Creates.Load() + sim.Deletes.Load()
 		p := r.Cycle(context.Background(), sess)
 		if p != nil {
@@ -818,7 +829,7 @@ session_prefix "" { policy = "write" }
 		if keys := journalKeys(t, admin); len(keys) != 0 {
 			t.Errorf("%s: journal written: %v", tc.name, keys)
 		}
-		st, err := reaper.ReadState(context.Background(), admin, prefix)
+		st, err := readReport(admin)
 		if err != nil || st == nil || len(st.Errors) == 0 || !strings.Contains(st.Errors[0], "ACL") {
 			t.Errorf("%s: state = %+v, %v; want the skipped cycle naming ACLs", tc.name, st, err)
 		}
@@ -830,4 +841,35 @@ session_prefix "" { policy = "write" }
 			t.Fatal(err)
 		}
 	}
+}
+
+// When Run returns, every goroutine it started has ended: the metrics
+// server, the heartbeat, the session renewal and the lock watchers. Not
+// parallel: the parallel tests' reapers wait until it is over, so any
+// goroutine of a Reaper still alive is this one's.
+func TestRunEndsEveryGoroutine(t *testing.T) {
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	cfg := fastConfig(t, "")
+	cfg.Roles[0].Desired = 0
+	cfg.Listen = "127.0.0.1:0"
+	x := startReaper(t, cfg, agent.Client, simcloud.New(), 20*time.Millisecond, nil)
+	testutil.Eventually(t, 5*time.Second, "the reaper to lead", x.Leading)
+	x.stop()
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	for _, g := range strings.Split(stacks, "\n\n") {
+		if strings.Contains(g, "orchestrate/reaper.(*Reaper)") {
+			t.Errorf("a goroutine of the reaper outlived Run:\n%s", g)
+		}
+	}
+}
+
+// readReport reads the reaper's state report under prefix; nil when there
+// is none.
+func readReport(c *api.Client) (*store.ReaperReport, error) {
+	s, err := store.New(c, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return s.ReaperReport(context.Background())
 }

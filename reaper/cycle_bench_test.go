@@ -83,13 +83,7 @@ func BenchmarkCycle2000(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sess, _, err := c.Session().Create(&api.SessionEntry{TTL: "60s", LockDelay: time.Millisecond}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if ok, _, err := c.KV().Acquire(&api.KVPair{Key: cfg.LeaderKey(), Session: sess}, nil); !ok || err != nil {
-		b.Fatalf("acquire: %v %v", ok, err)
-	}
+	sess := holdLock(b, c, cfg)
 	ctx := context.Background()
 	if p := r.Cycle(ctx, sess); p == nil {
 		b.Fatal("warm-up cycle produced no plan")

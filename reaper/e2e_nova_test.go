@@ -21,8 +21,11 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/novatest"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
+
+	"github.com/jiocloud/orchestrate/internal/store"
 )
 
 // novaEnv is one e2e test's world: a project in the real Nova, a Consul
@@ -196,33 +199,17 @@ func (c *countingCloud) Create(ctx context.Context, req reaper.CreateRequest) (r
 	return c.Cloud.Create(ctx, req)
 }
 
-// runReaper runs a reaper until the returned stop is called (or the test ends).
-func (e *novaEnv) runReaper(cfg *reaper.Config, cloud reaper.Cloud, hook func(r *reaper.Reaper, kill func())) (*reaper.Reaper, func()) {
-	r, err := reaper.New(cfg, e.agent.Client, cloud, testLogger(e.t))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	r.PollInterval = 200 * time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	if hook != nil {
-		hook(r, cancel)
-	}
-	go func() {
-		defer close(done)
-		r.Run(ctx)
-	}()
-	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); <-done }) }
-	e.t.Cleanup(stop)
-	return r, stop
+// runReaper runs a reaper until it is stopped (or the test ends); hook,
+// if not nil, is called after each action.
+func (e *novaEnv) runReaper(cfg *reaper.Config, cloud reaper.Cloud, hook func(x *running, a reaper.Action)) *running {
+	return startReaper(e.t, cfg, e.agent.Client, cloud, 200*time.Millisecond, hook)
 }
 
 // buildRole lets the reaper create the role of 3 (creates are allowed
 // before the start gate opens), then arms it.
 func (e *novaEnv) buildRole(t *testing.T) map[string]servers.Server {
 	var ss map[string]servers.Server
-	waitFor(t, 90*time.Second, "the reaper to build web1..web3, ACTIVE, checked in", func() bool {
+	testutil.Eventually(t, 90*time.Second, "the reaper to build web1..web3, ACTIVE, checked in", func() bool {
 		ss = map[string]servers.Server{}
 		for n, s := range e.servers() {
 			if s.Metadata[reaper.MetaRole] == "web" {
@@ -253,7 +240,7 @@ func TestNovaReplacesCriticalNode(t *testing.T) {
 	before := e.buildRole(t)
 	setCritical(t, e.agent.Client, "web2")
 	var after map[string]servers.Server
-	waitFor(t, 90*time.Second, "web2 replaced", func() bool {
+	testutil.Eventually(t, 90*time.Second, "web2 replaced", func() bool {
 		after = e.servers()
 		_, old := after["web2"]
 		return !old && len(after) == 3 && after["web4"].Status == "ACTIVE" &&
@@ -287,9 +274,9 @@ func TestNovaQuotaSurgeFailsCleanly(t *testing.T) {
 	e.runReaper(e.config(""), e.nova, nil)
 	before := e.buildRole(t)
 	setCritical(t, e.agent.Client, "web3")
-	var st *reaper.State
-	waitFor(t, 60*time.Second, "the quota error reported", func() bool {
-		st, _ = reaper.ReadState(context.Background(), e.agent.Client, prefix)
+	var st *store.ReaperReport
+	testutil.Eventually(t, 60*time.Second, "the quota error reported", func() bool {
+		st, _ = readReport(e.agent.Client)
 		return st != nil && !st.BackoffUntil.IsZero()
 	})
 	if !strings.Contains(st.BackoffReason, "Quota exceeded") {
@@ -308,7 +295,7 @@ func TestNovaQuotaSurgeFailsCleanly(t *testing.T) {
 	if !catalogHas(t, e.agent.Client, "web3") || len(journalKeys(t, e.agent.Client)) != 0 {
 		t.Fatal("the failed surge left a drained node or a journal entry")
 	}
-	if st, _ = reaper.ReadState(context.Background(), e.agent.Client, prefix); st.Unassigned != 1 {
+	if st, _ = readReport(e.agent.Client); st.Unassigned != 1 {
 		t.Fatalf("state counts %d unassigned servers, want the bastion", st.Unassigned)
 	}
 }
@@ -323,7 +310,7 @@ func TestNovaMaxAgeReplacement(t *testing.T) {
 	e.runReaper(cfg, e.nova, nil)
 	before := e.buildRole(t)
 	replaced := ""
-	waitFor(t, 150*time.Second, "one server replaced for age", func() bool {
+	testutil.Eventually(t, 150*time.Second, "one server replaced for age", func() bool {
 		ss := e.servers()
 		if len(ss) > 4 {
 			t.Fatalf("%d servers at once: more than one max-age replacement in flight (%s)", len(ss), serverNames(ss))
@@ -356,19 +343,16 @@ func TestNovaJournalRecoveryAfterKill(t *testing.T) {
 	counting := &countingCloud{Cloud: e.nova}
 	cfg := e.config("")
 	var killedAt atomic.Bool
-	_, stop1 := e.runReaper(cfg, counting, func(r *reaper.Reaper, kill func()) {
-		r.SetAfterAction(func(a reaper.Action) {
-			if a.Op == reaper.OpCreate && a.Entry.Kind == reaper.KindReplace {
-				r.AbandonLeadership()
-				killedAt.Store(true)
-				kill()
-			}
-		})
+	r1 := e.runReaper(cfg, counting, func(x *running, a reaper.Action) {
+		if a.Op == reaper.OpCreate && a.Entry.Kind == store.KindReplace {
+			killedAt.Store(true)
+			x.kill()
+		}
 	})
 	before := e.buildRole(t)
 	setCritical(t, e.agent.Client, "web1")
-	waitFor(t, 60*time.Second, "the first leader to die after the create", killedAt.Load)
-	stop1()
+	testutil.Eventually(t, 60*time.Second, "the first leader to die after the create", killedAt.Load)
+	r1.stop()
 	if n := counting.creates.Load(); n != 4 {
 		t.Fatalf("%d creates before the kill, want 4", n)
 	}
@@ -380,7 +364,7 @@ func TestNovaJournalRecoveryAfterKill(t *testing.T) {
 		t.Fatalf("journal after the kill: %v, want the replacement's entry", keys)
 	}
 	e.runReaper(cfg, counting, nil)
-	waitFor(t, 90*time.Second, "the second leader to finish the replacement", func() bool {
+	testutil.Eventually(t, 90*time.Second, "the second leader to finish the replacement", func() bool {
 		ss := e.servers()
 		_, old := ss["web1"]
 		return !old && len(ss) == 3 && ss["web4"].Status == "ACTIVE" &&

@@ -2,16 +2,14 @@ package reaper
 
 // Test hooks for the external test package.
 
-// AbandonLeadership makes the reaper, when its context ends, leave its lock
-// and session behind as a killed process would.
-func (r *Reaper) AbandonLeadership() { r.abandonLeadership() }
+// AfterAction is an option setting a hook called after each action is
+// carried out.
+var AfterAction = withAfterAction
 
-// SetAfterAction sets a hook called after each action is carried out.
-func (r *Reaper) SetAfterAction(f func(Action)) { r.afterAction = f }
+// AbandonWhen is an option: when the run ends and abandon says so, the
+// reaper leaves its lock, session and service registration behind as a
+// killed process would.
+var AbandonWhen = withAbandon
 
 // Leading reports whether the reaper currently runs cycles as leader.
-func (r *Reaper) Leading() bool {
-	r.statusMu.Lock()
-	defer r.statusMu.Unlock()
-	return r.leading
-}
+func (r *Reaper) Leading() bool { return r.status.isLeading() }

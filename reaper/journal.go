@@ -13,24 +13,24 @@ import (
 	"github.com/jiocloud/orchestrate/internal/store"
 )
 
+// Entry is one journal entry; its format, kinds and phases are part of
+// the KV layout, in internal/store.
+type Entry = store.JournalEntry
+
 // ErrNotLeader is returned when a journal write was refused because this
 // reaper's session no longer holds the leader lock.
 var ErrNotLeader = errors.New("not the leader: the leader lock is held by another session, or by none")
 
-// Keys under <prefix>/reaper/.
+// Keys under <prefix>/, as internal/store lays them out.
 const (
-	keyJournal = "reaper/journal/"
-	keyBudget  = "reaper/budget"
-	keyArmed   = "reaper/armed"
-	keyState   = "reaper/state"
+	keyJournal = store.ReaperJournalDir
+	keyBudget  = store.ReaperBudgetKey
+	keyArmed   = store.ReaperArmedKey
+	keyState   = store.ReaperStateKey
 )
 
 // Armed is the value of <prefix>/reaper/armed.
-type Armed struct {
-	Time   time.Time `json:"time"`
-	By     string    `json:"by"`
-	Reason string    `json:"reason"`
-}
+type Armed = store.ArmRecord
 
 // Journal reads and writes the reaper's keys in Consul KV. Every write the
 // leader makes is a transaction that first checks that its session holds
@@ -53,16 +53,24 @@ func (j *Journal) key(rel string) string { return j.prefix + "/" + rel }
 type ReaperKeys struct {
 	Entries     []Entry
 	Destructive []time.Time
-	Armed       *Armed
+	// Armed is the arm record when it opens the gate; nil otherwise.
+	Armed *Armed
+	// ArmKeyWritten: the armed key exists, whatever it holds. Once it does
+	// (an arm, a disarm, a value written by hand), the reaper never arms
+	// itself again.
+	ArmKeyWritten bool
+	// ArmProblem says why the armed key does not arm, when it holds
+	// something other than an arm or disarm record.
+	ArmProblem string
 	// Problems lists unreadable keys (never acted on).
 	Problems []string
 }
 
 // Read lists <prefix>/reaper/ in one request.
 func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
-	pairs, _, err := j.kv.List(j.key("reaper/"), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	pairs, _, err := j.kv.List(j.key(store.ReaperDir), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", j.key("reaper/"), err)
+		return nil, fmt.Errorf("read %s: %w", j.key(store.ReaperDir), err)
 	}
 	out := &ReaperKeys{}
 	for _, p := range pairs {
@@ -80,12 +88,14 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 				out.Problems = append(out.Problems, fmt.Sprintf("%s: %v", p.Key, err))
 			}
 		case rel == keyArmed:
-			var a Armed
-			if err := json.Unmarshal(p.Value, &a); err != nil {
-				// Any value arms: an operator may have written it by hand.
-				a = Armed{Reason: string(p.Value)}
+			out.ArmKeyWritten = true
+			rec, err := store.ParseArmRecord(p.Value)
+			switch {
+			case err != nil:
+				out.ArmProblem = err.Error()
+			case rec.Arms():
+				out.Armed = &rec
 			}
-			out.Armed = &a
 		}
 	}
 	return out, nil
@@ -112,12 +122,17 @@ func (j *Journal) txn(ctx context.Context, session string, ops ...*api.KVTxnOp) 
 	return nil
 }
 
+// maxEntrySize keeps a journal entry well under Consul's 512 KiB limit on
+// a value; an entry that large holds an error text gone wrong, and is
+// refused here rather than by Consul mid-transaction.
+const maxEntrySize = 400 * 1024
+
 func (j *Journal) setOp(e Entry) (*api.KVTxnOp, error) {
 	data, err := json.Marshal(e)
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > 400*1024 {
+	if len(data) > maxEntrySize {
 		return nil, fmt.Errorf("journal entry %s is too large", e.ID)
 	}
 	return &api.KVTxnOp{Verb: api.KVSet, Key: j.key(keyJournal + e.ID), Value: data}, nil
@@ -151,13 +166,13 @@ func (j *Journal) Arm(ctx context.Context, session string, a Armed) error {
 }
 
 // ArmKey is the armed key under prefix, for `orchestrate reaper arm`.
-func ArmKey(prefix string) string { return strings.Trim(prefix, "/") + "/" + keyArmed }
+func ArmKey(prefix string) string { return store.ReaperKey(prefix, keyArmed) }
 
 // StateKey is the state key under prefix, for `orchestrate status`.
-func StateKey(prefix string) string { return strings.Trim(prefix, "/") + "/" + keyState }
+func StateKey(prefix string) string { return store.ReaperKey(prefix, keyState) }
 
 // PutState writes the state report (leader only).
-func (j *Journal) PutState(ctx context.Context, session string, st *State) error {
+func (j *Journal) PutState(ctx context.Context, session string, st *store.ReaperReport) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return err

@@ -3,6 +3,8 @@ package reaper
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -40,6 +42,10 @@ const (
 	// lockWaitTime is how long one blocking lock attempt waits; the loop
 	// tries again right after, so it only bounds the stop latency.
 	lockWaitTime = 10 * time.Second
+	// lockRetryPause is the wait before trying again after the lock could
+	// not be acquired (Consul unreachable), so a down agent is not
+	// hammered.
+	lockRetryPause = time.Second
 )
 
 // leaderSession is the session behind the lock.
@@ -51,8 +57,8 @@ type leaderSession struct {
 }
 
 // session creates the leader session and renews it until stopped or lost
-// (expiredCh then closes).
-func (r *Reaper) session(ctx context.Context) (*leaderSession, error) {
+// (expiredCh then closes). The renewing goroutine is counted in wg.
+func (r *Reaper) session(ctx context.Context, wg *sync.WaitGroup) (*leaderSession, error) {
 	se := &api.SessionEntry{
 		Name:      "reaper leader " + r.id,
 		TTL:       r.cfg.SessionTTL.D().String(),
@@ -65,21 +71,23 @@ func (r *Reaper) session(ctx context.Context) (*leaderSession, error) {
 	}
 	renewCtx, abandon := context.WithCancel(context.Background())
 	ls := &leaderSession{id: id, expiredCh: make(chan struct{}), doneCh: make(chan struct{}), abandon: abandon}
-	go func() {
+	wg.Go(func() {
 		defer close(ls.expiredCh)
 		err := r.client.Session().RenewPeriodic(se.TTL, id, (&api.WriteOptions{}).WithContext(renewCtx), ls.doneCh)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			r.log.Warn("leader session lost", "err", err)
 		}
-	}()
+	})
 	return ls, nil
 }
 
 // runLeadership waits for the lock, leads while it holds it, and waits
-// again when it is lost, until ctx ends.
-func (r *Reaper) runLeadership(ctx context.Context) {
+// again when it is lost, until ctx ends. Every goroutine it starts is
+// counted in wg, and ends once ctx has. It returns an error only when the
+// lock itself cannot be made (a bad lock key): waiting would never end.
+func (r *Reaper) runLeadership(ctx context.Context, wg *sync.WaitGroup) error {
 	for ctx.Err() == nil {
-		ls, err := r.session(ctx)
+		ls, err := r.session(ctx, wg)
 		if err != nil {
 			r.log.Error("create leader session", "err", err)
 			r.sleep(ctx, r.cfg.Interval.D())
@@ -95,56 +103,83 @@ func (r *Reaper) runLeadership(ctx context.Context) {
 		})
 		if err != nil {
 			r.endSession(ls)
-			r.log.Error("leader lock", "err", err)
-			return
+			return fmt.Errorf("leader lock %s: %w", r.cfg.LeaderKey(), err)
 		}
-		stopCh := make(chan struct{})
-		go func() {
-			select {
-			case <-ctx.Done():
-			case <-ls.expiredCh:
-			}
-			close(stopCh)
-		}()
-		lostCh, err := lock.Lock(stopCh)
-		if err != nil || lostCh == nil {
-			if err != nil {
-				r.log.Error("acquire leader lock", "err", err)
-			}
-			r.endSession(ls)
-			if ctx.Err() == nil && err != nil {
-				r.sleep(ctx, time.Second)
-			}
-			continue
+		if abandoned := r.holdLock(ctx, wg, ls, lock); abandoned {
+			return nil
 		}
-		r.log.Info("became leader", "key", r.cfg.LeaderKey(), "instance", r.id)
-		r.metrics.setLeader(true)
-		leadCtx, cancel := context.WithCancel(ctx)
-		go func() {
-			// Losing the lock cancels every in-flight cloud call at once.
-			select {
-			case <-lostCh:
-				r.log.Warn("lost the leader lock: cancelling in-flight work")
-			case <-ls.expiredCh:
-				r.log.Warn("leader session expired: cancelling in-flight work")
-			case <-leadCtx.Done():
-			}
-			cancel()
-		}()
-		r.lead(leadCtx, ls.id)
-		cancel()
-		r.metrics.setLeader(false)
-		if r.abandon.Load() {
-			// Test hook: behave like a killed process (no unlock, no
-			// session destroy; renewals stop).
-			ls.abandon()
-			return
+	}
+	return nil
+}
+
+// holdLock acquires the lock with session ls, leads while it holds it,
+// then releases the lock and ends the session. It returns true when it
+// left both behind instead, as a killed process would (a test hook).
+func (r *Reaper) holdLock(ctx context.Context, wg *sync.WaitGroup, ls *leaderSession, lock *api.Lock) bool {
+	stopCh := make(chan struct{})
+	wg.Go(func() {
+		select {
+		case <-ctx.Done():
+		case <-ls.expiredCh:
 		}
-		if err := lock.Unlock(); err != nil && !errors.Is(err, api.ErrLockNotHeld) {
-			r.log.Warn("release leader lock", "err", err)
+		close(stopCh)
+	})
+	lostCh, err := lock.Lock(stopCh)
+	if err != nil || lostCh == nil {
+		if err != nil {
+			r.log.Error("acquire leader lock", "err", err)
 		}
 		r.endSession(ls)
-		r.log.Info("no longer leader")
+		if ctx.Err() == nil && err != nil {
+			r.sleep(ctx, lockRetryPause)
+		}
+		return false
+	}
+	r.log.Info("became leader", "key", r.cfg.LeaderKey(), "instance", r.id)
+	r.metrics.setLeader(true)
+	leadCtx, cancel := context.WithCancel(ctx)
+	wg.Go(func() {
+		// Losing the lock cancels every in-flight cloud call at once.
+		select {
+		case <-lostCh:
+			r.log.Warn("lost the leader lock: cancelling in-flight work")
+		case <-ls.expiredCh:
+			r.log.Warn("leader session expired: cancelling in-flight work")
+		case <-leadCtx.Done():
+		}
+		cancel()
+	})
+	r.lead(leadCtx, ls.id)
+	cancel()
+	r.metrics.setLeader(false)
+	if r.abandoned() {
+		// No unlock, no session destroy; renewals stop.
+		ls.abandon()
+		return true
+	}
+	if err := lock.Unlock(); err != nil && !errors.Is(err, api.ErrLockNotHeld) {
+		r.log.Warn("release leader lock", "err", err)
+	}
+	r.endSession(ls)
+	r.log.Info("no longer leader")
+	return false
+}
+
+// lead runs cycles while ctx (cancelled on loss of the lock) lives, with
+// a memory made afresh for this leadership.
+func (r *Reaper) lead(ctx context.Context, session string) {
+	r.term = newTerm(session)
+	r.status.setLeading(true)
+	defer r.status.setLeading(false)
+	t := time.NewTicker(r.cfg.Interval.D())
+	defer t.Stop()
+	for {
+		r.cycle(ctx, r.term)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 
@@ -158,7 +193,7 @@ func (r *Reaper) endSession(ls *leaderSession) {
 	close(ls.doneCh)
 	<-ls.expiredCh
 	ls.abandon()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	r.client.Session().Destroy(ls.id, (&api.WriteOptions{}).WithContext(ctx))
 }

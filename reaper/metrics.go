@@ -53,21 +53,12 @@ func (m *Metrics) cloudError(err error) {
 	m.mu.Unlock()
 }
 
-func (m *Metrics) cycle(p *Plan, dryRun bool, backoff time.Duration, roleBackoff map[string]time.Duration, took time.Duration, failed bool, now time.Time) {
+// cycle records a cycle that planned (and acted unless dry run).
+func (m *Metrics) cycle(p *Plan, dryRun bool, backoff time.Duration, roleBackoff map[string]time.Duration, took time.Duration, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.cycles++
-	m.lastCycle = now
-	m.cycleSecs = took.Seconds()
-	m.dryRun = dryRun
-	if failed {
-		m.cycleErrors++
-		return
-	}
-	m.backoffSecs = backoff.Seconds()
-	if m.backoffSecs < 0 {
-		m.backoffSecs = 0
-	}
+	m.ran(dryRun, took, now)
+	m.backoffSecs = max(backoff.Seconds(), 0)
 	m.roleBackoff = map[string]float64{}
 	for role, d := range roleBackoff {
 		m.roleBackoff[role] = max(d.Seconds(), 0)
@@ -76,12 +67,30 @@ func (m *Metrics) cycle(p *Plan, dryRun bool, backoff time.Duration, roleBackoff
 	m.nodes = map[[2]string]int{}
 	for _, r := range p.Roles {
 		for st, n := range r.States {
-			m.nodes[[2]string{r.Name, st}] = n
+			m.nodes[[2]string{r.Name, string(st)}] = n
 		}
 	}
 }
 
-func b2f(b bool) int {
+// cycleSkipped records a cycle that took no action on data it could not
+// read; the last good cycle's gauges stay.
+func (m *Metrics) cycleSkipped(dryRun bool, took time.Duration, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ran(dryRun, took, now)
+	m.cycleErrors++
+}
+
+// ran counts a cycle and records its timing; m.mu is held.
+func (m *Metrics) ran(dryRun bool, took time.Duration, now time.Time) {
+	m.cycles++
+	m.lastCycle = now
+	m.cycleSecs = took.Seconds()
+	m.dryRun = dryRun
+}
+
+// oneIfTrue is a boolean as a gauge's value.
+func oneIfTrue(b bool) int {
 	if b {
 		return 1
 	}
@@ -96,10 +105,10 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	gauge := func(name, help string, v any) {
 		fmt.Fprintf(&sb, "# HELP %s %s\n# TYPE %s gauge\n%s %v\n", name, help, name, name, v)
 	}
-	gauge("reaper_leader", "1 when this reaper holds the leader lock.", b2f(m.leader))
-	gauge("reaper_paused", "1 when destructive actions are paused (too many servers look unhealthy at once).", b2f(m.paused))
-	gauge("reaper_armed", "1 when the start gate is open (the reaper may destroy).", b2f(m.armed))
-	gauge("reaper_dry_run", "1 when the reaper only logs what it would do.", b2f(m.dryRun))
+	gauge("reaper_leader", "1 when this reaper holds the leader lock.", oneIfTrue(m.leader))
+	gauge("reaper_paused", "1 when destructive actions are paused (too many servers look unhealthy at once).", oneIfTrue(m.paused))
+	gauge("reaper_armed", "1 when the start gate is open (the reaper may destroy).", oneIfTrue(m.armed))
+	gauge("reaper_dry_run", "1 when the reaper only logs what it would do.", oneIfTrue(m.dryRun))
 	gauge("reaper_quota_backoff_seconds", "Seconds left of the quota or capacity backoff (0: none).", m.backoffSecs)
 	sb.WriteString("# HELP reaper_role_backoff_seconds Seconds left of a role's create backoff after a capacity (no valid host) or fatal create error.\n# TYPE reaper_role_backoff_seconds gauge\n")
 	roles := make([]string, 0, len(m.roleBackoff))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jiocloud/orchestrate/internal/store"
 )
 
 // BenchmarkPlan10k plans over 10,000 servers and nodes (10 roles of 1,000,
@@ -35,8 +37,8 @@ func BenchmarkPlan10k(b *testing.B) {
 				Check{Node: name, CheckID: "serfHealth", Name: "Serf Health Status", Status: "passing"},
 				Check{Node: name, CheckID: "service:app", Name: "app", Status: status})
 		}
-		in.Journal = append(in.Journal, Entry{ID: fmt.Sprintf("role%d.j", r), Kind: KindCreate, Role: fmt.Sprintf("role%d", r),
-			Phase: PhaseBooting, NewName: fmt.Sprintf("role%d-1", r), NewID: fmt.Sprintf("id-role%d-1", r), Started: t0})
+		in.Journal = append(in.Journal, Entry{ID: fmt.Sprintf("role%d.j", r), Kind: store.KindCreate, Role: fmt.Sprintf("role%d", r),
+			Phase: store.PhaseBooting, NewName: fmt.Sprintf("role%d-1", r), NewID: fmt.Sprintf("id-role%d-1", r), Started: t0})
 	}
 	if p := in.Plan(); len(p.Actions) == 0 || len(p.Roles) != 10 {
 		b.Fatalf("unexpected plan: %d actions, %d roles", len(p.Actions), len(p.Roles))

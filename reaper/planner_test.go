@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jiocloud/orchestrate/internal/store"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -95,7 +97,7 @@ func ops(p *Plan) []string {
 			target = a.Entry.OldName
 		}
 		s := string(a.Op) + " " + target
-		if a.Entry.Kind == KindReplace && a.Op == OpCreate {
+		if a.Entry.Kind == store.KindReplace && a.Op == OpCreate {
 			s += " for " + a.Entry.OldName
 		}
 		out = append(out, s)
@@ -108,7 +110,7 @@ func TestPlan(t *testing.T) {
 	web3checks = slices.Clip(web3checks) // appends in cases must copy
 	web3 = slices.Clip(web3)
 	young := []Server{srv("web1", day), srv("web2", 2*day)}
-	journalEntry := func(kind, phase string, mod func(*Entry)) Entry {
+	journalEntry := func(kind store.EntryKind, phase store.Phase, mod func(*Entry)) Entry {
 		e := Entry{ID: "web.j1", Kind: kind, Role: "web", Mode: ModeSurge, Phase: phase, Started: t0.Add(-10 * time.Minute), Updated: t0.Add(-10 * time.Minute)}
 		if mod != nil {
 			mod(&e)
@@ -123,23 +125,26 @@ func TestPlan(t *testing.T) {
 		desired map[string]int
 		journal []Entry
 		// notArmed: the start gate is closed (default: armed).
-		notArmed      bool
-		validated     map[string]bool
-		critSince     map[string]time.Time
-		destructive   []time.Time
-		backoff       bool
-		roleBackoff   string
-		want          []string
-		wantBlocked   string // substring of one Blocked line
-		wantPaused    bool
-		wantArmNow    bool
-		wantNotArmed  string
-		wantStateOf   map[string]string // server name -> state in the views
-		wantReplaceOf string            // the OldName of the replace entry created
+		notArmed bool
+		// armKey: the armed key exists but does not arm (a disarm record,
+		// or armProblem: a value that is no arm record).
+		armKey, armProblem string
+		validated          map[string]bool
+		critSince          map[string]time.Time
+		destructive        []time.Time
+		backoff            bool
+		roleBackoff        string
+		want               []string
+		wantBlocked        string // substring of one Blocked line
+		wantPaused         bool
+		wantArmNow         bool
+		wantNotArmed       string
+		wantStateOf        map[string]ServerState // server name -> state in the views
+		wantReplaceOf      string                 // the OldName of the replace entry created
 	}{
 		{
 			name: "healthy at desired: nothing", servers: web3, checks: web3checks,
-			want: []string{}, wantStateOf: map[string]string{"web1": StateHealthy},
+			want: []string{}, wantStateOf: map[string]ServerState{"web1": StateHealthy},
 		},
 		{
 			name: "below desired: create the lowest free name", servers: web3[1:], checks: web3checks[1:],
@@ -156,17 +161,17 @@ func TestPlan(t *testing.T) {
 		{
 			name: "unhealthy after grace: surge replacement", servers: web3,
 			checks: replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
-			want: []string{"create web4 for web2"}, wantStateOf: map[string]string{"web2": StateReplacing},
+			want: []string{"create web4 for web2"}, wantStateOf: map[string]ServerState{"web2": StateReplacing},
 		},
 		{
 			name: "critical within grace: wait", servers: web3,
 			checks: replaceChecks(web3checks, "web2", crit("web2")), critSince: map[string]time.Time{"web2": t0.Add(-time.Minute)},
-			want: []string{}, wantStateOf: map[string]string{"web2": StatePending},
+			want: []string{}, wantStateOf: map[string]ServerState{"web2": StateCriticalInGrace},
 		},
 		{
 			name: "critical first seen now: grace starts now", servers: web3,
 			checks: replaceChecks(web3checks, "web2", crit("web2")),
-			want:   []string{}, wantStateOf: map[string]string{"web2": StatePending},
+			want:   []string{}, wantStateOf: map[string]ServerState{"web2": StateCriticalInGrace},
 		},
 		{
 			name: "a service check critical counts by default", servers: web3,
@@ -177,18 +182,18 @@ func TestPlan(t *testing.T) {
 			name:    "checks list restricts what counts",
 			cfg:     func(c *Config) { c.Roles[0].Checks = []string{"serfHealth"} },
 			servers: web3, checks: append(web3checks, svcCrit("web2", "service:nginx")), critSince: longCrit("web2"),
-			want: []string{}, wantStateOf: map[string]string{"web2": StateHealthy},
+			want: []string{}, wantStateOf: map[string]ServerState{"web2": StateHealthy},
 		},
 		{
 			name:    "critical during boot grace: booting",
 			servers: []Server{web3[0], web3[1], srv("web3", 5*time.Minute)},
 			checks:  replaceChecks(web3checks, "web3", crit("web3")), critSince: longCrit("web3"),
-			want: []string{}, wantStateOf: map[string]string{"web3": StateBooting},
+			want: []string{}, wantStateOf: map[string]ServerState{"web3": StateBooting},
 		},
 		{
 			name:    "no node within boot timeout: booting",
 			servers: []Server{web3[0], web3[1], srv("web3", 20*time.Minute)}, checks: web3checks[:2],
-			want: []string{}, wantStateOf: map[string]string{"web3": StateBooting},
+			want: []string{}, wantStateOf: map[string]ServerState{"web3": StateBooting},
 		},
 		{
 			name:    "no node after boot timeout: unaccounted, replaced",
@@ -203,7 +208,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "maintenance node is left alone", servers: web3,
 			checks: append(replaceChecks(web3checks, "web2", crit("web2")), svcCrit("web2", maintNodeCheck)), critSince: longCrit("web2"),
-			want: []string{}, wantStateOf: map[string]string{"web2": StateMaintenance},
+			want: []string{}, wantStateOf: map[string]ServerState{"web2": StateMaintenance},
 		},
 		{
 			name:    "expired: max-age replacement",
@@ -215,7 +220,7 @@ func TestPlan(t *testing.T) {
 			name:    "younger than max age minus jitter: healthy",
 			cfg:     func(c *Config) { c.Roles[0].MaxAge, c.Roles[0].MaxAgeJitter = Duration(11*day), Duration(day) },
 			servers: web3, checks: web3checks,
-			want: []string{}, wantStateOf: map[string]string{"web1": StateHealthy},
+			want: []string{}, wantStateOf: map[string]ServerState{"web1": StateHealthy},
 		},
 		{
 			name:    "two expired: one at a time, the most overdue",
@@ -235,7 +240,7 @@ func TestPlan(t *testing.T) {
 			cfg:     func(c *Config) { c.Roles[0].MaxAge = Duration(7 * day) },
 			servers: []Server{young[0], young[1], srv("web3", 8*day), withJournal(srv("web4", time.Minute), "web.j1")},
 			checks:  web3checks,
-			journal: []Entry{journalEntry(KindReplace, PhaseBooting, func(e *Entry) { e.NewID, e.NewName, e.OldName, e.OldID = "id-web4", "web4", "web1", "id-web1" })},
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) { e.NewID, e.NewName, e.OldName, e.OldID = "id-web4", "web4", "web1", "id-web1" })},
 			want:    []string{},
 		},
 		{
@@ -246,6 +251,14 @@ func TestPlan(t *testing.T) {
 			name:    "surplus victim order: unaccounted before oldest",
 			servers: []Server{web3[0], web3[1], web3[2], srv("web4", time.Hour)}, checks: web3checks,
 			want: []string{"drain web4"},
+		},
+		{
+			// web1, the youngest, is in operator maintenance: the operator
+			// may bring it back, so the oldest serving server goes first.
+			name:    "surplus victim order: serving before operator maintenance",
+			servers: web3, checks: append(append([]Check{}, web3checks...), svcCrit("web1", maintNodeCheck)),
+			desired: map[string]int{"web": 2},
+			want:    []string{"drain web3"}, wantStateOf: map[string]ServerState{"web1": StateMaintenance},
 		},
 		{
 			name:    "surplus victim order: unhealthy before oldest",
@@ -383,6 +396,19 @@ func TestPlan(t *testing.T) {
 			validated: map[string]bool{"web1": true}, want: []string{}, wantBlocked: "not armed",
 		},
 		{
+			// A disarm is remembered: the fleet being complete does not
+			// open the gate again, and the surplus server stays.
+			name: "start gate: after a disarm it does not open by itself", servers: web3, checks: web3checks, notArmed: true, armKey: "disarm",
+			desired: map[string]int{"web": 2}, validated: map[string]bool{"web1": true, "web2": true, "web3": true},
+			want: []string{}, wantBlocked: "not armed", wantNotArmed: "only `orchestrate reaper arm` opens the gate",
+		},
+		{
+			name: "start gate: a value that is no arm record does not arm", servers: web3, checks: web3checks, notArmed: true,
+			armKey: "false", armProblem: `reaper/armed holds "false", not an arm record`,
+			desired: map[string]int{"web": 2}, validated: map[string]bool{"web1": true, "web2": true, "web3": true},
+			want: []string{}, wantBlocked: "not armed", wantNotArmed: "not an arm record",
+		},
+		{
 			name: "start gate opens when every role is at desired with validation success", servers: web3, checks: web3checks, notArmed: true,
 			desired: map[string]int{"web": 2}, validated: map[string]bool{"web1": true, "web2": true, "web3": true},
 			want: []string{"drain web3"}, wantArmNow: true,
@@ -414,28 +440,28 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "journal: creating entry whose server exists is adopted, not created again",
 			servers: append(append([]Server{}, web3[:2]...), withJournal(srv("web3", time.Minute), "web.j1")), checks: web3checks[:2],
-			journal: []Entry{journalEntry(KindCreate, PhaseCreating, func(e *Entry) { e.NewName = "web3" })},
+			journal: []Entry{journalEntry(store.KindCreate, store.PhaseCreating, func(e *Entry) { e.NewName = "web3" })},
 			want:    []string{"adopt web3"},
 		},
 		{
 			name: "journal: creating entry without a server is retried under the same entry", servers: web3[:2], checks: web3checks[:2],
-			journal: []Entry{journalEntry(KindCreate, PhaseCreating, func(e *Entry) { e.NewName = "web3" })},
+			journal: []Entry{journalEntry(store.KindCreate, store.PhaseCreating, func(e *Entry) { e.NewName = "web3" })},
 			want:    []string{"create web3"},
 		},
 		{
 			name:    "journal: replacement checked in: drain the old server",
 			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
 			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
-			journal: []Entry{journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
-			want: []string{"drain web2"}, wantStateOf: map[string]string{"web2": StateDeleting, "web4": StateNew},
+			want: []string{"drain web2"}, wantStateOf: map[string]ServerState{"web2": StateDeleting, "web4": StateNew},
 		},
 		{
 			name:    "journal: replacement still booting: wait, no scale in of the surge",
 			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 2*time.Minute), "web.j1")),
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
-			journal: []Entry{journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{},
@@ -444,7 +470,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: replacement never checked in: roll back",
 			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 31*time.Minute), "web.j1")),
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
-			journal: []Entry{journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{"rollback web4"},
@@ -453,7 +479,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: replacement in ERROR: roll back",
 			servers: append(append([]Server{}, web3...), withStatus(withJournal(srv("web4", time.Minute), "web.j1"), StatusError)),
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
-			journal: []Entry{journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{"rollback web4"},
@@ -461,7 +487,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "journal: draining: keep maintenance until the drain period ends",
 			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
-			journal: []Entry{journalEntry(KindReplace, PhaseDraining, func(e *Entry) {
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDraining, func(e *Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "web4", "id-web4", "web2", "id-web2", t0.Add(time.Second)
 			})},
 			want: []string{"maintain web2"},
@@ -469,7 +495,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "journal: drain period over: delete",
 			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
-			journal: []Entry{journalEntry(KindReplace, PhaseDraining, func(e *Entry) {
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDraining, func(e *Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "web4", "id-web4", "web2", "id-web2", t0
 			})},
 			want: []string{"delete web2"},
@@ -478,7 +504,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: drain period over while not armed (disarmed): keep draining, delete nothing",
 			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
 			notArmed: true,
-			journal: []Entry{journalEntry(KindReplace, PhaseDraining, func(e *Entry) {
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDraining, func(e *Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "web4", "id-web4", "web2", "id-web2", t0
 			})},
 			want: []string{"maintain web2"}, wantBlocked: "delete of web2 waits: not armed", wantNotArmed: "web has 0 of 3",
@@ -490,10 +516,10 @@ func TestPlan(t *testing.T) {
 				withJournal(srv("web4", 20*time.Minute), "web.j1"), withJournal(srv("web5", 20*time.Minute), "web.j2")),
 			checks: append(append([]Check{}, web3checks...), pass("web4"), pass("web5")),
 			journal: []Entry{
-				journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
+				journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
 					e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 				}),
-				journalEntry(KindReplace, PhaseBooting, func(e *Entry) {
+				journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
 					e.ID, e.Started = "web.j2", e.Started.Add(time.Second)
 					e.NewName, e.NewID, e.OldName, e.OldID = "web5", "id-web5", "web3", "id-web3"
 				}),
@@ -504,14 +530,14 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "journal: a recorded delete is finished by the next leader",
 			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
-			journal: []Entry{journalEntry(KindReplace, PhaseDeleting, func(e *Entry) {
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDeleting, func(e *Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{"delete web2"},
 		},
 		{
 			name: "journal: scale-in entry counts against the desired count", servers: web3, checks: web3checks, desired: map[string]int{"web": 2},
-			journal: []Entry{journalEntry(KindDelete, PhaseDraining, func(e *Entry) {
+			journal: []Entry{journalEntry(store.KindDelete, store.PhaseDraining, func(e *Entry) {
 				e.OldName, e.OldID, e.DrainUntil = "web3", "id-web3", t0.Add(time.Minute)
 			})},
 			want: []string{"maintain web3"},
@@ -528,16 +554,16 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "journal: surge replacement not yet created while the old server recovered: dropped",
 			servers: web3, checks: web3checks,
-			journal: []Entry{journalEntry(KindReplace, PhaseCreating, func(e *Entry) {
-				e.NewName, e.OldName, e.OldID, e.Reason = "web4", "web2", "id-web2", StateUnhealthy
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseCreating, func(e *Entry) {
+				e.NewName, e.OldName, e.OldID, e.Reason = "web4", "web2", "id-web2", string(StateUnhealthy)
 			})},
 			want: []string{"finish web4"},
 		},
 		{
 			name:    "journal: expired replacement goes on although the old server is healthy",
 			servers: web3, checks: web3checks,
-			journal: []Entry{journalEntry(KindReplace, PhaseCreating, func(e *Entry) {
-				e.NewName, e.OldName, e.OldID, e.Reason = "web4", "web2", "id-web2", StateExpired
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseCreating, func(e *Entry) {
+				e.NewName, e.OldName, e.OldID, e.Reason = "web4", "web2", "id-web2", string(StateExpired)
 			})},
 			want: []string{"create web4 for web2"},
 		},
@@ -569,12 +595,12 @@ func TestPlan(t *testing.T) {
 		{
 			name: "the node of a server the journal is deleting is left to the journal", servers: web3[:2], desired: map[string]int{"web": 2},
 			checks: append(append([]Check{}, web3checks[:2]...), crit("web3")), critSince: longCrit("web3"),
-			journal: []Entry{journalEntry(KindDelete, PhaseDeleting, func(e *Entry) { e.OldName, e.OldID = "web3", "id-web3" })},
+			journal: []Entry{journalEntry(store.KindDelete, store.PhaseDeleting, func(e *Entry) { e.OldName, e.OldID = "web3", "id-web3" })},
 			want:    []string{"delete web3"},
 		},
 		{
 			name: "journal: create entry whose server checked in is finished", servers: web3, checks: web3checks,
-			journal: []Entry{journalEntry(KindCreate, PhaseBooting, func(e *Entry) { e.NewName, e.NewID = "web3", "id-web3" })},
+			journal: []Entry{journalEntry(store.KindCreate, store.PhaseBooting, func(e *Entry) { e.NewName, e.NewID = "web3", "id-web3" })},
 			want:    []string{"finish web3"},
 		},
 	}
@@ -588,6 +614,7 @@ func TestPlan(t *testing.T) {
 				Now: t0, Config: testConfig(t, muts...), Servers: tc.servers, Checks: tc.checks,
 				Desired: tc.desired, Journal: tc.journal, Armed: !tc.notArmed, Validated: tc.validated,
 				CriticalSince: tc.critSince, Destructive: tc.destructive,
+				ArmKeyWritten: tc.armKey != "", ArmProblem: tc.armProblem,
 			}
 			if tc.backoff {
 				in.BackoffUntil = t0.Add(time.Minute)
@@ -621,16 +648,16 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-func stateInViews(p *Plan, name string) string {
+func stateInViews(p *Plan, name string) ServerState {
 	for _, r := range p.Roles {
 		for _, s := range r.Attention {
 			if s.Name == name {
-				return s.State
+				return ServerState(s.State)
 			}
 		}
 	}
 	for _, r := range p.Roles {
-		if r.States[StateHealthy] > 0 {
+		if r.States[string(StateHealthy)] > 0 {
 			return StateHealthy // not listed among those needing attention
 		}
 	}

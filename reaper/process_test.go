@@ -16,8 +16,11 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
+
+	"github.com/jiocloud/orchestrate/internal/cli"
 )
 
 // TestMain lets the test binary run as a reaper process (with a simulated
@@ -25,7 +28,7 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("REAPER_TEST_CHILD") == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-		code := reaper.RunWithCloud(ctx, []string{"--config", os.Getenv("REAPER_TEST_CONFIG")}, os.Stdout, os.Stderr, simcloud.New())
+		code := reaper.RunWithCloud(ctx, []string{"--config", os.Getenv("REAPER_TEST_CONFIG")}, cli.IO{Stdout: os.Stdout, Stderr: os.Stderr}, simcloud.New())
 		stop()
 		os.Exit(code)
 	}
@@ -77,7 +80,7 @@ roles:
 		})
 	}
 	leaderOf := func() (string, *child) {
-		st, err := reaper.ReadState(context.Background(), c, prefix)
+		st, err := readReport(c)
 		if err != nil || st == nil || time.Since(st.Time) > time.Second {
 			return "", nil
 		}
@@ -90,13 +93,13 @@ roles:
 	}
 	var first string
 	var leader *child
-	waitFor(t, 15*time.Second, "a leader writing state", func() bool {
+	testutil.Eventually(t, 15*time.Second, "a leader writing state", func() bool {
 		first, leader = leaderOf()
 		return leader != nil
 	})
 	// Each copy registers itself with a TTL check it refreshes every cycle;
 	// the standby's may turn passing a moment after the leader's first state.
-	waitFor(t, 10*time.Second, "both reapers registered and passing", func() bool {
+	testutil.Eventually(t, 10*time.Second, "both reapers registered and passing", func() bool {
 		svcs, _, err := c.Health().Service("reaper", "", true, nil)
 		return err == nil && len(svcs) == 2
 	})
@@ -108,7 +111,7 @@ roles:
 	limit := 2*ttl + lockDelay + api.DefaultLockRetryTime + 3*time.Second
 	var second string
 	var next *child
-	waitFor(t, limit, "the other process to lead", func() bool {
+	testutil.Eventually(t, limit, "the other process to lead", func() bool {
 		second, next = leaderOf()
 		return next != nil && second != first
 	})

@@ -10,7 +10,7 @@ import (
 )
 
 // fake is a Cloud of function fields for the executor's pure waiting and
-// error-handling decisions (STYLE item 6); Consul is not involved.
+// error-handling decisions; Consul is not involved.
 type fake struct {
 	list   func(ctx context.Context) ([]Server, error)
 	get    func(ctx context.Context, id string) (Server, error)
@@ -31,7 +31,7 @@ func fakeReaper(t *testing.T, f *fake) *Reaper {
 	cfg := testConfig(t)
 	cfg.CloudTimeout = Duration(200 * time.Millisecond)
 	return &Reaper{cfg: cfg, cloud: f, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: NewMetrics(),
-		Now: time.Now, PollInterval: time.Millisecond}
+		opts: options{now: time.Now, pollInterval: time.Millisecond}}
 }
 
 var notFound = &CloudError{Class: NotFound, Op: "get", Err: errors.New("404")}
@@ -120,12 +120,13 @@ func TestBackoffDoublesAndCaps(t *testing.T) {
 	r := fakeReaper(t, &fake{})
 	r.cfg.QuotaBackoff, r.cfg.QuotaBackoffMax = Duration(time.Minute), Duration(5*time.Minute)
 	now := time.Now()
-	r.Now = func() time.Time { return now }
+	r.opts.now = func() time.Time { return now }
+	term := newTerm("session")
 	quota := &CloudError{Class: Quota, Err: errors.New("403 Quota exceeded")}
 	var got []time.Duration
 	for i := 0; i < 5; i++ {
-		r.backoff("web", quota)
-		got = append(got, r.quota.until.Sub(now))
+		r.backoff(term, "web", quota)
+		got = append(got, term.quota.until.Sub(now))
 	}
 	want := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 5 * time.Minute, 5 * time.Minute}
 	for i := range want {
@@ -133,21 +134,21 @@ func TestBackoffDoublesAndCaps(t *testing.T) {
 			t.Fatalf("backoffs = %v, want %v", got, want)
 		}
 	}
-	if !r.backoffOf("web").until.IsZero() {
+	if !term.backoffOf("web").until.IsZero() {
 		t.Fatal("a quota error backed off the role alone")
 	}
 	// A fatal or capacity error backs off its role only.
-	r.backoff("db", &CloudError{Class: Fatal, Err: errors.New("400 Invalid flavorRef")})
-	r.backoff("db", &CloudError{Class: Capacity, Err: errors.New("No valid host")})
-	if d := r.backoffOf("db").until.Sub(now); d != 2*time.Minute {
+	r.backoff(term, "db", &CloudError{Class: Fatal, Err: errors.New("400 Invalid flavorRef")})
+	r.backoff(term, "db", &CloudError{Class: Capacity, Err: errors.New("No valid host")})
+	if d := term.backoffOf("db").until.Sub(now); d != 2*time.Minute {
 		t.Fatalf("db backoff = %v, want 2m", d)
 	}
-	if !r.backoffOf("web").until.IsZero() {
+	if !term.backoffOf("web").until.IsZero() {
 		t.Fatal("db's error backed off web")
 	}
-	r.backoffReset("db")
-	r.backoff("db", &CloudError{Class: Fatal, Err: errors.New("again")})
-	if d := r.backoffOf("db").until.Sub(now); d != time.Minute {
+	term.backoffReset("db")
+	r.backoff(term, "db", &CloudError{Class: Fatal, Err: errors.New("again")})
+	if d := term.backoffOf("db").until.Sub(now); d != time.Minute {
 		t.Fatalf("after a success the backoff starts over: %v, want 1m", d)
 	}
 }

@@ -1,0 +1,174 @@
+package reaper
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+// balance brings a role to its desired count (scale out, scale in) and, at
+// the count, replaces bad servers, then expired ones.
+func (pl *planner) balance(rs *roleServers) {
+	want := pl.desired(rs.role)
+	count := len(rs.free)
+	for _, e := range rs.entries {
+		if e.Kind != store.KindDelete {
+			count++
+		}
+	}
+	switch {
+	case count < want:
+		pl.scaleOut(rs, count, want)
+	case count > want:
+		pl.scaleIn(rs, count, want)
+	default:
+		if pl.replaceBad(rs) {
+			pl.replaceExpired(rs)
+		}
+	}
+}
+
+// worstFirst sorts servers by their state's rank, then oldest first: the
+// order in which servers are scaled in or replaced. Never newest first.
+func (pl *planner) worstFirst(servers []*Server) []*Server {
+	out := append([]*Server(nil), servers...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := pl.statesOf[out[i].ID].props().rank, pl.statesOf[out[j].ID].props().rank
+		if a != b {
+			return a < b
+		}
+		return out[i].Created.Before(out[j].Created)
+	})
+	return out
+}
+
+// inFlight counts the role's entries that replace or delete.
+func inFlight(rs *roleServers) int {
+	n := 0
+	for _, e := range rs.entries {
+		if e.Kind != store.KindCreate {
+			n++
+		}
+	}
+	return n
+}
+
+// scaleOut creates the servers a role lacks, unless live nodes missing
+// from the Nova list say the list is incomplete.
+func (pl *planner) scaleOut(rs *roleServers, count, want int) {
+	r := rs.role
+	if n, example := pl.unlistedLiveNodes(r); n > 0 {
+		pl.block("%s: %d below desired %d, but %d passing Consul node(s) named like its servers (e.g. %s) are missing from the Nova list: the list looks incomplete (wrong project or region?); no create", r.Name, want-count, want, n, example)
+		return
+	}
+	for i := count; i < want; i++ {
+		if why := pl.gate(rs, need{create: true}); why != "" {
+			pl.block("%s: %d below desired %d; creates wait: %s", r.Name, want-i, want, why)
+			return
+		}
+		e := pl.newEntry(r, store.KindCreate, fmt.Sprintf("%d of desired %d", count, want))
+		e.Phase, e.NewName = store.PhaseCreating, pl.freeName(r)
+		pl.add(OpCreate, e, e.Reason)
+	}
+}
+
+// scaleIn drains the role's surplus servers, worst first.
+func (pl *planner) scaleIn(rs *roleServers, count, want int) {
+	r := rs.role
+	flying := inFlight(rs)
+	surplus := count - want
+	for _, v := range pl.worstFirst(rs.free) {
+		if surplus == 0 {
+			return
+		}
+		if flying >= pl.in.Config.MaxInFlight {
+			pl.block("%s: %d surplus server(s) wait: max_in_flight %d", r.Name, surplus, pl.in.Config.MaxInFlight)
+			return
+		}
+		if why := pl.gate(rs, need{armed: true, unpaused: true, budget: true, victim: v}); why != "" {
+			pl.block("%s: scale in of %s waits: %s", r.Name, v.Name, why)
+			return
+		}
+		e := pl.newEntry(r, store.KindDelete, fmt.Sprintf("surplus (%s): %d over desired %d", pl.statesOf[v.ID], count-want, want))
+		e.Phase, e.OldName, e.OldID = store.PhaseDraining, v.Name, v.ID
+		pl.startDrain(&e, v)
+		pl.add(OpDrain, e, e.Reason)
+		flying++
+		surplus--
+	}
+}
+
+// replaceBad replaces the role's servers whose state says so, worst first.
+// It reports whether every server of the role is good and nothing is in
+// flight, so an expired one may be replaced.
+func (pl *planner) replaceBad(rs *roleServers) bool {
+	var bad []*Server
+	for _, s := range rs.free {
+		if pl.statesOf[s.ID].props().replace {
+			bad = append(bad, s)
+		}
+	}
+	flying := inFlight(rs)
+	for _, s := range pl.worstFirst(bad) {
+		if flying >= pl.in.Config.MaxInFlight {
+			pl.block("%s: replacement of %s waits: max_in_flight %d", rs.role.Name, s.Name, pl.in.Config.MaxInFlight)
+			return false
+		}
+		if !pl.replace(rs, s, pl.statesOf[s.ID]) {
+			return false
+		}
+		flying++
+	}
+	return len(bad) == 0 && len(rs.entries) == 0
+}
+
+// replaceExpired replaces the server furthest past its max age, one at a
+// time and only when every server of the role serves.
+func (pl *planner) replaceExpired(rs *roleServers) {
+	r := rs.role
+	if r.MaxAge == 0 {
+		return
+	}
+	var oldest *Server
+	for _, s := range rs.free {
+		st := pl.statesOf[s.ID]
+		if !st.Serving() {
+			return
+		}
+		if st == StateExpired && (oldest == nil || expiry(r, s).Before(expiry(r, oldest))) {
+			oldest = s
+		}
+	}
+	if oldest != nil {
+		pl.replace(rs, oldest, StateExpired)
+	}
+}
+
+// replace starts replacing s: launch before terminate (surge) creates the
+// new server first; delete-first drains s at once. False when the gate
+// stopped it.
+func (pl *planner) replace(rs *roleServers, s *Server, why ServerState) bool {
+	r := rs.role
+	n := need{armed: true, unpaused: true, create: true, budget: true}
+	if r.ReplaceMode == ModeDeleteFirst {
+		n.victim = s
+	}
+	if gate := pl.gate(rs, n); gate != "" {
+		pl.block("%s: replacement of %s (%s) waits: %s", r.Name, s.Name, why, gate)
+		return false
+	}
+	e := pl.newEntry(r, store.KindReplace, string(why))
+	e.OldName, e.OldID = s.Name, s.ID
+	e.NewName = pl.freeName(r)
+	if r.ReplaceMode == ModeDeleteFirst {
+		e.Phase = store.PhaseDraining
+		pl.startDrain(&e, s)
+		pl.add(OpDrain, e, fmt.Sprintf("%s (delete-first)", why))
+		return true
+	}
+	e.Phase = store.PhaseCreating
+	pl.inEntry[s.ID] = StateReplacing
+	pl.add(OpCreate, e, fmt.Sprintf("replace %s (%s)", s.Name, why))
+	return true
+}

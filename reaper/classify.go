@@ -1,0 +1,162 @@
+package reaper
+
+import (
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+// ServerState is what the planner makes of one server this cycle.
+type ServerState string
+
+// Server states, as the planner sees them: first what a server's own
+// health says (classify), then the part it plays in a journal entry,
+// which overrides it in reports.
+const (
+	StateHealthy         ServerState = store.ServerHealthy
+	StateBooting         ServerState = store.ServerBooting
+	StateCriticalInGrace ServerState = store.ServerCriticalInGrace
+	StateUnhealthy       ServerState = store.ServerUnhealthy
+	// StateUnaccounted: past boot_timeout and never checked in.
+	StateUnaccounted ServerState = store.ServerUnaccounted
+	StateError       ServerState = store.ServerError
+	StateMaintenance ServerState = store.ServerMaintenance
+	StateExpired     ServerState = store.ServerExpired
+	// StateReplacing, StateNew and StateDeleting are the parts a server
+	// plays in a journal entry: the old server of a replacement, the
+	// server an entry creates, a server drained or deleted.
+	StateReplacing ServerState = store.ServerReplacing
+	StateNew       ServerState = store.ServerNew
+	StateDeleting  ServerState = store.ServerDeleting
+)
+
+// stateProps are the properties of a server state that the planner's
+// steps ask about; one table, so a new state is one line.
+type stateProps struct {
+	// serving: counts as a working member of its role (an expired server
+	// still serves until it is replaced).
+	serving bool
+	// looksUnhealthy: the state a partition or a Consul problem would also
+	// produce; counts towards the partition pause.
+	looksUnhealthy bool
+	// replace: at the desired count, a server in this state is replaced.
+	replace bool
+	// rank orders servers worst first, for scale in and replacement.
+	rank int
+}
+
+// stateTable: a server in operator maintenance is the operator's: it is
+// never replaced for it and is scaled in only after every serving server,
+// since the operator may bring it back.
+var stateTable = map[ServerState]stateProps{
+	StateUnaccounted:     {looksUnhealthy: true, replace: true, rank: 0},
+	StateError:           {replace: true, rank: 1},
+	StateUnhealthy:       {looksUnhealthy: true, replace: true, rank: 2},
+	StateCriticalInGrace: {looksUnhealthy: true, rank: 3},
+	StateExpired:         {serving: true, rank: 4},
+	StateHealthy:         {serving: true, rank: 4},
+	StateMaintenance:     {rank: 5},
+	StateBooting:         {rank: 6},
+}
+
+// props returns a state's properties; a state not in the table (the entry
+// parts) has none and ranks last.
+func (st ServerState) props() stateProps {
+	if p, ok := stateTable[st]; ok {
+		return p
+	}
+	return stateProps{rank: 7}
+}
+
+// Serving reports whether a server in this state counts as serving.
+func (st ServerState) Serving() bool { return st.props().serving }
+
+// nodeHealth is what a node's checks say, for one role.
+type nodeHealth struct {
+	// checkedIn: at least one check the role counts exists.
+	checkedIn bool
+	// critical: one of the counted checks is critical.
+	critical bool
+	// maintenance: the node or one of its services is in maintenance.
+	maintenance bool
+}
+
+// health reads a node's counted checks.
+func (pl *planner) health(r *Role, node string) nodeHealth {
+	var h nodeHealth
+	for _, c := range pl.byNode[node] {
+		if c.CheckID == maintNodeCheck || strings.HasPrefix(c.CheckID, maintServicePrefix) {
+			h.maintenance = true
+			continue
+		}
+		if len(r.Checks) > 0 && !slices.Contains(r.Checks, c.CheckID) && !slices.Contains(r.Checks, c.Name) {
+			continue
+		}
+		h.checkedIn = true
+		if c.Status == checkCritical {
+			h.critical = true
+		}
+	}
+	return h
+}
+
+// classify returns a server's state and records its critical-since time.
+func (pl *planner) classify(r *Role, s *Server) ServerState {
+	now := pl.in.Now
+	age := now.Sub(s.Created)
+	if s.Status == StatusError {
+		return StateError
+	}
+	h := pl.health(r, s.Name)
+	switch {
+	case h.maintenance:
+		return StateMaintenance
+	case !h.checkedIn && age < r.BootTimeout.D():
+		return StateBooting
+	case !h.checkedIn:
+		return StateUnaccounted
+	case h.critical:
+		return pl.classifyCritical(r, s)
+	case r.MaxAge > 0 && !now.Before(expiry(r, s)):
+		return StateExpired
+	}
+	return StateHealthy
+}
+
+// classifyCritical is the state of a server with a counted check critical:
+// booting within the boot grace, then critical-in-grace until the
+// critical grace (which starts no earlier than the boot grace ends) is
+// over, then unhealthy.
+func (pl *planner) classifyCritical(r *Role, s *Server) ServerState {
+	now := pl.in.Now
+	since, ok := pl.in.CriticalSince[s.Name]
+	if !ok {
+		since = now
+	}
+	pl.plan.CriticalSince[s.Name] = since
+	if bootEnd := s.Created.Add(r.BootGrace.D()); since.Before(bootEnd) {
+		since = bootEnd
+	}
+	switch {
+	case now.Sub(s.Created) < r.BootGrace.D():
+		return StateBooting
+	case now.Sub(since) >= r.CriticalGrace.D():
+		return StateUnhealthy
+	}
+	return StateCriticalInGrace
+}
+
+// expiry is when a server passes its max age: created + max_age minus a
+// share of the jitter fixed by a hash of the server's ID, so a fleet built in
+// one day is spread over the jitter window, and the same server always gets
+// the same share.
+func expiry(r *Role, s *Server) time.Time {
+	h := fnv.New64a()
+	h.Write([]byte(s.ID))
+	// The top 53 bits of the hash as a fraction in [0, 1), exact in a float64.
+	frac := float64(h.Sum64()>>11) / float64(1<<53)
+	return s.Created.Add(r.MaxAge.D() - time.Duration(frac*float64(r.MaxAgeJitter.D())))
+}

@@ -1,0 +1,204 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+const (
+	// budgetWindow is the sliding window of max_actions_per_hour.
+	budgetWindow = time.Hour
+	// maxBlockedReported caps the blocked actions written to the state
+	// key: a fleet-wide pause blocks one action per server, and the key
+	// must stay readable in `orchestrate status` and well under Consul's
+	// 512 KiB limit on a value, whatever the fleet's size.
+	maxBlockedReported = 100
+	// armReason is recorded when the reaper opens the start gate itself.
+	armReason = "every role reached its desired count with validation success"
+)
+
+// Cycle runs one observe-plan-act round as the holder of session. It is
+// exported for tests and for a one-shot run; Run calls it every interval.
+// Successive calls with one session share the leader's memory.
+func (r *Reaper) Cycle(ctx context.Context, session string) *Plan {
+	if r.term == nil || r.term.session != session {
+		r.term = newTerm(session)
+	}
+	return r.cycle(ctx, r.term)
+}
+
+// cycle observes, plans, carries out the plan, and reports it.
+func (r *Reaper) cycle(ctx context.Context, t *leaderTerm) *Plan {
+	start := r.now()
+	r.status.startCycle()
+	obs, err := r.observe(ctx)
+	if err != nil {
+		r.cycleSkipped(ctx, t, start, err)
+		return nil
+	}
+	plan := r.plan(t, obs, start)
+	errs := r.act(ctx, t, plan, obs, start)
+	r.report(ctx, t, plan, obs.keys.Entries, errs)
+	return plan
+}
+
+// plan runs the planner on what was observed, keeps its memory for the
+// next cycle, and logs what changed since the last one.
+func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *Plan {
+	in := Input{
+		Now: start, Config: r.cfg, Servers: obs.servers, Checks: obs.checks,
+		Desired: obs.desired, Journal: obs.keys.Entries, Armed: obs.keys.Armed != nil,
+		ArmKeyWritten: obs.keys.ArmKeyWritten, ArmProblem: obs.keys.ArmProblem,
+		Validated: obs.validated, CriticalSince: t.critSince, Destructive: obs.keys.Destructive,
+		BackoffUntil: t.quota.until, RoleBackoff: t.roleBackoffs(),
+	}
+	plan := in.Plan()
+	if t.lastCycleErr != "" {
+		r.log.Info("cycle data readable again")
+		t.lastCycleErr = ""
+	}
+	t.critSince = plan.CriticalSince
+	if plan.PauseReason != t.lastPause {
+		if plan.Paused {
+			r.log.Warn("pausing destructive actions", "reason", plan.PauseReason)
+		} else {
+			r.log.Info("pause over: destructive actions allowed again")
+		}
+		t.lastPause = plan.PauseReason
+	}
+	if plan.NotArmedReason != t.lastNotArmed {
+		if plan.NotArmedReason != "" {
+			r.log.Info("start gate closed", "reason", plan.NotArmedReason)
+		}
+		t.lastNotArmed = plan.NotArmedReason
+	}
+	return plan
+}
+
+// act opens the start gate if the plan says so and carries out the plan's
+// actions (or logs them in a dry run); it returns what went wrong.
+func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *Plan, obs *observation, start time.Time) []string {
+	dry := r.cfg.IsDryRun()
+	var errs []string
+	if plan.ArmNow && !dry {
+		if err := r.journal.Arm(ctx, t.session, Armed{Time: start, By: r.id, Reason: armReason}); err != nil {
+			errs = append(errs, "arm: "+err.Error())
+		} else {
+			r.log.Info("start gate open: " + armReason)
+		}
+	}
+	budget := recent(obs.keys.Destructive, start)
+	for _, a := range plan.Actions {
+		if dry {
+			r.log.Info("dry run: would "+string(a.Op), "role", a.Entry.Role, "action", a.String(), "entry", a.Entry.ID)
+			r.metrics.action(a.Op, "dry_run")
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if a.Op == OpCreate && t.createHeldBack(a.Entry.Role, start) {
+			r.metrics.action(a.Op, "skipped")
+			continue
+		}
+		if err := r.execute(ctx, t, a, &budget); err != nil {
+			r.metrics.action(a.Op, "failed")
+			r.log.Error("action failed", "action", a.String(), "entry", a.Entry.ID, "err", err)
+			errs = append(errs, a.String()+": "+err.Error())
+			if errors.Is(err, ErrNotLeader) {
+				break
+			}
+			continue
+		}
+		r.metrics.action(a.Op, "done")
+		if a.Op != OpMaintain {
+			r.log.Info(string(a.Op), "role", a.Entry.Role, "action", a.String(), "entry", a.Entry.ID)
+		}
+		if r.opts.afterAction != nil {
+			r.opts.afterAction(a)
+		}
+	}
+	return errs
+}
+
+// report writes the cycle's state key, metrics and heartbeat status.
+func (r *Reaper) report(ctx context.Context, t *leaderTerm, plan *Plan, journal []Entry, errs []string) {
+	now := r.now()
+	st := r.state(t, plan, journal, now, errs)
+	if ctx.Err() == nil {
+		if err := r.journal.PutState(ctx, t.session, st); err != nil {
+			r.log.Warn("write state", "err", err)
+		}
+	}
+	roleLeft := map[string]time.Duration{}
+	for role, b := range t.roleBackoff {
+		roleLeft[role] = b.until.Sub(now)
+	}
+	r.metrics.cycle(plan, r.cfg.IsDryRun(), t.quota.until.Sub(now), roleLeft, r.status.sinceCycleStart(), now)
+	r.status.endCycle(errs)
+}
+
+// cycleSkipped reports a cycle that took no action: its data could not be read.
+func (r *Reaper) cycleSkipped(ctx context.Context, t *leaderTerm, start time.Time, err error) {
+	if ctx.Err() != nil {
+		return // stopping, or lost the lock: not a failure of the data
+	}
+	// One line per change of the problem, not per cycle.
+	if err.Error() != t.lastCycleErr {
+		r.log.Error("cycle skipped: no action on data that could not be read", "err", err)
+	} else {
+		r.log.Debug("cycle skipped again", "err", err)
+	}
+	t.lastCycleErr = err.Error()
+	r.metrics.cycleSkipped(r.cfg.IsDryRun(), r.status.sinceCycleStart(), r.now())
+	r.status.endCycle([]string{err.Error()})
+	st := &store.ReaperReport{Time: start, Leader: r.id, DryRun: r.cfg.IsDryRun(), Interval: r.cfg.Interval.D(), Errors: []string{"cycle skipped: " + err.Error()}}
+	if perr := r.journal.PutState(ctx, t.session, st); perr != nil {
+		r.log.Debug("write state", "err", perr)
+	}
+}
+
+// recent is the destructive actions started within the budget window.
+func recent(ts []time.Time, now time.Time) []time.Time {
+	out := []time.Time{}
+	for _, t := range ts {
+		if now.Sub(t) < budgetWindow {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// state is the report of one cycle, for the state key.
+func (r *Reaper) state(t *leaderTerm, p *Plan, journal []Entry, now time.Time, errs []string) *store.ReaperReport {
+	st := &store.ReaperReport{
+		Time: now, Leader: r.id, DryRun: r.cfg.IsDryRun(), Interval: r.cfg.Interval.D(),
+		Armed: p.Armed, NotArmedReason: p.NotArmedReason, Paused: p.Paused, PauseReason: p.PauseReason,
+		Roles: p.Roles, Unassigned: p.Unassigned, Blocked: p.Blocked, Journal: journal, Errors: errs,
+		Planned: []string{},
+	}
+	if now.Before(t.quota.until) {
+		st.BackoffUntil, st.BackoffReason = t.quota.until, t.quota.reason
+	}
+	for role, b := range t.roleBackoff {
+		if now.Before(b.until) {
+			if st.RoleBackoff == nil {
+				st.RoleBackoff = map[string]store.RoleBackoff{}
+			}
+			st.RoleBackoff[role] = store.RoleBackoff{Until: b.until, Reason: b.reason}
+		}
+	}
+	for _, a := range p.Actions {
+		if a.Op != OpMaintain {
+			st.Planned = append(st.Planned, a.String())
+		}
+	}
+	if len(st.Blocked) > maxBlockedReported {
+		st.Blocked = append(st.Blocked[:maxBlockedReported], fmt.Sprintf("... and %d more", len(p.Blocked)-maxBlockedReported))
+	}
+	return st
+}

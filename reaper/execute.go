@@ -1,0 +1,262 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+// callTimeout bounds one cloud API call (a create, a get, a delete), so a
+// hung Nova cannot stall the loop; waits for ACTIVE or gone are bounded by
+// cloud_timeout.
+const callTimeout = 2 * time.Minute
+
+// execute carries out one action. The journal entry is written before
+// every cloud call (the intent), and updated or removed after it.
+func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[]time.Time) error {
+	e := a.Entry
+	role := r.cfg.Role(e.Role)
+	if role == nil {
+		return fmt.Errorf("role %q is not configured", e.Role)
+	}
+	put := func(e Entry, b []time.Time) error {
+		e.Updated = r.now()
+		return r.journal.Put(ctx, t.session, e, b)
+	}
+	switch a.Op {
+	case OpAdopt:
+		return put(e, nil)
+	case OpFinish:
+		return r.journal.Remove(ctx, t.session, e.ID)
+	case OpDeregister:
+		return r.deregister(ctx, e.OldName)
+	case OpMaintain:
+		return r.maintenance(ctx, e)
+	case OpDrain:
+		*budget = append(*budget, r.now())
+		if err := put(e, *budget); err != nil {
+			return err
+		}
+		return r.maintenance(ctx, e)
+	case OpCreate:
+		return r.create(ctx, t, role, e, put)
+	case OpDelete:
+		if err := put(e, nil); err != nil {
+			return err
+		}
+		if err := r.deleteServer(ctx, e.OldID); err != nil {
+			return err
+		}
+		if err := r.deregister(ctx, e.OldName); err != nil {
+			return err // the entry stays in deleting; the next cycle retries
+		}
+		if e.Kind == store.KindReplace && e.Mode == ModeDeleteFirst {
+			e.Phase, e.OldID = store.PhaseCreating, ""
+			return put(e, nil)
+		}
+		return r.journal.Remove(ctx, t.session, e.ID)
+	case OpRollback:
+		if err := put(e, nil); err != nil {
+			return err
+		}
+		if e.NewID != "" {
+			if err := r.deleteServer(ctx, e.NewID); err != nil {
+				return err
+			}
+			if err := r.deregister(ctx, e.NewName); err != nil {
+				return err
+			}
+		}
+		return r.journal.Remove(ctx, t.session, e.ID)
+	}
+	return fmt.Errorf("unknown operation %q", a.Op)
+}
+
+// create writes the intent, creates the server with metadata naming the
+// entry, records its ID, and waits (bounded) for it to become ACTIVE.
+func (r *Reaper) create(ctx context.Context, t *leaderTerm, role *Role, e Entry, put func(Entry, []time.Time) error) error {
+	e.Attempts++
+	e.Phase = store.PhaseCreating
+	if err := put(e, nil); err != nil {
+		return err
+	}
+	meta := maps.Clone(role.Boot.Metadata)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	meta[MetaRole], meta[MetaJournal] = role.Name, e.ID
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	s, err := r.cloud.Create(cctx, CreateRequest{Name: e.NewName, Role: role, Metadata: meta, Tags: role.Boot.Tags})
+	cancel()
+	if err != nil {
+		return r.createFailed(ctx, t, role, e, err)
+	}
+	t.backoffReset(role.Name)
+	e.Phase, e.NewID = store.PhaseBooting, s.ID
+	if err := put(e, nil); err != nil {
+		return err
+	}
+	got, err := r.waitStatus(ctx, s.ID)
+	if err != nil {
+		return err
+	}
+	if got.Status != StatusError {
+		return nil
+	}
+	ferr := &CloudError{Class: Fatal, Op: "boot " + e.NewName, Err: fmt.Errorf("server went to ERROR: %s", got.Fault)}
+	if strings.Contains(got.Fault, "No valid host") {
+		ferr.Class = Capacity
+	}
+	r.backoff(t, role.Name, ferr)
+	r.metrics.cloudError(ferr)
+	e.Phase, e.Error = store.PhaseRollback, ferr.Error()
+	if err := put(e, nil); err != nil {
+		return err
+	}
+	if err := r.deleteServer(ctx, s.ID); err != nil {
+		return errors.Join(ferr, err)
+	}
+	if err := r.journal.Remove(ctx, t.session, e.ID); err != nil {
+		return errors.Join(ferr, err)
+	}
+	return ferr
+}
+
+// createFailed handles a refused or failed create call and returns err.
+func (r *Reaper) createFailed(ctx context.Context, t *leaderTerm, role *Role, e Entry, err error) error {
+	r.metrics.cloudError(err)
+	class := ClassOf(err)
+	if class == Transient {
+		// The server may have been made: the entry stays, and the next
+		// cycle finds the server by its metadata or creates it again.
+		return err
+	}
+	r.backoff(t, role.Name, err)
+	// Quota, capacity and fatal errors mean Nova made nothing: drop the
+	// intent, unless the old server is already gone (delete-first), whose
+	// replacement must still be made.
+	if e.Kind == store.KindReplace && e.Mode == ModeDeleteFirst {
+		return err
+	}
+	if rerr := r.journal.Remove(ctx, t.session, e.ID); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	return err
+}
+
+// pollServer gets the server every poll interval and hands each answer to
+// done, until done says to stop (then it returns true and done's error) or
+// cloud_timeout passes (false and the context's error).
+func (r *Reaper) pollServer(ctx context.Context, id string, done func(Server, error) (bool, error)) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.CloudTimeout.D())
+	defer cancel()
+	for {
+		gctx, gcancel := context.WithTimeout(ctx, callTimeout)
+		s, err := r.cloud.Get(gctx, id)
+		gcancel()
+		if stop, err := done(s, err); stop {
+			return true, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(r.opts.pollInterval):
+		}
+	}
+}
+
+// waitStatus polls until the server leaves BUILD, or cloud_timeout passes
+// (then the entry stays in booting; the planner's boot timeout decides).
+func (r *Reaper) waitStatus(ctx context.Context, id string) (Server, error) {
+	var got Server
+	done, err := r.pollServer(ctx, id, func(s Server, err error) (bool, error) {
+		if err != nil {
+			return ClassOf(err) != Transient, err
+		}
+		got = s
+		return s.Status != StatusBuild && s.Status != "", nil
+	})
+	if !done {
+		return Server{Status: StatusBuild}, nil
+	}
+	if err != nil {
+		return Server{}, err
+	}
+	return got, nil
+}
+
+// deleteServer deletes and waits until Nova no longer lists it.
+func (r *Reaper) deleteServer(ctx context.Context, id string) error {
+	if id == "" {
+		return nil
+	}
+	dctx, dcancel := context.WithTimeout(ctx, callTimeout)
+	err := r.cloud.Delete(dctx, id)
+	dcancel()
+	if err != nil && ClassOf(err) != NotFound {
+		r.metrics.cloudError(err)
+		return err
+	}
+	gone, err := r.pollServer(ctx, id, func(_ Server, err error) (bool, error) {
+		return ClassOf(err) == NotFound, nil
+	})
+	if !gone {
+		return fmt.Errorf("server %s still exists after %s: %w", id, r.cfg.CloudTimeout.D(), err)
+	}
+	return nil
+}
+
+// maintenance puts a node in maintenance mode from afar: the agent's
+// maintenance API is local to the node's own agent, so the reaper registers
+// the same check Consul's node maintenance uses (_node_maintenance,
+// critical) on the node through the catalog. A live agent's anti-entropy
+// removes checks it does not own within a minute or so, so the reaper
+// re-asserts it every cycle while the node drains.
+func (r *Reaper) maintenance(ctx context.Context, e Entry) error {
+	node, _, err := r.client.Catalog().Node(e.OldName, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("read node %s: %w", e.OldName, err)
+	}
+	if node == nil || node.Node == nil {
+		return nil // nothing in the catalog to drain
+	}
+	_, err = r.client.Catalog().Register(&api.CatalogRegistration{
+		Node:           node.Node.Node,
+		Address:        node.Node.Address,
+		SkipNodeUpdate: true,
+		Check: &api.AgentCheck{
+			Node:    node.Node.Node,
+			CheckID: maintNodeCheck,
+			Name:    "Node Maintenance Mode",
+			Status:  api.HealthCritical,
+			Notes:   "reaper: draining until " + e.DrainUntil.UTC().Format(time.RFC3339) + " (" + e.Reason + ", entry " + e.ID + ")",
+		},
+	}, (&api.WriteOptions{}).WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("maintenance mode on %s: %w", e.OldName, err)
+	}
+	return nil
+}
+
+// deregister removes a deleted server's node from Consul: force-leave, so
+// the servers do not re-add a failed serf member, then deregister it from
+// the catalog.
+func (r *Reaper) deregister(ctx context.Context, node string) error {
+	if node == "" {
+		return nil
+	}
+	if err := r.client.Agent().ForceLeaveOptions(node, api.ForceLeaveOpts{}, (&api.QueryOptions{}).WithContext(ctx)); err != nil {
+		r.log.Debug("force-leave", "node", node, "err", err)
+	}
+	if _, err := r.client.Catalog().Deregister(&api.CatalogDeregistration{Node: node}, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
+		return fmt.Errorf("deregister node %s: %w", node, err)
+	}
+	return nil
+}

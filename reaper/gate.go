@@ -1,0 +1,62 @@
+package reaper
+
+import "fmt"
+
+// need is what a step asks of the gate: which safety rules apply to it.
+type need struct {
+	// armed: the step destroys something; nothing is destroyed while the
+	// reaper is disarmed.
+	armed bool
+	// unpaused: the step waits while the partition pause holds.
+	unpaused bool
+	// create: the step creates a server; it waits for the quota backoff
+	// and the role's own backoff.
+	create bool
+	// budget: the step spends one of max_actions_per_hour.
+	budget bool
+	// victim: the step takes this server out of its role; if it serves,
+	// the role must keep a serving server and min_healthy.
+	victim *Server
+}
+
+// gate says why a step with these needs may not start now, or "" when it
+// may. Every step of the planner asks it, so each safety rule is written
+// once.
+func (pl *planner) gate(rs *roleServers, n need) string {
+	switch {
+	case n.armed && !pl.plan.Armed:
+		return "not armed"
+	case n.unpaused && pl.plan.Paused:
+		return "paused: " + pl.plan.PauseReason
+	case n.create && pl.backedOff(rs.role.Name):
+		return "the create backoff holds (quota, capacity or a failed create)"
+	case n.budget && pl.budget <= 0:
+		return fmt.Sprintf("max_actions_per_hour (%d) reached", pl.in.Config.MaxActionsPerHour)
+	}
+	if n.victim != nil && pl.statesOf[n.victim.ID].Serving() {
+		h := pl.servingCount(rs)
+		if h <= 1 {
+			return "it is the role's last healthy server"
+		}
+		if h-1 < rs.role.MinHealthy {
+			return fmt.Sprintf("the role would go below min_healthy %d", rs.role.MinHealthy)
+		}
+	}
+	return ""
+}
+
+// backedOff: no creates for role now (quota, or the role's own backoff).
+func (pl *planner) backedOff(role string) bool {
+	return pl.backoff || pl.in.Now.Before(pl.in.RoleBackoff[role])
+}
+
+// servingCount counts the role's serving servers not on their way out.
+func (pl *planner) servingCount(rs *roleServers) int {
+	n := 0
+	for _, s := range rs.all {
+		if pl.statesOf[s.ID].Serving() && pl.inEntry[s.ID] != StateDeleting {
+			n++
+		}
+	}
+	return n
+}

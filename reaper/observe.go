@@ -1,0 +1,81 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// observation is what one cycle read.
+type observation struct {
+	servers   []Server
+	checks    []Check
+	desired   map[string]int
+	validated map[string]bool
+	keys      *ReaperKeys
+}
+
+// observe reads everything a cycle needs: exactly one Nova list and one
+// Consul health query, plus the KV prefix and the reaper's keys. Any error
+// means no action this cycle.
+func (r *Reaper) observe(ctx context.Context) (*observation, error) {
+	lctx, cancel := context.WithTimeout(ctx, r.cfg.CloudTimeout.D())
+	servers, err := r.cloud.List(lctx)
+	cancel()
+	if err != nil {
+		r.metrics.cloudError(err)
+		return nil, fmt.Errorf("list servers: %w", err)
+	}
+	checks, err := r.readChecks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	desired, validated, err := r.readKV(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := r.journal.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys.Problems) > 0 {
+		return nil, fmt.Errorf("cannot read the journal: %s", strings.Join(keys.Problems, "; "))
+	}
+	return &observation{servers: servers, checks: checks, desired: desired, validated: validated, keys: keys}, nil
+}
+
+// readChecks is the one Consul health query of a cycle.
+func (r *Reaper) readChecks(ctx context.Context) ([]Check, error) {
+	hcs, meta, err := r.client.Health().State(api.HealthAny, (&api.QueryOptions{AllowStale: false}).WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("consul health query: %w", err)
+	}
+	// Consul leaves out what the token may not read and still answers 200:
+	// a hidden node would look absent, and its server unaccounted.
+	if meta != nil && meta.ResultsFilteredByACLs {
+		return nil, errors.New("consul health query: some checks are hidden by ACLs: the reaper's token needs node:read and service:read on every node and service")
+	}
+	checks := make([]Check, len(hcs))
+	for i, c := range hcs {
+		checks[i] = Check{Node: c.Node, CheckID: c.CheckID, Name: c.Name, Status: c.Status}
+	}
+	return checks, nil
+}
+
+// readKV reads the desired counts, refusing any that could be hidden or
+// unreadable (the file's count would take over and scale the role), and
+// which hosts validated.
+func (r *Reaper) readKV(ctx context.Context) (desired map[string]int, validated map[string]bool, err error) {
+	snap, err := r.store.Snapshot(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	desired, err = r.store.DesiredCounts(ctx, snap)
+	if err != nil {
+		return nil, nil, err
+	}
+	return desired, snap.Validated(), nil
+}

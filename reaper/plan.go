@@ -1,0 +1,126 @@
+package reaper
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+// Check is one Consul health check, as the planner needs it.
+type Check struct {
+	Node    string
+	CheckID string
+	Name    string
+	Status  string
+}
+
+// Consul check statuses and IDs the planner reads.
+const (
+	checkCritical = "critical"
+	// maintNodeCheck is the check Consul uses for node maintenance mode.
+	maintNodeCheck = "_node_maintenance"
+	// maintServicePrefix starts service maintenance check IDs.
+	maintServicePrefix = "_service_maintenance:"
+)
+
+// Input is everything one planning cycle looks at. It is read, never
+// changed, by Plan.
+type Input struct {
+	Now    time.Time
+	Config *Config
+	// Servers is the one Nova list of this cycle.
+	Servers []Server
+	// Checks is the one Consul health query of this cycle (every check).
+	Checks []Check
+	// Desired holds <prefix>/roles/<role>/desired (overrides the config).
+	Desired map[string]int
+	// Journal holds the unfinished entries.
+	Journal []Entry
+	// Armed: the start gate is open (the armed key holds an arm record).
+	Armed bool
+	// ArmKeyWritten: the armed key exists, whatever it holds: the gate was
+	// opened or closed by hand (or by the reaper once), so the reaper does
+	// not arm itself again. ArmProblem says why a value there does not arm.
+	ArmKeyWritten bool
+	ArmProblem    string
+	// Validated holds hosts whose validation status is success.
+	Validated map[string]bool
+	// CriticalSince is the previous plan's: when each node was first seen
+	// with a counted check critical, without a passing cycle in between.
+	CriticalSince map[string]time.Time
+	// Destructive holds when recent destructive actions started.
+	Destructive []time.Time
+	// BackoffUntil: quota backoff (project-wide); no creates before it.
+	BackoffUntil time.Time
+	// RoleBackoff: per-role backoff after capacity ("No valid host") or
+	// fatal create errors (a bad flavor or image); no creates of the role.
+	RoleBackoff map[string]time.Time
+}
+
+// Op is one operation for the executor.
+type Op string
+
+// Operations.
+const (
+	// OpCreate writes Entry (phase creating) then creates NewName.
+	OpCreate Op = "create"
+	// OpAdopt records NewID, found by the server's journal metadata.
+	OpAdopt Op = "adopt"
+	// OpDrain puts OldName in maintenance mode and writes phase draining
+	// (with the destructive-action budget, in one transaction).
+	OpDrain Op = "drain"
+	// OpMaintain re-asserts maintenance mode on a draining node.
+	OpMaintain Op = "maintain"
+	// OpDelete writes phase deleting, deletes OldID, waits until it is
+	// gone, deregisters OldName from the catalog.
+	OpDelete Op = "delete"
+	// OpRollback deletes NewID (a failed replacement) and drops the entry.
+	OpRollback Op = "rollback"
+	// OpFinish drops a completed entry.
+	OpFinish Op = "finish"
+	// OpDeregister removes a dead node that has no server (no journal).
+	OpDeregister Op = "deregister"
+)
+
+// Action is one step the executor takes. Entry is the entry as it should be
+// written before the step's cloud call.
+type Action struct {
+	Op     Op     `json:"op"`
+	Entry  Entry  `json:"entry"`
+	Reason string `json:"reason"`
+}
+
+// String describes the action for logs and the state: op, role, server, reason.
+func (a Action) String() string {
+	target := a.Entry.OldName
+	if a.Op == OpCreate || a.Op == OpAdopt || a.Op == OpRollback || target == "" {
+		target = a.Entry.NewName
+	}
+	return fmt.Sprintf("%s %s %s (%s)", a.Op, a.Entry.Role, target, a.Reason)
+}
+
+// maxAttention bounds the servers listed per role in the state key, which
+// Consul limits to 512 KiB.
+const maxAttention = 50
+
+// Plan is the planner's answer.
+type Plan struct {
+	Actions []Action `json:"actions"`
+	// Blocked lists what the reaper would do but a safety rule stops.
+	Blocked []string `json:"blocked,omitempty"`
+	// CriticalSince is the memory for the next cycle.
+	CriticalSince map[string]time.Time `json:"-"`
+	Roles         []store.RoleReport   `json:"roles"`
+	Paused        bool                 `json:"paused"`
+	PauseReason   string               `json:"pause_reason,omitempty"`
+	Armed         bool                 `json:"armed"`
+	// ArmNow: the start gate's condition was met this cycle; the executor
+	// records it so the reaper stays armed.
+	ArmNow bool `json:"arm_now,omitempty"`
+	// NotArmedReason says why the gate is still closed.
+	NotArmedReason string `json:"not_armed_reason,omitempty"`
+	Backoff        bool   `json:"backoff"`
+	// Unassigned counts servers no role claims.
+	Unassigned int `json:"unassigned"`
+}

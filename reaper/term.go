@@ -1,0 +1,92 @@
+package reaper
+
+import "time"
+
+// leaderTerm is what a leader remembers from one cycle to the next. A new
+// one is made each time leadership starts, so a new leader (this process
+// again, or another) starts afresh: every critical node gets a full grace
+// again and no create is held back, which errs on the side of waiting for
+// the one and of trying the cloud again for the other.
+type leaderTerm struct {
+	// session holds the leader lock for this term.
+	session string
+	// critSince is when each node was first seen critical.
+	critSince map[string]time.Time
+	// quota is the project-wide backoff after a quota error.
+	quota backoffState
+	// roleBackoff holds each role's backoff after a capacity or fatal
+	// create error.
+	roleBackoff map[string]*backoffState
+	// The last pause, start-gate and cycle-error messages logged, so each
+	// change is logged once rather than every cycle.
+	lastPause    string
+	lastNotArmed string
+	lastCycleErr string
+}
+
+func newTerm(session string) *leaderTerm {
+	return &leaderTerm{session: session, roleBackoff: map[string]*backoffState{}}
+}
+
+// backoffState is one exponential, capped backoff.
+type backoffState struct {
+	until  time.Time
+	step   time.Duration
+	reason string
+}
+
+// bump starts or doubles the backoff (capped).
+func (b *backoffState) bump(now time.Time, initial, max time.Duration, err error) time.Duration {
+	if b.step == 0 {
+		b.step = initial
+	} else {
+		b.step *= 2
+	}
+	if b.step > max {
+		b.step = max
+	}
+	b.until, b.reason = now.Add(b.step), err.Error()
+	return b.step
+}
+
+func (t *leaderTerm) backoffOf(role string) *backoffState {
+	b := t.roleBackoff[role]
+	if b == nil {
+		b = &backoffState{}
+		t.roleBackoff[role] = b
+	}
+	return b
+}
+
+// roleBackoffs is each role's backoff end, as the planner takes it.
+func (t *leaderTerm) roleBackoffs() map[string]time.Time {
+	out := make(map[string]time.Time, len(t.roleBackoff))
+	for role, b := range t.roleBackoff {
+		out[role] = b.until
+	}
+	return out
+}
+
+// createHeldBack says whether a create for role must wait: a create
+// earlier in this cycle hit the quota, or this role's own backoff runs.
+func (t *leaderTerm) createHeldBack(role string, now time.Time) bool {
+	return now.Before(t.quota.until) || now.Before(t.backoffOf(role).until)
+}
+
+// backoff starts or extends a backoff after a failed create: quota errors
+// stop every create (the quota is the project's); capacity and fatal
+// errors (no valid host, a bad flavor or image) stop the role's creates.
+func (r *Reaper) backoff(t *leaderTerm, role string, err error) {
+	b, what := t.backoffOf(role), "role "+role
+	if ClassOf(err) == Quota {
+		b, what = &t.quota, "every role"
+	}
+	d := b.bump(r.now(), r.cfg.QuotaBackoff.D(), r.cfg.QuotaBackoffMax.D(), err)
+	r.log.Warn("create failed: backing off creates", "of", what, "for", d, "class", ClassOf(err).String(), "err", err)
+}
+
+// backoffReset ends the backoff steps after a create succeeded.
+func (t *leaderTerm) backoffReset(role string) {
+	t.quota.step = 0
+	t.backoffOf(role).step = 0
+}
