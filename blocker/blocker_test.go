@@ -17,6 +17,8 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/testutil"
+
+	"github.com/jiocloud/orchestrate/internal/cli"
 )
 
 func TestParseRequirement(t *testing.T) {
@@ -384,7 +386,7 @@ func TestRegistrationWhileWaiting(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(context.Background(), []string{"--dns", a.DNSAddr, "--timeout", "30s",
-			"--interval", interval.String(), "--max-interval", interval.String(), "late:2"}, &stdout, &stderr)
+			"--interval", interval.String(), "--max-interval", interval.String(), "late:2"}, cli.IO{Stdout: &stdout, Stderr: &stderr})
 	}()
 	register(t, a, service{id: "late-1", name: "late", port: 9001})
 	waitFor(t, &stderr, "late: 1/2 addressable (127.0.0.1:9001)")
@@ -562,7 +564,7 @@ func TestInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
 	var out, errb bytes.Buffer
-	code := Run(ctx, []string{"--dns", addr, "--interval", "50ms", "web:3"}, &out, &errb)
+	code := Run(ctx, []string{"--dns", addr, "--interval", "50ms", "web:3"}, cli.IO{Stdout: &out, Stderr: &errb})
 	if code != 1 || !strings.Contains(errb.String(), "interrupted") || !strings.Contains(errb.String(), "web: 2/3 after") {
 		t.Fatalf("exit %d, stderr %q: want 1, interrupted, web: 2/3", code, errb.String())
 	}

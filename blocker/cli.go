@@ -15,6 +15,8 @@ import (
 	"github.com/jiocloud/orchestrate/internal/consulclient"
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/logging"
+
+	"github.com/jiocloud/orchestrate/internal/cli"
 )
 
 const usageText = `usage: service-blocker [flags] SERVICE[:N] [SERVICE[:N] ...]
@@ -30,10 +32,10 @@ Flags:
 
 // Run runs `service-blocker args...` and returns the process exit code.
 // Endpoints go to stdout; progress lines, logs and errors to stderr.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	err := run(ctx, args, stdout, stderr)
+func Run(ctx context.Context, args []string, stdio cli.IO) int {
+	err := run(ctx, args, stdio.Stdout, stdio.Stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "service-blocker: %v\n", err)
+		fmt.Fprintf(stdio.Stderr, "service-blocker: %v\n", err)
 	}
 	return exitcode.Code(err)
 }

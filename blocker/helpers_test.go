@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
+
+	"github.com/jiocloud/orchestrate/internal/cli"
 )
 
 var binDir string
@@ -70,7 +72,7 @@ func runCLI(t testing.TB, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
 	start := time.Now()
-	code := Run(context.Background(), args, &out, &errb)
+	code := Run(context.Background(), args, cli.IO{Stdout: &out, Stderr: &errb})
 	r := result{code: code, stdout: out.String(), stderr: errb.String(), elapsed: time.Since(start)}
 	t.Logf("service-blocker %s -> exit %d in %s\nstdout:\n%sstderr:\n%s", strings.Join(args, " "), r.code, r.elapsed.Round(time.Millisecond), r.stdout, r.stderr)
 	return r

@@ -3,17 +3,8 @@
 package main
 
 import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
-
+	"github.com/jiocloud/orchestrate/internal/cli"
 	"github.com/jiocloud/orchestrate/internal/orchestrate"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := orchestrate.Run(ctx, os.Args[1:], orchestrate.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Main(orchestrate.Run) }

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/jiocloud/orchestrate/watch"
 )
 
 // Config is everything one converge run needs.
@@ -51,6 +53,10 @@ type Config struct {
 	CheckTTL time.Duration
 	// NoChecks disables the TTL checks (no local agent to register them on).
 	NoChecks bool
+	// PassEnv names credentials (CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE,
+	// OS_*) that the steps may inherit; every other one is withheld (see
+	// watch.ChildEnv).
+	PassEnv []string
 }
 
 // Defaults returns the configuration before flags.
@@ -95,6 +101,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--max-attempts %d is negative", c.MaxAttempts)
 	case !c.NoChecks && c.CheckTTL < time.Minute:
 		return fmt.Errorf("--check-ttl %s is shorter than a minute", c.CheckTTL)
+	}
+	if err := watch.ValidPassEnv(c.PassEnv); err != nil {
+		return err
 	}
 	if c.ValidateDir != "" {
 		st, err := os.Stat(c.ValidateDir)

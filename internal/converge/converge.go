@@ -15,13 +15,6 @@ import (
 	"github.com/jiocloud/orchestrate/watch"
 )
 
-// Status categories converge writes.
-const (
-	CategoryUpdate     = "update"
-	CategoryPuppet     = "puppet"
-	CategoryValidation = "validation"
-)
-
 // Check IDs mirrored on the local agent.
 const (
 	CheckPuppet     = "orchestrate:puppet"
@@ -154,10 +147,10 @@ func (c *Converger) decide(ctx context.Context) (want, reason string, err error)
 	if err != nil {
 		return "", "", err
 	}
-	for _, cat := range []string{CategoryUpdate, CategoryPuppet, CategoryValidation} {
+	for _, cat := range []string{store.CategoryUpdate, store.CategoryPuppet, store.CategoryValidation} {
 		st, ok := status[cat]
 		if !ok {
-			if cat == CategoryUpdate {
+			if cat == store.CategoryUpdate {
 				continue // no update step configured so far
 			}
 			return want, fmt.Sprintf("no %s status recorded", cat), nil

@@ -19,7 +19,9 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/fileutil"
+	"github.com/jiocloud/orchestrate/internal/hieradata"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/watch"
 )
 
 // act runs update, Puppet and validation for version want, recording each
@@ -51,7 +53,7 @@ func (c *Converger) act(ctx context.Context, want string) (Result, error) {
 		c.log.Warn("converge did not succeed", "host", c.cfg.Host, "version", want, "step", cat, "state", state, "detail", detail, "log", rl.path)
 		return res, record(cat, state, detail)
 	}
-	if err := record(CategoryPuppet, store.StateRunning, "converging to "+want); err != nil {
+	if err := record(store.CategoryPuppet, store.StateRunning, "converging to "+want); err != nil {
 		return res, err
 	}
 	env := []string{"ORCHESTRATE_VERSION=" + want, "ORCHESTRATE_HOST=" + c.cfg.Host, "ORCHESTRATE_LOG=" + rl.path}
@@ -59,12 +61,12 @@ func (c *Converger) act(ctx context.Context, want string) (Result, error) {
 	if c.cfg.UpdateCmd != "" {
 		r := rl.run(ctx, "update", c.cfg.UpdateCmd, c.cfg.StepTimeout, env)
 		if !r.ok() {
-			if err := record(CategoryUpdate, store.StateFailed, "update step "+r.String()+"; log "+rl.path); err != nil {
+			if err := record(store.CategoryUpdate, store.StateFailed, "update step "+r.String()+"; log "+rl.path); err != nil {
 				return res, err
 			}
-			return fail(Failed, CategoryPuppet, store.StateFailed, "not run: the update step "+r.String()+"; log "+rl.path)
+			return fail(Failed, store.CategoryPuppet, store.StateFailed, "not run: the update step "+r.String()+"; log "+rl.path)
 		}
-		if err := record(CategoryUpdate, store.StateSuccess, "update step "+r.String()); err != nil {
+		if err := record(store.CategoryUpdate, store.StateSuccess, "update step "+r.String()); err != nil {
 			return res, err
 		}
 	}
@@ -77,11 +79,11 @@ func (c *Converger) act(ctx context.Context, want string) (Result, error) {
 		case derr != nil:
 			c.log.Warn("cannot tell whether dependencies are met; recording a failure", "hiera_data", c.cfg.HieraData, "err", derr)
 		case !met:
-			return fail(Pending, CategoryPuppet, store.StatePending, "waiting on dependencies: "+strings.Join(unmet, ", ")+"; "+detail)
+			return fail(Pending, store.CategoryPuppet, store.StatePending, "waiting on dependencies: "+strings.Join(unmet, ", ")+"; "+detail)
 		}
-		return fail(Failed, CategoryPuppet, store.StateFailed, detail)
+		return fail(Failed, store.CategoryPuppet, store.StateFailed, detail)
 	}
-	if err := record(CategoryPuppet, store.StateSuccess, "puppet "+r.String()); err != nil {
+	if err := record(store.CategoryPuppet, store.StateSuccess, "puppet "+r.String()); err != nil {
 		return res, err
 	}
 
@@ -90,9 +92,9 @@ func (c *Converger) act(ctx context.Context, want string) (Result, error) {
 		return res, err
 	}
 	if len(failed) > 0 {
-		return fail(Failed, CategoryValidation, store.StateFailed, "failed: "+strings.Join(failed, ", ")+"; log "+rl.path)
+		return fail(Failed, store.CategoryValidation, store.StateFailed, "failed: "+strings.Join(failed, ", ")+"; log "+rl.path)
 	}
-	if err := record(CategoryValidation, store.StateSuccess, fmt.Sprintf("%d checks passed", ran)); err != nil {
+	if err := record(store.CategoryValidation, store.StateSuccess, fmt.Sprintf("%d checks passed", ran)); err != nil {
 		return res, err
 	}
 	if err := c.store.ReportVersion(recordCtx, c.cfg.Host, want); err != nil {
@@ -182,15 +184,15 @@ func readDependencies(path string) (met bool, unmet []string, err error) {
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return false, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	v, ok := doc["orchestrate::dependencies_met"]
+	v, ok := doc[hieradata.KeyDependenciesMet]
 	if !ok {
 		return true, nil, nil
 	}
 	met, ok = v.(bool)
 	if !ok {
-		return false, nil, fmt.Errorf("%s: orchestrate::dependencies_met is %T, not a boolean", path, v)
+		return false, nil, fmt.Errorf("%s: %s is %T, not a boolean", path, hieradata.KeyDependenciesMet, v)
 	}
-	if list, ok := doc["orchestrate::unmet_dependencies"].([]any); ok {
+	if list, ok := doc[hieradata.KeyUnmetDependencies].([]any); ok {
 		for _, x := range list {
 			unmet = append(unmet, fmt.Sprint(x))
 		}
@@ -204,7 +206,7 @@ func readDependencies(path string) (met bool, unmet []string, err error) {
 // peers' builds. The check mirrors KV, the record that counts, so a failure
 // here is logged and the run goes on.
 func (c *Converger) mirrorCheck(ctx context.Context, cat, state, detail string) {
-	id := map[string]string{CategoryPuppet: CheckPuppet, CategoryValidation: CheckValidation}[cat]
+	id := map[string]string{store.CategoryPuppet: CheckPuppet, store.CategoryValidation: CheckValidation}[cat]
 	if id == "" || c.cfg.NoChecks || c.agent == nil {
 		return
 	}
@@ -235,6 +237,8 @@ func (c *Converger) mirrorCheck(ctx context.Context, cat, state, detail string) 
 type runLog struct {
 	f    *os.File
 	path string
+	// passEnv names the credentials the steps may inherit.
+	passEnv []string
 }
 
 func openRunLog(cfg Config, now time.Time) (*runLog, error) {
@@ -248,7 +252,7 @@ func openRunLog(cfg Config, now time.Time) (*runLog, error) {
 		return nil, fmt.Errorf("log file: %w", err)
 	}
 	pruneLogs(cfg.LogDir, cfg.Host, cfg.KeepLogs)
-	return &runLog{f: f, path: path}, nil
+	return &runLog{f: f, path: path, passEnv: cfg.PassEnv}, nil
 }
 
 // runLogStamp is the part of a run log's name after "converge-<host>-".
@@ -317,7 +321,7 @@ func (rl *runLog) run(ctx context.Context, step, cmdline string, timeout time.Du
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", cmdline)
 	cmd.Stdout, cmd.Stderr = rl.f, rl.f
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(watch.ChildEnv(os.Environ(), rl.passEnv), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second

@@ -16,18 +16,15 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/spf13/pflag"
 
+	bincli "github.com/jiocloud/orchestrate/internal/cli"
 	"github.com/jiocloud/orchestrate/internal/consulclient"
-	"github.com/jiocloud/orchestrate/internal/converge"
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/logging"
 	"github.com/jiocloud/orchestrate/internal/store"
 )
 
 // IO is the process's standard streams.
-type IO struct {
-	Stdin          io.Reader
-	Stdout, Stderr io.Writer
-}
+type IO = bincli.IO
 
 // command is one subcommand.
 type command struct {
@@ -40,20 +37,19 @@ type command struct {
 	needsHost bool
 	// json: the command prints data and takes --json.
 	json bool
-	// flags registers the command's own flags.
-	flags func(fs *pflag.FlagSet, f *cmdFlags)
-	// run does the work; args are the positional arguments.
-	run func(ctx context.Context, e *env, args []string) error
+	// handler: the command is run by Consul watches and takes --handler,
+	// which makes "nothing to do" exit 0 (see env.handler).
+	handler bool
+	// run does the work of a command without flags of its own; args are
+	// the positional arguments.
+	run runFunc
+	// setup, for a command with flags of its own, registers them on fs and
+	// returns the run function that reads their values.
+	setup func(fs *pflag.FlagSet) runFunc
 }
 
-// cmdFlags holds every subcommand-specific flag value.
-type cmdFlags struct {
-	detail, logURL, version string
-	fromFile                string
-	noCatalog               bool
-	converge                converge.Config
-	watchConfig             watchConfigOptions
-}
+// runFunc runs a command; args are the positional arguments.
+type runFunc func(ctx context.Context, e *env, args []string) error
 
 // env is what a running subcommand works with.
 type env struct {
@@ -63,7 +59,11 @@ type env struct {
 	store  *store.Store
 	host   string
 	json   bool
-	flags  cmdFlags
+	// handler: run by a Consul watch. Consul logs every non-zero exit of a
+	// handler as an error, so a command that found nothing to do (no
+	// pending update, a build pending on other hosts) exits 0; only a real
+	// failure (Consul down, a failed build, bad input) is non-zero.
+	handler bool
 }
 
 func commands() []*command {
@@ -119,29 +119,11 @@ func run(ctx context.Context, args []string, stdio IO) error {
 
 	fs := pflag.NewFlagSet("orchestrate "+cmd.name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var (
-		conn    consulclient.Options
-		logOpts logging.Options
-		prefix  string
-		host    string
-		asJSON  bool
-		f       cmdFlags
-	)
-	conn.AddFlags(fs)
-	logOpts.AddFlags(fs)
-	defPrefix := os.Getenv("ORCHESTRATE_PREFIX")
-	if defPrefix == "" {
-		defPrefix = store.DefaultPrefix
-	}
-	fs.StringVar(&prefix, "prefix", defPrefix, "Consul KV prefix (default $ORCHESTRATE_PREFIX, else orchestrate)")
-	if cmd.needsHost {
-		fs.StringVar(&host, "host", "", "this host's name (default: the Consul agent's node name, else the OS hostname)")
-	}
-	if cmd.json {
-		fs.BoolVar(&asJSON, "json", false, "print JSON for machines")
-	}
-	if cmd.flags != nil {
-		cmd.flags(fs, &f)
+	var common commonFlags
+	common.register(fs, cmd)
+	runCmd := cmd.run
+	if cmd.setup != nil {
+		runCmd = cmd.setup(fs)
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -153,42 +135,67 @@ func run(ctx context.Context, args []string, stdio IO) error {
 	if n := fs.NArg(); n < cmd.minArgs || (cmd.maxArgs >= 0 && n > cmd.maxArgs) {
 		return exitcode.Usagef("%s: got %d arguments, usage: orchestrate %s %s", cmd.name, n, cmd.name, cmd.usage)
 	}
-	logger, err := logOpts.New(stdio.Stderr)
+	e, err := common.env(stdio, cmd)
 	if err != nil {
 		return err
 	}
-	client, err := conn.Client()
-	if err != nil {
-		return err
+	return runCmd(ctx, e, fs.Args())
+}
+
+// commonFlags are the flags every subcommand takes, and those its kind
+// adds (--host, --json, --handler).
+type commonFlags struct {
+	conn          consulclient.Options
+	log           logging.Options
+	prefix, host  string
+	json, handler bool
+}
+
+func (f *commonFlags) register(fs *pflag.FlagSet, cmd *command) {
+	f.conn.AddFlags(fs)
+	f.log.AddFlags(fs)
+	defPrefix := os.Getenv("ORCHESTRATE_PREFIX")
+	if defPrefix == "" {
+		defPrefix = store.DefaultPrefix
 	}
-	st, err := store.New(client, prefix)
-	if err != nil {
-		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("--prefix: %w", err))
-	}
-	e := &env{IO: stdio, log: logger, client: client, store: st, json: asJSON, flags: f}
+	fs.StringVar(&f.prefix, "prefix", defPrefix, "Consul KV prefix (default $ORCHESTRATE_PREFIX, else orchestrate)")
 	if cmd.needsHost {
+		fs.StringVar(&f.host, "host", "", "this host's name (default: the Consul agent's node name, else the OS hostname)")
+	}
+	if cmd.json {
+		fs.BoolVar(&f.json, "json", false, "print JSON for machines")
+	}
+	if cmd.handler {
+		fs.BoolVar(&f.handler, "handler", false, "run as a Consul watch handler: exit 0 when there is nothing to do, non-zero only on a failure")
+	}
+}
+
+// env connects to Consul and builds what the command runs with.
+func (f *commonFlags) env(stdio IO, cmd *command) (*env, error) {
+	logger, err := f.log.New(stdio.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	client, err := f.conn.Client()
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.New(client, f.prefix)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Usage, fmt.Errorf("--prefix: %w", err))
+	}
+	e := &env{IO: stdio, log: logger, client: client, store: st, json: f.json, handler: f.handler}
+	if cmd.needsHost {
+		host := f.host
 		if host == "" {
 			host = defaultHost(client, logger)
 		}
 		if err := store.ValidName("host", host); err != nil {
-			return exitcode.Usagef("--host: %v", err)
+			return nil, exitcode.Usagef("--host: %v", err)
 		}
 		e.host = host
 	}
-	return classify(cmd.run(ctx, e, fs.Args()))
-}
-
-// classify maps store errors to exit codes: bad input is 2, anything the
-// store could not do against Consul is 3.
-func classify(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ie *store.InputError
-	if errors.As(err, &ie) {
-		return exitcode.Wrap(exitcode.Usage, err)
-	}
-	return err
+	return e, nil
 }
 
 // defaultHost is the local agent's node name, else the OS hostname.

@@ -52,7 +52,8 @@ func allKeys(t *testing.T, c *api.Client) []string {
 	return ks
 }
 
-// TestDoneWhenSession is the shell session, through Run.
+// TestDoneWhenSession is an operator's session (trigger an update, hosts
+// report, verify, look at failures), through Run.
 func TestDoneWhenSession(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	mustCode(t, cli(t, a, "", "trigger-update", "v2"), 0, "trigger-update v2")
@@ -350,4 +351,33 @@ func mustStore(t *testing.T, a *consultest.Agent) *store.Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestHandlerMode: with --handler, pending-update and converge exit 0 when
+// there is nothing to do, while a real failure (Consul unreachable, a failed
+// build) stays non-zero; without it the documented codes hold.
+func TestHandlerMode(t *testing.T) {
+	e := newConvergeEnv(t)
+	a := e.a
+	mustCode(t, cli(t, a, "", "pending-update", "--host", "h1", "--handler"), 0, "handler, no current_version")
+	mustCode(t, cli(t, a, "", "trigger-update", "v1"), 0, "trigger")
+	mustCode(t, cli(t, a, "", "report-version", "--host", "h1", "v1"), 0, "report")
+	mustCode(t, cli(t, a, "", "pending-update", "--host", "h1"), 1, "interactive, nothing pending")
+	mustCode(t, cli(t, a, "", "pending-update", "--host", "h1", "--handler"), 0, "handler, nothing pending")
+	mustCode(t, cli(t, a, "", "pending-update", "--host", "h1", "--handler", "--consul-addr", "127.0.0.1:1"), 3, "handler, Consul unreachable")
+
+	// Pending on dependencies: 1 interactively, 0 as a handler; failed: 1 both ways.
+	if err := os.WriteFile(e.hiera, []byte("\"orchestrate::dependencies_met\": false\n\"orchestrate::unmet_dependencies\": [\"db\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.setExit(t, "puppet", "1")
+	mustCode(t, e.converge(t), 1, "interactive converge pending on dependencies")
+	mustCode(t, e.converge(t, "--handler"), 0, "handler converge pending on dependencies")
+	if err := os.WriteFile(e.hiera, []byte("\"orchestrate::dependencies_met\": true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustCode(t, e.converge(t, "--handler"), 1, "handler converge failed")
+	e.setExit(t, "puppet", "0")
+	mustCode(t, e.converge(t, "--handler"), 0, "handler converge succeeded")
+	mustCode(t, e.converge(t, "--handler"), 0, "handler converge, nothing to do")
 }

@@ -50,11 +50,15 @@ var cmdCurrentVersion = &command{
 }
 
 var cmdPendingUpdate = &command{
-	name: "pending-update", minArgs: 0, maxArgs: 0, needsHost: true, json: true,
-	summary: "Exit 0 and print the desired version when this host does not run it; exit 1 when it does, or when no version is set.",
+	name: "pending-update", minArgs: 0, maxArgs: 0, needsHost: true, json: true, handler: true,
+	summary: "Exit 0 and print the desired version when this host does not run it; exit 1 when it does, or when no version is set (with --handler: exit 0 either way).",
 	run: func(ctx context.Context, e *env, args []string) error {
 		want, err := e.store.CurrentVersion(ctx)
 		if errors.Is(err, store.ErrNoCurrentVersion) {
+			if e.handler {
+				e.log.Info("no current_version is set: nothing pending")
+				return nil
+			}
 			return exitcode.Wrap(exitcode.No, err)
 		}
 		if err != nil {
@@ -75,6 +79,9 @@ var cmdPendingUpdate = &command{
 		if !pending {
 			if !e.json {
 				fmt.Fprintf(e.Stderr, "%s already runs %s\n", e.host, want)
+			}
+			if e.handler {
+				return nil
 			}
 			return answerNo()
 		}
@@ -97,73 +104,75 @@ var cmdReportVersion = &command{
 var cmdVerifyHosts = &command{
 	name: "verify-hosts", minArgs: 1, maxArgs: -1, usage: "VERSION [HOST...]", json: true,
 	summary: "Exit 0 when every host runs VERSION, else 1 and print the hosts that do not.",
-	flags: func(fs *pflag.FlagSet, f *cmdFlags) {
-		fs.StringVar(&f.fromFile, "from-file", "", "also read hosts from this file, one per line (- for stdin; # comments)")
+	setup: func(fs *pflag.FlagSet) runFunc {
+		fromFile := fs.String("from-file", "", "also read hosts from this file, one per line (- for stdin; # comments)")
+		return func(ctx context.Context, e *env, args []string) error { return verifyHosts(ctx, e, args, *fromFile) }
 	},
-	run: func(ctx context.Context, e *env, args []string) error {
-		version, hosts := args[0], args[1:]
-		if err := store.ValidName("version", version); err != nil {
-			return exitcode.Wrap(exitcode.Usage, err)
-		}
-		if e.flags.fromFile != "" {
-			more, err := readHosts(e.flags.fromFile, e.Stdin)
-			if err != nil {
-				return err
-			}
-			hosts = append(hosts, more...)
-		}
-		if len(hosts) == 0 {
-			return exitcode.Usagef("verify-hosts: no hosts given")
-		}
-		for _, h := range hosts {
-			if err := store.ValidName("host", h); err != nil {
-				return exitcode.Wrap(exitcode.Usage, err)
-			}
-		}
-		snap, err := e.store.Snapshot(ctx)
+}
+
+func verifyHosts(ctx context.Context, e *env, args []string, fromFile string) error {
+	version, hosts := args[0], args[1:]
+	if err := store.ValidName("version", version); err != nil {
+		return exitcode.Wrap(exitcode.Usage, err)
+	}
+	if fromFile != "" {
+		more, err := readHosts(fromFile, e.Stdin)
 		if err != nil {
 			return err
 		}
-		type miss struct {
-			Host    string `json:"host"`
-			Version string `json:"version"`
+		hosts = append(hosts, more...)
+	}
+	if len(hosts) == 0 {
+		return exitcode.Usagef("verify-hosts: no hosts given")
+	}
+	for _, h := range hosts {
+		if err := store.ValidName("host", h); err != nil {
+			return exitcode.Wrap(exitcode.Usage, err)
 		}
-		var missing []miss
-		seen := map[string]bool{}
-		for _, h := range hosts {
-			if seen[h] {
-				continue
-			}
-			seen[h] = true
-			running := ""
-			if hh := snap.Hosts[h]; hh != nil {
-				running = hh.Version
-			}
-			if running != version {
-				missing = append(missing, miss{Host: h, Version: running})
-			}
+	}
+	snap, err := e.store.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	type miss struct {
+		Host    string `json:"host"`
+		Version string `json:"version"`
+	}
+	var missing []miss
+	seen := map[string]bool{}
+	for _, h := range hosts {
+		if seen[h] {
+			continue
 		}
-		if e.json {
-			if err := e.printJSON(map[string]any{"version": version, "hosts": len(seen), "not_on_version": orEmpty(missing)}); err != nil {
-				return err
-			}
-		} else {
-			for _, m := range missing {
-				v := m.Version
-				if v == "" {
-					v = "(no version reported)"
-				}
-				fmt.Fprintf(e.Stdout, "%s\t%s\n", m.Host, v)
-			}
+		seen[h] = true
+		running := ""
+		if hh := snap.Hosts[h]; hh != nil {
+			running = hh.Version
 		}
-		if len(missing) > 0 {
-			if !e.json {
-				fmt.Fprintf(e.Stderr, "%d of %d hosts not on %s\n", len(missing), len(seen), version)
-			}
-			return answerNo()
+		if running != version {
+			missing = append(missing, miss{Host: h, Version: running})
 		}
-		return nil
-	},
+	}
+	if e.json {
+		if err := e.printJSON(map[string]any{"version": version, "hosts": len(seen), "not_on_version": orEmpty(missing)}); err != nil {
+			return err
+		}
+	} else {
+		for _, m := range missing {
+			v := m.Version
+			if v == "" {
+				v = "(no version reported)"
+			}
+			fmt.Fprintf(e.Stdout, "%s\t%s\n", m.Host, v)
+		}
+	}
+	if len(missing) > 0 {
+		if !e.json {
+			fmt.Fprintf(e.Stderr, "%d of %d hosts not on %s\n", len(missing), len(seen), version)
+		}
+		return answerNo()
+	}
+	return nil
 }
 
 // readHosts reads host names, one per line, from path ("-" is stdin).
@@ -254,38 +263,41 @@ var cmdRunningVersions = &command{
 var cmdUpdateStatus = &command{
 	name: "update-status", minArgs: 2, maxArgs: 2, usage: "CATEGORY STATE", needsHost: true,
 	summary: "Put this host in STATE (success, failed, pending, running) of CATEGORY, in one transaction.",
-	flags: func(fs *pflag.FlagSet, f *cmdFlags) {
-		fs.StringVar(&f.detail, "detail", "", "what happened, e.g. the failing check or the unmet dependencies")
-		fs.StringVar(&f.logURL, "log-url", "", "where the run's log can be read")
-		fs.StringVar(&f.version, "version", "", "the version this status is about (default: the host's running version)")
+	setup: func(fs *pflag.FlagSet) runFunc {
+		var v store.StatusValue
+		fs.StringVar(&v.Detail, "detail", "", "what happened, e.g. the failing check or the unmet dependencies")
+		fs.StringVar(&v.LogURL, "log-url", "", "where the run's log can be read")
+		fs.StringVar(&v.Version, "version", "", "the version this status is about (default: the host's running version)")
+		return func(ctx context.Context, e *env, args []string) error { return updateStatus(ctx, e, args, v) }
 	},
-	run: func(ctx context.Context, e *env, args []string) error {
-		category, state := args[0], args[1]
-		if err := store.ValidName("category", category); err != nil {
-			return exitcode.Wrap(exitcode.Usage, err)
-		}
-		if !store.ValidState(state) {
-			return exitcode.Usagef("state %q is not one of %s", state, strings.Join(store.States, ", "))
-		}
-		version := e.flags.version
-		if version == "" {
-			have, err := e.store.HostVersions(ctx, e.host)
-			if err != nil {
-				return err
-			}
-			if len(have) == 1 {
-				version = have[0]
-			}
-		} else if err := store.ValidName("version", version); err != nil {
-			return exitcode.Usagef("--version: %v", err)
-		}
-		v := store.StatusValue{Version: version, Detail: e.flags.detail, LogURL: e.flags.logURL}
-		if err := e.store.UpdateStatus(ctx, e.host, category, state, v); err != nil {
+}
+
+func updateStatus(ctx context.Context, e *env, args []string, v store.StatusValue) error {
+	category, state := args[0], args[1]
+	if err := store.ValidName("category", category); err != nil {
+		return exitcode.Wrap(exitcode.Usage, err)
+	}
+	if !store.ValidState(state) {
+		return exitcode.Usagef("state %q is not one of %s", state, strings.Join(store.States, ", "))
+	}
+	version := v.Version
+	if version == "" {
+		have, err := e.store.HostVersions(ctx, e.host)
+		if err != nil {
 			return err
 		}
-		e.log.Info("status updated", "host", e.host, "category", category, "state", state)
-		return nil
-	},
+		if len(have) == 1 {
+			version = have[0]
+		}
+	} else if err := store.ValidName("version", version); err != nil {
+		return exitcode.Usagef("--version: %v", err)
+	}
+	v.Version = version
+	if err := e.store.UpdateStatus(ctx, e.host, category, state, v); err != nil {
+		return err
+	}
+	e.log.Info("status updated", "host", e.host, "category", category, "state", state)
+	return nil
 }
 
 var cmdGetFailures = &command{

@@ -11,11 +11,11 @@ import (
 )
 
 var cmdConverge = &command{
-	name: "converge", minArgs: 0, maxArgs: 0, needsHost: true, json: true,
-	summary: "This node's update loop: when an update is pending or the last build or validation did not succeed, run the update step, Puppet and validation, record each outcome, and report the version when all succeeded. Exit 0 converged or nothing to do, 1 failed or pending.",
-	flags: func(fs *pflag.FlagSet, f *cmdFlags) {
-		c := &f.converge
-		*c = converge.Defaults()
+	name: "converge", minArgs: 0, maxArgs: 0, needsHost: true, json: true, handler: true,
+	summary: "This node's update loop: when an update is pending or the last build or validation did not succeed, run the update step, Puppet and validation, record each outcome, and report the version when all succeeded. Exit 0 converged or nothing to do, 1 failed or pending (with --handler, pending on other hosts exits 0).",
+	setup: func(fs *pflag.FlagSet) runFunc {
+		cfg := converge.Defaults()
+		c := &cfg
 		fs.StringVar(&c.UpdateCmd, "update-cmd", "", "update step, run by /bin/sh -c with $ORCHESTRATE_VERSION set (e.g. an apt upgrade to the pinned snapshot)")
 		fs.StringVar(&c.PuppetCmd, "puppet-cmd", "", "Puppet run; use --detailed-exitcodes (0 and 2 succeed; 1, 4 and 6 fail) (required)")
 		fs.StringVar(&c.ValidateCmd, "validate-cmd", "", "validation command")
@@ -33,12 +33,12 @@ var cmdConverge = &command{
 		fs.IntVar(&c.MaxAttempts, "max-attempts", 0, "with --retry-interval, give up after this many runs (0: until it succeeds)")
 		fs.DurationVar(&c.CheckTTL, "check-ttl", c.CheckTTL, "TTL of the orchestrate:puppet and orchestrate:validation checks on the local agent")
 		fs.BoolVar(&c.NoChecks, "no-checks", false, "do not mirror statuses as checks on the local agent")
+		fs.StringArrayVar(&c.PassEnv, "pass-env", nil, "let the steps inherit this credential variable (CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE or an OS_* one), withheld by default (repeatable)")
+		return func(ctx context.Context, e *env, _ []string) error { return runConverge(ctx, e, cfg) }
 	},
-	run: runConverge,
 }
 
-func runConverge(ctx context.Context, e *env, _ []string) error {
-	cfg := e.flags.converge
+func runConverge(ctx context.Context, e *env, cfg converge.Config) error {
 	cfg.Host = e.host
 	if err := cfg.Validate(); err != nil {
 		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("converge: %w", err))
@@ -61,7 +61,9 @@ func runConverge(ctx context.Context, e *env, _ []string) error {
 		}
 		fmt.Fprintln(e.Stdout)
 	}
-	if res.Outcome == converge.Failed || res.Outcome == converge.Pending {
+	// Pending waits on other hosts, which is no failure of this one: a
+	// watch handler exits 0 for it, so the agent's log holds no error.
+	if res.Outcome == converge.Failed || res.Outcome == converge.Pending && !e.handler {
 		return answerNo()
 	}
 	return nil

@@ -156,8 +156,7 @@ func TestConvergeAppliesPendingUpdate(t *testing.T) {
 	}
 }
 
-// TestConvergeValidationFailureKeepsVersion is the issue's "Done when": a
-// failing validation script keeps the host at v1, `orchestrate status`
+// TestConvergeValidationFailureKeepsVersion: a failing validation script keeps the host at v1, `orchestrate status`
 // shows validation failed naming the script, and the next converge re-runs
 // Puppet.
 func TestConvergeValidationFailureKeepsVersion(t *testing.T) {
@@ -469,5 +468,70 @@ func TestConvergeKeepLogsPrunesOnlyItsHost(t *testing.T) {
 			entries, _ := os.ReadDir(e.logDir)
 			t.Errorf("host %s has %d run logs, want 1; dir: %v", h, n, entries)
 		}
+	}
+}
+
+// TestConvergeWithholdsCredentials: the update step, Puppet and validation
+// run without the Consul token or OpenStack credentials of the caller's
+// environment, unless --pass-env names one; each step prints its
+// environment to show what it got.
+func TestConvergeWithholdsCredentials(t *testing.T) {
+	e := newConvergeEnv(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("file-token-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The dev agent runs without ACLs, so the token is accepted and ignored.
+	t.Setenv("CONSUL_HTTP_TOKEN", "env-token-value")
+	t.Setenv("CONSUL_HTTP_TOKEN_FILE", tokenFile)
+	t.Setenv("OS_PASSWORD", "os-password-value")
+	t.Setenv("OS_CLOUD", "prod-cloud")
+	t.Setenv("OS_APPLICATION_CREDENTIAL_SECRET", "app-secret-value")
+	t.Setenv("KEEP_ME", "kept")
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v1"), 0, "trigger v1")
+
+	envOf := func(step string) string { return filepath.Join(e.stepDir, step+".env") }
+	run := func(extra ...string) {
+		t.Helper()
+		args := []string{"converge", "--force",
+			"--update-cmd", "env > " + envOf("update"),
+			"--puppet-cmd", "env > " + envOf("puppet"),
+			"--validate-cmd", "env > " + envOf("validate"),
+			"--hiera-data", e.hiera, "--log-dir", e.logDir, "--lock-file", e.lockFile,
+		}
+		mustCode(t, cli(t, e.a, "", append(args, extra...)...), 0, "converge")
+	}
+	check := func(want, notWant []string) {
+		t.Helper()
+		for _, step := range []string{"update", "puppet", "validate"} {
+			data, err := os.ReadFile(envOf(step))
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := "\n" + string(data)
+			for _, w := range want {
+				if !strings.Contains(env, "\n"+w+"\n") {
+					t.Errorf("%s step: %q missing from its environment", step, w)
+				}
+			}
+			for _, n := range notWant {
+				if strings.Contains(env, n) {
+					t.Errorf("%s step inherited %q:\n%s", step, n, data)
+				}
+			}
+		}
+	}
+	run()
+	check([]string{"KEEP_ME=kept", "ORCHESTRATE_VERSION=v1"},
+		[]string{"CONSUL_HTTP_TOKEN", "env-token-value", "file-token-value", "OS_PASSWORD", "os-password-value", "OS_CLOUD", "app-secret-value"})
+
+	run("--pass-env", "OS_CLOUD", "--pass-env", "CONSUL_HTTP_TOKEN_FILE")
+	check([]string{"KEEP_ME=kept", "OS_CLOUD=prod-cloud", "CONSUL_HTTP_TOKEN_FILE=" + tokenFile},
+		[]string{"CONSUL_HTTP_TOKEN=", "env-token-value", "OS_PASSWORD", "app-secret-value"})
+
+	r := cli(t, e.a, "", "converge", "--puppet-cmd", "true", "--pass-env", "OS PASSWORD")
+	mustCode(t, r, 2, "--pass-env with a bad name")
+	if !strings.Contains(r.stderr, "--pass-env") {
+		t.Errorf("error does not name --pass-env: %s", r.stderr)
 	}
 }

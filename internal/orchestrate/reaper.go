@@ -2,53 +2,44 @@ package orchestrate
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"os"
 	"os/user"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/spf13/pflag"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
-	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/internal/store"
 )
 
 var cmdReaper = &command{
 	name: "reaper", minArgs: 1, maxArgs: 1, usage: "arm|disarm|status", json: true,
 	summary: "Open the reaper's start gate (arm: it may then replace and delete servers), close it again (disarm), or print what it sees and plans (status).",
-	flags: func(fs *pflag.FlagSet, f *cmdFlags) {
-		fs.StringVar(&f.detail, "reason", "", "why the gate is opened (recorded with arm)")
+	setup: func(fs *pflag.FlagSet) runFunc {
+		reason := fs.String("reason", "", "why the gate is opened or closed (recorded with arm and disarm)")
+		return func(ctx context.Context, e *env, args []string) error { return runReaper(ctx, e, args, *reason) }
 	},
-	run: runReaper,
 }
 
-func runReaper(ctx context.Context, e *env, args []string) error {
-	key := reaper.ArmKey(e.store.Prefix())
+func runReaper(ctx context.Context, e *env, args []string, reason string) error {
+	key := store.ReaperKey(e.store.Prefix(), store.ReaperArmedKey)
 	switch args[0] {
 	case "arm":
-		who := "operator"
-		if u, err := user.Current(); err == nil {
-			who = u.Username
-		}
-		if h, err := os.Hostname(); err == nil {
-			who += "@" + h
-		}
-		reason := e.flags.detail
 		if reason == "" {
 			reason = "armed by hand with orchestrate reaper arm"
 		}
-		data, _ := json.Marshal(reaper.Armed{Time: e.store.Now().UTC(), By: who, Reason: reason})
-		if _, err := e.client.KV().Put(&api.KVPair{Key: key, Value: data}, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
-			return fmt.Errorf("write %s: %w", key, err)
+		if err := e.store.Arm(ctx, armRecord(e, reason)); err != nil {
+			return err
 		}
 		e.log.Info("reaper armed: it may now replace and delete servers", "key", key)
 		return nil
 	case "disarm":
-		if _, err := e.client.KV().Delete(key, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
-			return fmt.Errorf("delete %s: %w", key, err)
+		if reason == "" {
+			reason = "disarmed by hand with orchestrate reaper disarm"
 		}
-		e.log.Info("reaper disarmed: it creates missing servers and destroys nothing until every role validates again, or arm", "key", key)
+		if err := e.store.Disarm(ctx, armRecord(e, reason)); err != nil {
+			return err
+		}
+		e.log.Info("reaper disarmed: it creates missing servers and destroys nothing until `orchestrate reaper arm`", "key", key)
 		return nil
 	case "status":
 		rr := loadReaperReport(ctx, e)
@@ -65,4 +56,16 @@ func runReaper(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	return exitcode.Usagef("reaper: unknown action %q (want arm, disarm or status)", args[0])
+}
+
+// armRecord is an arm or disarm record by the user running the command.
+func armRecord(e *env, reason string) store.ArmRecord {
+	who := "operator"
+	if u, err := user.Current(); err == nil {
+		who = u.Username
+	}
+	if h, err := os.Hostname(); err == nil {
+		who += "@" + h
+	}
+	return store.ArmRecord{Time: e.store.Now().UTC(), By: who, Reason: reason}
 }

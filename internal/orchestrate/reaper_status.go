@@ -13,13 +13,13 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
-	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/internal/store"
 )
 
 // reaperReport is the reaper's part of `orchestrate status`: what its
 // leader saw and planned in its last cycle (<prefix>/reaper/state).
 type reaperReport struct {
-	State *reaper.State `json:"state,omitempty"`
+	State *store.ReaperReport `json:"state,omitempty"`
 	// Stale: the state is older than three intervals plus a minute, so no
 	// leader is running cycles.
 	Stale bool   `json:"stale"`
@@ -32,7 +32,7 @@ type reaperReport struct {
 // loadReaperReport reads the reaper state; problems go into the report,
 // not the exit code: the reaper is optional.
 func loadReaperReport(ctx context.Context, e *env) *reaperReport {
-	st, err := reaper.ReadState(ctx, e.client, e.store.Prefix())
+	st, err := e.store.ReaperReport(ctx)
 	if err != nil {
 		return &reaperReport{Error: err.Error(), err: err}
 	}
@@ -40,7 +40,7 @@ func loadReaperReport(ctx context.Context, e *env) *reaperReport {
 	if st != nil {
 		age := e.store.Now().Sub(st.Time)
 		rr.Age = age.Round(time.Second).String()
-		rr.Stale = age > 3*st.Interval.D()+time.Minute
+		rr.Stale = age > 3*st.Interval+time.Minute
 	}
 	return rr
 }
@@ -74,6 +74,14 @@ func writeReaperStatus(w io.Writer, rr *reaperReport) {
 		fmt.Fprintln(w, "reaper: no state yet (no reaper has led a cycle under this prefix)")
 		return
 	}
+	writeReaperHeader(w, rr)
+	writeReaperBody(w, st)
+}
+
+// writeReaperHeader is the first line: the leader, the mode flags and the
+// state's age.
+func writeReaperHeader(w io.Writer, rr *reaperReport) {
+	st := rr.State
 	var flags []string
 	if st.DryRun {
 		flags = append(flags, "DRY RUN")
@@ -110,6 +118,11 @@ func writeReaperStatus(w io.Writer, rr *reaperReport) {
 		b := st.RoleBackoff[role]
 		fmt.Fprintf(w, "  role %s: creates held back until %s: %s\n", role, b.Until.UTC().Format(time.RFC3339), b.Reason)
 	}
+}
+
+// writeReaperBody lists the roles, then what the reaper planned, held back
+// and has in flight.
+func writeReaperBody(w io.Writer, st *store.ReaperReport) {
 	for _, r := range st.Roles {
 		var states []string
 		for _, k := range sortedStates(r.States) {
@@ -157,11 +170,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
+// sortedStates lists the states present in m in the report's order.
 func sortedStates(m map[string]int) []string {
-	order := []string{reaper.StateHealthy, reaper.StateExpired, reaper.StateBooting, reaper.StateNew, reaper.StatePending,
-		reaper.StateUnhealthy, reaper.StateUnaccounted, reaper.StateError, reaper.StateMaintenance, reaper.StateReplacing, reaper.StateDeleting}
 	var out []string
-	for _, k := range order {
+	for _, k := range store.ServerStateOrder {
 		if m[k] > 0 {
 			out = append(out, k)
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
-	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/internal/store"
 )
 
 func TestReaperArmDisarm(t *testing.T) {
@@ -21,13 +21,19 @@ func TestReaperArmDisarm(t *testing.T) {
 	if err != nil || p == nil {
 		t.Fatalf("armed key: %v %v", p, err)
 	}
-	var armed reaper.Armed
+	var armed store.ArmRecord
 	if err := json.Unmarshal(p.Value, &armed); err != nil || armed.Reason != "initial build checked by hand" || armed.By == "" {
 		t.Fatalf("armed = %+v, %v", armed, err)
 	}
-	mustCode(t, cli(t, a, "", "reaper", "disarm"), 0, "reaper disarm")
-	if p, _, _ := a.Client.KV().Get("orchestrate/reaper/armed", nil); p != nil {
-		t.Fatal("disarm left the key")
+	// A disarm is a record too, so the reaper never arms itself again.
+	mustCode(t, cli(t, a, "", "reaper", "disarm", "--reason", "maintenance window"), 0, "reaper disarm")
+	p, _, err = a.Client.KV().Get("orchestrate/reaper/armed", nil)
+	if err != nil || p == nil {
+		t.Fatalf("disarm removed the record: %v %v", p, err)
+	}
+	rec, err := store.ParseArmRecord(p.Value)
+	if err != nil || rec.Arms() || rec.Reason != "maintenance window" {
+		t.Fatalf("after disarm the key holds %+v (%v), want a disarm record", rec, err)
 	}
 	r := cli(t, a, "", "reaper", "fire")
 	mustCode(t, r, 2, "reaper fire")
@@ -45,15 +51,15 @@ func TestStatusShowsReaperState(t *testing.T) {
 	if !strings.Contains(r.stdout, "reaper: no state yet") {
 		t.Fatalf("status without a reaper:\n%s", r.stdout)
 	}
-	st := reaper.State{
-		Time: time.Now(), Leader: "boot1-42-abc", DryRun: true, Interval: reaper.Duration(30 * time.Second),
+	st := store.ReaperReport{
+		Time: time.Now(), Leader: "boot1-42-abc", DryRun: true, Interval: 30 * time.Second,
 		NotArmedReason: "not armed: web has 2 of 3 servers healthy with validation success",
-		Roles: []reaper.RoleView{{Name: "web", Desired: 3, Count: 3, Healthy: 2,
-			States:    map[string]int{reaper.StateHealthy: 2, reaper.StateUnhealthy: 1},
-			Attention: []reaper.ServerView{{Name: "web2", ID: "u2", State: reaper.StateUnhealthy}}}},
+		Roles: []store.RoleReport{{Name: "web", Desired: 3, Count: 3, Healthy: 2,
+			States:    map[string]int{store.ServerHealthy: 2, store.ServerUnhealthy: 1},
+			Attention: []store.ServerReport{{Name: "web2", ID: "u2", State: store.ServerUnhealthy}}}},
 		Planned:     []string{"create web web4 (replace web2 (unhealthy))"},
 		Blocked:     []string{"web: replacement of web2 (unhealthy) waits: not armed"},
-		RoleBackoff: map[string]reaper.RoleBackoff{"web": {Until: time.Now().Add(time.Minute), Reason: "400 Invalid flavorRef"}},
+		RoleBackoff: map[string]store.RoleBackoff{"web": {Until: time.Now().Add(time.Minute), Reason: "400 Invalid flavorRef"}},
 	}
 	data, _ := json.Marshal(st)
 	if _, err := a.Client.KV().Put(&api.KVPair{Key: "orchestrate/reaper/state", Value: data}, nil); err != nil {

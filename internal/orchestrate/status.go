@@ -20,10 +20,10 @@ import (
 var cmdStatus = &command{
 	name: "status", minArgs: 0, maxArgs: 0, json: true,
 	summary: "Print every host's version and state per category, with a summary line.",
-	flags: func(fs *pflag.FlagSet, f *cmdFlags) {
-		fs.BoolVar(&f.noCatalog, "no-catalog", false, "list only hosts found in KV, not also Consul catalog nodes that never reported")
+	setup: func(fs *pflag.FlagSet) runFunc {
+		noCatalog := fs.Bool("no-catalog", false, "list only hosts found in KV, not also Consul catalog nodes that never reported")
+		return func(ctx context.Context, e *env, _ []string) error { return runStatus(ctx, e, *noCatalog) }
 	},
-	run: runStatus,
 }
 
 // statusReport is `orchestrate status --json`.
@@ -51,13 +51,13 @@ type statusSummary struct {
 	CorruptValues int `json:"corrupt_values"`
 }
 
-func runStatus(ctx context.Context, e *env, _ []string) error {
+func runStatus(ctx context.Context, e *env, noCatalog bool) error {
 	snap, err := e.store.Snapshot(ctx)
 	if err != nil {
 		return err
 	}
 	catalog := map[string]bool{}
-	if !e.flags.noCatalog {
+	if !noCatalog {
 		nodes, _, err := e.client.Catalog().Nodes((&api.QueryOptions{}).WithContext(ctx))
 		if err != nil {
 			return fmt.Errorf("list catalog nodes: %w", err)

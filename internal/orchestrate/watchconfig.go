@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/jiocloud/orchestrate/hiera"
 	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/hieradata"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/watch"
 )
@@ -27,15 +27,16 @@ type watchConfigOptions struct {
 	orchestrate   string   // path of the orchestrate binary
 	puppetCmd     string   // converge's --puppet-cmd; empty: pending-update only
 	convergeArgs  []string // further converge arguments
+	watchServices []string // services whose health changes also re-render
 }
 
 var cmdWatchConfig = &command{
 	name: "watch-config", minArgs: 0, maxArgs: 0,
-	summary: "Print Consul agent configuration (JSON, for a file in /etc/consul.d/) whose watches run hiera-services on every catalog change and orchestrate converge (with --puppet-cmd) when <prefix>/current_version changes.",
-	flags: func(fs *pflag.FlagSet, f *cmdFlags) {
-		o := &f.watchConfig
+	summary: "Print Consul agent configuration (JSON, for a file in /etc/consul.d/) whose watches run hiera-services on every catalog change and every health change of a service in the dependencies file (or named by --watch-service), and orchestrate converge (with --puppet-cmd) when <prefix>/current_version changes. Handlers exit 0 when they found nothing to do.",
+	setup: func(fs *pflag.FlagSet) runFunc {
+		o := &watchConfigOptions{}
 		fs.StringVar(&o.hieraServices, "hiera-services", "/usr/local/bin/hiera-services", "absolute path of the hiera-services binary the watch runs")
-		fs.StringVar(&o.out, "out", hiera.DefaultOut, "file hiera-services writes (its --out)")
+		fs.StringVar(&o.out, "out", hieradata.DefaultOut, "file hiera-services writes (its --out)")
 		fs.StringVar(&o.dependencies, "dependencies", "", "this node's dependencies file (hiera-services --dependencies)")
 		fs.StringVar(&o.exec, "exec", "", "command hiera-services runs when the data changed (its --exec), e.g. 'orchestrate converge --force ...'")
 		fs.StringVar(&o.tokenFile, "handler-token-file", "", "token file the handlers read (their --token-file); a token itself never goes into a watch's arguments")
@@ -43,16 +44,27 @@ var cmdWatchConfig = &command{
 		fs.StringVar(&o.orchestrate, "orchestrate", "/usr/local/bin/orchestrate", "absolute path of the orchestrate binary the current_version watch runs")
 		fs.StringVar(&o.puppetCmd, "puppet-cmd", "", "converge's Puppet command: the current_version watch runs `orchestrate converge` with it (without it the watch only runs `orchestrate pending-update`)")
 		fs.StringArrayVar(&o.convergeArgs, "converge-arg", nil, "one more converge argument, e.g. --converge-arg=--validate-dir=/usr/lib/jiocloud/tests (repeatable)")
+		fs.StringArrayVar(&o.watchServices, "watch-service", nil, "also re-render when this service's health changes, to keep its healthy_services:: keys fresh (repeatable; the dependencies file's services are watched already)")
+		return func(ctx context.Context, e *env, _ []string) error { return runWatchConfig(ctx, e, *o) }
 	},
-	run: runWatchConfig,
 }
 
-func runWatchConfig(_ context.Context, e *env, _ []string) error {
-	o := e.flags.watchConfig
+func runWatchConfig(_ context.Context, e *env, o watchConfigOptions) error {
 	if err := o.validate(); err != nil {
 		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("watch-config: %w", err))
 	}
-	out, err := watch.AgentConfig(watchEntries(o, e.store.Prefix()))
+	var deps hieradata.Dependencies
+	if o.dependencies != "" {
+		// The dependencies file names the services whose health the node
+		// waits on; each gets its own watch. It must exist now: a watch
+		// configuration generated without it would miss their changes.
+		d, err := hieradata.LoadDependencies(o.dependencies)
+		if err != nil {
+			return exitcode.Wrap(exitcode.Usage, fmt.Errorf("watch-config: %w", err))
+		}
+		deps = d
+	}
+	out, err := watch.AgentConfig(watchEntries(o, deps, e.store.Prefix()))
 	if err != nil {
 		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("watch-config: %w", err))
 	}
@@ -62,22 +74,47 @@ func runWatchConfig(_ context.Context, e *env, _ []string) error {
 
 // watchEntries lists the watches a node runs; each is one entry. prefix is
 // orchestrate's KV prefix, for watches on keys under it.
-func watchEntries(o watchConfigOptions, prefix string) []watch.Watch {
-	return []watch.Watch{
-		// Every catalog change (a service or its instances added, removed,
-		// re-tagged) re-renders services.yaml; the handler reads the catalog
-		// itself and ignores the watch's payload.
-		{Type: "services", Args: o.hieraServicesArgs()},
-		// A new desired version: the node converges to it (or, without a
-		// Puppet command, says whether it has an update pending).
-		{Type: "key", Key: prefix + "/current_version", Args: o.currentVersionArgs(prefix)},
+//
+// Which watch types, and why: a "services" watch (/v1/catalog/services)
+// fires when a service is registered, deregistered or changed (an instance
+// added or removed, a new address or tag), but not when a check changes
+// state. A "service" watch (/v1/health/service/NAME) fires when anything
+// about that one service changes, its checks' state included. So the
+// services watch keeps the services:: keys fresh, and one service watch per
+// dependency keeps the dependency counts and orchestrate::dependencies_met
+// fresh. A datacenter-wide "checks" watch would do both but fire on every
+// check update of every node; a service watch fires only for its service,
+// and a TTL check refreshed with the same status and output writes nothing
+// to the catalog, so an idle fleet causes no render at all.
+func watchEntries(o watchConfigOptions, deps hieradata.Dependencies, prefix string) []watch.Watch {
+	hs := o.hieraServicesArgs()
+	ws := []watch.Watch{
+		// The handler reads the catalog itself and ignores the payload.
+		{Type: "services", Args: hs},
 	}
+	seen := map[string]bool{}
+	add := func(svc string) {
+		if !seen[svc] {
+			seen[svc] = true
+			ws = append(ws, watch.Watch{Type: "service", Service: svc, Args: hs})
+		}
+	}
+	for _, r := range deps {
+		add(r.Service)
+	}
+	for _, s := range o.watchServices {
+		add(s)
+	}
+	// A new desired version: the node converges to it (or, without a
+	// Puppet command, says whether it has an update pending).
+	return append(ws, watch.Watch{Type: "key", Key: prefix + "/current_version", Args: o.currentVersionArgs(prefix)})
 }
 
 func (o watchConfigOptions) currentVersionArgs(prefix string) []string {
-	args := []string{o.orchestrate, "pending-update"}
+	// --handler: "nothing to do" exits 0, or the agent logs it as an error.
+	args := []string{o.orchestrate, "pending-update", "--handler"}
 	if o.puppetCmd != "" {
-		args = []string{o.orchestrate, "converge", "--puppet-cmd", o.puppetCmd}
+		args = []string{o.orchestrate, "converge", "--handler", "--puppet-cmd", o.puppetCmd}
 	}
 	if prefix != store.DefaultPrefix {
 		args = append(args, "--prefix", prefix)
@@ -118,6 +155,11 @@ func (o watchConfigOptions) validate() error {
 	}
 	if o.hieraServices == "" || o.out == "" || o.orchestrate == "" {
 		return fmt.Errorf("--hiera-services, --orchestrate and --out must not be empty")
+	}
+	for _, s := range o.watchServices {
+		if err := hieradata.ValidServiceName(s); err != nil {
+			return fmt.Errorf("--watch-service: %w", err)
+		}
 	}
 	if len(o.convergeArgs) > 0 && o.puppetCmd == "" {
 		return fmt.Errorf("--converge-arg needs --puppet-cmd: without it the current_version watch does not converge")

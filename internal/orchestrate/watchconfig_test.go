@@ -26,6 +26,13 @@ func watchConfig(t *testing.T, args ...string) result {
 }
 
 func TestWatchConfigStanza(t *testing.T) {
+	deps := filepath.Join(t.TempDir(), "deps.yaml")
+	if err := os.WriteFile(deps, []byte("mysql: {functional: 2}\nkeystone: {addressable: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hsArgs := []string{"/opt/bin/hiera-services", "--out", "/var/lib/hiera/services.yaml",
+		"--dependencies", deps, "--exec", "puppet agent --onetime --no-daemonize",
+		"--token-file", "/etc/consul.d/hiera.token", "--service-regex=^os-", "--log-format=json"}
 	tests := []struct {
 		name string
 		args []string
@@ -33,22 +40,24 @@ func TestWatchConfigStanza(t *testing.T) {
 	}{
 		{name: "defaults", want: []watch.Watch{{Type: "services", Args: []string{
 			"/usr/local/bin/hiera-services", "--out", "/etc/puppet/hiera/data/services.yaml"}},
-			{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/local/bin/orchestrate", "pending-update"}}}},
+			{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/local/bin/orchestrate", "pending-update", "--handler"}}}},
 		{name: "converge", args: []string{"--prefix", "cloud1", "--puppet-cmd", "puppet apply --detailed-exitcodes /etc/puppet/site.pp",
 			"--converge-arg=--validate-dir=/usr/lib/jiocloud/tests", "--handler-token-file", "/etc/consul.d/node.token"},
 			want: []watch.Watch{{Type: "services", Args: []string{
 				"/usr/local/bin/hiera-services", "--out", "/etc/puppet/hiera/data/services.yaml", "--token-file", "/etc/consul.d/node.token"}},
-				{Type: "key", Key: "cloud1/current_version", Args: []string{"/usr/local/bin/orchestrate", "converge",
+				{Type: "key", Key: "cloud1/current_version", Args: []string{"/usr/local/bin/orchestrate", "converge", "--handler",
 					"--puppet-cmd", "puppet apply --detailed-exitcodes /etc/puppet/site.pp", "--prefix", "cloud1",
 					"--token-file", "/etc/consul.d/node.token", "--validate-dir=/usr/lib/jiocloud/tests"}}}},
 		{name: "everything", args: []string{"--hiera-services", "/opt/bin/hiera-services", "--out", "/var/lib/hiera/services.yaml",
-			"--dependencies", "/etc/orchestrate/deps.yaml", "--exec", "puppet agent --onetime --no-daemonize",
+			"--dependencies", deps, "--exec", "puppet agent --onetime --no-daemonize", "--watch-service", "glance", "--watch-service", "mysql",
 			"--handler-token-file", "/etc/consul.d/hiera.token", "--hiera-arg=--service-regex=^os-", "--hiera-arg", "--log-format=json"},
-			want: []watch.Watch{{Type: "services", Args: []string{
-				"/opt/bin/hiera-services", "--out", "/var/lib/hiera/services.yaml",
-				"--dependencies", "/etc/orchestrate/deps.yaml", "--exec", "puppet agent --onetime --no-daemonize",
-				"--token-file", "/etc/consul.d/hiera.token", "--service-regex=^os-", "--log-format=json"}},
-				{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/local/bin/orchestrate", "pending-update",
+			// One service watch per dependency, sorted, then per
+			// --watch-service, each service once.
+			want: []watch.Watch{{Type: "services", Args: hsArgs},
+				{Type: "service", Service: "keystone", Args: hsArgs},
+				{Type: "service", Service: "mysql", Args: hsArgs},
+				{Type: "service", Service: "glance", Args: hsArgs},
+				{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/local/bin/orchestrate", "pending-update", "--handler",
 					"--token-file", "/etc/consul.d/hiera.token"}}}},
 	}
 	for _, tc := range tests {
@@ -83,6 +92,8 @@ func TestWatchConfigBadFlags(t *testing.T) {
 		{[]string{"--converge-arg=--force"}, "needs --puppet-cmd"},
 		{[]string{"--puppet-cmd", "true", "--converge-arg=--token=s3cret"}, "use --handler-token-file"},
 		{[]string{"--orchestrate", "orchestrate"}, "--orchestrate"},
+		{[]string{"--dependencies", "/nonexistent/deps.yaml"}, "dependencies file /nonexistent/deps.yaml"},
+		{[]string{"--watch-service", "a.b"}, "--watch-service"},
 	} {
 		r := watchConfig(t, tc.args...)
 		mustCode(t, r, 2, strings.Join(tc.args, " "))
