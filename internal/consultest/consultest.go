@@ -71,6 +71,13 @@ type Options struct {
 	HCL string
 	// RetryJoinWAN lists serf WAN addresses to join (a second datacenter).
 	RetryJoinWAN []string
+	// HandlerEnv sets CONSUL_HTTP_ADDR to the agent's own HTTP address in
+	// the agent's environment, which its watch handlers inherit: as on a
+	// production node, where handlers reach their agent at the default
+	// address without being told.
+	HandlerEnv bool
+	// Env is more environment for the agent process and so its handlers.
+	Env []string
 }
 
 // Binary returns the path of the consul binary to test against.
@@ -189,6 +196,55 @@ func New(ctx context.Context, bin, dir string, opts Options) (*Agent, error) {
 	a.HTTPAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Ports.HTTP))
 	a.DNSAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Ports.DNS))
 
+	cfgJSON, err := a.configJSON(opts)
+	if err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(dir, "agent.json")
+	if err := os.WriteFile(cfgPath, cfgJSON, 0o600); err != nil {
+		return nil, err
+	}
+	args := []string{"agent", "-dev", "-config-file", cfgPath}
+	if opts.HCL != "" {
+		args = append(args, "-hcl", opts.HCL)
+	}
+	logf, err := os.Create(a.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	a.cmd = exec.Command(bin, args...)
+	a.cmd.Stdout, a.cmd.Stderr = logf, logf
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	a.cmd.Env = append(agentEnv(), opts.Env...)
+	if opts.HandlerEnv {
+		a.cmd.Env = append(a.cmd.Env, "CONSUL_HTTP_ADDR="+a.HTTPAddr)
+	}
+	if err := a.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("run %s: %w", bin, err)
+	}
+	go func() { a.waitErr <- a.cmd.Wait() }()
+
+	clientCfg := api.DefaultNonPooledConfig()
+	clientCfg.Address = a.HTTPAddr
+	clientCfg.Token = opts.ACLToken
+	clientCfg.TokenFile = ""
+	a.Client, err = api.NewClient(clientCfg)
+	if err != nil {
+		a.Stop()
+		return nil, err
+	}
+	if err := a.waitReady(ctx, 60*time.Second); err != nil {
+		a.Stop()
+		log, _ := os.ReadFile(a.LogPath)
+		return nil, fmt.Errorf("%w\nagent log:\n%s", err, tail(log, 2000))
+	}
+	return a, nil
+}
+
+// configJSON is the agent's configuration file: bound to 127.0.0.1 on the
+// agent's ports, with Consul's defaults otherwise.
+func (a *Agent) configJSON(opts Options) ([]byte, error) {
 	cfg := map[string]any{
 		"node_name":            a.NodeName,
 		"datacenter":           a.Datacenter,
@@ -212,47 +268,7 @@ func New(ctx context.Context, bin, dir string, opts Options) (*Agent, error) {
 			"tokens": map[string]string{"initial_management": opts.ACLToken, "agent": opts.ACLToken},
 		}
 	}
-	cfgJSON, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, err
-	}
-	cfgPath := filepath.Join(dir, "agent.json")
-	if err := os.WriteFile(cfgPath, cfgJSON, 0o600); err != nil {
-		return nil, err
-	}
-	args := []string{"agent", "-dev", "-config-file", cfgPath}
-	if opts.HCL != "" {
-		args = append(args, "-hcl", opts.HCL)
-	}
-	logf, err := os.Create(a.LogPath)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	a.cmd = exec.Command(bin, args...)
-	a.cmd.Stdout, a.cmd.Stderr = logf, logf
-	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	a.cmd.Env = agentEnv()
-	if err := a.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("run %s: %w", bin, err)
-	}
-	go func() { a.waitErr <- a.cmd.Wait() }()
-
-	clientCfg := api.DefaultNonPooledConfig()
-	clientCfg.Address = a.HTTPAddr
-	clientCfg.Token = opts.ACLToken
-	clientCfg.TokenFile = ""
-	a.Client, err = api.NewClient(clientCfg)
-	if err != nil {
-		a.Stop()
-		return nil, err
-	}
-	if err := a.waitReady(ctx, 60*time.Second); err != nil {
-		a.Stop()
-		log, _ := os.ReadFile(a.LogPath)
-		return nil, fmt.Errorf("%w\nagent log:\n%s", err, tail(log, 2000))
-	}
-	return a, nil
+	return json.Marshal(cfg)
 }
 
 // agentEnv is the environment without CONSUL_* variables, so an operator's

@@ -14,6 +14,8 @@ import (
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
+
+	"github.com/jiocloud/orchestrate/internal/cli"
 )
 
 // reaperConfig is the demo's reaper.yaml: the same file format as in
@@ -45,49 +47,77 @@ roles:
 	return b.String()
 }
 
+// reaperRun is the reaper of steps 5 and 6, running in-process against
+// the simulated cloud.
+type reaperRun struct {
+	d       *demo
+	cloud   *simcloud.Cloud
+	logPath string
+	mu      sync.Mutex
+	booted  []string // guarded by mu: servers the cloud brought up
+}
+
+// state reads the reaper's report of its last cycle (nil when none).
+func (r *reaperRun) state() *store.ReaperReport {
+	s, err := store.New(r.d.agent.Client, store.DefaultPrefix)
+	if err != nil {
+		return nil
+	}
+	st, _ := s.ReaperReport(r.d.ctx)
+	return st
+}
+
 // reaperStep runs the reaper against the simulated cloud: it replaces a
 // node whose checks die, then pauses when most of the fleet looks unhealthy.
 func (d *demo) reaperStep() error {
 	step(5, "The reaper replaces a node whose checks stay critical")
-	cloud := simcloud.New()
-	cloud.BootDelay = 2 * time.Second
+	r, err := d.startReaper()
+	if err != nil {
+		return err
+	}
+	if err := r.replaceDead(); err != nil {
+		return err
+	}
+	step(6, "60% of the fleet looks unhealthy at once: the reaper pauses instead of reaping")
+	return r.pauseOnPartition()
+}
+
+// startReaper fills the simulated cloud with the demo's servers, starts the
+// reaper on it and waits until it leads and is armed.
+func (d *demo) startReaper() (*reaperRun, error) {
+	r := &reaperRun{d: d, cloud: simcloud.New(), logPath: filepath.Join(d.dir, "reaper.log")}
+	r.cloud.BootDelay = 2 * time.Second
 	for _, nr := range allNodes() {
-		cloud.Add(reaper.Server{Name: nr[0], Created: time.Now().Add(-time.Hour), Metadata: map[string]string{"role": nr[1]}})
+		r.cloud.Add(reaper.Server{Name: nr[0], Created: time.Now().Add(-time.Hour), Metadata: map[string]string{"role": nr[1]}})
 	}
 	// The simulated cloud plays the booted machines: a server that becomes
 	// ACTIVE registers its Consul node with its role's service, as its agent
 	// would after Puppet ran; a deleted one disappears.
-	var (
-		mu     sync.Mutex
-		booted []string
-	)
-	cloud.OnActive = func(s reaper.Server) {
-		role := s.Metadata["role"]
-		if err := d.sim.up(context.Background(), s.Name, role); err != nil {
+	r.cloud.OnActive = func(s reaper.Server) {
+		if err := d.sim.up(context.Background(), s.Name, s.Metadata["role"]); err != nil {
 			fmt.Printf("   (simulated boot of %s failed: %v)\n", s.Name, err)
 		}
-		mu.Lock()
-		booted = append(booted, s.Name)
-		mu.Unlock()
+		r.mu.Lock()
+		r.booted = append(r.booted, s.Name)
+		r.mu.Unlock()
 	}
-	cloud.OnDelete = func(s reaper.Server) { d.sim.down(context.Background(), s.Name) }
+	r.cloud.OnDelete = func(s reaper.Server) { d.sim.down(context.Background(), s.Name) }
 	say("the simulated cloud holds the 12 servers above; servers it creates boot in 2s and register in Consul")
 
 	cfg := filepath.Join(d.dir, "reaper.yaml")
 	if err := os.WriteFile(cfg, []byte(reaperConfig()), 0o644); err != nil {
-		return err
+		return nil, err
 	}
 	say("reaper.yaml: dry_run false, 1s cycles, critical_grace 3s, drain 2s; safety limits at their defaults")
-	logPath := filepath.Join(d.dir, "reaper.log")
-	logf, err := os.Create(logPath)
+	logf, err := os.Create(r.logPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer logf.Close()
 	rctx, stop := context.WithCancel(d.ctx)
 	done := make(chan int, 1)
 	go func() {
-		done <- reaper.RunWithCloud(rctx, []string{"--config", cfg, "--consul-addr", d.agent.HTTPAddr}, logf, logf, cloud)
+		defer logf.Close()
+		done <- reaper.RunWithCloud(rctx, []string{"--config", cfg, "--consul-addr", d.agent.HTTPAddr}, cli.IO{Stdout: logf, Stderr: logf}, r.cloud)
 	}()
 	fmt.Printf("   $ reaper --config reaper.yaml   # in-process, with the simulated cloud as its provider\n")
 	d.stoppers = append(d.stoppers, func() {
@@ -97,54 +127,58 @@ func (d *demo) reaperStep() error {
 		case <-time.After(15 * time.Second):
 		}
 	})
-	state := func() *reaper.State {
-		st, _ := reaper.ReadState(d.ctx, d.agent.Client, store.DefaultPrefix)
-		return st
-	}
 	if err := d.waitFor("the reaper to lead and arm", 30*time.Second, func() bool {
-		st := state()
+		st := r.state()
 		return st != nil && st.Leader != "" && st.Armed
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	say("it leads, and it is armed: every role reached its count with validation success in step 4")
+	return r, nil
+}
 
+// replaceDead kills compute3's checks and waits for its replacement.
+func (r *reaperRun) replaceDead() error {
+	d := r.d
 	say("compute3's checks turn critical (its machine died)")
 	if err := d.sim.setHealth(d.ctx, "compute3", "compute", api.HealthCritical); err != nil {
 		return err
 	}
 	if err := d.waitFor("compute3 to be replaced", 60*time.Second, func() bool {
 		names := map[string]bool{}
-		for _, s := range cloud.Servers() {
+		for _, s := range r.cloud.Servers() {
 			names[s.Name] = true
 		}
-		mu.Lock()
-		n := len(booted)
-		mu.Unlock()
+		r.mu.Lock()
+		n := len(r.booted)
+		r.mu.Unlock()
 		return !names["compute3"] && n > 0
 	}); err != nil {
-		printLogTail(logPath)
+		printLogTail(r.logPath)
 		return err
 	}
 	if err := d.waitFor("the replacement to finish", 30*time.Second, func() bool {
-		st := state()
+		st := r.state()
 		return st != nil && len(st.Journal) == 0 && len(st.Planned) == 0
 	}); err != nil {
-		printLogTail(logPath)
+		printLogTail(r.logPath)
 		return err
 	}
 	say("the reaper's log (one line per state change):")
-	printLog(logPath, "replace", "create", "drain", "delete", "deregister", "journal", "action")
+	printLog(r.logPath, "replace", "create", "drain", "delete", "deregister", "journal", "action")
 	var names []string
-	for _, s := range cloud.Servers() {
+	for _, s := range r.cloud.Servers() {
 		names = append(names, s.Name+" "+s.Status)
 	}
 	say("the cloud now: %s", strings.Join(names, ", "))
-	if _, err := d.orch(0, "reaper", "status"); err != nil {
-		return err
-	}
+	_, err := d.orch(0, "reaper", "status")
+	return err
+}
 
-	step(6, "60% of the fleet looks unhealthy at once: the reaper pauses instead of reaping")
+// pauseOnPartition turns most of the fleet critical at once and shows
+// that the reaper pauses, touches nothing, and resumes when it heals.
+func (r *reaperRun) pauseOnPartition() error {
+	d := r.d
 	var sick []string
 	for _, n := range d.sim.names() {
 		if len(sick) >= 8 {
@@ -156,13 +190,13 @@ func (d *demo) reaperStep() error {
 	if err := d.setHealth(sick, api.HealthCritical); err != nil {
 		return err
 	}
-	deletesBefore := cloud.Deletes.Load()
-	createsBefore := cloud.Creates.Load()
+	deletesBefore := r.cloud.Deletes.Load()
+	createsBefore := r.cloud.Creates.Load()
 	if err := d.waitFor("the reaper to pause", 30*time.Second, func() bool {
-		st := state()
+		st := r.state()
 		return st != nil && st.Paused
 	}); err != nil {
-		printLogTail(logPath)
+		printLogTail(r.logPath)
 		return err
 	}
 	say("paused; watching for 6 more seconds (several cycles past the critical grace)...")
@@ -170,10 +204,10 @@ func (d *demo) reaperStep() error {
 	if _, err := d.orch(0, "reaper", "status"); err != nil {
 		return err
 	}
-	if got := cloud.Deletes.Load() - deletesBefore; got != 0 {
+	if got := r.cloud.Deletes.Load() - deletesBefore; got != 0 {
 		return fmt.Errorf("the reaper deleted %d servers while paused", got)
 	}
-	if got := cloud.Creates.Load() - createsBefore; got != 0 {
+	if got := r.cloud.Creates.Load() - createsBefore; got != 0 {
 		return fmt.Errorf("the reaper created %d servers while paused", got)
 	}
 	say("no server was created or deleted while paused")
@@ -182,7 +216,7 @@ func (d *demo) reaperStep() error {
 		return err
 	}
 	if err := d.waitFor("the reaper to resume", 30*time.Second, func() bool {
-		st := state()
+		st := r.state()
 		return st != nil && !st.Paused
 	}); err != nil {
 		return err

@@ -127,60 +127,78 @@ func (d *demo) blockerStep() error {
 	return nil
 }
 
+// stepScripts are the stand-in update, Puppet and validation commands of
+// the rolling version; a file broken-<host> makes the validation of host
+// fail.
+type stepScripts struct {
+	update, puppet, validate, broken string
+}
+
+func (d *demo) writeStepScripts() (*stepScripts, error) {
+	dir := filepath.Join(d.dir, "steps")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	sc := &stepScripts{broken: filepath.Join(dir, "broken-")}
+	for _, f := range []struct {
+		path *string
+		name string
+		body string
+	}{
+		{&sc.update, "update", `echo "apt-get dist-upgrade to snapshot $ORCHESTRATE_VERSION (stand-in)"` + "\n"},
+		{&sc.puppet, "puppet", "echo 'puppet apply --detailed-exitcodes (stand-in): changes applied'\nexit 2\n"},
+		{&sc.validate, "check_api", `if [ -e "` + sc.broken + `$ORCHESTRATE_HOST" ]; then echo "API check failed on $ORCHESTRATE_HOST"; exit 1; fi` + "\necho ok\n"},
+	} {
+		*f.path = filepath.Join(dir, f.name)
+		if err := os.WriteFile(*f.path, []byte("#!/bin/sh\n"+f.body), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return sc, nil
+}
+
+// converge runs one node's converge with the stand-in steps and checks its
+// exit code.
+func (d *demo) converge(sc *stepScripts, node string, want int) (string, error) {
+	c := execIn(d, "orchestrate", "converge", "--host", node, "--no-checks", "--log-level", "warn",
+		"--update-cmd", sc.update, "--puppet-cmd", sc.puppet, "--validate-cmd", sc.validate,
+		"--hiera-data", d.services(), "--log-dir", filepath.Join(d.dir, "converge-logs"),
+		"--lock-file", filepath.Join(d.dir, "locks", node+".lock"))
+	out, code, err := c()
+	if err != nil {
+		return "", err
+	}
+	if code != want {
+		return out, fmt.Errorf("converge %s: exit %d, expected %d: %s", node, code, want, out)
+	}
+	return out, nil
+}
+
+// convergeAll converges every node; those in failing must fail.
+func (d *demo) convergeAll(sc *stepScripts, failing map[string]bool) error {
+	say("each node's watch runs `orchestrate converge` (update, Puppet, validation, report):")
+	var lines []string
+	for _, nr := range allNodes() {
+		want := 0
+		if failing[nr[0]] {
+			want = 1
+		}
+		out, err := d.converge(sc, nr[0], want)
+		if err != nil {
+			return err
+		}
+		lines = append(lines, strings.TrimSpace(out))
+	}
+	indent(strings.Join(lines, "\n"))
+	return nil
+}
+
 // rollingStep: a rolling version with converge on every node.
 func (d *demo) rollingStep() error {
 	step(4, "A rolling version: trigger-update, then converge on every node")
-	scripts := filepath.Join(d.dir, "steps")
-	if err := os.MkdirAll(scripts, 0o755); err != nil {
-		return err
-	}
-	write := func(name, body string) (string, error) {
-		p := filepath.Join(scripts, name)
-		return p, os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755)
-	}
-	update, err := write("update", `echo "apt-get dist-upgrade to snapshot $ORCHESTRATE_VERSION (stand-in)"`+"\n")
+	sc, err := d.writeStepScripts()
 	if err != nil {
 		return err
-	}
-	puppet, err := write("puppet", "echo 'puppet apply --detailed-exitcodes (stand-in): changes applied'\nexit 2\n")
-	if err != nil {
-		return err
-	}
-	broken := filepath.Join(scripts, "broken-")
-	validate, err := write("check_api", `if [ -e "`+broken+`$ORCHESTRATE_HOST" ]; then echo "API check failed on $ORCHESTRATE_HOST"; exit 1; fi`+"\necho ok\n")
-	if err != nil {
-		return err
-	}
-	converge := func(node string, want int) (string, error) {
-		c := execIn(d, "orchestrate", "converge", "--host", node, "--no-checks", "--log-level", "warn",
-			"--update-cmd", update, "--puppet-cmd", puppet, "--validate-cmd", validate,
-			"--hiera-data", d.services(), "--log-dir", filepath.Join(d.dir, "converge-logs"),
-			"--lock-file", filepath.Join(d.dir, "locks", node+".lock"))
-		out, code, err := c()
-		if err != nil {
-			return "", err
-		}
-		if code != want {
-			return out, fmt.Errorf("converge %s: exit %d, expected %d: %s", node, code, want, out)
-		}
-		return out, nil
-	}
-	convergeAll := func(version string, failing map[string]bool) error {
-		say("each node's watch runs `orchestrate converge` (update, Puppet, validation, report):")
-		var lines []string
-		for _, nr := range allNodes() {
-			want := 0
-			if failing[nr[0]] {
-				want = 1
-			}
-			out, err := converge(nr[0], want)
-			if err != nil {
-				return err
-			}
-			lines = append(lines, strings.TrimSpace(out))
-		}
-		indent(strings.Join(lines, "\n"))
-		return nil
 	}
 	for _, r := range roles {
 		if _, err := d.orch(0, "scale", r.name, strconv.Itoa(r.count)); err != nil {
@@ -190,24 +208,29 @@ func (d *demo) rollingStep() error {
 	if _, err := d.orch(0, "trigger-update", "v1"); err != nil {
 		return err
 	}
-	if err := convergeAll("v1", nil); err != nil {
+	if err := d.convergeAll(sc, nil); err != nil {
 		return err
 	}
 	say("a watch re-firing on a converged node costs nothing:")
-	out, err := converge("db1", 0)
+	out, err := d.converge(sc, "db1", 0)
 	if err != nil {
 		return err
 	}
 	indent(out)
+	return d.failedValidation(sc)
+}
 
+// failedValidation rolls v2 with compute2's validation failing, shows how
+// the failure reads, and fixes it.
+func (d *demo) failedValidation(sc *stepScripts) error {
 	say("now v2; compute2's API check will fail")
-	if err := os.WriteFile(broken+"compute2", nil, 0o644); err != nil {
+	if err := os.WriteFile(sc.broken+"compute2", nil, 0o644); err != nil {
 		return err
 	}
 	if _, err := d.orch(0, "trigger-update", "v2"); err != nil {
 		return err
 	}
-	if err := convergeAll("v2", map[string]bool{"compute2": true}); err != nil {
+	if err := d.convergeAll(sc, map[string]bool{"compute2": true}); err != nil {
 		return err
 	}
 	if _, err := d.orch(0, "status", "--no-catalog"); err != nil {
@@ -228,10 +251,10 @@ func (d *demo) rollingStep() error {
 		return err
 	}
 	say("an operator fixes compute2; its next converge re-runs Puppet and validation")
-	if err := os.Remove(broken + "compute2"); err != nil {
+	if err := os.Remove(sc.broken + "compute2"); err != nil {
 		return err
 	}
-	out, err = converge("compute2", 0)
+	out, err := d.converge(sc, "compute2", 0)
 	if err != nil {
 		return err
 	}

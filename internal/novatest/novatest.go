@@ -398,10 +398,7 @@ func (c *Cloud) SetInstanceQuota(t testing.TB, n int) {
 	t.Helper()
 	ctx, cancel := withTimeout(t, callTimeout)
 	defer cancel()
-	admin, err := openstack.NewComputeV2(c.admin, c.endpoint())
-	if err != nil {
-		t.Fatalf("novatest: admin compute client: %v", err)
-	}
+	admin := c.adminCompute(t)
 	qs, err := quotasets.Update(ctx, admin, c.ProjectID, quotasets.UpdateOpts{Instances: &n}).Extract()
 	if err != nil {
 		t.Fatalf("novatest: set instance quota of %s to %d: %v", c.ProjectName, n, err)
@@ -411,6 +408,16 @@ func (c *Cloud) SetInstanceQuota(t testing.TB, n int) {
 	}
 }
 
+// adminCompute is a compute client with the cloud admin's credentials.
+func (c *Cloud) adminCompute(t testing.TB) *gophercloud.ServiceClient {
+	t.Helper()
+	admin, err := openstack.NewComputeV2(c.admin, c.endpoint())
+	if err != nil {
+		t.Fatalf("novatest: admin compute client: %v", err)
+	}
+	return admin
+}
+
 // SetServerError puts one of the project's servers into ERROR (the cloud's
 // admin resets its state), as when a hypervisor loses it: a server the
 // reaper must treat as broken although Consul may still list its node.
@@ -418,10 +425,7 @@ func (c *Cloud) SetServerError(t testing.TB, id string) {
 	t.Helper()
 	ctx, cancel := withTimeout(t, callTimeout)
 	defer cancel()
-	admin, err := openstack.NewComputeV2(c.admin, c.endpoint())
-	if err != nil {
-		t.Fatalf("novatest: admin compute client: %v", err)
-	}
+	admin := c.adminCompute(t)
 	if err := servers.ResetState(ctx, admin, id, servers.StateError).ExtractErr(); err != nil {
 		t.Fatalf("novatest: reset server %s to error: %v", id, err)
 	}

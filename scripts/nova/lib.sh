@@ -90,7 +90,17 @@ spawn() {
 	# this run's only.
 	[ -f "$LOGS/$name.log" ] && mv -f "$LOGS/$name.log" "$LOGS/$name.log.1"
 	setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
-	echo $! >"$RUN/$name.pid"
+	local pid=$!
+	echo "$pid" >"$RUN/$name.pid"
+	# Until the forked shell has exec'd setsid, the process is not yet its
+	# own session leader and `running` would call it gone: on a loaded
+	# machine wait_up then gave up on a daemon that was starting fine.
+	local i st sid
+	for ((i = 0; i < 100; i++)); do
+		read -r st sid < <(ps -o stat=,sid= -p "$pid") || break
+		[ "$sid" = "$pid" ] && break
+		sleep 0.05
+	done
 }
 
 # pycode PROG MODULE: Python code running an OpenStack console-script entry
