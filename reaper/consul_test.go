@@ -873,3 +873,46 @@ func readReport(c *api.Client) (*store.ReaperReport, error) {
 	}
 	return s.ReaperReport(context.Background())
 }
+
+// A deleted server's version and status records go with it, and a new
+// server never gets a name that still has records: it would be reported
+// "at version v1, validation success" before it ever ran Puppet.
+func TestDeleteForgetsRecordsAndNewNamesSkipThem(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seed(3)
+	f.arm()
+	ctx := context.Background()
+	st, err := store.New(f.c, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// web2 is a serving machine; web4 a machine deleted by hand long ago
+	// whose records nobody removed.
+	for _, h := range []string{"web2", "web4"} {
+		if err := st.ReportVersion(ctx, h, "v1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.UpdateStatus(ctx, h, store.CategoryValidation, store.StateSuccess, store.StatusValue{Version: "v1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+	setCritical(t, f.c, "web2")
+	testutil.Eventually(t, 15*time.Second, "web2 replaced and deleted", func() bool {
+		return !catalogHas(t, f.c, "web2") && len(f.sim.Servers()) == 3 && len(journalKeys(t, f.c)) == 0
+	})
+	if got := names(f.sim.Servers()); got != "web1,web3,web5" {
+		t.Fatalf("servers = %s, want web1,web3,web5 (web4 still has records)", got)
+	}
+	for host, want := range map[string]int{"web2": 0, "web4": 2, "web5": 0} {
+		keys, err := st.HostKeys(ctx, host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) != want {
+			t.Errorf("%s has records %v, want %d", host, keys, want)
+		}
+	}
+}

@@ -246,8 +246,9 @@ func (r *Reaper) maintenance(ctx context.Context, e Entry) error {
 }
 
 // deregister removes a deleted server's node from Consul: force-leave, so
-// the servers do not re-add a failed serf member, then deregister it from
-// the catalog.
+// the servers do not re-add a failed serf member, deregister it from the
+// catalog, then remove its version and status records, so a machine that
+// later gets the name does not inherit them.
 func (r *Reaper) deregister(ctx context.Context, node string) error {
 	if node == "" {
 		return nil
@@ -257,6 +258,12 @@ func (r *Reaper) deregister(ctx context.Context, node string) error {
 	}
 	if _, err := r.client.Catalog().Deregister(&api.CatalogDeregistration{Node: node}, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
 		return fmt.Errorf("deregister node %s: %w", node, err)
+	}
+	if store.ValidName("host", node) != nil {
+		return nil // no record can have this name
+	}
+	if err := r.store.ForgetHost(ctx, node); err != nil {
+		return fmt.Errorf("remove the records of %s: %w", node, err)
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/store"
 )
 
 // observation is what one cycle read.
@@ -15,6 +17,7 @@ type observation struct {
 	checks    []Check
 	desired   map[string]int
 	validated map[string]bool
+	recorded  map[string]bool
 	keys      *ReaperKeys
 }
 
@@ -33,7 +36,7 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 	if err != nil {
 		return nil, err
 	}
-	desired, validated, err := r.readKV(ctx)
+	snap, desired, err := r.readKV(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +47,11 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 	if len(keys.Problems) > 0 {
 		return nil, fmt.Errorf("cannot read the journal: %s", strings.Join(keys.Problems, "; "))
 	}
-	return &observation{servers: servers, checks: checks, desired: desired, validated: validated, keys: keys}, nil
+	recorded := make(map[string]bool, len(snap.Hosts))
+	for name := range snap.Hosts {
+		recorded[name] = true
+	}
+	return &observation{servers: servers, checks: checks, desired: desired, validated: snap.Validated(), recorded: recorded, keys: keys}, nil
 }
 
 // readChecks is the one Consul health query of a cycle.
@@ -67,15 +74,16 @@ func (r *Reaper) readChecks(ctx context.Context) ([]Check, error) {
 
 // readKV reads the desired counts, refusing any that could be hidden or
 // unreadable (the file's count would take over and scale the role), and
-// which hosts validated.
-func (r *Reaper) readKV(ctx context.Context) (desired map[string]int, validated map[string]bool, err error) {
+// the snapshot they were read from (which hosts validated, which have
+// records).
+func (r *Reaper) readKV(ctx context.Context) (*store.Snapshot, map[string]int, error) {
 	snap, err := r.store.Snapshot(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	desired, err = r.store.DesiredCounts(ctx, snap)
+	desired, err := r.store.DesiredCounts(ctx, snap)
 	if err != nil {
 		return nil, nil, err
 	}
-	return desired, snap.Validated(), nil
+	return snap, desired, nil
 }

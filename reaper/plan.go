@@ -46,6 +46,9 @@ type Input struct {
 	ArmProblem    string
 	// Validated holds hosts whose validation status is success.
 	Validated map[string]bool
+	// Recorded holds hosts with a version or status record; a new server
+	// never gets such a name (it would inherit the records).
+	Recorded map[string]bool
 	// CriticalSince is the previous plan's: when each node was first seen
 	// with a counted check critical, without a passing cycle in between.
 	CriticalSince map[string]time.Time

@@ -307,8 +307,8 @@ func (pl *planner) newEntry(r *Role, kind store.EntryKind, reason string) Entry 
 	}
 }
 
-// freeName returns the role's lowest name free in Nova, the journal and
-// the Consul catalog. The indices taken are parsed out of the used names
+// freeName returns the role's lowest name free in Nova, the journal, the
+// Consul catalog and the version and status records. The indices taken are parsed out of the used names
 // once per role and plan (no name is built per candidate), and the search
 // resumes where the last one ended.
 func (pl *planner) freeName(r *Role) string {
@@ -334,6 +334,11 @@ func (pl *planner) freeName(r *Role) string {
 		for name := range pl.byNode {
 			mark(name)
 		}
+		// Nor is a name with version or status records: the machine
+		// would be reported at a version it never ran.
+		for name := range pl.in.Recorded {
+			mark(name)
+		}
 		pl.takenIndex[r.Name] = taken
 	}
 	for n := max(pl.nextIndex[r.Name], 1); ; n++ {
@@ -341,7 +346,7 @@ func (pl *planner) freeName(r *Role) string {
 			continue
 		}
 		name := r.ServerName(n)
-		if _, node := pl.byNode[name]; pl.used[name] || node {
+		if _, node := pl.byNode[name]; pl.used[name] || node || pl.in.Recorded[name] {
 			continue
 		}
 		pl.used[name], taken[n] = true, true

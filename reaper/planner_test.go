@@ -130,6 +130,7 @@ func TestPlan(t *testing.T) {
 		// or armProblem: a value that is no arm record).
 		armKey, armProblem string
 		validated          map[string]bool
+		recorded           map[string]bool
 		critSince          map[string]time.Time
 		destructive        []time.Time
 		backoff            bool
@@ -149,6 +150,11 @@ func TestPlan(t *testing.T) {
 		{
 			name: "below desired: create the lowest free name", servers: web3[1:], checks: web3checks[1:],
 			want: []string{"create web1"},
+		},
+		{
+			name: "below desired: a name with version or status records is not reused", servers: web3[1:], checks: web3checks[1:],
+			recorded: map[string]bool{"web1": true, "web2": true, "web4": true},
+			want:     []string{"create web5"},
 		},
 		{
 			name: "KV desired overrides config", servers: web3, checks: web3checks, desired: map[string]int{"web": 4},
@@ -612,7 +618,7 @@ func TestPlan(t *testing.T) {
 			}
 			in := Input{
 				Now: t0, Config: testConfig(t, muts...), Servers: tc.servers, Checks: tc.checks,
-				Desired: tc.desired, Journal: tc.journal, Armed: !tc.notArmed, Validated: tc.validated,
+				Desired: tc.desired, Journal: tc.journal, Armed: !tc.notArmed, Validated: tc.validated, Recorded: tc.recorded,
 				CriticalSince: tc.critSince, Destructive: tc.destructive,
 				ArmKeyWritten: tc.armKey != "", ArmProblem: tc.armProblem,
 			}

@@ -370,3 +370,56 @@ func TestParseArmRecord(t *testing.T) {
 		t.Errorf("a disarm record: %+v, %v; want it well-formed and not arming", rec, err)
 	}
 }
+
+// ForgetHost removes every record of one host, even more than one
+// transaction holds, and nothing of a host whose name merely shares a
+// prefix or a version named like the host.
+func TestForgetHost(t *testing.T) {
+	ctx := context.Background()
+	s, c := newStore(t)
+	for _, h := range []string{"web1", "web10", "web1x"} {
+		if err := s.ReportVersion(ctx, h, "v1"); err != nil {
+			t.Fatal(err)
+		}
+		for _, cat := range []string{store.CategoryPuppet, store.CategoryValidation} {
+			if err := s.UpdateStatus(ctx, h, cat, store.StateSuccess, store.StatusValue{Version: "v1"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Stale records written by hand: more than one transaction can delete.
+	for i := range 140 {
+		key := fmt.Sprintf("test/orchestrate/running_version/old%d/web1", i)
+		if _, err := c.KV().Put(&api.KVPair{Key: key, Value: []byte(`{}`)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A version that happens to be named like the host.
+	if err := s.ReportVersion(ctx, "web2", "web1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ForgetHost(ctx, "web1"); err != nil {
+		t.Fatal(err)
+	}
+	left, err := s.HostKeys(ctx, "web1")
+	if err != nil || len(left) != 0 {
+		t.Fatalf("web1 keys left: %v (%v)", left, err)
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(snap.HostNames(), ","); got != "web10,web1x,web2" {
+		t.Fatalf("hosts after forgetting web1 = %s, want web10,web1x,web2", got)
+	}
+	if snap.Hosts["web2"].Version != "web1" || len(snap.Hosts["web10"].Status) != 2 {
+		t.Fatalf("another host's records changed: %+v %+v", snap.Hosts["web2"], snap.Hosts["web10"])
+	}
+	if err := s.ForgetHost(ctx, "web1"); err != nil {
+		t.Fatalf("forgetting a forgotten host: %v", err)
+	}
+	var ie *store.InputError
+	if err := s.ForgetHost(ctx, "../x"); !errors.As(err, &ie) {
+		t.Fatalf("ForgetHost(../x) = %v, want an input error", err)
+	}
+}

@@ -1,0 +1,63 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// ForgetHost removes every record of host: its running_version and its
+// state in every status category. A machine that later gets the same name
+// then starts with no record of the one before it (it would otherwise be
+// "at version v1, validation success" before it ever ran Puppet). Keys
+// already gone are no error, so a retry after a failure finishes the job.
+func (s *Store) ForgetHost(ctx context.Context, host string) error {
+	if err := ValidName("host", host); err != nil {
+		return &InputError{Err: err}
+	}
+	keys, err := s.HostKeys(ctx, host)
+	if err != nil {
+		return err
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), maxTxnOps)
+		ops := make(api.KVTxnOps, 0, n)
+		for _, k := range keys[:n] {
+			ops = append(ops, &api.KVTxnOp{Verb: api.KVDelete, Key: k})
+		}
+		ok, resp, _, err := s.kv.Txn(ops, readOpts(ctx))
+		if err != nil {
+			return fmt.Errorf("forget host %s: %w", host, err)
+		}
+		if !ok {
+			return fmt.Errorf("forget host %s: transaction rolled back: %s", host, TxnErrors(resp))
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+// HostKeys lists the keys that record host: running_version/<v>/<host> and
+// status/<category>/<state>/<host>.
+func (s *Store) HostKeys(ctx context.Context, host string) ([]string, error) {
+	var out []string
+	for _, dir := range []struct {
+		name  string
+		depth int // path segments after the directory
+	}{{dirRunning, 2}, {dirStatus, 3}} {
+		base := s.key(dir.name) + "/"
+		keys, _, err := s.kv.Keys(base, "", readOpts(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", base, err)
+		}
+		for _, k := range keys {
+			parts := strings.Split(strings.TrimPrefix(k, base), "/")
+			if len(parts) == dir.depth && parts[len(parts)-1] == host {
+				out = append(out, k)
+			}
+		}
+	}
+	return out, nil
+}
