@@ -24,7 +24,7 @@ func (pl *planner) advance(rs *roleServers, e *Entry) {
 	case store.PhaseDraining:
 		pl.advanceDraining(rs, e, next, oldS)
 	case store.PhaseDeleting:
-		pl.add(OpDelete, next, "finish the recorded delete")
+		pl.advanceDeleting(rs, e, next, oldS)
 	case store.PhaseRollback:
 		pl.add(OpRollback, next, "finish the recorded rollback")
 	default:
@@ -61,9 +61,24 @@ func (pl *planner) advanceBooting(rs *roleServers, e *Entry, next Entry, newS, o
 	case newS.Status == StatusError:
 		next.Phase = store.PhaseRollback
 		pl.add(OpRollback, next, "the new server went to ERROR")
-	case pl.statesOf[newS.ID].Serving():
+	case !pl.serves(rs, newS) && pl.recovered(rs, e, oldS) != "":
+		// The server it replaces came back before the new one served:
+		// the new one is the one deleted, never the one that came back.
+		if why := pl.gate(rs, need{unpaused: true}); why != "" {
+			pl.block("%s: rollback of %s waits: %s", e.ID, e.NewName, why)
+			return
+		}
+		next.Phase = store.PhaseRollback
+		pl.add(OpRollback, next, pl.recovered(rs, e, oldS)+"; its replacement "+e.NewName+" is not needed")
+	case pl.serves(rs, newS):
 		if e.Kind != store.KindReplace || oldS == nil {
 			pl.add(OpFinish, next, e.NewName+" checked in passing")
+			return
+		}
+		if why := pl.recovered(rs, e, oldS); why != "" {
+			// Both serve: neither is drained for this entry; the role's
+			// count decides, through a scale in and its gate.
+			pl.add(OpFinish, next, why+" and "+e.NewName+" serves: both kept")
 			return
 		}
 		if why := pl.gate(rs, need{armed: true, unpaused: true, budget: true, victim: oldS}); why != "" {
@@ -91,22 +106,75 @@ func (pl *planner) advanceBooting(rs *roleServers, e *Entry, next Entry, newS, o
 }
 
 // advanceDraining: delete the old server once the drain period is over,
-// unless the gate holds it (then it stays in maintenance).
+// after looking at it again: a server replaced for its health that passes
+// again is restored, and the gate may hold the delete (then it stays in
+// maintenance).
 func (pl *planner) advanceDraining(rs *roleServers, e *Entry, next Entry, oldS *Server) {
+	if why := pl.recovered(rs, e, oldS); why != "" {
+		pl.add(OpRestore, next, why+": kept")
+		return
+	}
 	if oldS != nil && pl.in.Now.Before(e.DrainUntil) {
 		pl.add(OpMaintain, next, "draining")
 		return
 	}
-	if oldS != nil {
-		// Disarmed or paused while it drained: destroy nothing.
-		if why := pl.gate(rs, need{armed: true, unpaused: true}); why != "" {
-			pl.block("%s: delete of %s waits: %s", e.ID, e.OldName, why)
-			pl.add(OpMaintain, next, "still draining ("+why+")")
-			return
-		}
+	if why := pl.holdDelete(rs, e, oldS); why != "" {
+		pl.block("%s: delete of %s waits: %s", e.ID, e.OldName, why)
+		pl.add(OpMaintain, next, "still draining ("+why+")")
+		return
 	}
 	next.Phase = store.PhaseDeleting
 	pl.add(OpDelete, next, "drain period over")
+}
+
+// advanceDeleting finishes a recorded delete (a leader stopped during it),
+// with the same second look as a drain's end.
+func (pl *planner) advanceDeleting(rs *roleServers, e *Entry, next Entry, oldS *Server) {
+	if why := pl.recovered(rs, e, oldS); why != "" {
+		pl.add(OpRestore, next, why+": kept")
+		return
+	}
+	if why := pl.holdDelete(rs, e, oldS); why != "" {
+		pl.block("%s: delete of %s waits: %s", e.ID, e.OldName, why)
+		return
+	}
+	pl.add(OpDelete, next, "finish the recorded delete")
+}
+
+// holdDelete says why the delete of an entry's old server may not happen
+// now, asked on this cycle's data: disarmed or paused since the drain
+// began, or the server missing from the Nova list while its Consul node
+// lives (the list may be incomplete: that is no evidence it is gone).
+func (pl *planner) holdDelete(rs *roleServers, e *Entry, oldS *Server) string {
+	if why := pl.gate(rs, need{armed: true, unpaused: true}); why != "" {
+		return why
+	}
+	if oldS == nil && e.OldName != "" {
+		if h := pl.health(rs.role, e.OldName, true); h.checkedIn && !h.critical {
+			return e.OldName + " is missing from the Nova list but its Consul node passes its checks: the list may be incomplete"
+		}
+	}
+	return ""
+}
+
+// recovered says why the old server of a replacement made for its health
+// (unhealthy or unaccounted, not expired, not in Nova ERROR) is to be
+// kept: it passes its counted checks again, the reaper's own drain
+// maintenance aside. "" when it is not.
+func (pl *planner) recovered(rs *roleServers, e *Entry, oldS *Server) string {
+	if e.Kind != store.KindReplace || e.OldName == "" {
+		return ""
+	}
+	if e.Reason != string(StateUnhealthy) && e.Reason != string(StateUnaccounted) {
+		return ""
+	}
+	if oldS == nil || oldS.Status == StatusError {
+		return ""
+	}
+	if h := pl.health(rs.role, oldS.Name, true); h.checkedIn && !h.critical && !h.maintenance {
+		return oldS.Name + " passes its checks again"
+	}
+	return ""
 }
 
 // startDrain spends one destructive action on taking s out of its role:

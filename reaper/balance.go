@@ -132,11 +132,10 @@ func (pl *planner) replaceExpired(rs *roleServers) {
 	}
 	var oldest *Server
 	for _, s := range rs.free {
-		st := pl.statesOf[s.ID]
-		if !st.Serving() {
+		if !pl.serves(rs, s) {
 			return
 		}
-		if st == StateExpired && (oldest == nil || expiry(r, s).Before(expiry(r, oldest))) {
+		if pl.statesOf[s.ID] == StateExpired && (oldest == nil || expiry(r, s).Before(expiry(r, oldest))) {
 			oldest = s
 		}
 	}

@@ -19,7 +19,10 @@ const (
 	StateHealthy         ServerState = store.ServerHealthy
 	StateBooting         ServerState = store.ServerBooting
 	StateCriticalInGrace ServerState = store.ServerCriticalInGrace
-	StateUnhealthy       ServerState = store.ServerUnhealthy
+	// StateAbsentInGrace: booted, but no node or counted check, for less
+	// than absent_grace.
+	StateAbsentInGrace ServerState = store.ServerAbsentInGrace
+	StateUnhealthy     ServerState = store.ServerUnhealthy
 	// StateUnaccounted: past boot_timeout and never checked in.
 	StateUnaccounted ServerState = store.ServerUnaccounted
 	StateError       ServerState = store.ServerError
@@ -56,6 +59,7 @@ var stateTable = map[ServerState]stateProps{
 	StateError:           {replace: true, rank: 1},
 	StateUnhealthy:       {looksUnhealthy: true, replace: true, rank: 2},
 	StateCriticalInGrace: {looksUnhealthy: true, rank: 3},
+	StateAbsentInGrace:   {looksUnhealthy: true, rank: 3},
 	StateExpired:         {serving: true, rank: 4},
 	StateHealthy:         {serving: true, rank: 4},
 	StateMaintenance:     {rank: 5},
@@ -76,7 +80,10 @@ func (st ServerState) Serving() bool { return st.props().serving }
 
 // nodeHealth is what a node's checks say, for one role.
 type nodeHealth struct {
-	// checkedIn: at least one check the role counts exists.
+	// checkedIn: at least one of the role's own checks exists: a check the
+	// role lists by name, or, when it lists none, a check of a service on
+	// the node. An agent's own checks (serfHealth) say only that the agent
+	// joined, not that Puppet made the machine serve.
 	checkedIn bool
 	// critical: one of the counted checks is critical.
 	critical bool
@@ -84,10 +91,15 @@ type nodeHealth struct {
 	maintenance bool
 }
 
-// health reads a node's counted checks.
-func (pl *planner) health(r *Role, node string) nodeHealth {
+// health reads a node's counted checks. ignoreDrain leaves out node
+// maintenance, which is how the reaper drains a node: to see whether a
+// draining node passes again.
+func (pl *planner) health(r *Role, node string, ignoreDrain bool) nodeHealth {
 	var h nodeHealth
 	for _, c := range pl.byNode[node] {
+		if ignoreDrain && c.CheckID == maintNodeCheck {
+			continue
+		}
 		if c.CheckID == maintNodeCheck || strings.HasPrefix(c.CheckID, maintServicePrefix) {
 			h.maintenance = true
 			continue
@@ -95,7 +107,9 @@ func (pl *planner) health(r *Role, node string) nodeHealth {
 		if len(r.Checks) > 0 && !slices.Contains(r.Checks, c.CheckID) && !slices.Contains(r.Checks, c.Name) {
 			continue
 		}
-		h.checkedIn = true
+		if len(r.Checks) > 0 || c.ServiceID != "" {
+			h.checkedIn = true
+		}
 		if c.Status == checkCritical {
 			h.critical = true
 		}
@@ -110,14 +124,14 @@ func (pl *planner) classify(r *Role, s *Server) ServerState {
 	if s.Status == StatusError {
 		return StateError
 	}
-	h := pl.health(r, s.Name)
+	h := pl.health(r, s.Name, false)
 	switch {
 	case h.maintenance:
 		return StateMaintenance
 	case !h.checkedIn && age < r.BootTimeout.D():
 		return StateBooting
 	case !h.checkedIn:
-		return StateUnaccounted
+		return pl.classifyAbsent(r, s)
 	case h.critical:
 		return pl.classifyCritical(r, s)
 	case r.MaxAge > 0 && !now.Before(expiry(r, s)):
@@ -147,6 +161,23 @@ func (pl *planner) classifyCritical(r *Role, s *Server) ServerState {
 		return StateUnhealthy
 	}
 	return StateCriticalInGrace
+}
+
+// classifyAbsent is the state of a booted server with no node or counted
+// check: absent-in-grace until it has been so for absent_grace without a
+// break, then unaccounted. A node that re-registers after a blip (an agent
+// restart, a wiped data dir) is never replaced for it.
+func (pl *planner) classifyAbsent(r *Role, s *Server) ServerState {
+	now := pl.in.Now
+	since, ok := pl.in.AbsentSince[s.Name]
+	if !ok {
+		since = now
+	}
+	pl.plan.AbsentSince[s.Name] = since
+	if now.Sub(since) >= r.AbsentGrace.D() {
+		return StateUnaccounted
+	}
+	return StateAbsentInGrace
 }
 
 // expiry is when a server passes its max age: created + max_age minus a

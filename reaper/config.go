@@ -119,7 +119,8 @@ type Role struct {
 	// MinHealthy: no deletion takes the role's healthy count below this.
 	MinHealthy int `yaml:"min_healthy"`
 	// Checks restricts the health checks that count (by check ID or name);
-	// empty: every check on the node, serfHealth included.
+	// empty: every check on the node counts when critical, and the node
+	// checks in through a check of one of its services.
 	Checks []string `yaml:"checks"`
 	// BootGrace: critical checks do not count this long after create.
 	BootGrace Duration `yaml:"boot_grace"`
@@ -128,6 +129,10 @@ type Role struct {
 	// BootTimeout: a server with no Consul node this long after create is
 	// unaccounted.
 	BootTimeout Duration `yaml:"boot_timeout"`
+	// AbsentGrace: after boot, a server counts as unaccounted only once it
+	// has had no node (or none of the counted checks) this long without a
+	// break; a catalog blip is not a death. Default: critical_grace.
+	AbsentGrace Duration `yaml:"absent_grace"`
 	// MaxAge (0: none) and MaxAgeJitter: servers are replaced after
 	// MaxAge minus a per-server share of the jitter.
 	MaxAge       Duration `yaml:"max_age"`
@@ -279,6 +284,9 @@ func (r *Role) applyDefaults() {
 	if r.BootTimeout == 0 {
 		r.BootTimeout = Duration(defaultBootTimeout)
 	}
+	if r.AbsentGrace == 0 {
+		r.AbsentGrace = r.CriticalGrace
+	}
 	if r.ReplaceMode == "" {
 		r.ReplaceMode = ModeSurge
 	}
@@ -403,7 +411,7 @@ func (r *Role) validate(field string) error {
 	for _, f := range []struct {
 		name string
 		d    Duration
-	}{{"boot_grace", r.BootGrace}, {"critical_grace", r.CriticalGrace}, {"boot_timeout", r.BootTimeout}} {
+	}{{"boot_grace", r.BootGrace}, {"critical_grace", r.CriticalGrace}, {"boot_timeout", r.BootTimeout}, {"absent_grace", r.AbsentGrace}} {
 		if f.d <= 0 {
 			return fmt.Errorf("%s.%s: must be a positive duration, got %s", field, f.name, f.d.D())
 		}

@@ -888,12 +888,13 @@ func TestDeleteForgetsRecordsAndNewNamesSkipThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	// web2 is a serving machine; web4 a machine deleted by hand long ago
-	// whose records nobody removed.
+	// whose records nobody removed. (Puppet, not validation: a role that
+	// reports validation would also wait for the replacement to validate.)
 	for _, h := range []string{"web2", "web4"} {
 		if err := st.ReportVersion(ctx, h, "v1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.UpdateStatus(ctx, h, store.CategoryValidation, store.StateSuccess, store.StatusValue{Version: "v1"}); err != nil {
+		if err := st.UpdateStatus(ctx, h, store.CategoryPuppet, store.StateSuccess, store.StatusValue{Version: "v1"}); err != nil {
 			t.Fatal(err)
 		}
 	}

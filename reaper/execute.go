@@ -39,6 +39,11 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 		return r.deregister(ctx, e.OldName)
 	case OpMaintain:
 		return r.maintenance(ctx, e)
+	case OpRestore:
+		if err := r.endMaintenance(ctx, e.OldName); err != nil {
+			return err
+		}
+		return r.journal.Remove(ctx, t.session, e.ID)
 	case OpDrain:
 		*budget = append(*budget, r.now())
 		if err := put(e, *budget); err != nil {
@@ -241,6 +246,16 @@ func (r *Reaper) maintenance(ctx context.Context, e Entry) error {
 	}, (&api.WriteOptions{}).WithContext(ctx))
 	if err != nil {
 		return fmt.Errorf("maintenance mode on %s: %w", e.OldName, err)
+	}
+	return nil
+}
+
+// endMaintenance removes the maintenance check the reaper put on node
+// (through the catalog, as maintenance did).
+func (r *Reaper) endMaintenance(ctx context.Context, node string) error {
+	_, err := r.client.Catalog().Deregister(&api.CatalogDeregistration{Node: node, CheckID: maintNodeCheck}, (&api.WriteOptions{}).WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("end maintenance mode on %s: %w", node, err)
 	}
 	return nil
 }

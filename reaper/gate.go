@@ -33,7 +33,7 @@ func (pl *planner) gate(rs *roleServers, n need) string {
 	case n.budget && pl.budget <= 0:
 		return fmt.Sprintf("max_actions_per_hour (%d) reached", pl.in.Config.MaxActionsPerHour)
 	}
-	if n.victim != nil && pl.statesOf[n.victim.ID].Serving() {
+	if n.victim != nil && pl.serves(rs, n.victim) {
 		h := pl.servingCount(rs)
 		if h <= 1 {
 			return "it is the role's last healthy server"
@@ -45,6 +45,14 @@ func (pl *planner) gate(rs *roleServers, n need) string {
 	return ""
 }
 
+// serves says whether s is in service: its state serves (its role's own
+// checks pass) and, in a role whose servers report validation, it reports
+// validation success for the current version. A replacement finishes, and
+// min_healthy counts, by this rule.
+func (pl *planner) serves(rs *roleServers, s *Server) bool {
+	return pl.statesOf[s.ID].Serving() && (!rs.validating || pl.in.Validated[s.Name])
+}
+
 // backedOff: no creates for role now (quota, or the role's own backoff).
 func (pl *planner) backedOff(role string) bool {
 	return pl.backoff || pl.in.Now.Before(pl.in.RoleBackoff[role])
@@ -54,7 +62,7 @@ func (pl *planner) backedOff(role string) bool {
 func (pl *planner) servingCount(rs *roleServers) int {
 	n := 0
 	for _, s := range rs.all {
-		if pl.statesOf[s.ID].Serving() && pl.inEntry[s.ID] != StateDeleting {
+		if pl.serves(rs, s) && pl.inEntry[s.ID] != StateDeleting {
 			n++
 		}
 	}

@@ -17,6 +17,7 @@ type observation struct {
 	checks    []Check
 	desired   map[string]int
 	validated map[string]bool
+	reporting map[string]bool
 	recorded  map[string]bool
 	keys      *ReaperKeys
 }
@@ -51,7 +52,7 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 	for name := range snap.Hosts {
 		recorded[name] = true
 	}
-	return &observation{servers: servers, checks: checks, desired: desired, validated: snap.Validated(), recorded: recorded, keys: keys}, nil
+	return &observation{servers: servers, checks: checks, desired: desired, validated: snap.Validated(), reporting: snap.ReportingValidation(), recorded: recorded, keys: keys}, nil
 }
 
 // readChecks is the one Consul health query of a cycle.
@@ -67,7 +68,7 @@ func (r *Reaper) readChecks(ctx context.Context) ([]Check, error) {
 	}
 	checks := make([]Check, len(hcs))
 	for i, c := range hcs {
-		checks[i] = Check{Node: c.Node, CheckID: c.CheckID, Name: c.Name, Status: c.Status}
+		checks[i] = Check{Node: c.Node, CheckID: c.CheckID, Name: c.Name, Status: c.Status, ServiceID: c.ServiceID}
 	}
 	return checks, nil
 }

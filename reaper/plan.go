@@ -13,6 +13,9 @@ type Check struct {
 	CheckID string
 	Name    string
 	Status  string
+	// ServiceID is the service the check belongs to; empty for a node's
+	// own checks (serfHealth, node maintenance).
+	ServiceID string
 }
 
 // Consul check statuses and IDs the planner reads.
@@ -44,14 +47,22 @@ type Input struct {
 	// not arm itself again. ArmProblem says why a value there does not arm.
 	ArmKeyWritten bool
 	ArmProblem    string
-	// Validated holds hosts whose validation status is success.
+	// Validated holds hosts whose validation status is success for the
+	// current version.
 	Validated map[string]bool
+	// ReportingValidation holds hosts with a validation status in any
+	// state: a role with one of them among its servers reports validation,
+	// and its servers serve only once validated.
+	ReportingValidation map[string]bool
 	// Recorded holds hosts with a version or status record; a new server
 	// never gets such a name (it would inherit the records).
 	Recorded map[string]bool
 	// CriticalSince is the previous plan's: when each node was first seen
 	// with a counted check critical, without a passing cycle in between.
 	CriticalSince map[string]time.Time
+	// AbsentSince is the previous plan's: when each booted server was first
+	// seen without a node or counted check, without a break since.
+	AbsentSince map[string]time.Time
 	// Destructive holds when recent destructive actions started.
 	Destructive []time.Time
 	// BackoffUntil: quota backoff (project-wide); no creates before it.
@@ -82,6 +93,9 @@ const (
 	OpRollback Op = "rollback"
 	// OpFinish drops a completed entry.
 	OpFinish Op = "finish"
+	// OpRestore takes OldName out of the reaper's maintenance mode and
+	// drops the entry: the server it drained passes its checks again.
+	OpRestore Op = "restore"
 	// OpDeregister removes a dead node that has no server (no journal).
 	OpDeregister Op = "deregister"
 )
@@ -114,10 +128,12 @@ type Plan struct {
 	Blocked []string `json:"blocked,omitempty"`
 	// CriticalSince is the memory for the next cycle.
 	CriticalSince map[string]time.Time `json:"-"`
-	Roles         []store.RoleReport   `json:"roles"`
-	Paused        bool                 `json:"paused"`
-	PauseReason   string               `json:"pause_reason,omitempty"`
-	Armed         bool                 `json:"armed"`
+	// AbsentSince is the memory of absences for the next cycle.
+	AbsentSince map[string]time.Time `json:"-"`
+	Roles       []store.RoleReport   `json:"roles"`
+	Paused      bool                 `json:"paused"`
+	PauseReason string               `json:"pause_reason,omitempty"`
+	Armed       bool                 `json:"armed"`
 	// ArmNow: the start gate's condition was met this cycle; the executor
 	// records it so the reaper stays armed.
 	ArmNow bool `json:"arm_now,omitempty"`

@@ -49,6 +49,9 @@ type roleServers struct {
 	all     []*Server
 	free    []*Server // in no journal entry
 	entries []*Entry
+	// validating: one of the role's servers reports validation, so a
+	// server of the role serves only once validated.
+	validating bool
 }
 
 // Plan decides what to do. It does no I/O: the same Input gives the same
@@ -78,7 +81,7 @@ func (in Input) Plan() *Plan {
 func newPlanner(in Input) *planner {
 	pl := &planner{
 		in:          in,
-		plan:        &Plan{CriticalSince: make(map[string]time.Time, len(in.CriticalSince))},
+		plan:        &Plan{CriticalSince: make(map[string]time.Time, len(in.CriticalSince)), AbsentSince: map[string]time.Time{}},
 		byNode:      make(map[string][]Check, len(in.Servers)),
 		byID:        make(map[string]*Server, len(in.Servers)),
 		byJournalID: map[string]*Server{},
@@ -202,6 +205,7 @@ func findRole(roles []*roleServers, name string) *roleServers {
 func (pl *planner) classifyAll(roles []*roleServers) {
 	for _, rs := range roles {
 		for _, s := range rs.all {
+			rs.validating = rs.validating || pl.in.ReportingValidation[s.Name]
 			pl.statesOf[s.ID] = pl.classify(rs.role, s)
 			if _, ok := pl.inEntry[s.ID]; !ok {
 				rs.free = append(rs.free, s)

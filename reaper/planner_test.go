@@ -47,11 +47,18 @@ func withJournal(s Server, id string) Server {
 	return s
 }
 
+// pass and crit are a machine's check of its role's service, as Puppet
+// registers it.
 func pass(node string) Check {
-	return Check{Node: node, CheckID: "serfHealth", Name: "Serf Health Status", Status: "passing"}
+	return Check{Node: node, CheckID: "machine", Name: "machine health", Status: "passing", ServiceID: "web"}
 }
 func crit(node string) Check {
-	return Check{Node: node, CheckID: "serfHealth", Name: "Serf Health Status", Status: checkCritical}
+	return Check{Node: node, CheckID: "machine", Name: "machine health", Status: checkCritical, ServiceID: "web"}
+}
+
+// serf is the agent's own check: the agent joined (or left).
+func serf(node, status string) Check {
+	return Check{Node: node, CheckID: "serfHealth", Name: "Serf Health Status", Status: status}
 }
 func svcCrit(node, id string) Check {
 	return Check{Node: node, CheckID: id, Name: id, Status: checkCritical}
@@ -93,7 +100,7 @@ func ops(p *Plan) []string {
 	out := []string{}
 	for _, a := range p.Actions {
 		target := a.Entry.NewName
-		if a.Op == OpDrain || a.Op == OpDelete || a.Op == OpMaintain || a.Op == OpDeregister {
+		if a.Op == OpDrain || a.Op == OpDelete || a.Op == OpMaintain || a.Op == OpDeregister || a.Op == OpRestore {
 			target = a.Entry.OldName
 		}
 		s := string(a.Op) + " " + target
@@ -131,6 +138,8 @@ func TestPlan(t *testing.T) {
 		armKey, armProblem string
 		validated          map[string]bool
 		recorded           map[string]bool
+		reporting          map[string]bool
+		absentSince        map[string]time.Time
 		critSince          map[string]time.Time
 		destructive        []time.Time
 		backoff            bool
@@ -186,9 +195,20 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:    "checks list restricts what counts",
-			cfg:     func(c *Config) { c.Roles[0].Checks = []string{"serfHealth"} },
+			cfg:     func(c *Config) { c.Roles[0].Checks = []string{"machine"} },
 			servers: web3, checks: append(web3checks, svcCrit("web2", "service:nginx")), critSince: longCrit("web2"),
 			want: []string{}, wantStateOf: map[string]ServerState{"web2": StateHealthy},
+		},
+		{
+			name:    "checks list naming an agent check: it counts as the role's own",
+			cfg:     func(c *Config) { c.Roles[0].Checks = []string{"serfHealth"} },
+			servers: web3, checks: append(append([]Check{}, web3checks...), serf("web1", "passing"), serf("web2", "passing"), serf("web3", "passing")),
+			want: []string{}, wantStateOf: map[string]ServerState{"web2": StateHealthy},
+		},
+		{
+			name:    "only the agent's serfHealth passing, past boot: not checked in (absent)",
+			servers: web3, checks: replaceChecks(web3checks, "web2", serf("web2", "passing")),
+			want: []string{}, wantStateOf: map[string]ServerState{"web2": StateAbsentInGrace},
 		},
 		{
 			name:    "critical during boot grace: booting",
@@ -202,9 +222,20 @@ func TestPlan(t *testing.T) {
 			want: []string{}, wantStateOf: map[string]ServerState{"web3": StateBooting},
 		},
 		{
-			name:    "no node after boot timeout: unaccounted, replaced",
+			name:    "no node after boot timeout, for absent_grace: unaccounted, replaced",
 			servers: []Server{web3[0], web3[1], srv("web3", 31*time.Minute)}, checks: web3checks[:2],
-			want: []string{"create web4 for web3"},
+			absentSince: longCrit("web3"),
+			want:        []string{"create web4 for web3"},
+		},
+		{
+			name:    "no node after boot timeout, first seen so now: absent-in-grace, nothing",
+			servers: []Server{web3[0], web3[1], srv("web3", 31*time.Minute)}, checks: web3checks[:2],
+			want: []string{}, wantStateOf: map[string]ServerState{"web3": StateAbsentInGrace},
+		},
+		{
+			name:    "a booted server missing from the catalog for less than absent_grace is not replaced",
+			servers: web3, checks: web3checks[:2], absentSince: map[string]time.Time{"web3": t0.Add(-4 * time.Minute)},
+			want: []string{}, wantStateOf: map[string]ServerState{"web3": StateAbsentInGrace},
 		},
 		{
 			name:    "nova ERROR server is replaced",
@@ -464,6 +495,35 @@ func TestPlan(t *testing.T) {
 			want: []string{"drain web2"}, wantStateOf: map[string]ServerState{"web2": StateDeleting, "web4": StateNew},
 		},
 		{
+			name:    "journal: replacement passes its checks but has not validated the current version: wait",
+			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
+			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
+			reporting: map[string]bool{"web1": true, "web2": true, "web3": true}, validated: map[string]bool{"web1": true, "web3": true},
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{},
+		},
+		{
+			name:    "journal: replacement passes its checks and validated the current version: drain the old server",
+			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
+			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
+			reporting: map[string]bool{"web1": true, "web2": true, "web3": true, "web4": true}, validated: map[string]bool{"web1": true, "web3": true, "web4": true},
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{"drain web2"},
+		},
+		{
+			name:    "journal: replacement whose agent only joined (serfHealth), the role's service not registered: wait",
+			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
+			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), serf("web4", "passing")), critSince: longCrit("web2"),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{},
+		},
+		{
 			name:    "journal: replacement still booting: wait, no scale in of the surge",
 			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 2*time.Minute), "web.j1")),
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
@@ -505,6 +565,78 @@ func TestPlan(t *testing.T) {
 				e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "web4", "id-web4", "web2", "id-web2", t0
 			})},
 			want: []string{"delete web2"},
+		},
+		{
+			name:    "journal: replaced for its health, passes again while draining: restored, kept",
+			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)),
+			checks:  append(append([]Check{}, web3checks...), pass("web4"), Check{Node: "web2", CheckID: maintNodeCheck, Name: "Node Maintenance Mode", Status: checkCritical}),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDraining, func(e *Entry) {
+				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "unhealthy", "web4", "id-web4", "web2", "id-web2", t0
+			})},
+			want: []string{"restore web2"},
+		},
+		{
+			name:    "journal: replaced for its health, still critical at the drain's end: delete",
+			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)),
+			checks:  append(replaceChecks(web3checks, "web2", crit("web2"), Check{Node: "web2", CheckID: maintNodeCheck, Name: "Node Maintenance Mode", Status: checkCritical}), pass("web4")),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDraining, func(e *Entry) {
+				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "unhealthy", "web4", "id-web4", "web2", "id-web2", t0
+			})},
+			want: []string{"delete web2"},
+		},
+		{
+			name:    "journal: an expired server draining is deleted though it passes",
+			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)),
+			checks:  append(append([]Check{}, web3checks...), pass("web4"), Check{Node: "web2", CheckID: maintNodeCheck, Name: "Node Maintenance Mode", Status: checkCritical}),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDraining, func(e *Entry) {
+				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "expired", "web4", "id-web4", "web2", "id-web2", t0
+			})},
+			want: []string{"delete web2"},
+		},
+		{
+			name:    "journal: a recorded delete of a server that passes again: restored, kept",
+			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)),
+			checks:  append(append([]Check{}, web3checks...), pass("web4"), Check{Node: "web2", CheckID: maintNodeCheck, Name: "Node Maintenance Mode", Status: checkCritical}),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDeleting, func(e *Entry) {
+				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID = "unaccounted", "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{"restore web2"},
+		},
+		{
+			name:    "journal: a draining server missing from the Nova list whose node lives is not deleted",
+			servers: []Server{web3[0], web3[2], srv("web4", 20*time.Minute)},
+			checks:  append(append([]Check{}, web3checks...), pass("web4"), Check{Node: "web2", CheckID: maintNodeCheck, Name: "Node Maintenance Mode", Status: checkCritical}),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDraining, func(e *Entry) {
+				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "expired", "web4", "id-web4", "web2", "id-web2", t0
+			})},
+			want: []string{"maintain web2"}, wantBlocked: "web2 is missing from the Nova list but its Consul node passes",
+		},
+		{
+			name:    "journal: a recorded delete while disarmed waits",
+			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
+			notArmed: true, armKey: "disarm",
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDeleting, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{}, wantBlocked: "delete of web2 waits: not armed",
+		},
+		{
+			name:    "journal: the old server came back before its replacement served: the replacement is rolled back",
+			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 2*time.Minute), "web.j1")),
+			checks:  web3checks,
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
+				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID = "unaccounted", "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{"rollback web4"}, wantStateOf: map[string]ServerState{"web2": StateReplacing, "web4": StateNew},
+		},
+		{
+			name:    "journal: the old server came back and its replacement serves: both kept, nothing drained",
+			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
+			checks:  append(append([]Check{}, web3checks...), pass("web4")),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
+				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID = "unhealthy", "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{"finish web4"},
 		},
 		{
 			name:    "journal: drain period over while not armed (disarmed): keep draining, delete nothing",
@@ -618,8 +750,8 @@ func TestPlan(t *testing.T) {
 			}
 			in := Input{
 				Now: t0, Config: testConfig(t, muts...), Servers: tc.servers, Checks: tc.checks,
-				Desired: tc.desired, Journal: tc.journal, Armed: !tc.notArmed, Validated: tc.validated, Recorded: tc.recorded,
-				CriticalSince: tc.critSince, Destructive: tc.destructive,
+				Desired: tc.desired, Journal: tc.journal, Armed: !tc.notArmed, Validated: tc.validated, Recorded: tc.recorded, ReportingValidation: tc.reporting,
+				CriticalSince: tc.critSince, AbsentSince: tc.absentSince, Destructive: tc.destructive,
 				ArmKeyWritten: tc.armKey != "", ArmProblem: tc.armProblem,
 			}
 			if tc.backoff {

@@ -12,6 +12,8 @@ type leaderTerm struct {
 	session string
 	// critSince is when each node was first seen critical.
 	critSince map[string]time.Time
+	// absentSince is when each booted server was first seen absent.
+	absentSince map[string]time.Time
 	// quota is the project-wide backoff after a quota error.
 	quota backoffState
 	// roleBackoff holds each role's backoff after a capacity or fatal

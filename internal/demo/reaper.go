@@ -97,6 +97,13 @@ func (d *demo) startReaper() (*reaperRun, error) {
 		if err := d.sim.up(context.Background(), s.Name, s.Metadata["role"]); err != nil {
 			fmt.Printf("   (simulated boot of %s failed: %v)\n", s.Name, err)
 		}
+		// Its watch runs converge, as on every node: the reaper counts it
+		// as serving once it validated the current version.
+		out, err := d.converge(d.steps, s.Name, 0)
+		if err != nil {
+			fmt.Printf("   (converge of %s failed: %v)\n", s.Name, err)
+		}
+		say("%s boots and its watch runs converge: %s", s.Name, strings.TrimSpace(out))
 		r.mu.Lock()
 		r.booted = append(r.booted, s.Name)
 		r.mu.Unlock()

@@ -22,6 +22,9 @@ type demo struct {
 	dir   string
 	agent *consultest.Agent
 	sim   *simNodes
+	// steps are the stand-in update, Puppet and validation commands that
+	// converge runs (written by the rolling-version step).
+	steps *stepScripts
 	// stoppers run in reverse order at the end.
 	stoppers []func()
 }

@@ -200,6 +200,7 @@ func (d *demo) rollingStep() error {
 	if err != nil {
 		return err
 	}
+	d.steps = sc
 	for _, r := range roles {
 		if _, err := d.orch(0, "scale", r.name, strconv.Itoa(r.count)); err != nil {
 			return err

@@ -86,11 +86,25 @@ func (s *Store) DesiredCounts(ctx context.Context, snap *Snapshot) (map[string]i
 	return snap.Desired, nil
 }
 
-// Validated returns the hosts whose validation status is success.
+// Validated returns the hosts whose validation status is success, for the
+// current version when one is set.
 func (snap *Snapshot) Validated() map[string]bool {
 	out := map[string]bool{}
 	for name, h := range snap.Hosts {
-		if st, ok := h.Status[CategoryValidation]; ok && st.State == StateSuccess && !st.Corrupt {
+		st, ok := h.Status[CategoryValidation]
+		if ok && st.State == StateSuccess && !st.Corrupt && (snap.CurrentVersion == "" || st.Version == snap.CurrentVersion) {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// ReportingValidation returns the hosts with a validation status, in any
+// state: their role's servers report validation.
+func (snap *Snapshot) ReportingValidation() map[string]bool {
+	out := map[string]bool{}
+	for name, h := range snap.Hosts {
+		if _, ok := h.Status[CategoryValidation]; ok {
 			out[name] = true
 		}
 	}

@@ -77,6 +77,7 @@ const (
 	ServerBooting         = "booting"
 	ServerNew             = "new"
 	ServerCriticalInGrace = "critical-in-grace"
+	ServerAbsentInGrace   = "absent-in-grace"
 	ServerUnhealthy       = "unhealthy"
 	ServerUnaccounted     = "unaccounted"
 	ServerError           = "error"
@@ -87,7 +88,7 @@ const (
 
 // ServerStateOrder is the order the report's states are listed in.
 var ServerStateOrder = []string{ServerHealthy, ServerExpired, ServerBooting, ServerNew, ServerCriticalInGrace,
-	ServerUnhealthy, ServerUnaccounted, ServerError, ServerMaintenance, ServerReplacing, ServerDeleting}
+	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerError, ServerMaintenance, ServerReplacing, ServerDeleting}
 
 // ReaperReport is the value of <prefix>/reaper/state: what the reaper's
 // leader saw and planned in its last cycle.

@@ -1,0 +1,243 @@
+package reaper_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/testutil"
+	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/reaper/simcloud"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+// Scenarios of the rules that keep the reaper from destroying a machine
+// that serves, on a real agent with the simulated cloud.
+
+// deregisterNode removes a node from the catalog, as a wiped agent data
+// dir or a node that vanishes for a moment does.
+func deregisterNode(t *testing.T, c *api.Client, node string) {
+	t.Helper()
+	if _, err := c.Catalog().Deregister(&api.CatalogDeregistration{Node: node}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func setPassing(t *testing.T, c *api.Client, node string) {
+	t.Helper()
+	if err := simcloud.RegisterNode(context.Background(), c, node, "web", api.HealthPassing); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hasMaintenance reports whether node carries the node maintenance check.
+func hasMaintenance(t *testing.T, c *api.Client, node string) bool {
+	t.Helper()
+	checks, _, err := c.Health().Node(node, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range checks {
+		if ch.CheckID == "_node_maintenance" {
+			return true
+		}
+	}
+	return false
+}
+
+// Absence is not death: a passing node missing from the catalog for 400 ms
+// (two cycles), with critical_grace 1s and so absent_grace 1s, is neither
+// replaced nor deleted.
+func TestCatalogBlipIsNotDeath(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seed(3)
+	f.arm()
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+	testutil.Eventually(t, 5*time.Second, "a cycle that saw web2 healthy", func() bool {
+		st, _ := readReport(f.c)
+		return st != nil && len(st.Roles) == 1 && st.Roles[0].Healthy == 3
+	})
+	deregisterNode(t, f.c, "web2")
+	time.Sleep(400 * time.Millisecond)
+	setPassing(t, f.c, "web2")
+	// Ten cycles after it came back, nothing was created or deleted.
+	time.Sleep(2 * time.Second)
+	if n, d := f.sim.Creates.Load(), f.sim.Deletes.Load(); n != 0 || d != 0 {
+		t.Fatalf("%d creates and %d deletes after a 400 ms catalog blip, want none", n, d)
+	}
+	if got := names(f.sim.Servers()); got != "web1,web2,web3" {
+		t.Fatalf("servers = %s, want web1,web2,web3", got)
+	}
+}
+
+// A server that comes back after its replacement was created, before the
+// replacement serves: the replacement is rolled back, the server that came
+// back is kept.
+func TestReturningServerKeepsItsPlace(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	// Replacements boot but never check in (their Puppet run is long).
+	f.sim.OnActive = nil
+	f.seed(3)
+	f.arm()
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+	deregisterNode(t, f.c, "web2")
+	testutil.Eventually(t, 10*time.Second, "a replacement for web2 created after absent_grace", func() bool {
+		return len(f.sim.Servers()) == 4
+	})
+	setPassing(t, f.c, "web2")
+	testutil.Eventually(t, 10*time.Second, "the replacement rolled back", func() bool {
+		return len(f.sim.Servers()) == 3 && len(journalKeys(t, f.c)) == 0
+	})
+	if got := names(f.sim.Servers()); got != "web1,web2,web3" {
+		t.Fatalf("servers = %s, want web1,web2,web3 (web2 came back; its replacement goes)", got)
+	}
+}
+
+// Look again before deleting: a server replaced for its health that passes
+// again while it drains is taken out of maintenance and never deleted.
+func TestDrainedServerPassingAgainIsKept(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.cfg.DrainPeriod = reaper.Duration(3 * time.Second)
+	f.seed(3)
+	f.arm()
+	var drained atomic.Bool
+	r := f.start(func(_ *running, a reaper.Action) {
+		if a.Op == reaper.OpDrain && a.Entry.OldName == "web2" {
+			drained.Store(true)
+		}
+	})
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+	setCritical(t, f.c, "web2")
+	testutil.Eventually(t, 15*time.Second, "web2 draining after its replacement checked in", drained.Load)
+	setPassing(t, f.c, "web2")
+	testutil.Eventually(t, 10*time.Second, "web2 restored", func() bool {
+		return !hasMaintenance(t, f.c, "web2") && len(journalKeys(t, f.c)) == 0
+	})
+	// Past the drain period: web2 still there, never deleted.
+	time.Sleep(3 * time.Second)
+	for _, s := range f.sim.Servers() {
+		if s.Name == "web2" {
+			return
+		}
+	}
+	t.Fatalf("web2 was deleted after it passed again; servers %s", names(f.sim.Servers()))
+}
+
+// The kill switch holds: a fleet that armed the reaper by itself (every
+// role at its count with validation success), then disarmed by an
+// operator, is not scaled in when its desired count drops, however
+// complete it looks, until an explicit arm.
+func TestDisarmHoldsInASteadyFleet(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seed(3)
+	ctx := context.Background()
+	st, err := store.New(f.c, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"web1", "web2", "web3"} {
+		if err := st.UpdateStatus(ctx, h, store.CategoryValidation, store.StateSuccess, store.StatusValue{Version: "v1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "the reaper to arm itself", func() bool {
+		rep, _ := readReport(f.c)
+		return r.Leading() && rep != nil && rep.Armed
+	})
+	if err := st.Disarm(ctx, store.ArmRecord{Time: time.Now(), By: "test", Reason: "maintenance window"}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, "a cycle that saw the disarm", func() bool {
+		rep, _ := readReport(f.c)
+		return rep != nil && !rep.Armed
+	})
+	if err := st.SetDesired(ctx, "web", 2); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // ten cycles
+	for _, h := range []string{"web1", "web2", "web3"} {
+		if hasMaintenance(t, f.c, h) {
+			t.Errorf("%s drained while disarmed", h)
+		}
+	}
+	if d := f.sim.Deletes.Load(); d != 0 || len(f.sim.Servers()) != 3 {
+		t.Fatalf("%d deletes while disarmed, servers %s", d, names(f.sim.Servers()))
+	}
+	rep, _ := readReport(f.c)
+	if rep == nil || rep.Armed || !strings.Contains(rep.NotArmedReason, "disarmed") {
+		t.Fatalf("report while disarmed: %+v", rep)
+	}
+	f.arm()
+	testutil.Eventually(t, 15*time.Second, "the scale in after an explicit arm", func() bool {
+		return len(f.sim.Servers()) == 2 && len(journalKeys(t, f.c)) == 0
+	})
+}
+
+// Serving means serving: a replacement whose agent merely joined (its
+// node's check passes, the role's service is not registered yet: Puppet
+// has not run) does not let the old server be drained; once the service
+// is registered, but the role's servers report validation, not before it
+// reports validation success for the current version.
+func TestReplacementServesBeforeTheOldIsDrained(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	st, err := store.New(f.c, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetCurrentVersion(ctx, "v2"); err != nil {
+		t.Fatal(err)
+	}
+	// The agent of a new machine joins; Puppet has not run.
+	f.sim.OnActive = func(s reaper.Server) {
+		if err := simcloud.RegisterNode(ctx, f.c, s.Name, "", api.HealthPassing); err != nil {
+			t.Errorf("register %s: %v", s.Name, err)
+		}
+	}
+	f.seed(3)
+	for _, h := range []string{"web1", "web2", "web3"} {
+		if err := st.UpdateStatus(ctx, h, store.CategoryValidation, store.StateSuccess, store.StatusValue{Version: "v2"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.arm()
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+	setCritical(t, f.c, "web2")
+	testutil.Eventually(t, 10*time.Second, "the replacement web4 created and its agent joined", func() bool {
+		return len(f.sim.Servers()) == 4 && catalogHas(t, f.c, "web4")
+	})
+	drained := func() bool { return hasMaintenance(t, f.c, "web2") || f.sim.Deletes.Load() > 0 }
+	time.Sleep(time.Second) // five cycles
+	if drained() {
+		t.Fatal("web2 drained while its replacement had only joined")
+	}
+	setPassing(t, f.c, "web4") // Puppet registered the service
+	// A validation from the previous version does not count.
+	if err := st.UpdateStatus(ctx, "web4", store.CategoryValidation, store.StateSuccess, store.StatusValue{Version: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if drained() {
+		t.Fatal("web2 drained before its replacement validated the current version")
+	}
+	if err := st.UpdateStatus(ctx, "web4", store.CategoryValidation, store.StateSuccess, store.StatusValue{Version: "v2"}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 15*time.Second, "web2 drained and deleted", func() bool {
+		return !catalogHas(t, f.c, "web2") && len(f.sim.Servers()) == 3 && len(journalKeys(t, f.c)) == 0
+	})
+}
