@@ -27,7 +27,7 @@ func (pl *planner) gate(rs *roleServers, n need) string {
 	case n.armed && !pl.plan.Armed:
 		return "not armed"
 	case n.unpaused && pl.plan.Paused:
-		return "paused: " + pl.plan.PauseReason
+		return "paused" // the reason is in the plan, once
 	case n.create && pl.backedOff(rs.role.Name):
 		return "the create backoff holds (quota, capacity or a failed create)"
 	case n.budget && pl.budget <= 0:
