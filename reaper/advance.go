@@ -1,6 +1,10 @@
 package reaper
 
-import "github.com/jiocloud/orchestrate/internal/store"
+import (
+	"time"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+)
 
 // advance moves one journal entry forward: each phase's step, asked of the
 // gate where it creates or destroys.
@@ -49,7 +53,23 @@ func (pl *planner) advanceCreating(rs *roleServers, e *Entry, next Entry, newS, 
 		pl.block("%s: create of %s waits: %s", e.ID, e.NewName, why)
 		return
 	}
+	if at := e.Updated.Add(pl.retryDelay(e.Attempts)); e.Attempts > 0 && pl.in.Now.Before(at) {
+		// The last attempt failed without saying whether Nova made the
+		// server: it may still appear (and is adopted, above).
+		pl.block("%s: create of %s retried after %s (attempt %d failed)", e.ID, e.NewName, at.UTC().Format(time.RFC3339), e.Attempts)
+		return
+	}
 	pl.add(OpCreate, next, "retry create recorded in the journal")
+}
+
+// retryDelay is how long after its last attempt a create is tried again:
+// one interval, doubling with each attempt, at most quota_backoff_max.
+func (pl *planner) retryDelay(attempts int) time.Duration {
+	d, limit := pl.in.Config.Interval.D(), pl.in.Config.QuotaBackoffMax.D()
+	for i := 1; i < attempts && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
 }
 
 // advanceBooting: finish when the new server serves (draining the old one

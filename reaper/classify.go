@@ -26,8 +26,11 @@ const (
 	// StateUnaccounted: past boot_timeout and never checked in.
 	StateUnaccounted ServerState = store.ServerUnaccounted
 	StateError       ServerState = store.ServerError
-	StateMaintenance ServerState = store.ServerMaintenance
-	StateExpired     ServerState = store.ServerExpired
+	// StateErrorInGrace: in Nova ERROR, but its node passes its checks,
+	// for less than error_grace.
+	StateErrorInGrace ServerState = store.ServerErrorInGrace
+	StateMaintenance  ServerState = store.ServerMaintenance
+	StateExpired      ServerState = store.ServerExpired
 	// StateReplacing, StateNew and StateDeleting are the parts a server
 	// plays in a journal entry: the old server of a replacement, the
 	// server an entry creates, a server drained or deleted.
@@ -56,7 +59,8 @@ type stateProps struct {
 // since the operator may bring it back.
 var stateTable = map[ServerState]stateProps{
 	StateUnaccounted:     {looksUnhealthy: true, replace: true, rank: 0},
-	StateError:           {replace: true, rank: 1},
+	StateError:           {looksUnhealthy: true, replace: true, rank: 1},
+	StateErrorInGrace:    {serving: true, looksUnhealthy: true, rank: 3},
 	StateUnhealthy:       {looksUnhealthy: true, replace: true, rank: 2},
 	StateCriticalInGrace: {looksUnhealthy: true, rank: 3},
 	StateAbsentInGrace:   {looksUnhealthy: true, rank: 3},
@@ -122,7 +126,7 @@ func (pl *planner) classify(r *Role, s *Server) ServerState {
 	now := pl.in.Now
 	age := now.Sub(s.Created)
 	if s.Status == StatusError {
-		return StateError
+		return pl.classifyError(r, s)
 	}
 	h := pl.health(r, s.Name, false)
 	switch {
@@ -146,11 +150,7 @@ func (pl *planner) classify(r *Role, s *Server) ServerState {
 // over, then unhealthy.
 func (pl *planner) classifyCritical(r *Role, s *Server) ServerState {
 	now := pl.in.Now
-	since, ok := pl.in.CriticalSince[s.Name]
-	if !ok {
-		since = now
-	}
-	pl.plan.CriticalSince[s.Name] = since
+	since := pl.since(pl.in.Memory.Critical, pl.plan.Memory.Critical, s.Name)
 	if bootEnd := s.Created.Add(r.BootGrace.D()); since.Before(bootEnd) {
 		since = bootEnd
 	}
@@ -163,17 +163,30 @@ func (pl *planner) classifyCritical(r *Role, s *Server) ServerState {
 	return StateCriticalInGrace
 }
 
+// classifyError is the state of a server Nova reports in ERROR. One whose
+// node passes its counted checks still serves (Nova's state can be stale,
+// after a failed resize or migration): error-in-grace until the ERROR has
+// lasted error_grace, then error. One whose checks fail, or that never
+// checked in, is error at once.
+func (pl *planner) classifyError(r *Role, s *Server) ServerState {
+	h := pl.health(r, s.Name, false)
+	if !h.checkedIn || h.critical || h.maintenance {
+		return StateError
+	}
+	since := pl.since(pl.in.Memory.Error, pl.plan.Memory.Error, s.Name)
+	if pl.in.Now.Sub(since) >= r.ErrorGrace.D() {
+		return StateError
+	}
+	return StateErrorInGrace
+}
+
 // classifyAbsent is the state of a booted server with no node or counted
 // check: absent-in-grace until it has been so for absent_grace without a
 // break, then unaccounted. A node that re-registers after a blip (an agent
 // restart, a wiped data dir) is never replaced for it.
 func (pl *planner) classifyAbsent(r *Role, s *Server) ServerState {
 	now := pl.in.Now
-	since, ok := pl.in.AbsentSince[s.Name]
-	if !ok {
-		since = now
-	}
-	pl.plan.AbsentSince[s.Name] = since
+	since := pl.since(pl.in.Memory.Absent, pl.plan.Memory.Absent, s.Name)
 	if now.Sub(since) >= r.AbsentGrace.D() {
 		return StateUnaccounted
 	}

@@ -47,6 +47,7 @@ type overrides struct {
 	dryRun      bool
 	interval    time.Duration
 	listen      string
+	webConfig   string
 	prefix      string
 	lockKey     string
 	maxInFlight int
@@ -59,6 +60,7 @@ func (o *overrides) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.dryRun, "dry-run", false, "log every action and take none; --dry-run=false acts (default: dry_run in the file, else on)")
 	fs.DurationVar(&o.interval, "interval", 0, "time between cycles (overrides interval)")
 	fs.StringVar(&o.listen, "listen", "", "address for /metrics, e.g. 127.0.0.1:9469 (overrides listen)")
+	fs.StringVar(&o.webConfig, "web-config-file", "", "Prometheus web configuration (TLS, basic auth) for /metrics; needed off loopback (overrides web_config_file)")
 	fs.StringVar(&o.prefix, "prefix", "", "Consul KV prefix (overrides prefix; default $ORCHESTRATE_PREFIX, else orchestrate)")
 	fs.StringVar(&o.lockKey, "lock-key", "", "leader lock key (overrides lock_key)")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 0, "replacements and deletions in flight per role (overrides max_in_flight)")
@@ -71,6 +73,7 @@ func (o *overrides) apply(fs *pflag.FlagSet, cfg *Config) {
 		"dry-run":              func() { cfg.DryRun = &o.dryRun },
 		"interval":             func() { cfg.Interval = Duration(o.interval) },
 		"listen":               func() { cfg.Listen = o.listen },
+		"web-config-file":      func() { cfg.WebConfigFile = o.webConfig },
 		"prefix":               func() { cfg.Prefix = o.prefix },
 		"lock-key":             func() { cfg.LockKey = o.lockKey },
 		"max-in-flight":        func() { cfg.MaxInFlight = o.maxInFlight },

@@ -1,9 +1,12 @@
 package reaper
 
 import (
+	"net"
+
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/prometheus/exporter-toolkit/web"
 	"io"
 	"os"
 	"regexp"
@@ -67,6 +70,9 @@ type Config struct {
 	LockDelay  Duration `yaml:"lock_delay"`
 	// Listen is the address of /metrics; empty disables it.
 	Listen string `yaml:"listen"`
+	// WebConfigFile is a Prometheus web configuration (TLS, basic auth),
+	// as Prometheus exporters take it; needed when Listen is not loopback.
+	WebConfigFile string `yaml:"web_config_file"`
 	// ServiceName is the Consul service the reaper registers itself as.
 	ServiceName string `yaml:"service_name"`
 	// MaxInFlight bounds replacements and deletions in flight per role.
@@ -133,6 +139,10 @@ type Role struct {
 	// has had no node (or none of the counted checks) this long without a
 	// break; a catalog blip is not a death. Default: critical_grace.
 	AbsentGrace Duration `yaml:"absent_grace"`
+	// ErrorGrace: a server in Nova ERROR whose node passes its checks is
+	// replaced only once the ERROR has lasted this long (or its checks
+	// fail). Default: critical_grace.
+	ErrorGrace Duration `yaml:"error_grace"`
 	// MaxAge (0: none) and MaxAgeJitter: servers are replaced after
 	// MaxAge minus a per-server share of the jitter.
 	MaxAge       Duration `yaml:"max_age"`
@@ -287,6 +297,9 @@ func (r *Role) applyDefaults() {
 	if r.AbsentGrace == 0 {
 		r.AbsentGrace = r.CriticalGrace
 	}
+	if r.ErrorGrace == 0 {
+		r.ErrorGrace = r.CriticalGrace
+	}
 	if r.ReplaceMode == "" {
 		r.ReplaceMode = ModeSurge
 	}
@@ -318,6 +331,28 @@ func (c *Config) Role(name string) *Role {
 
 // Validate checks every value and names the first bad field. It also
 // compiles regexes and reads user-data files.
+// validateListen: /metrics off loopback needs a web configuration (TLS
+// and/or basic auth); one that is given must be valid.
+func (c *Config) validateListen() error {
+	if c.WebConfigFile != "" {
+		if err := web.Validate(c.WebConfigFile); err != nil {
+			return fmt.Errorf("web_config_file %s: %w", c.WebConfigFile, err)
+		}
+		return nil
+	}
+	if c.Listen == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %q: want host:port: %w", c.Listen, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("listen %q is not a loopback address: /metrics would be open to the network; set web_config_file (a Prometheus web configuration with TLS and/or basic auth) or listen on 127.0.0.1", c.Listen)
+	}
+	return nil
+}
+
 func (c *Config) Validate() error {
 	c.Prefix = strings.Trim(c.Prefix, "/")
 	if err := store.ValidPrefix(c.Prefix); err != nil {
@@ -367,6 +402,9 @@ func (c *Config) Validate() error {
 	if c.PauseMinServers < 1 {
 		return fmt.Errorf("pause_min_servers: must be at least 1, got %d", c.PauseMinServers)
 	}
+	if err := c.validateListen(); err != nil {
+		return err
+	}
 	if c.ServiceName == "" || store.ValidName("service", c.ServiceName) != nil {
 		return fmt.Errorf("service_name %q: want a plain name", c.ServiceName)
 	}
@@ -411,7 +449,7 @@ func (r *Role) validate(field string) error {
 	for _, f := range []struct {
 		name string
 		d    Duration
-	}{{"boot_grace", r.BootGrace}, {"critical_grace", r.CriticalGrace}, {"boot_timeout", r.BootTimeout}, {"absent_grace", r.AbsentGrace}} {
+	}{{"boot_grace", r.BootGrace}, {"critical_grace", r.CriticalGrace}, {"boot_timeout", r.BootTimeout}, {"absent_grace", r.AbsentGrace}, {"error_grace", r.ErrorGrace}} {
 		if f.d <= 0 {
 			return fmt.Errorf("%s.%s: must be a positive duration, got %s", field, f.name, f.d.D())
 		}

@@ -87,6 +87,10 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{name: "user data Nova would refuse", old: "      tags: [orchestrate]", yaml: "      tags: [orchestrate]\n      user_data_file: /dev/zero", want: "roles[web].boot.user_data_file: larger than 49149 bytes"},
 		{name: "duplicate role", old: "roles:", yaml: "roles:\n  - {name: web, boot: {flavor: f, image: i}}", want: "listed twice"},
 		{name: "no roles", old: "roles:", yaml: "roles: []\nunused:", want: "unused"},
+		{name: "metrics on every address without a web config", old: "interval: 10s", yaml: "interval: 10s\nlisten: 0.0.0.0:9469", want: `listen "0.0.0.0:9469" is not a loopback address`},
+		{name: "metrics on a host name without a web config", old: "interval: 10s", yaml: "interval: 10s\nlisten: boot1.example.com:9469", want: "not a loopback address"},
+		{name: "metrics on an empty host without a web config", old: "interval: 10s", yaml: "interval: 10s\nlisten: ':9469'", want: "not a loopback address"},
+		{name: "missing web config", old: "interval: 10s", yaml: "interval: 10s\nlisten: 0.0.0.0:9469\nweb_config_file: /nonexistent/web.yml", want: "web_config_file /nonexistent/web.yml"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

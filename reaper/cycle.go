@@ -53,7 +53,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *Plan {
 		Now: start, Config: r.cfg, Servers: obs.servers, Checks: obs.checks,
 		Desired: obs.desired, Journal: obs.keys.Entries, Armed: obs.keys.Armed != nil,
 		ArmKeyWritten: obs.keys.ArmKeyWritten, ArmProblem: obs.keys.ArmProblem,
-		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: obs.recorded, CriticalSince: t.critSince, AbsentSince: t.absentSince, Destructive: obs.keys.Destructive,
+		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: obs.recorded, Memory: t.memory, Destructive: obs.keys.Destructive,
 		BackoffUntil: t.quota.until, RoleBackoff: t.roleBackoffs(),
 	}
 	plan := in.Plan()
@@ -61,7 +61,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *Plan {
 		r.log.Info("cycle data readable again")
 		t.lastCycleErr = ""
 	}
-	t.critSince, t.absentSince = plan.CriticalSince, plan.AbsentSince
+	t.memory = plan.Memory
 	if plan.PauseReason != t.lastPause {
 		if plan.Paused {
 			r.log.Warn("pausing destructive actions", "reason", plan.PauseReason)

@@ -39,6 +39,8 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 		return r.deregister(ctx, e.OldName)
 	case OpMaintain:
 		return r.maintenance(ctx, e)
+	case OpDeleteDuplicate:
+		return r.deleteServer(ctx, e.NewID)
 	case OpRestore:
 		if err := r.endMaintenance(ctx, e.OldName); err != nil {
 			return err

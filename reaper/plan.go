@@ -57,12 +57,8 @@ type Input struct {
 	// Recorded holds hosts with a version or status record; a new server
 	// never gets such a name (it would inherit the records).
 	Recorded map[string]bool
-	// CriticalSince is the previous plan's: when each node was first seen
-	// with a counted check critical, without a passing cycle in between.
-	CriticalSince map[string]time.Time
-	// AbsentSince is the previous plan's: when each booted server was first
-	// seen without a node or counted check, without a break since.
-	AbsentSince map[string]time.Time
+	// Memory is the previous plan's.
+	Memory Memory
 	// Destructive holds when recent destructive actions started.
 	Destructive []time.Time
 	// BackoffUntil: quota backoff (project-wide); no creates before it.
@@ -70,6 +66,23 @@ type Input struct {
 	// RoleBackoff: per-role backoff after capacity ("No valid host") or
 	// fatal create errors (a bad flavor or image); no creates of the role.
 	RoleBackoff map[string]time.Time
+}
+
+// Memory is what a plan remembers for the next cycle: when each node was
+// first seen in a condition that must last, without a break, before it
+// counts. A new leader starts with none, so every condition gets its full
+// grace again.
+type Memory struct {
+	// Critical: a counted check critical (also dead stray nodes).
+	Critical map[string]time.Time
+	// Absent: a booted server with no node or counted check.
+	Absent map[string]time.Time
+	// Error: a server in Nova ERROR whose node passes its checks.
+	Error map[string]time.Time
+}
+
+func newMemory() Memory {
+	return Memory{Critical: map[string]time.Time{}, Absent: map[string]time.Time{}, Error: map[string]time.Time{}}
 }
 
 // Op is one operation for the executor.
@@ -93,6 +106,10 @@ const (
 	OpRollback Op = "rollback"
 	// OpFinish drops a completed entry.
 	OpFinish Op = "finish"
+	// OpDeleteDuplicate deletes NewID, a second server made for one
+	// journal entry; it writes no entry, and leaves the node name (shared
+	// with the server the entry keeps) alone.
+	OpDeleteDuplicate Op = "delete-duplicate"
 	// OpRestore takes OldName out of the reaper's maintenance mode and
 	// drops the entry: the server it drained passes its checks again.
 	OpRestore Op = "restore"
@@ -126,14 +143,12 @@ type Plan struct {
 	Actions []Action `json:"actions"`
 	// Blocked lists what the reaper would do but a safety rule stops.
 	Blocked []string `json:"blocked,omitempty"`
-	// CriticalSince is the memory for the next cycle.
-	CriticalSince map[string]time.Time `json:"-"`
-	// AbsentSince is the memory of absences for the next cycle.
-	AbsentSince map[string]time.Time `json:"-"`
-	Roles       []store.RoleReport   `json:"roles"`
-	Paused      bool                 `json:"paused"`
-	PauseReason string               `json:"pause_reason,omitempty"`
-	Armed       bool                 `json:"armed"`
+	// Memory is for the next cycle.
+	Memory      Memory             `json:"-"`
+	Roles       []store.RoleReport `json:"roles"`
+	Paused      bool               `json:"paused"`
+	PauseReason string             `json:"pause_reason,omitempty"`
+	Armed       bool               `json:"armed"`
 	// ArmNow: the start gate's condition was met this cycle; the executor
 	// records it so the reaper stays armed.
 	ArmNow bool `json:"arm_now,omitempty"`

@@ -17,8 +17,10 @@ type planner struct {
 	// byNode holds each Consul node's checks.
 	byNode map[string][]Check
 	// byID and byJournalID find servers by Nova ID and by the journal
-	// entry ID in their metadata.
+	// entry ID in their metadata; byJournal holds every server of an entry
+	// ID (more than one: a create that succeeded after its caller gave up).
 	byID, byJournalID map[string]*Server
+	byJournal         map[string][]*Server
 	// used holds every server name taken: in Nova or by a journal entry.
 	used map[string]bool
 	// oldNames holds the OldName of every journal entry.
@@ -49,6 +51,9 @@ type roleServers struct {
 	all     []*Server
 	free    []*Server // in no journal entry
 	entries []*Entry
+	// duplicates are servers made for one of the role's entries beside the
+	// one the entry keeps.
+	duplicates []*Server
 	// validating: one of the role's servers reports validation, so a
 	// server of the role serves only once validated.
 	validating bool
@@ -56,23 +61,27 @@ type roleServers struct {
 
 // Plan decides what to do. It does no I/O: the same Input gives the same
 // Plan. Its steps: index the checks, assign servers and journal entries to
-// roles, classify every server, decide the partition pause and the start
-// gate, then for each role advance its entries, balance it and clean up
-// dead nodes.
+// roles (one server per journal entry ID), classify every server, decide the partition pause and the start
+// gate, then for each role delete duplicate servers of an entry (and
+// nothing else that cycle), or advance its entries, balance it and clean
+// up dead nodes.
 func (in Input) Plan() *Plan {
 	pl := newPlanner(in)
 	pl.indexChecks()
 	roles := pl.assignServers()
+	pl.dedupe(roles)
 	pl.assignEntries(roles)
 	pl.classifyAll(roles)
 	pl.pause(roles)
 	pl.startGate(roles)
 	for _, rs := range roles {
-		for _, e := range rs.entries {
-			pl.advance(rs, e)
+		if !pl.deleteDuplicates(rs) {
+			for _, e := range rs.entries {
+				pl.advance(rs, e)
+			}
+			pl.balance(rs)
+			pl.deregisterDead(rs)
 		}
-		pl.balance(rs)
-		pl.deregisterDead(rs)
 		pl.plan.Roles = append(pl.plan.Roles, pl.view(rs))
 	}
 	return pl.plan
@@ -81,10 +90,11 @@ func (in Input) Plan() *Plan {
 func newPlanner(in Input) *planner {
 	pl := &planner{
 		in:          in,
-		plan:        &Plan{CriticalSince: make(map[string]time.Time, len(in.CriticalSince)), AbsentSince: map[string]time.Time{}},
+		plan:        &Plan{Memory: newMemory()},
 		byNode:      make(map[string][]Check, len(in.Servers)),
 		byID:        make(map[string]*Server, len(in.Servers)),
 		byJournalID: map[string]*Server{},
+		byJournal:   map[string][]*Server{},
 		used:        make(map[string]bool, len(in.Servers)),
 		oldNames:    map[string]bool{},
 		statesOf:    make(map[string]ServerState, len(in.Servers)),
@@ -136,7 +146,10 @@ func (pl *planner) assignServers() []*roleServers {
 		pl.used[s.Name] = true
 		pl.byID[s.ID] = s
 		if j := s.Metadata[MetaJournal]; j != "" {
-			pl.byJournalID[j] = s
+			pl.byJournal[j] = append(pl.byJournal[j], s)
+			if pl.byJournalID[j] == nil {
+				pl.byJournalID[j] = s
+			}
 		}
 		var rs *roleServers
 		if name, ok := s.Metadata[MetaRole]; ok {
@@ -189,6 +202,45 @@ func (pl *planner) assignEntries(roles []*roleServers) {
 			continue
 		}
 		rs.entries = append(rs.entries, e)
+	}
+}
+
+// dedupe: when more than one server carries one journal entry ID (a
+// create that succeeded after its caller gave up, listed only after a
+// retry made another), one is kept: the one the entry recorded, else the
+// first created. The others are their role's duplicates, deleted before
+// anything else of the role, whether or not the entry is still open.
+func (pl *planner) dedupe(roles []*roleServers) {
+	roleOf := map[string]*roleServers{}
+	for _, rs := range roles {
+		for _, s := range rs.all {
+			roleOf[s.ID] = rs
+		}
+	}
+	recorded := map[string]string{}
+	for _, e := range pl.in.Journal {
+		recorded[e.ID] = e.NewID
+	}
+	for j, servers := range pl.byJournal {
+		if len(servers) < 2 {
+			continue
+		}
+		keep := servers[0]
+		for _, s := range servers {
+			if s.ID == recorded[j] || (keep.ID != recorded[j] && s.Created.Before(keep.Created)) {
+				keep = s
+			}
+		}
+		pl.byJournalID[j] = keep
+		for _, s := range servers {
+			if s == keep {
+				continue
+			}
+			pl.inEntry[s.ID] = StateDeleting
+			if rs := roleOf[s.ID]; rs != nil {
+				rs.duplicates = append(rs.duplicates, s)
+			}
+		}
 	}
 }
 
@@ -281,6 +333,17 @@ func (pl *planner) startGate(roles []*roleServers) {
 		return
 	}
 	p.NotArmedReason = "not armed: " + strings.Join(why, "; ") + " (creates missing servers, destroys nothing; `orchestrate reaper arm` overrides)"
+}
+
+// since returns when name was first seen in a condition, from the last
+// plan's memory of it (prev) or now, and remembers it for the next (next).
+func (pl *planner) since(prev, next map[string]time.Time, name string) time.Time {
+	t, ok := prev[name]
+	if !ok {
+		t = pl.in.Now
+	}
+	next[name] = t
+	return t
 }
 
 func (pl *planner) desired(r *Role) int {

@@ -22,7 +22,7 @@ func BenchmarkPlan10k(b *testing.B) {
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
-	var in = Input{Now: t0, Config: cfg, Armed: true, CriticalSince: map[string]time.Time{}}
+	var in = Input{Now: t0, Config: cfg, Armed: true, Memory: newMemory()}
 	for r := 0; r < 10; r++ {
 		for i := 1; i <= 1000; i++ {
 			name := fmt.Sprintf("role%d-%d", r, i)
@@ -31,7 +31,7 @@ func BenchmarkPlan10k(b *testing.B) {
 			status := "passing"
 			if i%100 == 0 {
 				status = checkCritical
-				in.CriticalSince[name] = t0.Add(-time.Hour)
+				in.Memory.Critical[name] = t0.Add(-time.Hour)
 			}
 			in.Checks = append(in.Checks,
 				Check{Node: name, CheckID: "serfHealth", Name: "Serf Health Status", Status: "passing"},

@@ -140,6 +140,7 @@ func TestPlan(t *testing.T) {
 		recorded           map[string]bool
 		reporting          map[string]bool
 		absentSince        map[string]time.Time
+		errorSince         map[string]time.Time
 		critSince          map[string]time.Time
 		destructive        []time.Time
 		backoff            bool
@@ -238,9 +239,30 @@ func TestPlan(t *testing.T) {
 			want: []string{}, wantStateOf: map[string]ServerState{"web3": StateAbsentInGrace},
 		},
 		{
-			name:    "nova ERROR server is replaced",
-			servers: []Server{web3[0], web3[1], withStatus(web3[2], StatusError)}, checks: web3checks,
+			name:    "nova ERROR server whose checks fail is replaced",
+			servers: []Server{web3[0], web3[1], withStatus(web3[2], StatusError)}, checks: replaceChecks(web3checks, "web3", crit("web3")),
 			want: []string{"create web4 for web3"},
+		},
+		{
+			name:    "nova ERROR server with no node is replaced",
+			servers: []Server{web3[0], web3[1], withStatus(web3[2], StatusError)}, checks: web3checks[:2],
+			want: []string{"create web4 for web3"},
+		},
+		{
+			name:    "nova ERROR server whose node passes: error-in-grace, kept",
+			servers: []Server{web3[0], web3[1], withStatus(web3[2], StatusError)}, checks: web3checks,
+			want: []string{}, wantStateOf: map[string]ServerState{"web3": StateErrorInGrace},
+		},
+		{
+			name:    "nova ERROR server whose node passes, past error_grace: replaced",
+			servers: []Server{web3[0], web3[1], withStatus(web3[2], StatusError)}, checks: web3checks, errorSince: longCrit("web3"),
+			want: []string{"create web4 for web3"},
+		},
+		{
+			name:    "nova ERROR servers count towards the partition pause",
+			servers: []Server{withStatus(web3[0], StatusError), withStatus(web3[1], StatusError), web3[2]},
+			checks:  replaceChecks(replaceChecks(web3checks, "web1", crit("web1")), "web2", crit("web2")),
+			want:    []string{}, wantPaused: true,
 		},
 		{
 			name: "maintenance node is left alone", servers: web3,
@@ -484,6 +506,20 @@ func TestPlan(t *testing.T) {
 			name: "journal: creating entry without a server is retried under the same entry", servers: web3[:2], checks: web3checks[:2],
 			journal: []Entry{journalEntry(store.KindCreate, store.PhaseCreating, func(e *Entry) { e.NewName = "web3" })},
 			want:    []string{"create web3"},
+		},
+		{
+			name: "journal: a create that failed is retried only after its backoff", servers: web3[:2], checks: web3checks[:2],
+			journal: []Entry{journalEntry(store.KindCreate, store.PhaseCreating, func(e *Entry) {
+				e.NewName, e.Attempts, e.Updated = "web3", 2, t0.Add(-45*time.Second) // second retry: 60s after
+			})},
+			want: []string{}, wantBlocked: "create of web3 retried after",
+		},
+		{
+			name: "journal: a create that failed is retried after its backoff", servers: web3[:2], checks: web3checks[:2],
+			journal: []Entry{journalEntry(store.KindCreate, store.PhaseCreating, func(e *Entry) {
+				e.NewName, e.Attempts, e.Updated = "web3", 2, t0.Add(-61*time.Second)
+			})},
+			want: []string{"create web3"},
 		},
 		{
 			name:    "journal: replacement checked in: drain the old server",
@@ -751,7 +787,7 @@ func TestPlan(t *testing.T) {
 			in := Input{
 				Now: t0, Config: testConfig(t, muts...), Servers: tc.servers, Checks: tc.checks,
 				Desired: tc.desired, Journal: tc.journal, Armed: !tc.notArmed, Validated: tc.validated, Recorded: tc.recorded, ReportingValidation: tc.reporting,
-				CriticalSince: tc.critSince, AbsentSince: tc.absentSince, Destructive: tc.destructive,
+				Memory: Memory{Critical: tc.critSince, Absent: tc.absentSince, Error: tc.errorSince}, Destructive: tc.destructive,
 				ArmKeyWritten: tc.armKey != "", ArmProblem: tc.armProblem,
 			}
 			if tc.backoff {
@@ -808,26 +844,26 @@ func TestFlappingCheckResetsGrace(t *testing.T) {
 	servers, checks := healthyFleet("web", 3)
 	critical := replaceChecks(checks, "web2", crit("web2"))
 	step := func(now time.Time, cs []Check, mem map[string]time.Time) *Plan {
-		return Input{Now: now, Config: cfg, Servers: servers, Checks: cs, Armed: true, CriticalSince: mem}.Plan()
+		return Input{Now: now, Config: cfg, Servers: servers, Checks: cs, Armed: true, Memory: Memory{Critical: mem}}.Plan()
 	}
 	p1 := step(t0, critical, nil)
-	if got := p1.CriticalSince["web2"]; !got.Equal(t0) {
+	if got := p1.Memory.Critical["web2"]; !got.Equal(t0) {
 		t.Fatalf("first critical cycle: since = %v, want %v", got, t0)
 	}
-	p2 := step(t0.Add(4*time.Minute), checks, p1.CriticalSince) // passing once
-	if _, ok := p2.CriticalSince["web2"]; ok {
+	p2 := step(t0.Add(4*time.Minute), checks, p1.Memory.Critical) // passing once
+	if _, ok := p2.Memory.Critical["web2"]; ok {
 		t.Fatal("a passing cycle did not clear the critical-since memory")
 	}
-	p3 := step(t0.Add(6*time.Minute), critical, p2.CriticalSince)
+	p3 := step(t0.Add(6*time.Minute), critical, p2.Memory.Critical)
 	if len(p3.Actions) != 0 {
 		t.Fatalf("flapping node replaced after 2m of its second critical spell: %v", ops(p3))
 	}
 	// Without the passing cycle, the same time would be past the grace.
-	p3b := step(t0.Add(6*time.Minute), critical, p1.CriticalSince)
+	p3b := step(t0.Add(6*time.Minute), critical, p1.Memory.Critical)
 	if got := ops(p3b); len(got) != 1 || got[0] != "create web4 for web2" {
 		t.Fatalf("steady critical for 6m: actions = %v, want the replacement", got)
 	}
-	p4 := step(t0.Add(11*time.Minute), critical, p3.CriticalSince)
+	p4 := step(t0.Add(11*time.Minute), critical, p3.Memory.Critical)
 	if got := ops(p4); len(got) != 1 || got[0] != "create web4 for web2" {
 		t.Fatalf("critical 5m after the flap: actions = %v, want the replacement", got)
 	}
@@ -868,5 +904,39 @@ func TestPlanIsDeterministic(t *testing.T) {
 	a, b := in.Plan(), in.Plan()
 	if fmt.Sprint(a.Actions) != fmt.Sprint(b.Actions) {
 		t.Fatalf("two plans differ:\n%v\n%v", a.Actions, b.Actions)
+	}
+}
+
+// One server per journal entry: a second server carrying an entry's ID (a
+// create that succeeded after its caller gave up) is deleted before
+// anything else of the role; the entry keeps the server it recorded, or
+// the first created.
+func TestDuplicateServersOfAnEntry(t *testing.T) {
+	web3, web3checks := healthyFleet("web", 3)
+	first := withJournal(srv("web4", 20*time.Minute), "web.j1")
+	second := withJournal(srv("web4", 10*time.Minute), "web.j1")
+	second.ID = "id-web4-late"
+	entry := Entry{ID: "web.j1", Kind: store.KindCreate, Role: "web", Phase: store.PhaseCreating, NewName: "web4",
+		Started: t0.Add(-30 * time.Minute), Updated: t0.Add(-30 * time.Minute), Attempts: 2}
+	for _, tc := range []struct {
+		name     string
+		recorded string // the entry's NewID
+		want     string // the ID deleted
+	}{
+		{"the entry recorded the first", "id-web4", "id-web4-late"},
+		{"the entry recorded the late one", "id-web4-late", "id-web4"},
+		{"the entry recorded none: the first created is kept", "", "id-web4-late"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := entry
+			e.NewID = tc.recorded
+			in := Input{Now: t0, Config: testConfig(t, func(c *Config) { c.Roles[0].Desired = 2 }), Armed: true,
+				Servers: append(append([]Server{}, web3...), first, second),
+				Checks:  append(append([]Check{}, web3checks...), pass("web4")), Journal: []Entry{e}}
+			p := in.Plan()
+			if len(p.Actions) != 1 || p.Actions[0].Op != OpDeleteDuplicate || p.Actions[0].Entry.NewID != tc.want {
+				t.Fatalf("actions = %+v, want only the deletion of %s (and no scale in of the role this cycle)", p.Actions, tc.want)
+			}
+		})
 	}
 }

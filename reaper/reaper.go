@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"github.com/prometheus/exporter-toolkit/web"
 	"log/slog"
 	"net"
 	"net/http"
@@ -173,7 +175,17 @@ func (r *Reaper) serveMetrics(ctx context.Context, wg *sync.WaitGroup) (int, err
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", r.metrics)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
-	wg.Go(func() { srv.Serve(ln) })
+	wg.Go(func() {
+		var err error
+		if path := r.cfg.WebConfigFile; path != "" {
+			err = web.Serve(ln, srv, &web.FlagConfig{WebConfigFile: &path}, r.log)
+		} else {
+			err = srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			r.log.Error("serving metrics", "err", err)
+		}
+	})
 	wg.Go(func() {
 		<-ctx.Done()
 		srv.Close()

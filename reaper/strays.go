@@ -76,11 +76,7 @@ func (pl *planner) unlistedLiveNodes(r *Role) (int, string) {
 func (pl *planner) deregisterDead(rs *roleServers) {
 	_, dead := pl.strays(rs.role)
 	for _, node := range dead {
-		since, ok := pl.in.CriticalSince[node]
-		if !ok {
-			since = pl.in.Now
-		}
-		pl.plan.CriticalSince[node] = since
+		since := pl.since(pl.in.Memory.Critical, pl.plan.Memory.Critical, node)
 		if pl.in.Now.Sub(since) < rs.role.BootTimeout.D() {
 			continue
 		}
@@ -92,4 +88,21 @@ func (pl *planner) deregisterDead(rs *roleServers) {
 		e.OldName = node
 		pl.add(OpDeregister, e, e.Reason)
 	}
+}
+
+// deleteDuplicates plans the deletion of servers a create made beside the
+// one its entry keeps (a create that succeeded after its caller gave up).
+// It reports whether the role had any: then nothing else of the role is
+// planned this cycle, so the next one sees one server per entry.
+func (pl *planner) deleteDuplicates(rs *roleServers) bool {
+	for _, s := range rs.duplicates {
+		if why := pl.gate(rs, need{armed: true, unpaused: true, victim: s}); why != "" {
+			pl.block("%s: deletion of %s, a second server of entry %s, waits: %s", rs.role.Name, s.Name, s.Metadata[MetaJournal], why)
+			continue
+		}
+		e := pl.newEntry(rs.role, store.KindDelete, "a second server made for entry "+s.Metadata[MetaJournal])
+		e.NewName, e.NewID = s.Name, s.ID
+		pl.add(OpDeleteDuplicate, e, e.Reason)
+	}
+	return len(rs.duplicates) > 0
 }

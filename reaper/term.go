@@ -10,10 +10,8 @@ import "time"
 type leaderTerm struct {
 	// session holds the leader lock for this term.
 	session string
-	// critSince is when each node was first seen critical.
-	critSince map[string]time.Time
-	// absentSince is when each booted server was first seen absent.
-	absentSince map[string]time.Time
+	// memory is the last plan's memory of conditions that must last.
+	memory Memory
 	// quota is the project-wide backoff after a quota error.
 	quota backoffState
 	// roleBackoff holds each role's backoff after a capacity or fatal

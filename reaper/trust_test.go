@@ -1,7 +1,15 @@
 package reaper_test
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+
 	"context"
+	"golang.org/x/crypto/bcrypt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -240,4 +248,174 @@ func TestReplacementServesBeforeTheOldIsDrained(t *testing.T) {
 	testutil.Eventually(t, 15*time.Second, "web2 drained and deleted", func() bool {
 		return !catalogHas(t, f.c, "web2") && len(f.sim.Servers()) == 3 && len(journalKeys(t, f.c)) == 0
 	})
+}
+
+// Nova's word is not the whole truth: a server Nova puts in ERROR whose
+// node passes its checks keeps serving and is not replaced within
+// error_grace; once its checks fail it is replaced at once.
+func TestNovaErrorWithPassingChecksIsNotReplaced(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.cfg.Roles[0].ErrorGrace = reaper.Duration(time.Minute)
+	f.seed(3)
+	f.arm()
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+	if !f.sim.SetStatus("web2", reaper.StatusError) {
+		t.Fatal("no web2 in the cloud")
+	}
+	testutil.Eventually(t, 5*time.Second, "web2 reported error-in-grace", func() bool {
+		rep, _ := readReport(f.c)
+		return rep != nil && len(rep.Roles) == 1 && rep.Roles[0].States[store.ServerErrorInGrace] == 1
+	})
+	time.Sleep(time.Second) // five more cycles
+	if n := f.sim.Creates.Load(); n != 0 {
+		t.Fatalf("%d creates for a server in ERROR whose node passes", n)
+	}
+	setCritical(t, f.c, "web2")
+	testutil.Eventually(t, 15*time.Second, "web2 replaced once its checks failed", func() bool {
+		return len(f.sim.Servers()) == 3 && !catalogHas(t, f.c, "web2") && len(journalKeys(t, f.c)) == 0
+	})
+}
+
+// One server per journal entry: a create that timed out but made its
+// server, which Nova lists only after the retry made another (and its
+// entry finished): the second server of the entry is deleted, and nothing
+// else of the role (the surplus is not scaled in from the fleet).
+func TestLateCreateLeavesOneServer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seed(2) // desired 3: one create
+	f.arm()
+	f.sim.LateCreates(1, 1500*time.Millisecond)
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+	testutil.Eventually(t, 15*time.Second, "web3 made twice, and one of the two deleted", func() bool {
+		return f.sim.Creates.Load() == 2 && f.sim.Deletes.Load() == 1 && len(journalKeys(t, f.c)) == 0
+	})
+	time.Sleep(time.Second) // five more cycles: nothing else is deleted
+	if got, d := names(f.sim.Servers()), f.sim.Deletes.Load(); got != "web1,web2,web3" || d != 1 {
+		t.Fatalf("servers = %s after %d deletes, want web1,web2,web3 after 1", got, d)
+	}
+}
+
+// slowCreates wraps a cloud whose creates hang until their context ends
+// and then take unwind to return, as an HTTP call to a slow Nova does.
+type slowCreates struct {
+	reaper.Cloud
+	unwind   time.Duration
+	started  chan struct{}
+	once     sync.Once
+	returned atomic.Int64 // unix nanoseconds
+}
+
+func (s *slowCreates) Create(ctx context.Context, req reaper.CreateRequest) (reaper.Server, error) {
+	s.once.Do(func() { close(s.started) })
+	<-ctx.Done()
+	time.Sleep(s.unwind)
+	s.returned.Store(time.Now().UnixNano())
+	return reaper.Server{}, &reaper.CloudError{Class: reaper.Transient, Op: "create server " + req.Name, Err: ctx.Err()}
+}
+
+// On a graceful stop the leader cancels its in-flight cloud calls and
+// waits for them before it releases the lock, so a standby never acts
+// while the old leader's request may still reach Nova.
+func TestGracefulStopReleasesTheLockAfterCloudCalls(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	slow := &slowCreates{Cloud: f.sim, unwind: 300 * time.Millisecond, started: make(chan struct{})}
+	f.cloud = slow
+	f.seed(2) // desired 3: a create
+	f.arm()
+	r := f.start(nil)
+	select {
+	case <-slow.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no create started")
+	}
+	// Watch the leader key from now on: when does no session hold it?
+	var released atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for released.Load() == 0 {
+			p, _, err := f.c.KV().Get(f.cfg.LeaderKey(), nil)
+			if err == nil && (p == nil || p.Session == "") {
+				released.Store(time.Now().UnixNano())
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	r.stop()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		released.Store(-1) // ends the poller
+		t.Fatal("the leader lock was not released after a graceful stop")
+	}
+	if slow.returned.Load() == 0 {
+		t.Fatal("the reaper stopped before its create call returned")
+	}
+	if released.Load() < slow.returned.Load() {
+		t.Fatalf("lock released %v before the create returned", time.Duration(slow.returned.Load()-released.Load()))
+	}
+}
+
+// /metrics off loopback is protected: with a Prometheus web configuration
+// (here basic auth), a scrape without credentials is refused.
+func TestMetricsBehindAWebConfig(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "web.yml")
+	if err := os.WriteFile(path, []byte("basic_auth_users:\n  prometheus: "+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.cfg.Listen, f.cfg.WebConfigFile = "127.0.0.1:0", path
+	if err := f.cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	f.seed(3)
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+	var port int
+	testutil.Eventually(t, 5*time.Second, "the reaper's service registered", func() bool {
+		svcs, err := f.c.Agent().Services()
+		for _, s := range svcs {
+			if err == nil && s.Service == f.cfg.ServiceName {
+				port = s.Port
+			}
+		}
+		return port != 0
+	})
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	get := func(user, pass string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, _ := get("", ""); code != http.StatusUnauthorized {
+		t.Fatalf("scrape without credentials: %d, want 401", code)
+	}
+	if code, _ := get("prometheus", "wrong"); code != http.StatusUnauthorized {
+		t.Fatalf("scrape with a wrong password: %d, want 401", code)
+	}
+	if code, body := get("prometheus", "s3cret"); code != http.StatusOK || !strings.Contains(body, "reaper_leader 1") {
+		t.Fatalf("scrape with credentials: %d\n%s", code, body)
+	}
 }

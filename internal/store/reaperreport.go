@@ -81,6 +81,7 @@ const (
 	ServerUnhealthy       = "unhealthy"
 	ServerUnaccounted     = "unaccounted"
 	ServerError           = "error"
+	ServerErrorInGrace    = "error-in-grace"
 	ServerMaintenance     = "maintenance"
 	ServerReplacing       = "replacing"
 	ServerDeleting        = "deleting"
@@ -88,7 +89,7 @@ const (
 
 // ServerStateOrder is the order the report's states are listed in.
 var ServerStateOrder = []string{ServerHealthy, ServerExpired, ServerBooting, ServerNew, ServerCriticalInGrace,
-	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerError, ServerMaintenance, ServerReplacing, ServerDeleting}
+	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerErrorInGrace, ServerError, ServerMaintenance, ServerReplacing, ServerDeleting}
 
 // ReaperReport is the value of <prefix>/reaper/state: what the reaper's
 // leader saw and planned in its last cycle.

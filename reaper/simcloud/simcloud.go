@@ -42,13 +42,18 @@ type Cloud struct {
 	quota    int
 	failNew  error
 	failList error
+	// lateN creates still to answer with a timeout although they made
+	// the server, which stays out of List and Get for lateAfter.
+	lateN       int
+	lateAfter   time.Duration
+	hiddenUntil map[string]time.Time
 }
 
 var _ reaper.Cloud = (*Cloud)(nil)
 
 // New returns an empty cloud with no quota.
 func New() *Cloud {
-	return &Cloud{Now: time.Now, servers: map[string]*reaper.Server{}, active: map[string]bool{}}
+	return &Cloud{Now: time.Now, servers: map[string]*reaper.Server{}, active: map[string]bool{}, hiddenUntil: map[string]time.Time{}}
 }
 
 // SetQuota limits the number of servers (0: no limit).
@@ -90,6 +95,35 @@ func (c *Cloud) Add(s reaper.Server) reaper.Server {
 	c.servers[s.ID] = &s
 	c.active[s.ID] = true
 	return s
+}
+
+// LateCreates makes the next n creates answer with a timeout although
+// they made the server, which shows in List and Get only visibleAfter
+// later: a create Nova finished after its caller gave up.
+func (c *Cloud) LateCreates(n int, visibleAfter time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lateN, c.lateAfter = n, visibleAfter
+}
+
+// hidden reports whether a late create's server is still out of sight.
+func (c *Cloud) hidden(id string) bool {
+	until, ok := c.hiddenUntil[id]
+	return ok && c.Now().Before(until)
+}
+
+// SetStatus sets the Nova status of the server named name (as a failed
+// resize or migration leaves a server in ERROR); false when there is none.
+func (c *Cloud) SetStatus(name, status string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.servers {
+		if s.Name == name {
+			s.Status = status
+			return true
+		}
+	}
+	return false
 }
 
 // Servers returns every server, sorted by name.
@@ -151,8 +185,10 @@ func (c *Cloud) List(ctx context.Context) ([]reaper.Server, error) {
 	}
 	became := c.advance()
 	out := make([]reaper.Server, 0, len(c.servers))
-	for _, s := range c.servers {
-		out = append(out, copyServer(s))
+	for id, s := range c.servers {
+		if !c.hidden(id) {
+			out = append(out, copyServer(s))
+		}
 	}
 	c.mu.Unlock()
 	c.fire(became)
@@ -168,6 +204,7 @@ func (c *Cloud) Get(ctx context.Context, id string) (reaper.Server, error) {
 	c.mu.Lock()
 	became := c.advance()
 	s, ok := c.servers[id]
+	ok = ok && !c.hidden(id)
 	var out reaper.Server
 	if ok {
 		out = copyServer(s)
@@ -201,6 +238,11 @@ func (c *Cloud) Create(ctx context.Context, req reaper.CreateRequest) (reaper.Se
 		s.Metadata[k] = v
 	}
 	c.servers[s.ID] = s
+	if c.lateN > 0 {
+		c.lateN--
+		c.hiddenUntil[s.ID] = c.Now().Add(c.lateAfter)
+		return reaper.Server{}, &reaper.CloudError{Class: reaper.Transient, Op: "create server " + req.Name, Err: context.DeadlineExceeded}
+	}
 	return copyServer(s), nil
 }
 
