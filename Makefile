@@ -92,6 +92,14 @@ bin/consul-template:
 bench-hiera: consul bin/consul-template
 	$(GO) test -run '^$$' -bench Catalog1000x5 -benchtime 5x -timeout 30m ./hiera
 
+## soak: the reaper against a real agent and the simulated cloud while a
+## seeded random schedule injects faults, for SOAK_DURATION (default 5m;
+## `make test` runs 60s); prints the seed, the faults injected, the actions
+## taken and any violation with its trace. SOAK_SEED=N replays a schedule.
+.PHONY: soak
+soak: consul
+	SOAK_DURATION=$${SOAK_DURATION:-5m} REAPER_TEST_LOG=quiet CI=true $(GO) test -run '^TestSoak$$' -v -count=1 -timeout 60m ./reaper
+
 ## bench: every benchmark in one go, printed as one table with the machine it
 ## ran on (hiera-services beside consul-template, service-blocker latency and
 ## footprint, the reaper planner and a full reaper cycle). About 10 minutes.

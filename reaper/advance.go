@@ -76,6 +76,10 @@ func (pl *planner) retryDelay(attempts int) time.Duration {
 // of a replacement), roll back a new server that failed.
 func (pl *planner) advanceBooting(rs *roleServers, e *Entry, next Entry, newS, oldS *Server) {
 	switch {
+	case newS == nil && pl.nodeLives(rs, e.NewName):
+		// Missing from a list that may be partial: finishing would make
+		// it a free server of the role, over its count.
+		pl.block("%s: %s is missing from the Nova list but its Consul node passes its checks: the list may be incomplete; waiting", e.ID, e.NewName)
 	case newS == nil:
 		pl.add(OpFinish, next, "the new server "+e.NewName+" is gone; the role is judged afresh")
 	case newS.Status == StatusError:
@@ -169,12 +173,20 @@ func (pl *planner) holdDelete(rs *roleServers, e *Entry, oldS *Server) string {
 	if why := pl.gate(rs, need{armed: true, unpaused: true}); why != "" {
 		return why
 	}
-	if oldS == nil && e.OldName != "" {
-		if h := pl.health(rs.role, e.OldName, true); h.checkedIn && !h.critical {
-			return e.OldName + " is missing from the Nova list but its Consul node passes its checks: the list may be incomplete"
-		}
+	if oldS == nil && pl.nodeLives(rs, e.OldName) {
+		return e.OldName + " is missing from the Nova list but its Consul node passes its checks: the list may be incomplete"
 	}
 	return ""
+}
+
+// nodeLives: the Consul node name checks in for its role and passes (the
+// reaper's drain maintenance aside).
+func (pl *planner) nodeLives(rs *roleServers, name string) bool {
+	if name == "" {
+		return false
+	}
+	h := pl.health(rs.role, name, true)
+	return h.checkedIn && !h.critical
 }
 
 // recovered says why the old server of a replacement made for its health

@@ -58,6 +58,10 @@ func inFlight(rs *roleServers) int {
 // from the Nova list say the list is incomplete.
 func (pl *planner) scaleOut(rs *roleServers, count, want int) {
 	r := rs.role
+	if name, ago := pl.vanished(r); name != "" {
+		pl.block("%s: %d below desired %d, but %s left the Nova list %s ago without the reaper deleting it: the list may be partial; no create for absent_grace", r.Name, want-count, want, name, ago)
+		return
+	}
 	if n, example := pl.unlistedLiveNodes(r); n > 0 {
 		pl.block("%s: %d below desired %d, but %d passing Consul node(s) named like its servers (e.g. %s) are missing from the Nova list: the list looks incomplete (wrong project or region?); no create", r.Name, want-count, want, n, example)
 		return

@@ -61,8 +61,10 @@ roles:
 	return c
 }
 
+// testLogger logs at debug level in verbose runs, unless REAPER_TEST_LOG
+// is "quiet" (`make soak`, whose own trace is what matters).
 func testLogger(t *testing.T) *slog.Logger {
-	if testing.Verbose() {
+	if testing.Verbose() && os.Getenv("REAPER_TEST_LOG") != "quiet" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -79,10 +79,13 @@ type Memory struct {
 	Absent map[string]time.Time
 	// Error: a server in Nova ERROR whose node passes its checks.
 	Error map[string]time.Time
+	// Listed: when each server name was last in the Nova list, kept for
+	// absent_grace after it left it unless the reaper deleted it.
+	Listed map[string]time.Time
 }
 
 func newMemory() Memory {
-	return Memory{Critical: map[string]time.Time{}, Absent: map[string]time.Time{}, Error: map[string]time.Time{}}
+	return Memory{Critical: map[string]time.Time{}, Absent: map[string]time.Time{}, Error: map[string]time.Time{}, Listed: map[string]time.Time{}}
 }
 
 // Op is one operation for the executor.

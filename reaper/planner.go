@@ -144,6 +144,7 @@ func (pl *planner) assignServers() []*roleServers {
 	for i := range pl.in.Servers {
 		s := &pl.in.Servers[i]
 		pl.used[s.Name] = true
+		pl.plan.Memory.Listed[s.Name] = pl.in.Now
 		pl.byID[s.ID] = s
 		if j := s.Metadata[MetaJournal]; j != "" {
 			pl.byJournal[j] = append(pl.byJournal[j], s)
@@ -354,6 +355,13 @@ func (pl *planner) desired(r *Role) int {
 }
 
 func (pl *planner) add(op Op, e Entry, reason string) {
+	// A server the reaper deletes is expected to leave the Nova list.
+	switch op {
+	case OpDelete:
+		delete(pl.plan.Memory.Listed, e.OldName)
+	case OpRollback:
+		delete(pl.plan.Memory.Listed, e.NewName)
+	}
 	pl.plan.Actions = append(pl.plan.Actions, Action{Op: op, Entry: e, Reason: reason})
 }
 

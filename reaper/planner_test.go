@@ -141,6 +141,7 @@ func TestPlan(t *testing.T) {
 		reporting          map[string]bool
 		absentSince        map[string]time.Time
 		errorSince         map[string]time.Time
+		listed             map[string]time.Time
 		critSince          map[string]time.Time
 		destructive        []time.Time
 		backoff            bool
@@ -165,6 +166,16 @@ func TestPlan(t *testing.T) {
 			name: "below desired: a name with version or status records is not reused", servers: web3[1:], checks: web3checks[1:],
 			recorded: map[string]bool{"web1": true, "web2": true, "web4": true},
 			want:     []string{"create web5"},
+		},
+		{
+			name:    "below desired because a server left the Nova list less than absent_grace ago (not deleted by the reaper): no create",
+			servers: web3[1:], checks: web3checks[1:], listed: map[string]time.Time{"web1": t0.Add(-time.Minute)},
+			want: []string{}, wantBlocked: "web1 left the Nova list 1m0s ago without the reaper deleting it",
+		},
+		{
+			name:    "below desired because a server left the Nova list more than absent_grace ago: create",
+			servers: web3[1:], checks: web3checks[1:], listed: map[string]time.Time{"web1": t0.Add(-6 * time.Minute)},
+			want: []string{"create web1"},
 		},
 		{
 			name: "KV desired overrides config", servers: web3, checks: web3checks, desired: map[string]int{"web": 4},
@@ -560,6 +571,24 @@ func TestPlan(t *testing.T) {
 			want: []string{},
 		},
 		{
+			name:    "journal: the new server missing from the Nova list while its node passes: wait, do not finish",
+			servers: web3,
+			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{}, wantBlocked: "web4 is missing from the Nova list but its Consul node passes",
+		},
+		{
+			name:    "journal: the new server gone from Nova and from Consul: finished",
+			servers: web3,
+			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{"finish web4"},
+		},
+		{
 			name:    "journal: replacement still booting: wait, no scale in of the surge",
 			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 2*time.Minute), "web.j1")),
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
@@ -721,9 +750,14 @@ func TestPlan(t *testing.T) {
 			want: []string{}, wantBlocked: "missing from the Nova list",
 		},
 		{
-			name: "a dead machine's node (critical) does not stop its replacement create", servers: web3[1:],
-			checks: replaceChecks(web3checks, "web1", crit("web1")),
-			want:   []string{"create web4"}, // web1 is still a node name
+			name: "a dead machine's node (critical past the grace) does not stop its replacement create", servers: web3[1:],
+			checks: replaceChecks(web3checks, "web1", crit("web1")), critSince: map[string]time.Time{"web1": t0.Add(-10 * time.Minute)},
+			want: []string{"create web4"}, // web1 is still a node name
+		},
+		{
+			name: "a node missing from the Nova list, critical for less than the grace, stops creates (a partition on a partial list)", servers: web3[1:],
+			checks: replaceChecks(web3checks, "web1", crit("web1")), critSince: map[string]time.Time{"web1": t0.Add(-time.Minute)},
+			want: []string{}, wantBlocked: "missing from the Nova list",
 		},
 		{
 			name:    "journal: surge replacement not yet created while the old server recovered: dropped",
@@ -787,7 +821,7 @@ func TestPlan(t *testing.T) {
 			in := Input{
 				Now: t0, Config: testConfig(t, muts...), Servers: tc.servers, Checks: tc.checks,
 				Desired: tc.desired, Journal: tc.journal, Armed: !tc.notArmed, Validated: tc.validated, Recorded: tc.recorded, ReportingValidation: tc.reporting,
-				Memory: Memory{Critical: tc.critSince, Absent: tc.absentSince, Error: tc.errorSince}, Destructive: tc.destructive,
+				Memory: Memory{Critical: tc.critSince, Absent: tc.absentSince, Error: tc.errorSince, Listed: tc.listed}, Destructive: tc.destructive,
 				ArmKeyWritten: tc.armKey != "", ArmProblem: tc.armProblem,
 			}
 			if tc.backoff {

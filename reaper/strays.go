@@ -3,6 +3,7 @@ package reaper
 import (
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
 )
@@ -58,15 +59,48 @@ func (r *Role) templateIndex(name string) (string, bool) {
 	return mid, true
 }
 
-// unlistedLiveNodes counts live stray nodes: machines the Nova list does
-// not show. A dead machine's node fails serfHealth, so a passing one means
-// the cloud data is incomplete, and creating would double the role. It
-// returns one of them as an example.
+// vanished returns a server name of the role that was in the Nova list
+// less than absent_grace ago and is not now, though the reaper did not
+// delete it (and how long ago it was last listed): absence from a list,
+// like absence from the catalog, is not yet death. It keeps such names in
+// the plan's memory until the grace is over.
+func (pl *planner) vanished(r *Role) (string, time.Duration) {
+	var names []string
+	for name, last := range pl.in.Memory.Listed {
+		if pl.used[name] || pl.in.Now.Sub(last) >= r.AbsentGrace.D() {
+			continue
+		}
+		if _, ok := r.templateIndex(name); !ok && (r.nameRE == nil || !r.nameRE.MatchString(name)) {
+			continue
+		}
+		pl.plan.Memory.Listed[name] = last
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		return "", 0
+	}
+	sort.Strings(names)
+	return names[0], pl.in.Now.Sub(pl.in.Memory.Listed[names[0]]).Round(time.Second)
+}
+
+// unlistedLiveNodes counts stray nodes that may be live machines the Nova
+// list does not show: passing ones, and critical ones not yet critical for
+// the role's critical_grace (a partition can hide a live machine's health
+// as a partial list hides its server). Creating while one exists could
+// double the role. A machine deleted by hand blocks creates only until its
+// node has been critical that long. It returns one of them as an example.
 func (pl *planner) unlistedLiveNodes(r *Role) (int, string) {
-	live, _ := pl.strays(r)
+	live, dead := pl.strays(r)
+	for _, node := range dead {
+		since, ok := pl.in.Memory.Critical[node]
+		if !ok || pl.in.Now.Sub(since) < r.CriticalGrace.D() {
+			live = append(live, node)
+		}
+	}
 	if len(live) == 0 {
 		return 0, ""
 	}
+	sort.Strings(live)
 	return len(live), live[0]
 }
 

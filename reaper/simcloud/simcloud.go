@@ -47,6 +47,11 @@ type Cloud struct {
 	lateN       int
 	lateAfter   time.Duration
 	hiddenUntil map[string]time.Time
+	// truncateN lists still to leave out every third server; failDeleteN
+	// deletes still to refuse with failDelete.
+	truncateN   int
+	failDeleteN int
+	failDelete  error
 }
 
 var _ reaper.Cloud = (*Cloud)(nil)
@@ -104,6 +109,22 @@ func (c *Cloud) LateCreates(n int, visibleAfter time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lateN, c.lateAfter = n, visibleAfter
+}
+
+// TruncateLists makes the next n lists leave out every third server, as a
+// Nova with an unreachable cell (or a bug) answers part of the truth.
+func (c *Cloud) TruncateLists(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.truncateN = n
+}
+
+// FailDeletes makes the next n deletes fail with err (a 409 of a locked
+// server, say), without deleting.
+func (c *Cloud) FailDeletes(n int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failDeleteN, c.failDelete = n, err
 }
 
 // hidden reports whether a late create's server is still out of sight.
@@ -190,6 +211,17 @@ func (c *Cloud) List(ctx context.Context) ([]reaper.Server, error) {
 			out = append(out, copyServer(s))
 		}
 	}
+	if c.truncateN > 0 {
+		c.truncateN--
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		kept := out[:0]
+		for i, s := range out {
+			if i%3 != 2 {
+				kept = append(kept, s)
+			}
+		}
+		out = kept
+	}
 	c.mu.Unlock()
 	c.fire(became)
 	return out, nil
@@ -253,6 +285,12 @@ func (c *Cloud) Delete(ctx context.Context, id string) error {
 		return &reaper.CloudError{Class: reaper.Transient, Op: "delete server", Err: err}
 	}
 	c.mu.Lock()
+	if c.failDeleteN > 0 {
+		c.failDeleteN--
+		err := c.failDelete
+		c.mu.Unlock()
+		return err
+	}
 	s, ok := c.servers[id]
 	delete(c.servers, id)
 	delete(c.active, id)
