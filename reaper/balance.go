@@ -77,9 +77,14 @@ func (pl *planner) scaleOut(rs *roleServers, count, want int) {
 	}
 }
 
-// scaleIn drains the role's surplus servers, worst first.
+// scaleIn drains the role's surplus servers, worst first, unless the Nova
+// list looks partial (a surplus may then be an illusion).
 func (pl *planner) scaleIn(rs *roleServers, count, want int) {
 	r := rs.role
+	if name, ago := pl.vanished(r); name != "" {
+		pl.block("%s: %d over desired %d, but %s left the Nova list %s ago without the reaper deleting it: the list may be partial; no scale in", r.Name, count-want, want, name, ago)
+		return
+	}
 	flying := inFlight(rs)
 	surplus := count - want
 	for _, v := range pl.worstFirst(rs.free) {

@@ -187,8 +187,14 @@ func (pl *planner) assignEntries(roles []*roleServers) {
 		}
 		if e.NewID != "" {
 			pl.inEntry[e.NewID] = StateNew
-		} else if s := pl.byJournalID[e.ID]; s != nil {
-			pl.inEntry[s.ID] = StateNew
+		}
+		// Every server made for the entry is its own, not a free server
+		// of the role: one the list shows while it hides the recorded one
+		// would otherwise count twice and make the role look over its count.
+		for _, s := range pl.byJournal[e.ID] {
+			if _, ok := pl.inEntry[s.ID]; !ok {
+				pl.inEntry[s.ID] = StateNew
+			}
 		}
 		if e.OldID != "" {
 			if e.Kind == store.KindDelete || e.Phase == store.PhaseDraining || e.Phase == store.PhaseDeleting {

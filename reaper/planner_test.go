@@ -580,6 +580,25 @@ func TestPlan(t *testing.T) {
 			want: []string{}, wantBlocked: "web4 is missing from the Nova list but its Consul node passes",
 		},
 		{
+			name: "journal: the list shows a late second server of an open entry but hides the recorded one: it is the entry's, no scale in",
+			cfg:  func(c *Config) { c.MaxInFlight = 2 },
+			servers: append(append([]Server{}, web3...), func() Server {
+				s := withJournal(srv("web4", time.Minute), "web.j1")
+				s.ID = "id-web4-late"
+				return s
+			}()),
+			checks: append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{}, wantBlocked: "web4 is missing from the Nova list but its Consul node passes",
+		},
+		{
+			name: "surplus, but a server left the Nova list less than absent_grace ago: no scale in", servers: web3, checks: web3checks,
+			desired: map[string]int{"web": 2}, listed: map[string]time.Time{"web4": t0.Add(-time.Minute)},
+			want: []string{}, wantBlocked: "web4 left the Nova list 1m0s ago without the reaper deleting it: the list may be partial; no scale in",
+		},
+		{
 			name:    "journal: the new server gone from Nova and from Consul: finished",
 			servers: web3,
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),

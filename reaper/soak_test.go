@@ -27,9 +27,11 @@ import (
 // `make soak`: 5m) bounds the faults, SOAK_SEED replays a schedule.
 //
 // Faults that only make a machine look unhealthy (catalog blips, flapping
-// checks, partitions) last less than the graces, so any drain or delete of
-// a machine the soak did not kill breaks the reaper's first rule. Machine
-// deaths are permanent and their machines must be replaced.
+// checks, partitions) each last less than the graces, so a drain or delete
+// of a machine the soak did not kill breaks the reaper's first rule, unless
+// overlapping faults made it look unhealthy for a whole grace (then it is a
+// health rule's target, as in production). Machine deaths are permanent and
+// their machines must be replaced.
 
 // soakGrace is critical_grace (and so absent_grace and error_grace).
 const soakGrace = 3 * time.Second
@@ -71,6 +73,9 @@ type machine struct {
 	// unhealthySince: when its node last started to look unhealthy (a
 	// fault, or its death); zero while it looks healthy.
 	unhealthySince time.Time
+	// longSpellEnd: when it last stopped looking unhealthy after doing so
+	// for soakGrace or more (overlapping faults can make such a spell).
+	longSpellEnd time.Time
 	// faults counts the look-unhealthy faults in force on it.
 	faults int
 	// draining: the reaper drains it (its node is in maintenance).
@@ -219,6 +224,11 @@ func (s *soak) judge(what, id, name, journal string) {
 		// A server the cloud made but that never booted (a late create
 		// still hidden): nothing served on it.
 	case m.killed:
+	case !m.unhealthySince.IsZero() && now.Sub(m.unhealthySince) >= soakGrace:
+		// Overlapping faults made it look unhealthy for the grace: a
+		// health rule's target, as a real partition would make it.
+	case now.Sub(m.longSpellEnd) < time.Second:
+		// It recovered from such a spell as the step was being taken.
 	case journal != "" && s.sharesJournal(id, journal):
 	default:
 		since := "it looked healthy"
@@ -282,7 +292,7 @@ func (s *soak) deleted(srv reaper.Server) {
 func (s *soak) onAction(x *running, a reaper.Action) {
 	s.mu.Lock()
 	s.actions[string(a.Op)]++
-	s.logf("%s", a.String())
+	s.logf("%s [entry %s %s %q new=%s/%s old=%s/%s]", a.String(), a.Entry.ID, a.Entry.Kind, a.Entry.Reason, a.Entry.NewName, a.Entry.NewID, a.Entry.OldName, a.Entry.OldID)
 	switch a.Op {
 	case reaper.OpDrain:
 		s.judge("drain", a.Entry.OldID, a.Entry.OldName, "")
@@ -307,6 +317,13 @@ func (s *soak) onAction(x *running, a reaper.Action) {
 	}
 }
 
+// traceLook records what a fault does to a node.
+func (s *soak) traceLook(id, name string, unhealthy, absent bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.logf("  look %s (%s): unhealthy=%v absent=%v", name, id, unhealthy, absent)
+}
+
 // setLook makes machine id's node look unhealthy (critical, or absent from
 // the catalog) or healthy again, counting overlapping faults.
 func (s *soak) setLook(id string, unhealthy, absent bool) {
@@ -325,11 +342,15 @@ func (s *soak) setLook(id string, unhealthy, absent bool) {
 		m.faults--
 	}
 	healthy := m.faults == 0 && !m.killed
-	if healthy {
+	if healthy && !m.unhealthySince.IsZero() {
+		if time.Since(m.unhealthySince) >= soakGrace {
+			m.longSpellEnd = time.Now()
+		}
 		m.unhealthySince = time.Time{}
 	}
 	name, role := m.name, m.role
 	s.mu.Unlock()
+	s.traceLook(id, name, unhealthy, absent)
 	ctx := context.Background()
 	switch {
 	case absent && unhealthy:
