@@ -70,16 +70,21 @@ roles:
 type machine struct {
 	name, role string
 	killed     bool
-	// unhealthySince: when its node last started to look unhealthy (a
-	// fault, or its death); zero while it looks healthy.
+	// draining: the reaper drains it (its node is in maintenance).
+	draining bool
+}
+
+// nodeLook is how the soak made one Consul node look. Two servers of one
+// name (a create's late second server) share their node.
+type nodeLook struct {
+	// faults counts the look-unhealthy faults in force on it.
+	faults int
+	// unhealthySince: when it last started to look unhealthy (a fault, or
+	// its machine's death); zero while it looks healthy.
 	unhealthySince time.Time
 	// longSpellEnd: when it last stopped looking unhealthy after doing so
 	// for soakGrace or more (overlapping faults can make such a spell).
 	longSpellEnd time.Time
-	// faults counts the look-unhealthy faults in force on it.
-	faults int
-	// draining: the reaper drains it (its node is in maintenance).
-	draining bool
 }
 
 // soak is one run's world and checker.
@@ -93,7 +98,8 @@ type soak struct {
 	store *store.Store
 
 	mu       sync.Mutex
-	machines map[string]*machine // by server ID
+	machines map[string]*machine  // by server ID
+	nodes    map[string]*nodeLook // by node name
 	// disarmedAt: when the soak last disarmed (zero when armed).
 	disarmedAt time.Time
 	kills      int
@@ -154,7 +160,7 @@ func newSoak(t *testing.T, seed uint64) *soak {
 		t.Fatal(err)
 	}
 	s := &soak{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), c: agent.Client, sim: simcloud.New(), cfg: cfg, store: st,
-		machines: map[string]*machine{}, faults: map[string]int{}, actions: map[string]int{}}
+		machines: map[string]*machine{}, nodes: map[string]*nodeLook{}, faults: map[string]int{}, actions: map[string]int{}}
 	s.sim.BootDelay = 300 * time.Millisecond
 	s.sim.OnActive = s.booted
 	s.sim.OnDelete = s.deleted
@@ -218,24 +224,25 @@ func (s *soak) booted(srv reaper.Server) {
 // Caller holds mu.
 func (s *soak) judge(what, id, name, journal string) {
 	m := s.machines[id]
+	look := s.node(name)
 	now := time.Now()
 	switch {
 	case m == nil:
 		// A server the cloud made but that never booted (a late create
 		// still hidden): nothing served on it.
 	case m.killed:
-	case !m.unhealthySince.IsZero() && now.Sub(m.unhealthySince) >= soakGrace:
+	case !look.unhealthySince.IsZero() && now.Sub(look.unhealthySince) >= soakGrace:
 		// Overlapping faults made it look unhealthy for the grace: a
 		// health rule's target, as a real partition would make it.
-	case now.Sub(m.longSpellEnd) < time.Second:
+	case now.Sub(look.longSpellEnd) < time.Second:
 		// It recovered from such a spell as the step was being taken.
 	case journal != "" && s.sharesJournal(id, journal):
 	default:
 		since := "it looked healthy"
-		if !m.unhealthySince.IsZero() {
-			since = "it looked unhealthy since " + m.unhealthySince.Format("15:04:05.000")
+		if !look.unhealthySince.IsZero() {
+			since = "it looked unhealthy since " + look.unhealthySince.Format("15:04:05.000")
 		}
-		s.violation("%s of %s (%s), a machine the soak never killed: %s (faults in force %d)", what, name, id, since, m.faults)
+		s.violation("%s of %s (%s), a machine the soak never killed: %s (faults in force %d)", what, name, id, since, look.faults)
 	}
 	if !s.disarmedAt.IsZero() && now.Sub(s.disarmedAt) > time.Second {
 		s.violation("%s of %s %v after the reaper was disarmed", what, name, now.Sub(s.disarmedAt).Round(time.Millisecond))
@@ -265,10 +272,10 @@ func (s *soak) unhealthyFraction(now time.Time) (float64, time.Time) {
 	var since time.Time
 	for _, m := range s.machines {
 		total++
-		if !m.unhealthySince.IsZero() && !m.draining {
+		if look := s.node(m.name); !look.unhealthySince.IsZero() && !m.draining {
 			bad++
-			if m.unhealthySince.After(since) {
-				since = m.unhealthySince
+			if look.unhealthySince.After(since) {
+				since = look.unhealthySince
 			}
 		}
 	}
@@ -285,6 +292,13 @@ func (s *soak) deleted(srv reaper.Server) {
 	s.logf("delete %s %s", srv.ID, srv.Name)
 	s.judge("delete", srv.ID, srv.Name, srv.Metadata[reaper.MetaJournal])
 	delete(s.machines, srv.ID)
+	for _, m := range s.machines {
+		if m.name == srv.Name {
+			return
+		}
+	}
+	delete(s.nodes, srv.Name) // the node goes with its last machine
+
 }
 
 // onAction sees every action of every reaper copy, and sometimes kills
@@ -317,15 +331,19 @@ func (s *soak) onAction(x *running, a reaper.Action) {
 	}
 }
 
-// traceLook records what a fault does to a node.
-func (s *soak) traceLook(id, name string, unhealthy, absent bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.logf("  look %s (%s): unhealthy=%v absent=%v", name, id, unhealthy, absent)
+// node returns the look of node name. Caller holds mu.
+func (s *soak) node(name string) *nodeLook {
+	l := s.nodes[name]
+	if l == nil {
+		l = &nodeLook{}
+		s.nodes[name] = l
+	}
+	return l
 }
 
 // setLook makes machine id's node look unhealthy (critical, or absent from
-// the catalog) or healthy again, counting overlapping faults.
+// the catalog) or, once no fault is left on it, healthy again, unless its
+// machine died or no machine of that name is left.
 func (s *soak) setLook(id string, unhealthy, absent bool) {
 	s.mu.Lock()
 	m := s.machines[id]
@@ -333,24 +351,29 @@ func (s *soak) setLook(id string, unhealthy, absent bool) {
 		s.mu.Unlock()
 		return
 	}
-	if unhealthy {
-		m.faults++
-		if m.unhealthySince.IsZero() {
-			m.unhealthySince = time.Now()
-		}
-	} else if m.faults > 0 {
-		m.faults--
-	}
-	healthy := m.faults == 0 && !m.killed
-	if healthy && !m.unhealthySince.IsZero() {
-		if time.Since(m.unhealthySince) >= soakGrace {
-			m.longSpellEnd = time.Now()
-		}
-		m.unhealthySince = time.Time{}
-	}
 	name, role := m.name, m.role
+	look := s.node(name)
+	if unhealthy {
+		look.faults++
+		if look.unhealthySince.IsZero() {
+			look.unhealthySince = time.Now()
+		}
+	} else if look.faults > 0 {
+		look.faults--
+	}
+	dead := false
+	for _, o := range s.machines {
+		dead = dead || (o.name == name && o.killed)
+	}
+	healthy := look.faults == 0 && !dead
+	if healthy && !look.unhealthySince.IsZero() {
+		if time.Since(look.unhealthySince) >= soakGrace {
+			look.longSpellEnd = time.Now()
+		}
+		look.unhealthySince = time.Time{}
+	}
+	s.logf("  look %s (%s): unhealthy=%v absent=%v -> faults %d", name, id, unhealthy, absent, look.faults)
 	s.mu.Unlock()
-	s.traceLook(id, name, unhealthy, absent)
 	ctx := context.Background()
 	switch {
 	case absent && unhealthy:
@@ -379,16 +402,42 @@ func (s *soak) pick(n int) []string {
 }
 
 // look makes ids look unhealthy for d (absent from the catalog, or
-// critical), then healthy again.
+// critical), then healthy again: the fault is on their nodes, and ends
+// through any live machine of the same name (a deleted duplicate's node is
+// its sibling's).
 func (s *soak) look(ids []string, d time.Duration, absent bool) {
+	names := map[string]string{}
+	s.mu.Lock()
+	for _, id := range ids {
+		if m := s.machines[id]; m != nil {
+			names[id] = m.name
+		}
+	}
+	s.mu.Unlock()
 	for _, id := range ids {
 		s.setLook(id, true, absent)
 	}
 	time.AfterFunc(d, func() {
-		for _, id := range ids {
-			s.setLook(id, false, absent)
+		for id, name := range names {
+			s.setLook(s.liveOf(id, name), false, absent)
 		}
 	})
+}
+
+// liveOf returns id if its machine is live, else a live machine of the
+// same name ("" when none: the fault ends with the node).
+func (s *soak) liveOf(id, name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.machines[id] != nil {
+		return id
+	}
+	for oid, m := range s.machines {
+		if m.name == name {
+			return oid
+		}
+	}
+	return ""
 }
 
 // faultLoop injects one fault about every 700 ms for dur.
@@ -526,7 +575,7 @@ func (s *soak) unsettled() string {
 	defer s.mu.Unlock()
 	for _, srv := range servers {
 		m := s.machines[srv.ID]
-		if m == nil || m.killed || m.faults > 0 {
+		if m == nil || m.killed || s.node(m.name).faults > 0 {
 			return srv.Name + " is not a live, healthy machine"
 		}
 		count[m.role]++
