@@ -125,8 +125,9 @@ func (r *Reaper) holdLock(ctx context.Context, wg *sync.WaitGroup, ls *leaderSes
 		close(stopCh)
 	})
 	lostCh, err := lock.Lock(stopCh)
+	r.reportLockConflict(err)
 	if err != nil || lostCh == nil {
-		if err != nil {
+		if err != nil && !errors.Is(err, api.ErrLockConflict) {
 			r.log.Error("acquire leader lock", "err", err)
 		}
 		r.endSession(ls)
@@ -163,6 +164,24 @@ func (r *Reaper) holdLock(ctx context.Context, wg *sync.WaitGroup, ls *leaderSes
 	r.endSession(ls)
 	r.log.Info("no longer leader")
 	return false
+}
+
+// reportLockConflict: a leader key that no lock wrote (a value put there by
+// hand) keeps every copy from leading, for good. The check note and the
+// log say so, once per change, with the command that clears it.
+func (r *Reaper) reportLockConflict(err error) {
+	problem := ""
+	if errors.Is(err, api.ErrLockConflict) {
+		key := r.cfg.LeaderKey()
+		problem = fmt.Sprintf("no copy can lead: the leader key %s holds a value no reaper lock wrote (put there by hand?); clear it with: consul kv delete %s", key, key)
+	}
+	if r.status.setLockProblem(problem) {
+		if problem != "" {
+			r.log.Error(problem)
+		} else {
+			r.log.Info("the leader key can be locked again")
+		}
+	}
 }
 
 // lead runs cycles while ctx (cancelled on loss of the lock) lives, with

@@ -248,6 +248,19 @@ type daemonStatus struct {
 	cycleStart  time.Time
 	lastCycleOK bool
 	lastErr     string
+	// lockProblem says why no copy can take the leader lock (a key no
+	// lock wrote); empty when there is none.
+	lockProblem string
+}
+
+// setLockProblem records why the lock cannot be taken ("" when it can)
+// and reports whether that changed, so the caller logs each change once.
+func (s *daemonStatus) setLockProblem(p string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := s.lockProblem != p
+	s.lockProblem = p
+	return changed
 }
 
 func (s *daemonStatus) setLeading(v bool) {
@@ -288,6 +301,9 @@ func (s *daemonStatus) health(stuck time.Duration) (status, note string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.leading {
+		if s.lockProblem != "" {
+			return api.HealthWarning, s.lockProblem
+		}
 		return api.HealthPassing, "standby"
 	}
 	status, note = api.HealthPassing, "leader"

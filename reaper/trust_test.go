@@ -419,3 +419,44 @@ func TestMetricsBehindAWebConfig(t *testing.T) {
 		t.Fatalf("scrape with credentials: %d\n%s", code, body)
 	}
 }
+
+// A leader key written by hand (no lock's flags) keeps every copy from
+// leading: the reaper's own check says so, with the command that clears
+// it, instead of "standby"; once it is cleared, a copy leads.
+func TestHandWrittenLeaderKeyIsReported(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	key := f.cfg.LeaderKey()
+	if _, err := f.c.KV().Put(&api.KVPair{Key: key, Value: []byte("boot1")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.seed(3)
+	r := f.start(nil)
+	check := func() *api.AgentCheck {
+		checks, err := f.c.Agent().Checks()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range checks {
+			if c.ServiceName == f.cfg.ServiceName {
+				return c
+			}
+		}
+		return nil
+	}
+	testutil.Eventually(t, 10*time.Second, "the check to name the hand-written key", func() bool {
+		c := check()
+		return c != nil && c.Status == api.HealthWarning && strings.Contains(c.Output, "consul kv delete "+key)
+	})
+	if r.Leading() {
+		t.Fatal("a copy leads while the key is not a lock")
+	}
+	if _, err := f.c.KV().Delete(key, nil); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 15*time.Second, "a copy to lead once the key is cleared", r.Leading)
+	testutil.Eventually(t, 10*time.Second, "the check to say leader", func() bool {
+		c := check()
+		return c != nil && c.Status == api.HealthPassing && strings.HasPrefix(c.Output, "leader")
+	})
+}
