@@ -162,6 +162,10 @@ func (pl *planner) advanceDeleting(rs *roleServers, e *Entry, next Entry, oldS *
 		pl.block("%s: delete of %s waits: %s", e.ID, e.OldName, why)
 		return
 	}
+	if until := pl.in.DeleteBackoff[e.ID]; pl.in.Now.Before(until) {
+		pl.block("%s: the cloud refused to delete %s; retried after %s (it does not count against max_in_flight meanwhile)", e.ID, e.OldName, until.UTC().Format(time.RFC3339))
+		return
+	}
 	pl.add(OpDelete, next, "finish the recorded delete")
 }
 

@@ -43,11 +43,13 @@ func (pl *planner) worstFirst(servers []*Server) []*Server {
 	return out
 }
 
-// inFlight counts the role's entries that replace or delete.
-func inFlight(rs *roleServers) int {
+// inFlight counts the role's entries that replace or delete, except those
+// whose delete the cloud refuses (backing off): a locked server must not
+// stop the role's other replacements.
+func (pl *planner) inFlight(rs *roleServers) int {
 	n := 0
 	for _, e := range rs.entries {
-		if e.Kind != store.KindCreate {
+		if e.Kind != store.KindCreate && !pl.in.Now.Before(pl.in.DeleteBackoff[e.ID]) {
 			n++
 		}
 	}
@@ -85,7 +87,7 @@ func (pl *planner) scaleIn(rs *roleServers, count, want int) {
 		pl.block("%s: %d over desired %d, but %s left the Nova list %s ago without the reaper deleting it: the list may be partial; no scale in", r.Name, count-want, want, name, ago)
 		return
 	}
-	flying := inFlight(rs)
+	flying := pl.inFlight(rs)
 	surplus := count - want
 	for _, v := range pl.worstFirst(rs.free) {
 		if surplus == 0 {
@@ -118,7 +120,7 @@ func (pl *planner) replaceBad(rs *roleServers) bool {
 			bad = append(bad, s)
 		}
 	}
-	flying := inFlight(rs)
+	flying := pl.inFlight(rs)
 	for _, s := range pl.worstFirst(bad) {
 		if flying >= pl.in.Config.MaxInFlight {
 			pl.block("%s: replacement of %s waits: max_in_flight %d", rs.role.Name, s.Name, pl.in.Config.MaxInFlight)

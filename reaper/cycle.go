@@ -54,7 +54,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *Plan {
 		Desired: obs.desired, Journal: obs.keys.Entries, Armed: obs.keys.Armed != nil,
 		ArmKeyWritten: obs.keys.ArmKeyWritten, ArmProblem: obs.keys.ArmProblem,
 		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: obs.recorded, Memory: t.memory, Destructive: obs.keys.Destructive,
-		BackoffUntil: t.quota.until, RoleBackoff: t.roleBackoffs(),
+		BackoffUntil: t.quota.until, RoleBackoff: t.roleBackoffs(), DeleteBackoff: t.deleteBackoffs(obs.keys.Entries),
 	}
 	plan := in.Plan()
 	if t.lastCycleErr != "" {
@@ -107,7 +107,10 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *Plan, obs *observ
 		}
 		if err := r.execute(ctx, t, a, &budget); err != nil {
 			r.metrics.action(a.Op, "failed")
-			r.log.Error("action failed", "action", a.String(), "entry", a.Entry.ID, "err", err)
+			var refused *refusedError
+			if !errors.As(err, &refused) || refused.first {
+				r.log.Error("action failed", "action", a.String(), "entry", a.Entry.ID, "err", err)
+			}
 			errs = append(errs, a.String()+": "+err.Error())
 			if errors.Is(err, ErrNotLeader) {
 				break

@@ -59,6 +59,9 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 			return err
 		}
 		if err := r.deleteServer(ctx, e.OldID); err != nil {
+			if ClassOf(err) == Conflict {
+				return r.deleteRefused(t, e, err)
+			}
 			return err
 		}
 		if err := r.deregister(ctx, e.OldName); err != nil {

@@ -66,6 +66,9 @@ type Input struct {
 	// RoleBackoff: per-role backoff after capacity ("No valid host") or
 	// fatal create errors (a bad flavor or image); no creates of the role.
 	RoleBackoff map[string]time.Time
+	// DeleteBackoff: per journal entry, no delete before this time (the
+	// cloud refused the last one).
+	DeleteBackoff map[string]time.Time
 }
 
 // Memory is what a plan remembers for the next cycle: when each node was

@@ -115,6 +115,8 @@ func ops(p *Plan) []string {
 func TestPlan(t *testing.T) {
 	web3, web3checks := healthyFleet("web", 3)
 	web3checks = slices.Clip(web3checks) // appends in cases must copy
+	web5, web5checks := healthyFleet("web", 5)
+	web5checks = slices.Clip(web5checks)
 	web3 = slices.Clip(web3)
 	young := []Server{srv("web1", day), srv("web2", 2*day)}
 	journalEntry := func(kind store.EntryKind, phase store.Phase, mod func(*Entry)) Entry {
@@ -142,6 +144,7 @@ func TestPlan(t *testing.T) {
 		absentSince        map[string]time.Time
 		errorSince         map[string]time.Time
 		listed             map[string]time.Time
+		deleteBackoff      map[string]time.Time
 		critSince          map[string]time.Time
 		destructive        []time.Time
 		backoff            bool
@@ -696,6 +699,27 @@ func TestPlan(t *testing.T) {
 			want: []string{"maintain web2"}, wantBlocked: "web2 is missing from the Nova list but its Consul node passes",
 		},
 		{
+			name:      "journal: a delete the cloud refused waits for its backoff and frees the role's in-flight slot",
+			cfg:       func(c *Config) { c.Roles[0].Desired = 5 },
+			servers:   append(append([]Server{}, web5...), withJournal(srv("web6", 20*time.Minute), "web.j1")),
+			checks:    append(replaceChecks(replaceChecks(web5checks, "web2", crit("web2")), "web3", crit("web3")), pass("web6")),
+			critSince: longCrit("web2", "web3"), deleteBackoff: map[string]time.Time{"web.j1": t0.Add(time.Minute)},
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDeleting, func(e *Entry) {
+				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID = "unhealthy", "web6", "id-web6", "web2", "id-web2"
+			})},
+			want: []string{"create web7 for web3"}, wantBlocked: "the cloud refused to delete web2; retried after",
+		},
+		{
+			name:      "journal: a refused delete is tried again once its backoff is over",
+			servers:   append(append([]Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
+			checks:    append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")),
+			critSince: longCrit("web2"), deleteBackoff: map[string]time.Time{"web.j1": t0.Add(-time.Second)},
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDeleting, func(e *Entry) {
+				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID = "unhealthy", "web4", "id-web4", "web2", "id-web2"
+			})},
+			want: []string{"delete web2"},
+		},
+		{
 			name:    "journal: a recorded delete while disarmed waits",
 			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
 			notArmed: true, armKey: "disarm",
@@ -846,6 +870,7 @@ func TestPlan(t *testing.T) {
 			if tc.backoff {
 				in.BackoffUntil = t0.Add(time.Minute)
 			}
+			in.DeleteBackoff = tc.deleteBackoff
 			if tc.roleBackoff != "" {
 				in.RoleBackoff = map[string]time.Time{tc.roleBackoff: t0.Add(time.Minute)}
 			}

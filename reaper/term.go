@@ -17,6 +17,9 @@ type leaderTerm struct {
 	// roleBackoff holds each role's backoff after a capacity or fatal
 	// create error.
 	roleBackoff map[string]*backoffState
+	// deleteBackoff holds, per journal entry, the backoff after the cloud
+	// refused to delete its server (a locked server's 409).
+	deleteBackoff map[string]*backoffState
 	// The last pause, start-gate and cycle-error messages logged, so each
 	// change is logged once rather than every cycle.
 	lastPause    string
@@ -25,7 +28,7 @@ type leaderTerm struct {
 }
 
 func newTerm(session string) *leaderTerm {
-	return &leaderTerm{session: session, roleBackoff: map[string]*backoffState{}}
+	return &leaderTerm{session: session, roleBackoff: map[string]*backoffState{}, deleteBackoff: map[string]*backoffState{}}
 }
 
 // backoffState is one exponential, capped backoff.
@@ -84,6 +87,51 @@ func (r *Reaper) backoff(t *leaderTerm, role string, err error) {
 	d := b.bump(r.now(), r.cfg.QuotaBackoff.D(), r.cfg.QuotaBackoffMax.D(), err)
 	r.log.Warn("create failed: backing off creates", "of", what, "for", d, "class", ClassOf(err).String(), "err", err)
 }
+
+// deleteRefused starts or extends the backoff of entry id's delete after
+// the cloud refused it; the first refusal is logged, later ones are not
+// (the state report names the entry every cycle). It returns err.
+func (r *Reaper) deleteRefused(t *leaderTerm, e Entry, err error) error {
+	b := t.deleteBackoff[e.ID]
+	if b == nil {
+		b = &backoffState{}
+		t.deleteBackoff[e.ID] = b
+	}
+	first := b.step == 0
+	d := b.bump(r.now(), r.cfg.QuotaBackoff.D(), r.cfg.QuotaBackoffMax.D(), err)
+	if first {
+		r.log.Warn("the cloud refused a delete: retried with backoff; the role's other work goes on", "entry", e.ID, "server", e.OldName, "for", d, "err", err)
+	}
+	return &refusedError{err: err, first: first}
+}
+
+// deleteBackoffs is each refused delete's backoff end, by entry, as the
+// planner takes it; entries no longer in the journal are forgotten.
+func (t *leaderTerm) deleteBackoffs(journal []Entry) map[string]time.Time {
+	open := make(map[string]bool, len(journal))
+	for _, e := range journal {
+		open[e.ID] = true
+	}
+	out := map[string]time.Time{}
+	for id, b := range t.deleteBackoff {
+		if !open[id] {
+			delete(t.deleteBackoff, id)
+			continue
+		}
+		out[id] = b.until
+	}
+	return out
+}
+
+// refusedError is a delete the cloud refused; only the first of an
+// entry's refusals is logged as a failed action.
+type refusedError struct {
+	err   error
+	first bool
+}
+
+func (e *refusedError) Error() string { return "delete refused: " + e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
 
 // backoffReset ends the backoff steps after a create succeeded.
 func (t *leaderTerm) backoffReset(role string) {

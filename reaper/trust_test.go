@@ -1,6 +1,7 @@
 package reaper_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -458,5 +459,33 @@ func TestHandWrittenLeaderKeyIsReported(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "the check to say leader", func() bool {
 		c := check()
 		return c != nil && c.Status == api.HealthPassing && strings.HasPrefix(c.Output, "leader")
+	})
+}
+
+// Nothing stalls on a locked server: a delete the cloud refuses (409) is
+// retried with backoff, reported in the state, and frees the role's
+// in-flight slot, so another bad server of the role is replaced meanwhile.
+func TestRefusedDeleteDoesNotHoldTheRole(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.cfg.Roles[0].Desired = 5
+	f.cfg.QuotaBackoff, f.cfg.QuotaBackoffMax = reaper.Duration(500*time.Millisecond), reaper.Duration(2*time.Second)
+	f.seed(5)
+	f.arm()
+	f.sim.FailDeletes(1000, &reaper.CloudError{Class: reaper.Conflict, Op: "delete server", Err: errors.New("409 Cannot 'delete' instance while it is locked")})
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+	setCritical(t, f.c, "web2")
+	testutil.Eventually(t, 15*time.Second, "the refused delete of web2 in the state", func() bool {
+		rep, _ := readReport(f.c)
+		return rep != nil && strings.Contains(strings.Join(rep.Blocked, "\n"), "the cloud refused to delete web2")
+	})
+	setCritical(t, f.c, "web3")
+	testutil.Eventually(t, 15*time.Second, "web3 replaced while web2's delete is refused", func() bool {
+		return f.sim.Creates.Load() == 2
+	})
+	f.sim.FailDeletes(0, nil)
+	testutil.Eventually(t, 20*time.Second, "both deleted once the cloud accepts deletes", func() bool {
+		return len(f.sim.Servers()) == 5 && !catalogHas(t, f.c, "web2") && !catalogHas(t, f.c, "web3") && len(journalKeys(t, f.c)) == 0
 	})
 }
