@@ -46,6 +46,13 @@ func (pl *planner) advanceCreating(rs *roleServers, e *Entry, next Entry, newS, 
 		pl.add(OpAdopt, next, "found the server this entry created")
 		return
 	case surge && oldS != nil && e.Reason != string(StateExpired) && pl.statesOf[oldS.ID] == StateHealthy:
+		if until := e.Updated.Add(pl.in.Config.CloudTimeout.D()); e.Attempts > 0 && pl.in.Now.Before(until) {
+			// A create attempt whose outcome is unknown may still make
+			// a server; dropping the entry would leave that server free,
+			// over the role's count. It is adopted (then rolled back).
+			pl.block("%s: %s is healthy again, but create attempt %d of %s may still make a server: the entry waits for it until %s", e.ID, e.OldName, e.Attempts, e.NewName, until.UTC().Format(time.RFC3339))
+			return
+		}
 		pl.add(OpFinish, next, e.OldName+" is healthy again; its replacement is not created")
 		return
 	}
@@ -84,6 +91,10 @@ func (pl *planner) advanceBooting(rs *roleServers, e *Entry, next Entry, newS, o
 		pl.add(OpFinish, next, "the new server "+e.NewName+" is gone; the role is judged afresh")
 	case newS.Status == StatusError:
 		next.Phase = store.PhaseRollback
+		next.Fault = newS.Fault
+		if next.Fault == "" {
+			next.Fault = "no fault given"
+		}
 		pl.add(OpRollback, next, "the new server went to ERROR")
 	case !pl.serves(rs, newS) && pl.recovered(rs, e, oldS) != "":
 		// The server it replaces came back before the new one served:

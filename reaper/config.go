@@ -89,7 +89,8 @@ type Config struct {
 	PauseMinServers int `yaml:"pause_min_servers"`
 	// DrainPeriod is the time between maintenance mode and delete.
 	DrainPeriod Duration `yaml:"drain_period"`
-	// CloudTimeout bounds waiting for a server to become ACTIVE or gone.
+	// CloudTimeout bounds a Nova list and the wait for a deleted server to
+	// be gone (no cycle waits for a server to boot).
 	CloudTimeout Duration `yaml:"cloud_timeout"`
 	// QuotaBackoff and QuotaBackoffMax: exponential backoff after a quota or
 	// capacity error.

@@ -76,6 +76,11 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 		if err := put(e, nil); err != nil {
 			return err
 		}
+		if e.Fault != "" {
+			ferr := bootFailed(e.NewName, e.Fault)
+			r.backoff(t, role.Name, ferr)
+			r.metrics.cloudError(ferr)
+		}
 		if e.NewID != "" {
 			if err := r.deleteServer(ctx, e.NewID); err != nil {
 				return err
@@ -90,7 +95,7 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 }
 
 // create writes the intent, creates the server with metadata naming the
-// entry, records its ID, and waits (bounded) for it to become ACTIVE.
+// entry and records its ID.
 func (r *Reaper) create(ctx context.Context, t *leaderTerm, role *Role, e Entry, put func(Entry, []time.Time) error) error {
 	e.Attempts++
 	e.Phase = store.PhaseCreating
@@ -109,32 +114,19 @@ func (r *Reaper) create(ctx context.Context, t *leaderTerm, role *Role, e Entry,
 		return r.createFailed(ctx, t, role, e, err)
 	}
 	t.backoffReset(role.Name)
+	// The entry waits in booting: the planner follows the server from
+	// each cycle's list (ACTIVE and checked in, ERROR, or past
+	// boot_timeout), so no cycle waits for one server to boot.
 	e.Phase, e.NewID = store.PhaseBooting, s.ID
-	if err := put(e, nil); err != nil {
-		return err
-	}
-	got, err := r.waitStatus(ctx, s.ID)
-	if err != nil {
-		return err
-	}
-	if got.Status != StatusError {
-		return nil
-	}
-	ferr := &CloudError{Class: Fatal, Op: "boot " + e.NewName, Err: fmt.Errorf("server went to ERROR: %s", got.Fault)}
-	if strings.Contains(got.Fault, "No valid host") {
+	return put(e, nil)
+}
+
+// bootFailed is the error of a new server Nova put in ERROR: capacity when
+// Nova found no host, else fatal; either backs off the role's creates.
+func bootFailed(name, fault string) *CloudError {
+	ferr := &CloudError{Class: Fatal, Op: "boot " + name, Err: fmt.Errorf("server went to ERROR: %s", fault)}
+	if strings.Contains(fault, "No valid host") {
 		ferr.Class = Capacity
-	}
-	r.backoff(t, role.Name, ferr)
-	r.metrics.cloudError(ferr)
-	e.Phase, e.Error = store.PhaseRollback, ferr.Error()
-	if err := put(e, nil); err != nil {
-		return err
-	}
-	if err := r.deleteServer(ctx, s.ID); err != nil {
-		return errors.Join(ferr, err)
-	}
-	if err := r.journal.Remove(ctx, t.session, e.ID); err != nil {
-		return errors.Join(ferr, err)
 	}
 	return ferr
 }
@@ -180,26 +172,6 @@ func (r *Reaper) pollServer(ctx context.Context, id string, done func(Server, er
 		case <-time.After(r.opts.pollInterval):
 		}
 	}
-}
-
-// waitStatus polls until the server leaves BUILD, or cloud_timeout passes
-// (then the entry stays in booting; the planner's boot timeout decides).
-func (r *Reaper) waitStatus(ctx context.Context, id string) (Server, error) {
-	var got Server
-	done, err := r.pollServer(ctx, id, func(s Server, err error) (bool, error) {
-		if err != nil {
-			return ClassOf(err) != Transient, err
-		}
-		got = s
-		return s.Status != StatusBuild && s.Status != "", nil
-	})
-	if !done {
-		return Server{Status: StatusBuild}, nil
-	}
-	if err != nil {
-		return Server{}, err
-	}
-	return got, nil
 }
 
 // deleteServer deletes and waits until Nova no longer lists it.

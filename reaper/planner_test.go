@@ -720,6 +720,22 @@ func TestPlan(t *testing.T) {
 			want: []string{"delete web2"},
 		},
 		{
+			name:    "journal: the old server is healthy again before its replacement was created: finished",
+			servers: web3, checks: web3checks,
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseCreating, func(e *Entry) {
+				e.Reason, e.NewName, e.OldName, e.OldID = "unhealthy", "web4", "web2", "id-web2"
+			})},
+			want: []string{"finish web4"},
+		},
+		{
+			name:    "journal: the old server is healthy again, but a failed create attempt may still make a server: the entry waits",
+			servers: web3, checks: web3checks,
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseCreating, func(e *Entry) {
+				e.Reason, e.NewName, e.OldName, e.OldID, e.Attempts, e.Updated = "unhealthy", "web4", "web2", "id-web2", 1, t0.Add(-time.Minute)
+			})},
+			want: []string{}, wantBlocked: "create attempt 1 of web4 may still make a server",
+		},
+		{
 			name:    "journal: a recorded delete while disarmed waits",
 			servers: append(append([]Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
 			notArmed: true, armKey: "disarm",
@@ -1016,5 +1032,25 @@ func TestDuplicateServersOfAnEntry(t *testing.T) {
 				t.Fatalf("actions = %+v, want only the deletion of %s (and no scale in of the role this cycle)", p.Actions, tc.want)
 			}
 		})
+	}
+}
+
+// A new server Nova puts in ERROR is rolled back with Nova's fault in the
+// entry, which the executor turns into the role's create backoff.
+func TestErrorBootCarriesTheFault(t *testing.T) {
+	web3, web3checks := healthyFleet("web", 3)
+	s := withStatus(withJournal(srv("web4", time.Minute), "web.j1"), StatusError)
+	s.Fault = "No valid host was found. There are not enough hosts available."
+	in := Input{Now: t0, Config: testConfig(t), Armed: true, Servers: append(append([]Server{}, web3[:2]...), s), Checks: web3checks[:2],
+		Journal: []Entry{{ID: "web.j1", Kind: store.KindCreate, Role: "web", Phase: store.PhaseBooting, NewName: "web4", NewID: "id-web4", Started: t0, Updated: t0}}}
+	p := in.Plan()
+	if len(p.Actions) != 1 || p.Actions[0].Op != OpRollback || p.Actions[0].Entry.Fault != s.Fault {
+		t.Fatalf("actions = %+v, want one rollback carrying the fault", p.Actions)
+	}
+	if e := bootFailed("web4", p.Actions[0].Entry.Fault); e.Class != Capacity {
+		t.Fatalf("class of %v = %s, want capacity", e, e.Class)
+	}
+	if e := bootFailed("web4", "Image is not active"); e.Class != Fatal {
+		t.Fatalf("class of %v = %s, want fatal", e, e.Class)
 	}
 }

@@ -489,3 +489,30 @@ func TestRefusedDeleteDoesNotHoldTheRole(t *testing.T) {
 		return len(f.sim.Servers()) == 5 && !catalogHas(t, f.c, "web2") && !catalogHas(t, f.c, "web3") && len(journalKeys(t, f.c)) == 0
 	})
 }
+
+// No cycle waits for one server to boot: while a new server is in BUILD,
+// cycles go on (the state report keeps moving); when Nova puts it in
+// ERROR, it is rolled back and the role's creates back off with Nova's
+// fault as the reason.
+func TestCyclesGoOnWhileAServerBoots(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.sim.BootDelay = time.Hour // stays in BUILD until the test decides
+	f.seed(2)                   // desired 3: one create
+	f.arm()
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+	testutil.Eventually(t, 5*time.Second, "web3 created", func() bool { return f.sim.Creates.Load() == 1 })
+	first, _ := readReport(f.c)
+	testutil.Eventually(t, 3*time.Second, "cycles while web3 is in BUILD", func() bool {
+		rep, _ := readReport(f.c)
+		return first != nil && rep != nil && rep.Time.After(first.Time.Add(500*time.Millisecond))
+	})
+	if !f.sim.FailBoot("web3", "No valid host was found. There are not enough hosts available.") {
+		t.Fatal("no web3")
+	}
+	testutil.Eventually(t, 10*time.Second, "web3 rolled back and the role backed off", func() bool {
+		rep, _ := readReport(f.c)
+		return len(f.sim.Servers()) == 2 && rep != nil && strings.Contains(rep.RoleBackoff["web"].Reason, "No valid host")
+	})
+}

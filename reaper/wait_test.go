@@ -36,47 +36,6 @@ func fakeReaper(t *testing.T, f *fake) *Reaper {
 
 var notFound = &CloudError{Class: NotFound, Op: "get", Err: errors.New("404")}
 
-func TestWaitStatus(t *testing.T) {
-	cases := []struct {
-		name    string
-		answers []Server
-		errs    []error
-		want    string
-		wantErr ErrorClass
-	}{
-		{name: "BUILD then ACTIVE", answers: []Server{{Status: StatusBuild}, {Status: StatusBuild}, {Status: StatusActive}}, want: StatusActive},
-		{name: "ERROR is returned for rollback", answers: []Server{{Status: StatusBuild}, {Status: StatusError, Fault: "No valid host was found"}}, want: StatusError},
-		{name: "transient errors are retried", answers: []Server{{}, {}, {Status: StatusActive}},
-			errs: []error{&CloudError{Class: Transient, Err: errors.New("503")}, &CloudError{Class: Transient, Err: errors.New("503")}, nil}, want: StatusActive},
-		{name: "still BUILD at cloud_timeout: left to the boot timeout", answers: []Server{{Status: StatusBuild}}, want: StatusBuild},
-		{name: "gone while waiting", answers: []Server{{}}, errs: []error{notFound}, wantErr: NotFound},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			i := 0
-			r := fakeReaper(t, &fake{get: func(ctx context.Context, id string) (Server, error) {
-				k := min(i, len(tc.answers)-1)
-				i++
-				var err error
-				if k < len(tc.errs) {
-					err = tc.errs[k]
-				}
-				return tc.answers[k], err
-			}})
-			s, err := r.waitStatus(context.Background(), "id-1")
-			if tc.wantErr != Fatal || err != nil {
-				if ClassOf(err) != tc.wantErr {
-					t.Fatalf("err = %v, want class %s", err, tc.wantErr)
-				}
-				return
-			}
-			if s.Status != tc.want {
-				t.Fatalf("status = %s, want %s", s.Status, tc.want)
-			}
-		})
-	}
-}
-
 func TestDeleteServer(t *testing.T) {
 	t.Run("already gone is done", func(t *testing.T) {
 		r := fakeReaper(t, &fake{del: func(context.Context, string) error { return notFound },

@@ -67,6 +67,9 @@ type JournalEntry struct {
 	// Attempts counts create calls made for this entry.
 	Attempts int    `json:"attempts,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// Fault is Nova's message for a new server it put in ERROR; a rollback
+	// with one backs off the role's creates.
+	Fault string `json:"fault,omitempty"`
 }
 
 // Server states in the reaper's report, in the order `orchestrate status`

@@ -147,6 +147,21 @@ func (c *Cloud) SetStatus(name, status string) bool {
 	return false
 }
 
+// FailBoot puts the server named name in ERROR with Nova's fault message,
+// as a scheduling failure does to a server in BUILD; false when there is
+// none.
+func (c *Cloud) FailBoot(name, fault string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.servers {
+		if s.Name == name {
+			s.Status, s.Fault = reaper.StatusError, fault
+			return true
+		}
+	}
+	return false
+}
+
 // Servers returns every server, sorted by name.
 func (c *Cloud) Servers() []reaper.Server {
 	c.mu.Lock()
