@@ -13,7 +13,7 @@ func (pl *planner) advance(rs *roleServers, e *Entry) {
 	if e.NewID != "" {
 		newS = pl.byID[e.NewID]
 	} else {
-		newS = pl.byJournalID[e.ID]
+		newS = pl.createdFor(e.ID)
 	}
 	if e.OldID != "" {
 		oldS = pl.byID[e.OldID]

@@ -60,7 +60,7 @@ func (pl *planner) inFlight(rs *roleServers) int {
 // from the Nova list say the list is incomplete.
 func (pl *planner) scaleOut(rs *roleServers, count, want int) {
 	r := rs.role
-	if name, ago := pl.vanished(r); name != "" {
+	if name, ago := pl.vanished(rs); name != "" {
 		pl.block("%s: %d below desired %d, but %s left the Nova list %s ago without the reaper deleting it: the list may be partial; no create for absent_grace", r.Name, want-count, want, name, ago)
 		return
 	}
@@ -83,7 +83,7 @@ func (pl *planner) scaleOut(rs *roleServers, count, want int) {
 // list looks partial (a surplus may then be an illusion).
 func (pl *planner) scaleIn(rs *roleServers, count, want int) {
 	r := rs.role
-	if name, ago := pl.vanished(r); name != "" {
+	if name, ago := pl.vanished(rs); name != "" {
 		pl.block("%s: %d over desired %d, but %s left the Nova list %s ago without the reaper deleting it: the list may be partial; no scale in", r.Name, count-want, want, name, ago)
 		return
 	}

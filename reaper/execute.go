@@ -14,8 +14,8 @@ import (
 )
 
 // callTimeout bounds one cloud API call (a create, a get, a delete), so a
-// hung Nova cannot stall the loop; waits for ACTIVE or gone are bounded by
-// cloud_timeout.
+// hung Nova cannot stall the loop; the wait for a deleted server to be
+// gone is bounded by cloud_timeout.
 const callTimeout = 2 * time.Minute
 
 // execute carries out one action. The journal entry is written before
@@ -76,11 +76,6 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 		if err := put(e, nil); err != nil {
 			return err
 		}
-		if e.Fault != "" {
-			ferr := bootFailed(e.NewName, e.Fault)
-			r.backoff(t, role.Name, ferr)
-			r.metrics.cloudError(ferr)
-		}
 		if e.NewID != "" {
 			if err := r.deleteServer(ctx, e.NewID); err != nil {
 				return err
@@ -89,7 +84,17 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 				return err
 			}
 		}
-		return r.journal.Remove(ctx, t.session, e.ID)
+		if err := r.journal.Remove(ctx, t.session, e.ID); err != nil {
+			return err
+		}
+		if e.Fault != "" {
+			// Once, when the rollback is done: a retried rollback does
+			// not double the role's backoff.
+			ferr := bootFailed(e.NewName, e.Fault)
+			r.backoff(t, role.Name, ferr)
+			r.metrics.cloudError(ferr)
+		}
+		return nil
 	}
 	return fmt.Errorf("unknown operation %q", a.Op)
 }
@@ -153,28 +158,8 @@ func (r *Reaper) createFailed(ctx context.Context, t *leaderTerm, role *Role, e 
 	return err
 }
 
-// pollServer gets the server every poll interval and hands each answer to
-// done, until done says to stop (then it returns true and done's error) or
-// cloud_timeout passes (false and the context's error).
-func (r *Reaper) pollServer(ctx context.Context, id string, done func(Server, error) (bool, error)) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.CloudTimeout.D())
-	defer cancel()
-	for {
-		gctx, gcancel := context.WithTimeout(ctx, callTimeout)
-		s, err := r.cloud.Get(gctx, id)
-		gcancel()
-		if stop, err := done(s, err); stop {
-			return true, err
-		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(r.opts.pollInterval):
-		}
-	}
-}
-
-// deleteServer deletes and waits until Nova no longer lists it.
+// deleteServer deletes and waits, up to cloud_timeout, until Nova no
+// longer has it.
 func (r *Reaper) deleteServer(ctx context.Context, id string) error {
 	if id == "" {
 		return nil
@@ -186,13 +171,21 @@ func (r *Reaper) deleteServer(ctx context.Context, id string) error {
 		r.metrics.cloudError(err)
 		return err
 	}
-	gone, err := r.pollServer(ctx, id, func(_ Server, err error) (bool, error) {
-		return ClassOf(err) == NotFound, nil
-	})
-	if !gone {
-		return fmt.Errorf("server %s still exists after %s: %w", id, r.cfg.CloudTimeout.D(), err)
+	wctx, cancel := context.WithTimeout(ctx, r.cfg.CloudTimeout.D())
+	defer cancel()
+	for {
+		gctx, gcancel := context.WithTimeout(wctx, callTimeout)
+		_, err := r.cloud.Get(gctx, id)
+		gcancel()
+		if ClassOf(err) == NotFound {
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("server %s still exists after %s: %w", id, r.cfg.CloudTimeout.D(), wctx.Err())
+		case <-time.After(r.opts.pollInterval):
+		}
 	}
-	return nil
 }
 
 // maintenance puts a node in maintenance mode from afar: the agent's

@@ -16,11 +16,11 @@ type planner struct {
 	plan *Plan
 	// byNode holds each Consul node's checks.
 	byNode map[string][]Check
-	// byID and byJournalID find servers by Nova ID and by the journal
-	// entry ID in their metadata; byJournal holds every server of an entry
-	// ID (more than one: a create that succeeded after its caller gave up).
-	byID, byJournalID map[string]*Server
-	byJournal         map[string][]*Server
+	// byID finds servers by Nova ID; byJournal by the journal entry ID in
+	// their metadata (more than one until dedupe keeps one: a create that
+	// succeeded after its caller gave up).
+	byID      map[string]*Server
+	byJournal map[string][]*Server
 	// used holds every server name taken: in Nova or by a journal entry.
 	used map[string]bool
 	// oldNames holds the OldName of every journal entry.
@@ -54,15 +54,19 @@ type roleServers struct {
 	// duplicates are servers made for one of the role's entries beside the
 	// one the entry keeps.
 	duplicates []*Server
+	// vanished holds the role's server names that left the Nova list
+	// less than absent_grace ago (by when they were last listed).
+	vanished map[string]time.Time
 	// validating: one of the role's servers reports validation, so a
 	// server of the role serves only once validated.
 	validating bool
 }
 
 // Plan decides what to do. It does no I/O: the same Input gives the same
-// Plan. Its steps: index the checks, assign servers and journal entries to
-// roles (one server per journal entry ID), classify every server, decide the partition pause and the start
-// gate, then for each role delete duplicate servers of an entry (and
+// Plan. Its steps: index the checks, assign servers to roles, keep one
+// server per journal entry ID, assign the entries, remember which servers
+// left the list, classify every server, decide the partition pause and the
+// start gate, then for each role delete duplicate servers of an entry (and
 // nothing else that cycle), or advance its entries, balance it and clean
 // up dead nodes.
 func (in Input) Plan() *Plan {
@@ -71,6 +75,7 @@ func (in Input) Plan() *Plan {
 	roles := pl.assignServers()
 	pl.dedupe(roles)
 	pl.assignEntries(roles)
+	pl.rememberListed(roles)
 	pl.classifyAll(roles)
 	pl.pause(roles)
 	pl.startGate(roles)
@@ -89,18 +94,17 @@ func (in Input) Plan() *Plan {
 
 func newPlanner(in Input) *planner {
 	pl := &planner{
-		in:          in,
-		plan:        &Plan{Memory: newMemory()},
-		byNode:      make(map[string][]Check, len(in.Servers)),
-		byID:        make(map[string]*Server, len(in.Servers)),
-		byJournalID: map[string]*Server{},
-		byJournal:   map[string][]*Server{},
-		used:        make(map[string]bool, len(in.Servers)),
-		oldNames:    map[string]bool{},
-		statesOf:    make(map[string]ServerState, len(in.Servers)),
-		inEntry:     map[string]ServerState{},
-		backoff:     in.Now.Before(in.BackoffUntil),
-		budget:      in.Config.MaxActionsPerHour,
+		in:        in,
+		plan:      &Plan{Memory: newMemory()},
+		byNode:    make(map[string][]Check, len(in.Servers)),
+		byID:      make(map[string]*Server, len(in.Servers)),
+		byJournal: map[string][]*Server{},
+		used:      make(map[string]bool, len(in.Servers)),
+		oldNames:  map[string]bool{},
+		statesOf:  make(map[string]ServerState, len(in.Servers)),
+		inEntry:   map[string]ServerState{},
+		backoff:   in.Now.Before(in.BackoffUntil),
+		budget:    in.Config.MaxActionsPerHour,
 	}
 	pl.plan.Backoff = pl.backoff
 	hourAgo := in.Now.Add(-time.Hour)
@@ -148,9 +152,6 @@ func (pl *planner) assignServers() []*roleServers {
 		pl.byID[s.ID] = s
 		if j := s.Metadata[MetaJournal]; j != "" {
 			pl.byJournal[j] = append(pl.byJournal[j], s)
-			if pl.byJournalID[j] == nil {
-				pl.byJournalID[j] = s
-			}
 		}
 		var rs *roleServers
 		if name, ok := s.Metadata[MetaRole]; ok {
@@ -188,10 +189,11 @@ func (pl *planner) assignEntries(roles []*roleServers) {
 		if e.NewID != "" {
 			pl.inEntry[e.NewID] = StateNew
 		}
-		// Every server made for the entry is its own, not a free server
-		// of the role: one the list shows while it hides the recorded one
-		// would otherwise count twice and make the role look over its count.
-		for _, s := range pl.byJournal[e.ID] {
+		// The server made for the entry is its own, not a free server of
+		// the role, even when the list shows it but hides the one the
+		// entry recorded: it would count twice and make the role look over
+		// its count.
+		if s := pl.createdFor(e.ID); s != nil {
 			if _, ok := pl.inEntry[s.ID]; !ok {
 				pl.inEntry[s.ID] = StateNew
 			}
@@ -238,7 +240,7 @@ func (pl *planner) dedupe(roles []*roleServers) {
 				keep = s
 			}
 		}
-		pl.byJournalID[j] = keep
+		pl.byJournal[j] = []*Server{keep}
 		for _, s := range servers {
 			if s == keep {
 				continue
@@ -249,6 +251,15 @@ func (pl *planner) dedupe(roles []*roleServers) {
 			}
 		}
 	}
+}
+
+// createdFor returns the server made for journal entry id (the one dedupe
+// kept), or nil.
+func (pl *planner) createdFor(id string) *Server {
+	if ss := pl.byJournal[id]; len(ss) > 0 {
+		return ss[0]
+	}
+	return nil
 }
 
 func findRole(roles []*roleServers, name string) *roleServers {

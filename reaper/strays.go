@@ -1,6 +1,8 @@
 package reaper
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -24,7 +26,7 @@ func (pl *planner) strays(r *Role) (live, dead []string) {
 		}
 	}
 	for _, node := range pl.serverless {
-		if _, ok := r.templateIndex(node); !ok && (r.nameRE == nil || !r.nameRE.MatchString(node)) {
+		if !r.namedLike(node) {
 			continue
 		}
 		checks := pl.byNode[node]
@@ -46,6 +48,15 @@ func (pl *planner) strays(r *Role) (live, dead []string) {
 	return live, dead
 }
 
+// namedLike reports whether name is what the role's name template makes,
+// or matches its name_regex.
+func (r *Role) namedLike(name string) bool {
+	if _, ok := r.templateIndex(name); ok {
+		return true
+	}
+	return r.nameRE != nil && r.nameRE.MatchString(name)
+}
+
 // templateIndex returns n when name is what the role's name template makes
 // of some index n (digits only).
 func (r *Role) templateIndex(name string) (string, bool) {
@@ -59,28 +70,43 @@ func (r *Role) templateIndex(name string) (string, bool) {
 	return mid, true
 }
 
-// vanished returns a server name of the role that was in the Nova list
-// less than absent_grace ago and is not now, though the reaper did not
-// delete it (and how long ago it was last listed): absence from a list,
-// like absence from the catalog, is not yet death. It keeps such names in
-// the plan's memory until the grace is over.
-func (pl *planner) vanished(r *Role) (string, time.Duration) {
-	var names []string
+// rememberListed carries into the plan's memory the server names that
+// left the Nova list less than their role's absent_grace ago, in neither
+// the list nor the journal now (the names listed now were remembered by
+// assignServers, and a delete the plan makes forgets its name).
+func (pl *planner) rememberListed(roles []*roleServers) {
 	for name, last := range pl.in.Memory.Listed {
-		if pl.used[name] || pl.in.Now.Sub(last) >= r.AbsentGrace.D() {
+		if pl.used[name] {
 			continue
 		}
-		if _, ok := r.templateIndex(name); !ok && (r.nameRE == nil || !r.nameRE.MatchString(name)) {
-			continue
+		for _, rs := range roles {
+			if rs.role.namedLike(name) && pl.in.Now.Sub(last) < rs.role.AbsentGrace.D() {
+				pl.plan.Memory.Listed[name] = last
+				pl.vanishedOf(rs)[name] = last
+				break
+			}
 		}
-		pl.plan.Memory.Listed[name] = last
-		names = append(names, name)
 	}
-	if len(names) == 0 {
+}
+
+// vanishedOf returns the role's names that left the list recently.
+func (pl *planner) vanishedOf(rs *roleServers) map[string]time.Time {
+	if rs.vanished == nil {
+		rs.vanished = map[string]time.Time{}
+	}
+	return rs.vanished
+}
+
+// vanished returns a server name of the role that left the Nova list less
+// than absent_grace ago, though the reaper did not delete it, and how long
+// ago it was last listed: absence from a list, like absence from the
+// catalog, is not yet death.
+func (pl *planner) vanished(rs *roleServers) (string, time.Duration) {
+	if len(rs.vanished) == 0 {
 		return "", 0
 	}
-	sort.Strings(names)
-	return names[0], pl.in.Now.Sub(pl.in.Memory.Listed[names[0]]).Round(time.Second)
+	names := slices.Sorted(maps.Keys(rs.vanished))
+	return names[0], pl.in.Now.Sub(rs.vanished[names[0]]).Round(time.Second)
 }
 
 // unlistedLiveNodes counts stray nodes that may be live machines the Nova

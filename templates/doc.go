@@ -1,5 +1,5 @@
-// Package templates holds the consul-template templates, embedded with
-// go:embed and overridable by path.
+// Package templates holds the consul-template templates, embedded in the
+// binaries and overridable by path.
 package templates
 
 import (

@@ -3,7 +3,7 @@
 // value someone wrote by hand, a reply that makes no sense) and an
 // unavailable remote side (Consul or the cloud unreachable or refusing).
 // Libraries wrap their errors in these kinds; each binary maps them to its
-// exit code in one place (internal/exitcode.Of): input is 2, unavailable 3,
+// exit code in one place (internal/exitcode.Code): input is 2, unavailable 3,
 // anything else 1.
 package fault
 

@@ -50,10 +50,9 @@ func runReaper(ctx context.Context, e *env, args []string, reason string) error 
 		} else {
 			writeReaperStatus(e.Stdout, rr)
 		}
-		if rr.err != nil {
-			return reaperReadError(rr.err)
-		}
-		return nil
+		// Consul unreachable maps to 3, a value the reaper did not write
+		// to 2 (exitcode.Code).
+		return rr.err
 	}
 	return exitcode.Usagef("reaper: unknown action %q (want arm, disarm or status)", args[0])
 }

@@ -2,17 +2,12 @@ package orchestrate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/consul/api"
-
-	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/store"
 )
 
@@ -179,15 +174,4 @@ func sortedStates(m map[string]int) []string {
 		}
 	}
 	return out
-}
-
-// reaperReadError is `reaper status`'s exit for a state it could not read:
-// Consul unreachable or refusing is 3, a value the reaper did not write 2.
-func reaperReadError(err error) error {
-	var se api.StatusError
-	var ue *url.Error
-	if errors.As(err, &se) || errors.As(err, &ue) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return exitcode.Wrap(exitcode.Unavailable, err)
-	}
-	return exitcode.Wrap(exitcode.Usage, err)
 }

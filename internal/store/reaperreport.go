@@ -148,6 +148,7 @@ type ServerReport struct {
 }
 
 // ReaperReport reads <prefix>/reaper/state; nil when no reaper wrote one.
+// A value that is not a report is an InputError.
 func (s *Store) ReaperReport(ctx context.Context) (*ReaperReport, error) {
 	key := ReaperKey(s.prefix, ReaperStateKey)
 	p, _, err := s.kv.Get(key, readOpts(ctx))
@@ -159,7 +160,7 @@ func (s *Store) ReaperReport(ctx context.Context) (*ReaperReport, error) {
 	}
 	var st ReaperReport
 	if err := json.Unmarshal(p.Value, &st); err != nil {
-		return nil, fmt.Errorf("%s holds a value the reaper did not write: %w", key, err)
+		return nil, &InputError{Err: fmt.Errorf("%s holds a value the reaper did not write: %w", key, err)}
 	}
 	return &st, nil
 }
