@@ -1,4 +1,5 @@
-// Package consultest starts real Consul dev agents for tests.
+// Package consultest starts real Consul agents for tests: dev servers, and
+// client agents joined to one.
 //
 // The consul binary is built from the Go module proxy by `make consul`
 // (the module in ./consul) into bin/consul. Tests find it through
@@ -48,9 +49,14 @@ type Agent struct {
 	// LogPath is where the agent's output goes.
 	LogPath string
 
-	cmd      *exec.Cmd
-	stopOnce sync.Once
-	waitErr  chan error
+	// mu guards the process: Stop and Restart take it.
+	mu      sync.Mutex
+	bin     string
+	args    []string
+	env     []string
+	cmd     *exec.Cmd
+	waitErr chan error
+	stopped bool
 }
 
 // Ports are the agent's listeners, all on 127.0.0.1.
@@ -78,6 +84,11 @@ type Options struct {
 	HandlerEnv bool
 	// Env is more environment for the agent process and so its handlers.
 	Env []string
+	// JoinLAN, when set, makes a client agent (not a dev server) with a
+	// data directory of its own, joining the server at this serf LAN
+	// address (Agent.SerfLANAddr): a node's agent in a real cluster, which
+	// Restart can stop and start again with its state.
+	JoinLAN string
 }
 
 // Binary returns the path of the consul binary to test against.
@@ -169,8 +180,9 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-// New starts a dev agent with its data and log under dir, and waits until it
-// has a leader and its own node is in the catalog. Callers must Stop it.
+// New starts a dev agent (a client agent with Options.JoinLAN) with its data
+// and log under dir, and waits until it has a leader and its own node is in
+// the catalog. Callers must Stop it.
 func New(ctx context.Context, bin, dir string, opts Options) (*Agent, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -185,7 +197,6 @@ func New(ctx context.Context, bin, dir string, opts Options) (*Agent, error) {
 		NodeName:   opts.NodeName,
 		Token:      opts.ACLToken,
 		LogPath:    filepath.Join(dir, "consul.log"),
-		waitErr:    make(chan error, 1),
 	}
 	if a.Datacenter == "" {
 		a.Datacenter = "dc1"
@@ -204,26 +215,21 @@ func New(ctx context.Context, bin, dir string, opts Options) (*Agent, error) {
 	if err := os.WriteFile(cfgPath, cfgJSON, 0o600); err != nil {
 		return nil, err
 	}
-	args := []string{"agent", "-dev", "-config-file", cfgPath}
-	if opts.HCL != "" {
-		args = append(args, "-hcl", opts.HCL)
+	a.args = []string{"agent", "-dev", "-config-file", cfgPath}
+	if opts.JoinLAN != "" {
+		a.args = []string{"agent", "-config-file", cfgPath, "-data-dir", filepath.Join(dir, "data")}
 	}
-	logf, err := os.Create(a.LogPath)
-	if err != nil {
+	if opts.HCL != "" {
+		a.args = append(a.args, "-hcl", opts.HCL)
+	}
+	a.bin = bin
+	a.env = append(agentEnv(), opts.Env...)
+	if opts.HandlerEnv {
+		a.env = append(a.env, "CONSUL_HTTP_ADDR="+a.HTTPAddr)
+	}
+	if err := a.start(); err != nil {
 		return nil, err
 	}
-	defer logf.Close()
-	a.cmd = exec.Command(bin, args...)
-	a.cmd.Stdout, a.cmd.Stderr = logf, logf
-	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	a.cmd.Env = append(agentEnv(), opts.Env...)
-	if opts.HandlerEnv {
-		a.cmd.Env = append(a.cmd.Env, "CONSUL_HTTP_ADDR="+a.HTTPAddr)
-	}
-	if err := a.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("run %s: %w", bin, err)
-	}
-	go func() { a.waitErr <- a.cmd.Wait() }()
 
 	clientCfg := api.DefaultNonPooledConfig()
 	clientCfg.Address = a.HTTPAddr
@@ -262,6 +268,10 @@ func (a *Agent) configJSON(opts Options) ([]byte, error) {
 	if len(opts.RetryJoinWAN) > 0 {
 		cfg["retry_join_wan"] = opts.RetryJoinWAN
 	}
+	if opts.JoinLAN != "" {
+		cfg["server"] = false
+		cfg["retry_join"] = []string{opts.JoinLAN}
+	}
 	if opts.ACLToken != "" {
 		cfg["acl"] = map[string]any{
 			"enabled": true, "default_policy": "deny", "enable_token_persistence": false,
@@ -296,13 +306,18 @@ func (a *Agent) waitReady(ctx context.Context, limit time.Duration) error {
 			return fmt.Errorf("consul agent not ready after %s: %v", limit, last)
 		case <-time.After(50 * time.Millisecond):
 		}
-		q := (&api.QueryOptions{}).WithContext(ctx)
-		leader, err := a.Client.Status().Leader()
+		// Each try is bounded on its own: a request the agent holds while
+		// it starts (or rejoins) must not use up the whole limit.
+		tctx, tcancel := context.WithTimeout(ctx, 2*time.Second)
+		q := (&api.QueryOptions{}).WithContext(tctx)
+		leader, err := a.Client.Status().LeaderWithQueryOptions(q)
 		if err != nil || leader == "" {
+			tcancel()
 			last = fmt.Errorf("no leader yet (%v)", err)
 			continue
 		}
 		checks, _, err := a.Client.Health().Node(a.NodeName, q)
+		tcancel()
 		if err != nil {
 			last = err
 			continue
@@ -315,20 +330,78 @@ func (a *Agent) waitReady(ctx context.Context, limit time.Duration) error {
 	}
 }
 
+// start runs the agent process, its output appended to LogPath. Caller
+// holds mu, or is New.
+func (a *Agent) start() error {
+	logf, err := os.OpenFile(a.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	a.cmd = exec.Command(a.bin, a.args...)
+	a.cmd.Stdout, a.cmd.Stderr = logf, logf
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	a.cmd.Env = a.env
+	if err := a.cmd.Start(); err != nil {
+		return fmt.Errorf("run %s: %w", a.bin, err)
+	}
+	a.waitErr = make(chan error, 1)
+	go func(cmd *exec.Cmd, done chan error) { done <- cmd.Wait() }(a.cmd, a.waitErr)
+	return nil
+}
+
+// kill stops the process (SIGTERM, SIGKILL after 10 s) and waits for it.
+// Caller holds mu.
+func (a *Agent) kill() {
+	if a.cmd == nil || a.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-a.waitErr:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
+		<-a.waitErr
+	}
+}
+
 // Stop kills the agent and waits for it. It is safe to call more than once.
 func (a *Agent) Stop() {
-	a.stopOnce.Do(func() {
-		if a.cmd == nil || a.cmd.Process == nil {
-			return
-		}
-		_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-a.waitErr:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
-			<-a.waitErr
-		}
-	})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.stopped {
+		a.stopped = true
+		a.kill()
+	}
+}
+
+// Restart stops the agent as a service manager would (SIGTERM), leaves it
+// down for down, and starts it again on the same ports, configuration and
+// data directory, waiting until it is ready. Meant for client agents
+// (Options.JoinLAN): a dev server loses its state.
+func (a *Agent) Restart(ctx context.Context, down time.Duration) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stopped {
+		return errors.New("consultest: restart of a stopped agent")
+	}
+	a.kill()
+	select {
+	case <-ctx.Done():
+		a.stopped = true
+		return ctx.Err()
+	case <-time.After(down):
+	}
+	if err := a.start(); err != nil {
+		a.stopped = true
+		return err
+	}
+	return a.waitReady(ctx, 60*time.Second)
+}
+
+// SerfLANAddr is the agent's serf LAN address, for Options.JoinLAN.
+func (a *Agent) SerfLANAddr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Ports.SerfLAN))
 }
 
 // freePorts returns n distinct free TCP ports on 127.0.0.1 that are also
