@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
@@ -30,6 +31,10 @@ func (pl *planner) advance(rs *roleServers, e *Entry) {
 	case store.PhaseDeleting:
 		pl.advanceDeleting(rs, e, next, oldS)
 	case store.PhaseRollback:
+		if why := pl.deleteWaits(e, e.NewName, newS); why != "" {
+			pl.block("%s: rollback of %s waits: %s", e.ID, e.NewName, why)
+			return
+		}
 		pl.add(OpRollback, next, "finish the recorded rollback")
 	default:
 		pl.block("%s: unknown phase %q: left alone", e.ID, e.Phase)
@@ -99,7 +104,7 @@ func (pl *planner) advanceBooting(rs *roleServers, e *Entry, next Entry, newS, o
 	case !pl.serves(rs, newS) && pl.recovered(rs, e, oldS) != "":
 		// The server it replaces came back before the new one served:
 		// the new one is the one deleted, never the one that came back.
-		if why := pl.gate(rs, need{unpaused: true}); why != "" {
+		if why := pl.gate(rs, need{unpaused: true, victim: newS}); why != "" {
 			pl.block("%s: rollback of %s waits: %s", e.ID, e.NewName, why)
 			return
 		}
@@ -130,7 +135,7 @@ func (pl *planner) advanceBooting(rs *roleServers, e *Entry, next Entry, newS, o
 			pl.add(OpFinish, next, e.NewName+" did not check in within boot_timeout; judged as unaccounted from now on")
 			return
 		}
-		if why := pl.gate(rs, need{unpaused: true}); why != "" {
+		if why := pl.gate(rs, need{unpaused: true, victim: newS}); why != "" {
 			pl.block("%s: rollback of %s waits: %s", e.ID, e.NewName, why)
 			return
 		}
@@ -173,11 +178,31 @@ func (pl *planner) advanceDeleting(rs *roleServers, e *Entry, next Entry, oldS *
 		pl.block("%s: delete of %s waits: %s", e.ID, e.OldName, why)
 		return
 	}
-	if until := pl.in.DeleteBackoff[e.ID]; pl.in.Now.Before(until) {
-		pl.block("%s: the cloud refused to delete %s; retried after %s (it does not count against max_in_flight meanwhile)", e.ID, e.OldName, until.UTC().Format(time.RFC3339))
+	if why := pl.deleteWaits(e, e.OldName, oldS); why != "" {
+		pl.block("%s: delete of %s waits: %s", e.ID, e.OldName, why)
 		return
 	}
 	pl.add(OpDelete, next, "finish the recorded delete")
+}
+
+// deleteWaits says why the delete of an entry's server s is not asked of
+// Nova this cycle, or "": the cloud refused it (backoff), or Nova accepted
+// it and still lists the server, less than cloud_timeout ago.
+func (pl *planner) deleteWaits(e *Entry, name string, s *Server) string {
+	if until := pl.in.DeleteBackoff[e.ID]; pl.in.Now.Before(until) {
+		return fmt.Sprintf("the cloud refused or did not carry out the delete of %s; asked again after %s (it does not count against max_in_flight meanwhile)", name, until.UTC().Format(time.RFC3339))
+	}
+	if s != nil && !e.DeleteAsked.IsZero() && !pl.deleteStalled(*e) {
+		return fmt.Sprintf("Nova accepted the delete of %s %s ago and still lists it (status %s); looked at again each cycle, asked again after cloud_timeout", name, pl.in.Now.Sub(e.DeleteAsked).Round(time.Second), s.Status)
+	}
+	return ""
+}
+
+// deleteStalled: Nova accepted the delete of the entry's server
+// cloud_timeout ago or more and the entry is still open (so the server was
+// still there when last looked at).
+func (pl *planner) deleteStalled(e Entry) bool {
+	return !e.DeleteAsked.IsZero() && pl.in.Now.Sub(e.DeleteAsked) >= pl.in.Config.CloudTimeout.D()
 }
 
 // holdDelete says why the delete of an entry's old server may not happen
@@ -188,10 +213,12 @@ func (pl *planner) holdDelete(rs *roleServers, e *Entry, oldS *Server) string {
 	if why := pl.gate(rs, need{armed: true, unpaused: true}); why != "" {
 		return why
 	}
-	if oldS == nil && pl.nodeLives(rs, e.OldName) {
+	// Once Nova accepted the delete, the server leaving the list is its
+	// doing (the delete's own look tells gone from hidden).
+	if oldS == nil && e.DeleteAsked.IsZero() && pl.nodeLives(rs, e.OldName) {
 		return e.OldName + " is missing from the Nova list but its Consul node passes its checks: the list may be incomplete"
 	}
-	return ""
+	return pl.unknown(oldS)
 }
 
 // nodeLives: the Consul node name checks in for its role and passes (the

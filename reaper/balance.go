@@ -44,28 +44,25 @@ func (pl *planner) worstFirst(servers []*Server) []*Server {
 }
 
 // inFlight counts the role's entries that replace or delete, except those
-// whose delete the cloud refuses (backing off): a locked server must not
-// stop the role's other replacements.
+// whose delete the cloud refuses (backing off) or has not carried out
+// within cloud_timeout: a locked server or a stuck delete must not stop
+// the role's other replacements.
 func (pl *planner) inFlight(rs *roleServers) int {
 	n := 0
 	for _, e := range rs.entries {
-		if e.Kind != store.KindCreate && !pl.in.Now.Before(pl.in.DeleteBackoff[e.ID]) {
+		if e.Kind != store.KindCreate && !pl.in.Now.Before(pl.in.DeleteBackoff[e.ID]) && !pl.deleteStalled(*e) {
 			n++
 		}
 	}
 	return n
 }
 
-// scaleOut creates the servers a role lacks, unless live nodes missing
-// from the Nova list say the list is incomplete.
+// scaleOut creates the servers a role lacks, unless the role's part of
+// the Nova list is in doubt.
 func (pl *planner) scaleOut(rs *roleServers, count, want int) {
 	r := rs.role
-	if name, ago := pl.vanished(rs); name != "" {
-		pl.block("%s: %d below desired %d, but %s left the Nova list %s ago without the reaper deleting it: the list may be partial; no create for absent_grace", r.Name, want-count, want, name, ago)
-		return
-	}
-	if n, example := pl.unlistedLiveNodes(r); n > 0 {
-		pl.block("%s: %d below desired %d, but %d passing Consul node(s) named like its servers (e.g. %s) are missing from the Nova list: the list looks incomplete (wrong project or region?); no create", r.Name, want-count, want, n, example)
+	if rs.doubt != "" {
+		pl.block("%s: %d below desired %d, but %s; no create", r.Name, want-count, want, rs.doubt)
 		return
 	}
 	for i := count; i < want; i++ {
@@ -79,19 +76,19 @@ func (pl *planner) scaleOut(rs *roleServers, count, want int) {
 	}
 }
 
-// scaleIn drains the role's surplus servers, worst first, unless the Nova
-// list looks partial (a surplus may then be an illusion).
+// scaleIn drains the role's surplus servers, worst first; the gate holds
+// it while the role's part of the Nova list is in doubt (a surplus may
+// then be an illusion). A server in an unknown state is never picked.
 func (pl *planner) scaleIn(rs *roleServers, count, want int) {
 	r := rs.role
-	if name, ago := pl.vanished(rs); name != "" {
-		pl.block("%s: %d over desired %d, but %s left the Nova list %s ago without the reaper deleting it: the list may be partial; no scale in", r.Name, count-want, want, name, ago)
-		return
-	}
 	flying := pl.inFlight(rs)
 	surplus := count - want
 	for _, v := range pl.worstFirst(rs.free) {
 		if surplus == 0 {
 			return
+		}
+		if pl.statesOf[v.ID] == StateUnknown {
+			continue
 		}
 		if flying >= pl.in.Config.MaxInFlight {
 			pl.block("%s: %d surplus server(s) wait: max_in_flight %d", r.Name, surplus, pl.in.Config.MaxInFlight)

@@ -30,7 +30,10 @@ const (
 	// for less than error_grace.
 	StateErrorInGrace ServerState = store.ServerErrorInGrace
 	StateMaintenance  ServerState = store.ServerMaintenance
-	StateExpired      ServerState = store.ServerExpired
+	// StateUnknown: Nova reports a status the reaper does not know
+	// (UNKNOWN, or one newer than this code): never acted on.
+	StateUnknown ServerState = store.ServerUnknown
+	StateExpired ServerState = store.ServerExpired
 	// StateReplacing, StateNew and StateDeleting are the parts a server
 	// plays in a journal entry: the old server of a replacement, the
 	// server an entry creates, a server drained or deleted.
@@ -67,6 +70,7 @@ var stateTable = map[ServerState]stateProps{
 	StateExpired:         {serving: true, rank: 4},
 	StateHealthy:         {serving: true, rank: 4},
 	StateMaintenance:     {rank: 5},
+	StateUnknown:         {looksUnhealthy: true, rank: 5},
 	StateBooting:         {rank: 6},
 }
 
@@ -125,8 +129,11 @@ func (pl *planner) health(r *Role, node string, ignoreDrain bool) nodeHealth {
 func (pl *planner) classify(r *Role, s *Server) ServerState {
 	now := pl.in.Now
 	age := now.Sub(s.Created)
-	if s.Status == StatusError {
+	switch {
+	case s.Status == StatusError:
 		return pl.classifyError(r, s)
+	case !knownStatus[s.Status]:
+		return StateUnknown
 	}
 	h := pl.health(r, s.Name, false)
 	switch {

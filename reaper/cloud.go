@@ -21,7 +21,26 @@ const (
 	StatusActive = "ACTIVE"
 	StatusBuild  = "BUILD"
 	StatusError  = "ERROR"
+	// StatusUnknown: Nova could not read the server (its cell did not
+	// answer); at microversion 2.69 or later such a server is listed as a
+	// partial record with this status.
+	StatusUnknown = "UNKNOWN"
+	// StatusSoftDeleted: deleted, kept by Nova until reclaimed (when the
+	// cloud sets reclaim_instance_interval); StatusDeleted: deleted.
+	// Either is gone for the reaper: not running, not a server of a role.
+	StatusSoftDeleted = "SOFT_DELETED"
+	StatusDeleted     = "DELETED"
 )
+
+// knownStatus holds the Nova server statuses the planner understands (the
+// API reference's list); a server in any other is in an unknown state and
+// never acted on.
+var knownStatus = map[string]bool{
+	StatusActive: true, StatusBuild: true, StatusError: true,
+	"HARD_REBOOT": true, "MIGRATING": true, "PASSWORD": true, "PAUSED": true, "REBOOT": true,
+	"REBUILD": true, "RESCUE": true, "RESIZE": true, "REVERT_RESIZE": true, "SHELVED": true,
+	"SHELVED_OFFLOADED": true, "SHUTOFF": true, "SUSPENDED": true, "VERIFY_RESIZE": true,
+}
 
 // Server is what the reaper knows of a Nova server.
 type Server struct {
@@ -33,6 +52,16 @@ type Server struct {
 	// Fault is Nova's message for a server in ERROR ("No valid host...").
 	Fault string `json:"fault,omitempty"`
 }
+
+// Partial reports whether the record is partial: Nova (microversion 2.69
+// or later) lists a server whose cell it cannot reach with its ID and
+// status UNKNOWN but no name or metadata, so the reaper cannot tell whose
+// it is: the picture is incomplete.
+func (s *Server) Partial() bool { return s.Name == "" }
+
+// Gone reports whether Nova keeps the record of a deleted server (soft
+// delete): not running, not a member of any role.
+func (s *Server) Gone() bool { return s.Status == StatusSoftDeleted || s.Status == StatusDeleted }
 
 // CreateRequest is one server to create.
 type CreateRequest struct {
@@ -74,6 +103,9 @@ const (
 	NotFound
 	// Conflict: the server is in a state that refuses the request (409).
 	Conflict
+	// Stalled: the cloud accepted a delete but still has the server
+	// cloud_timeout later (a stuck or soft delete). Retried with backoff.
+	Stalled
 )
 
 // String names the class (for logs and the cloud errors metric).
@@ -89,6 +121,8 @@ func (c ErrorClass) String() string {
 		return "not_found"
 	case Conflict:
 		return "conflict"
+	case Stalled:
+		return "stalled"
 	default:
 		return "fatal"
 	}

@@ -89,8 +89,9 @@ type Config struct {
 	PauseMinServers int `yaml:"pause_min_servers"`
 	// DrainPeriod is the time between maintenance mode and delete.
 	DrainPeriod Duration `yaml:"drain_period"`
-	// CloudTimeout bounds a Nova list and the wait for a deleted server to
-	// be gone (no cycle waits for a server to boot).
+	// CloudTimeout bounds a Nova list, and how long a server whose delete
+	// Nova accepted may stay before the delete counts as stalled (no cycle
+	// waits for a server to boot or to go).
 	CloudTimeout Duration `yaml:"cloud_timeout"`
 	// QuotaBackoff and QuotaBackoffMax: exponential backoff after a quota or
 	// capacity error.

@@ -95,6 +95,7 @@ func newFixtureOn(t *testing.T, opts consultest.Options) *fixture {
 	f := &fixture{t: t, agent: agent, c: agent.Client, cfg: fastConfig(t, "")}
 	f.sim = simcloud.New()
 	f.sim.BootDelay = 100 * time.Millisecond
+	f.sim.DeleteDelay = 300 * time.Millisecond // Nova deletes asynchronously
 	f.sim.OnActive = func(s reaper.Server) {
 		if err := simcloud.RegisterNode(context.Background(), f.c, s.Name, "web", api.HealthPassing); err != nil {
 			t.Errorf("register node %s: %v", s.Name, err)
@@ -130,7 +131,7 @@ func arm(t *testing.T, c *api.Client) {
 // ends or it is stopped; hook, if not nil, is called after each action.
 func (f *fixture) start(hook func(x *running, a reaper.Action)) *running {
 	f.t.Helper()
-	return startReaper(f.t, f.cfg, f.c, f.cloud, 20*time.Millisecond, hook)
+	return startReaper(f.t, f.cfg, f.c, f.cloud, hook)
 }
 
 // running is a reaper whose Run goroutine a test controls.
@@ -155,12 +156,12 @@ func (x *running) stop() {
 	<-x.done
 }
 
-// startReaper runs a reaper until the test ends or it is stopped, polling
-// servers every poll; hook, if not nil, is called after each action.
-func startReaper(t *testing.T, cfg *reaper.Config, c *api.Client, cloud reaper.Cloud, poll time.Duration, hook func(x *running, a reaper.Action)) *running {
+// startReaper runs a reaper until the test ends or it is stopped; hook, if
+// not nil, is called after each action.
+func startReaper(t *testing.T, cfg *reaper.Config, c *api.Client, cloud reaper.Cloud, hook func(x *running, a reaper.Action)) *running {
 	t.Helper()
 	x := &running{done: make(chan struct{})}
-	opts := []reaper.Option{reaper.WithPollInterval(poll), reaper.AbandonWhen(x.abandon.Load)}
+	opts := []reaper.Option{reaper.AbandonWhen(x.abandon.Load)}
 	if hook != nil {
 		opts = append(opts, reaper.AfterAction(func(a reaper.Action) { hook(x, a) }))
 	}
@@ -854,7 +855,7 @@ func TestRunEndsEveryGoroutine(t *testing.T) {
 	cfg := fastConfig(t, "")
 	cfg.Roles[0].Desired = 0
 	cfg.Listen = "127.0.0.1:0"
-	x := startReaper(t, cfg, agent.Client, simcloud.New(), 20*time.Millisecond, nil)
+	x := startReaper(t, cfg, agent.Client, simcloud.New(), nil)
 	testutil.Eventually(t, 5*time.Second, "the reaper to lead", x.Leading)
 	x.stop()
 	buf := make([]byte, 1<<20)

@@ -105,7 +105,13 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *Plan, obs *observ
 			r.metrics.action(a.Op, "skipped")
 			continue
 		}
-		if err := r.execute(ctx, t, a, &budget); err != nil {
+		err := r.execute(ctx, t, a, &budget)
+		if errors.Is(err, errPending) {
+			r.metrics.action(a.Op, "pending")
+			r.log.Info(string(a.Op)+": accepted, not carried out yet; looked at again each cycle", "role", a.Entry.Role, "action", a.String(), "entry", a.Entry.ID)
+			continue
+		}
+		if err != nil {
 			r.metrics.action(a.Op, "failed")
 			var refused *refusedError
 			if !errors.As(err, &refused) || refused.first {

@@ -202,7 +202,7 @@ func (c *countingCloud) Create(ctx context.Context, req reaper.CreateRequest) (r
 // runReaper runs a reaper until it is stopped (or the test ends); hook,
 // if not nil, is called after each action.
 func (e *novaEnv) runReaper(cfg *reaper.Config, cloud reaper.Cloud, hook func(x *running, a reaper.Action)) *running {
-	return startReaper(e.t, cfg, e.agent.Client, cloud, 200*time.Millisecond, hook)
+	return startReaper(e.t, cfg, e.agent.Client, cloud, hook)
 }
 
 // buildRole lets the reaper create the role of 3 (creates are allowed
@@ -373,4 +373,107 @@ func TestNovaJournalRecoveryAfterKill(t *testing.T) {
 	if n := counting.creates.Load(); n != 4 {
 		t.Fatalf("%d creates in all, want 4: the second leader created again", n)
 	}
+}
+
+// An image rotated under the same name (the old one deleted, a new one
+// uploaded): the next create boots the new image; the name is resolved
+// afresh for every create, never from an ID cached before the rotation.
+func TestNovaImageRotation(t *testing.T) {
+	t.Parallel()
+	e := startNova(t, false)
+	name := "rotating-" + e.cloud.ProjectName
+	oldID := e.cloud.CreateImage(t, name)
+	cfg := e.config("")
+	cfg.Roles[0].Boot.Image = name
+	e.runReaper(cfg, e.nova, nil)
+	before := e.buildRole(t)
+	for n, s := range before {
+		if s.Image["id"] != oldID {
+			t.Fatalf("%s boots image %v, want %s", n, s.Image["id"], oldID)
+		}
+	}
+	e.cloud.DeleteImage(t, oldID)
+	newID := e.cloud.CreateImage(t, name)
+	setCritical(t, e.agent.Client, "web2")
+	var after map[string]servers.Server
+	testutil.Eventually(t, 90*time.Second, "web2 replaced from the rotated image", func() bool {
+		after = e.servers()
+		_, old := after["web2"]
+		return !old && len(after) == 3 && after["web4"].Status == "ACTIVE" && len(journalKeys(t, e.agent.Client)) == 0
+	})
+	if got := after["web4"].Image["id"]; got != newID {
+		t.Fatalf("the replacement boots image %v, want the rotated one %s", got, newID)
+	}
+}
+
+// A delete Nova refuses (a locked server: 409) is reported in the state,
+// retried with backoff, and done once the server is unlocked; the
+// replacement serves meanwhile and nothing else is deleted.
+func TestNovaRefusedDelete(t *testing.T) {
+	t.Parallel()
+	e := startNova(t, false)
+	cfg := e.config("")
+	cfg.QuotaBackoff, cfg.QuotaBackoffMax = reaper.Duration(time.Second), reaper.Duration(2*time.Second)
+	e.runReaper(cfg, e.nova, nil)
+	before := e.buildRole(t)
+	e.cloud.Lock(t, before["web2"].ID)
+	setCritical(t, e.agent.Client, "web2")
+	testutil.Eventually(t, 90*time.Second, "the refused delete of web2 in the state, its replacement serving", func() bool {
+		return strings.Contains(blocked(e.agent.Client), "the cloud refused or did not carry out the delete of web2") &&
+			e.servers()["web4"].Status == "ACTIVE"
+	})
+	if got := e.servers(); got["web2"].ID != before["web2"].ID || got["web1"].ID != before["web1"].ID || got["web3"].ID != before["web3"].ID {
+		t.Fatalf("servers while web2 is locked: %s", serverNames(got))
+	}
+	e.cloud.Unlock(t, before["web2"].ID)
+	testutil.Eventually(t, 60*time.Second, "web2 deleted once unlocked", func() bool {
+		ss := e.servers()
+		_, old := ss["web2"]
+		return !old && len(ss) == 3 && !catalogHas(t, e.agent.Client, "web2") && len(journalKeys(t, e.agent.Client)) == 0
+	})
+}
+
+// A server whose cell Nova cannot reach: at microversion 2.69 the reaper's
+// list holds it as a partial record (status UNKNOWN, no name), the reaper
+// pauses, and a server critical past its grace is not replaced until the
+// cell answers again.
+func TestNovaPartialRecordHoldsDestruction(t *testing.T) {
+	t.Parallel()
+	e := startNova(t, false)
+	e.runReaper(e.config(""), e.nova, nil)
+	before := e.buildRole(t)
+	restore := e.cloud.MoveToDownCell(t, before["web1"].ID)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	listed, err := e.nova.List(ctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("list with a cell down: %v", err)
+	}
+	partial := 0
+	for _, s := range listed {
+		if s.Partial() {
+			partial++
+			if s.ID != before["web1"].ID || s.Status != reaper.StatusUnknown {
+				t.Fatalf("partial record %+v, want web1's ID in status UNKNOWN", s)
+			}
+		}
+	}
+	if partial != 1 {
+		t.Fatalf("%d partial records in %+v, want web1's", partial, listed)
+	}
+	setCritical(t, e.agent.Client, "web2")
+	testutil.Eventually(t, 30*time.Second, "the pause to name the partial record", func() bool {
+		rep, _ := readReport(e.agent.Client)
+		return rep != nil && rep.Paused && strings.Contains(rep.PauseReason, "partial records")
+	})
+	time.Sleep(3 * time.Second) // six cycles, past critical_grace
+	if got := e.servers(); len(got) != 3 || got["web2"].ID != before["web2"].ID || hasMaintenance(t, e.agent.Client, "web2") {
+		t.Fatalf("with a partial record listed: servers %s, web2 drained %v; want nothing touched", serverNames(got), hasMaintenance(t, e.agent.Client, "web2"))
+	}
+	restore()
+	testutil.Eventually(t, 90*time.Second, "web2 replaced once the cell answers", func() bool {
+		ss := e.servers()
+		_, old := ss["web2"]
+		return !old && len(ss) == 3 && ss["web4"].Status == "ACTIVE" && len(journalKeys(t, e.agent.Client)) == 0
+	})
 }

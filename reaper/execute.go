@@ -13,9 +13,12 @@ import (
 	"github.com/jiocloud/orchestrate/internal/store"
 )
 
+// errPending: the cloud accepted the action's request but has not carried
+// it out yet; the entry says so and later cycles look again. Not a failure.
+var errPending = errors.New("accepted by the cloud, not carried out yet")
+
 // callTimeout bounds one cloud API call (a create, a get, a delete), so a
-// hung Nova cannot stall the loop; the wait for a deleted server to be
-// gone is bounded by cloud_timeout.
+// hung Nova cannot stall the loop.
 const callTimeout = 2 * time.Minute
 
 // execute carries out one action. The journal entry is written before
@@ -40,7 +43,9 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 	case OpMaintain:
 		return r.maintenance(ctx, e)
 	case OpDeleteDuplicate:
-		return r.deleteServer(ctx, e.NewID)
+		// Asked again each cycle while Nova still lists it.
+		_, err := r.deleteServer(ctx, e.NewID)
+		return err
 	case OpRestore:
 		if err := r.endMaintenance(ctx, e.OldName); err != nil {
 			return err
@@ -58,11 +63,14 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 		if err := put(e, nil); err != nil {
 			return err
 		}
-		if err := r.deleteServer(ctx, e.OldID); err != nil {
-			if ClassOf(err) == Conflict {
-				return r.deleteRefused(t, e, err)
-			}
+		gone, err := r.deleteServer(ctx, e.OldID)
+		switch {
+		case err != nil && ClassOf(err) == Conflict:
+			return r.deleteRefused(t, e, err)
+		case err != nil:
 			return err
+		case !gone:
+			return r.deleteNotYet(t, e, e.OldName, e.OldID, put)
 		}
 		if err := r.deregister(ctx, e.OldName); err != nil {
 			return err // the entry stays in deleting; the next cycle retries
@@ -77,8 +85,14 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 			return err
 		}
 		if e.NewID != "" {
-			if err := r.deleteServer(ctx, e.NewID); err != nil {
+			gone, err := r.deleteServer(ctx, e.NewID)
+			switch {
+			case err != nil && ClassOf(err) == Conflict:
+				return r.deleteRefused(t, e, err)
+			case err != nil:
 				return err
+			case !gone:
+				return r.deleteNotYet(t, e, e.NewName, e.NewID, put)
 			}
 			if err := r.deregister(ctx, e.NewName); err != nil {
 				return err
@@ -158,34 +172,59 @@ func (r *Reaper) createFailed(ctx context.Context, t *leaderTerm, role *Role, e 
 	return err
 }
 
-// deleteServer deletes and waits, up to cloud_timeout, until Nova no
-// longer has it.
-func (r *Reaper) deleteServer(ctx context.Context, id string) error {
+// deleteServer asks Nova to delete server id and looks once whether it is
+// gone: not found, or kept soft-deleted. Nova accepting the delete but
+// still having the server is no error (gone is false): the caller records
+// when it was asked and the planner looks again each cycle, so no cycle
+// waits for one server's delete.
+func (r *Reaper) deleteServer(ctx context.Context, id string) (gone bool, err error) {
 	if id == "" {
-		return nil
+		return true, nil
 	}
 	dctx, dcancel := context.WithTimeout(ctx, callTimeout)
-	err := r.cloud.Delete(dctx, id)
+	err = r.cloud.Delete(dctx, id)
 	dcancel()
 	if err != nil && ClassOf(err) != NotFound {
 		r.metrics.cloudError(err)
-		return err
+		return false, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, r.cfg.CloudTimeout.D())
-	defer cancel()
-	for {
-		gctx, gcancel := context.WithTimeout(wctx, callTimeout)
-		_, err := r.cloud.Get(gctx, id)
-		gcancel()
-		if ClassOf(err) == NotFound {
-			return nil
-		}
-		select {
-		case <-wctx.Done():
-			return fmt.Errorf("server %s still exists after %s: %w", id, r.cfg.CloudTimeout.D(), wctx.Err())
-		case <-time.After(r.opts.pollInterval):
-		}
+	gctx, gcancel := context.WithTimeout(ctx, callTimeout)
+	s, err := r.cloud.Get(gctx, id)
+	gcancel()
+	switch {
+	case ClassOf(err) == NotFound:
+		return true, nil
+	case err != nil:
+		// The delete was accepted; whether it is done is for the next
+		// cycle's list to say.
+		r.log.Debug("get server after its delete", "id", id, "err", err)
+		return false, nil
 	}
+	return s.Gone(), nil
+}
+
+// deleteNotYet records that Nova accepted the delete of an entry's server
+// but still has it. Past cloud_timeout since it first accepted it, the
+// delete has stalled (a stuck task, a soft delete that never ends): it is
+// reported once and retried with backoff, which frees the role's
+// in-flight slot, like a refused delete.
+func (r *Reaper) deleteNotYet(t *leaderTerm, e Entry, name, id string, put func(Entry, []time.Time) error) error {
+	if e.DeleteAsked.IsZero() {
+		e.DeleteAsked = r.now()
+		if err := put(e, nil); err != nil {
+			return err
+		}
+		return errPending
+	}
+	if waited := r.now().Sub(e.DeleteAsked); waited >= r.cfg.CloudTimeout.D() {
+		err := &CloudError{Class: Stalled, Op: "delete server " + id,
+			Err: fmt.Errorf("Nova accepted the delete of %s %s ago and still has it", name, waited.Round(time.Second))}
+		if b := t.deleteBackoff[e.ID]; b == nil || b.step == 0 {
+			r.metrics.cloudError(err)
+		}
+		return r.deleteRefused(t, e, err)
+	}
+	return nil
 }
 
 // maintenance puts a node in maintenance mode from afar: the agent's

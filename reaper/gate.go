@@ -5,7 +5,8 @@ import "fmt"
 // need is what a step asks of the gate: which safety rules apply to it.
 type need struct {
 	// armed: the step destroys something; nothing is destroyed while the
-	// reaper is disarmed.
+	// reaper is disarmed, nor while the role's part of the Nova list is in
+	// doubt.
 	armed bool
 	// unpaused: the step waits while the partition pause holds.
 	unpaused bool
@@ -15,7 +16,8 @@ type need struct {
 	// budget: the step spends one of max_actions_per_hour.
 	budget bool
 	// victim: the step takes this server out of its role; if it serves,
-	// the role must keep a serving server and min_healthy.
+	// the role must keep a serving server and min_healthy. A server in an
+	// unknown state is never a victim.
 	victim *Server
 }
 
@@ -28,6 +30,10 @@ func (pl *planner) gate(rs *roleServers, n need) string {
 		return "not armed"
 	case n.unpaused && pl.plan.Paused:
 		return "paused" // the reason is in the plan, once
+	case n.armed && rs.doubt != "":
+		return rs.doubt
+	case pl.unknown(n.victim) != "":
+		return pl.unknown(n.victim)
 	case n.create && pl.backedOff(rs.role.Name):
 		return "the create backoff holds (quota, capacity or a failed create)"
 	case n.budget && pl.budget <= 0:
@@ -67,4 +73,13 @@ func (pl *planner) servingCount(rs *roleServers) int {
 		}
 	}
 	return n
+}
+
+// unknown says why s, in a state the reaper does not know, is not acted
+// on; "" for a known state or no server.
+func (pl *planner) unknown(s *Server) string {
+	if s == nil || pl.statesOf[s.ID] != StateUnknown {
+		return ""
+	}
+	return fmt.Sprintf("Nova reports %s in status %q: a server in an unknown state is never acted on", s.Name, s.Status)
 }

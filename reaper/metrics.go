@@ -131,7 +131,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	for _, k := range sortedKeys(m.nodes) {
 		fmt.Fprintf(&sb, "reaper_nodes{role=%q,state=%q} %d\n", k[0], k[1], m.nodes[k])
 	}
-	sb.WriteString("# HELP reaper_actions_total Actions by operation and result (done, failed, dry_run).\n# TYPE reaper_actions_total counter\n")
+	sb.WriteString("# HELP reaper_actions_total Actions by operation and result (done, pending: accepted by the cloud, not carried out yet; failed, skipped, dry_run).\n# TYPE reaper_actions_total counter\n")
 	for _, k := range sortedKeys(m.actions) {
 		fmt.Fprintf(&sb, "reaper_actions_total{op=%q,result=%q} %d\n", k[0], k[1], m.actions[k])
 	}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
@@ -23,17 +22,16 @@ import (
 )
 
 // novaMicroversion: 2.37 is the first that accepts networks "none"/"auto",
-// 2.52 the first that accepts tags at create. Nova Zed serves up to 2.93.
-const novaMicroversion = "2.52"
+// 2.52 the first that accepts tags at create, 2.69 the first at which a
+// server in a cell Nova cannot reach is listed as a partial record (status
+// UNKNOWN, no name) instead of being left out of the list. Nova Zed serves
+// up to 2.93.
+const novaMicroversion = "2.69"
 
 // Nova is the Cloud on OpenStack Nova through gophercloud.
 type Nova struct {
 	compute *gophercloud.ServiceClient
 	image   *gophercloud.ServiceClient
-
-	// refsMu guards refs: flavor and image names resolved to IDs.
-	refsMu sync.Mutex
-	refs   map[string]string
 }
 
 var _ Cloud = (*Nova)(nil)
@@ -101,14 +99,14 @@ func NewNovaWithEnv(ctx context.Context, cc CloudConfig, getenv func(string) str
 	if err != nil {
 		return nil, fmt.Errorf("glance endpoint: %w", err)
 	}
-	return &Nova{compute: compute, image: img, refs: map[string]string{}}, nil
+	return &Nova{compute: compute, image: img}, nil
 }
 
-// NewNovaClients wraps existing service clients (compute with a
-// microversion of at least 2.52, and image).
+// NewNovaClients wraps existing service clients (compute, whose
+// microversion it sets, and image).
 func NewNovaClients(compute, image *gophercloud.ServiceClient) *Nova {
 	compute.Microversion = novaMicroversion
-	return &Nova{compute: compute, image: image, refs: map[string]string{}}
+	return &Nova{compute: compute, image: image}
 }
 
 // authFromEnv reads the OS_* variables the way the openstack CLI does
@@ -271,14 +269,11 @@ func (n *Nova) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// ref resolves a flavor or image name (or ID) to its ID, cached.
+// ref resolves a flavor or image name (or ID) to its ID, afresh for every
+// create: an image rotated under the same name (the old one deleted or
+// hidden, a new one uploaded) is the new one from the next create on, and
+// a create never fails on an ID cached from before the rotation.
 func (n *Nova) ref(ctx context.Context, kind, nameOrID string) (string, error) {
-	n.refsMu.Lock()
-	id, ok := n.refs[kind+"/"+nameOrID]
-	n.refsMu.Unlock()
-	if ok {
-		return id, nil
-	}
 	var found []string
 	var err error
 	switch kind {
@@ -296,7 +291,9 @@ func (n *Nova) ref(ctx context.Context, kind, nameOrID string) (string, error) {
 		err = images.List(n.image, images.ListOpts{}).EachPage(ctx, func(_ context.Context, p pagination.Page) (bool, error) {
 			is, err := images.ExtractImages(p)
 			for _, i := range is {
-				if i.ID == nameOrID || i.Name == nameOrID {
+				// By name, only an active image: a rotated-out one
+				// that is deactivated, not deleted, cannot boot.
+				if i.ID == nameOrID || (i.Name == nameOrID && i.Status == images.ImageStatusActive) {
 					found = append(found, i.ID)
 				}
 			}
@@ -313,9 +310,6 @@ func (n *Nova) ref(ctx context.Context, kind, nameOrID string) (string, error) {
 	default:
 		return "", &CloudError{Class: Fatal, Op: "look up " + kind, Err: fmt.Errorf("%d %ss named %q: use the ID", len(found), kind, nameOrID)}
 	}
-	n.refsMu.Lock()
-	n.refs[kind+"/"+nameOrID] = found[0]
-	n.refsMu.Unlock()
 	return found[0], nil
 }
 

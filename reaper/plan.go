@@ -85,10 +85,14 @@ type Memory struct {
 	// Listed: when each server name was last in the Nova list, kept for
 	// absent_grace after it left it unless the reaper deleted it.
 	Listed map[string]time.Time
+	// Stray: a Consul node named like a role's servers, not dead, in
+	// neither the Nova list nor the journal.
+	Stray map[string]time.Time
 }
 
 func newMemory() Memory {
-	return Memory{Critical: map[string]time.Time{}, Absent: map[string]time.Time{}, Error: map[string]time.Time{}, Listed: map[string]time.Time{}}
+	return Memory{Critical: map[string]time.Time{}, Absent: map[string]time.Time{}, Error: map[string]time.Time{},
+		Listed: map[string]time.Time{}, Stray: map[string]time.Time{}}
 }
 
 // Op is one operation for the executor.
@@ -163,4 +167,7 @@ type Plan struct {
 	Backoff        bool   `json:"backoff"`
 	// Unassigned counts servers no role claims.
 	Unassigned int `json:"unassigned"`
+	// Partial counts partial records in the Nova list (servers in a cell
+	// Nova cannot reach): while there is one, the plan is paused.
+	Partial int `json:"partial,omitempty"`
 }

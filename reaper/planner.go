@@ -60,12 +60,17 @@ type roleServers struct {
 	// validating: one of the role's servers reports validation, so a
 	// server of the role serves only once validated.
 	validating bool
+	// doubt says why the Nova list may be missing servers of the role
+	// ("" when it is not in doubt): no server is created or destroyed for
+	// what the list seems to say.
+	doubt string
 }
 
 // Plan decides what to do. It does no I/O: the same Input gives the same
 // Plan. Its steps: index the checks, assign servers to roles, keep one
 // server per journal entry ID, assign the entries, remember which servers
-// left the list, classify every server, decide the partition pause and the
+// left the list, classify every server, say which roles' part of the list
+// is in doubt, decide the partition pause and the
 // start gate, then for each role delete duplicate servers of an entry (and
 // nothing else that cycle), or advance its entries, balance it and clean
 // up dead nodes.
@@ -77,6 +82,7 @@ func (in Input) Plan() *Plan {
 	pl.assignEntries(roles)
 	pl.rememberListed(roles)
 	pl.classifyAll(roles)
+	pl.doubtLists(roles)
 	pl.pause(roles)
 	pl.startGate(roles)
 	for _, rs := range roles {
@@ -147,7 +153,16 @@ func (pl *planner) assignServers() []*roleServers {
 	}
 	for i := range pl.in.Servers {
 		s := &pl.in.Servers[i]
+		if s.Partial() {
+			// Whose it is cannot be told: the pause holds every
+			// destructive step until Nova answers whole.
+			pl.plan.Partial++
+			continue
+		}
 		pl.used[s.Name] = true
+		if s.Gone() {
+			continue // deleted, kept by Nova until reclaimed: no member
+		}
 		pl.plan.Memory.Listed[s.Name] = pl.in.Now
 		pl.byID[s.ID] = s
 		if j := s.Metadata[MetaJournal]; j != "" {
@@ -289,6 +304,11 @@ func (pl *planner) classifyAll(roles []*roleServers) {
 // likely cause. Booting servers and servers an entry creates do not count.
 func (pl *planner) pause(roles []*roleServers) {
 	cfg := pl.in.Config
+	if n := pl.plan.Partial; n > 0 {
+		pl.plan.Paused = true
+		pl.plan.PauseReason = fmt.Sprintf("Nova listed %d server(s) as partial records (status UNKNOWN, no name: a cell it cannot reach): the picture is incomplete, nothing is destroyed until it is whole", n)
+		return
+	}
 	var fleetTotal, fleetBad int
 	for _, rs := range roles {
 		var total, bad int

@@ -144,6 +144,7 @@ func TestPlan(t *testing.T) {
 		absentSince        map[string]time.Time
 		errorSince         map[string]time.Time
 		listed             map[string]time.Time
+		straySince         map[string]time.Time
 		deleteBackoff      map[string]time.Time
 		critSince          map[string]time.Time
 		destructive        []time.Time
@@ -599,7 +600,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "surplus, but a server left the Nova list less than absent_grace ago: no scale in", servers: web3, checks: web3checks,
 			desired: map[string]int{"web": 2}, listed: map[string]time.Time{"web4": t0.Add(-time.Minute)},
-			want: []string{}, wantBlocked: "web4 left the Nova list 1m0s ago without the reaper deleting it: the list may be partial; no scale in",
+			want: []string{}, wantBlocked: "scale in of web3 waits: web4 left the Nova list 1m0s ago without the reaper deleting it: the list may be partial",
 		},
 		{
 			name:    "journal: the new server gone from Nova and from Consul: finished",
@@ -699,6 +700,85 @@ func TestPlan(t *testing.T) {
 			want: []string{"maintain web2"}, wantBlocked: "web2 is missing from the Nova list but its Consul node passes",
 		},
 		{
+			name:    "rule 6: a partial record in the Nova list pauses every destructive step; creates go on",
+			servers: append(append([]Server{}, web3...), Server{ID: "id-down-cell", Status: StatusUnknown, Created: t0.Add(-day)}),
+			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
+			want: []string{}, wantPaused: true, wantBlocked: "replacement of web2 (unhealthy) waits: paused",
+		},
+		{
+			name:    "rule 6: a partial record does not stop a create the role lacks, with no doubt about the role",
+			servers: append(append([]Server{}, web3[1:]...), Server{ID: "id-down-cell", Status: StatusUnknown, Created: t0.Add(-day)}),
+			checks:  web3checks[1:],
+			want:    []string{"create web1"}, wantPaused: true,
+		},
+		{
+			name:    "rule 6: with a partial record listed, a live node missing from the list holds the role however long (it may be that record)",
+			servers: append(append([]Server{}, web3[1:]...), Server{ID: "id-web1", Status: StatusUnknown, Created: t0.Add(-day)}),
+			checks:  web3checks, straySince: map[string]time.Time{"web1": t0.Add(-time.Hour)},
+			want: []string{}, wantPaused: true, wantBlocked: "a partial record may be one of them; no create",
+		},
+		{
+			name:    "rule 6: a server in an unknown state is never replaced, even with its checks critical past the grace",
+			servers: []Server{web3[0], withStatus(web3[1], StatusUnknown), web3[2]}, checks: replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
+			want: []string{}, wantStateOf: map[string]ServerState{"web2": StateUnknown},
+		},
+		{
+			name:    "rule 6: a server in an unknown state is never picked for scale in",
+			servers: []Server{web3[0], web3[1], withStatus(web3[2], "SOMETHING_NEW")}, checks: web3checks, desired: map[string]int{"web": 2},
+			want: []string{"drain web2"},
+		},
+		{
+			name:    "rule 6: a draining server in an unknown state is not deleted",
+			servers: append(append([]Server{}, web3[0], withStatus(web3[1], StatusUnknown), web3[2]), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDraining, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "web4", "id-web4", "web2", "id-web2", t0
+			})},
+			want: []string{"maintain web2"}, wantBlocked: "an unknown state is never acted on",
+		},
+		{
+			name:    "rule 6: a live node missing from the Nova list holds the role's destructive steps too",
+			servers: web3, checks: append(replaceChecks(web3checks, "web2", crit("web2")), pass("web9")), critSince: longCrit("web2"),
+			want: []string{}, wantBlocked: "replacement of web2 (unhealthy) waits: 1 Consul node(s) named like its servers and not dead (e.g. web9) are missing from the Nova list",
+		},
+		{
+			name:    "rule 10: a live node missing from the Nova list for longer than absent_grace (another project's) holds only its name",
+			servers: web3[1:], checks: append(append([]Check{}, web3checks[1:]...), pass("web1")), straySince: map[string]time.Time{"web1": t0.Add(-time.Hour)},
+			want: []string{"create web4"},
+		},
+		{
+			name:    "a soft-deleted server is no member of its role; its name stays taken",
+			servers: []Server{web3[0], withStatus(web3[1], StatusSoftDeleted), web3[2]}, checks: []Check{web3checks[0], web3checks[2]},
+			want: []string{"create web4"},
+		},
+		{
+			name:    "rule 9: a delete Nova accepted but has not carried out is looked at again, not asked again, within cloud_timeout",
+			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
+			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDeleting, func(e *Entry) {
+				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DeleteAsked = "unhealthy", "web4", "id-web4", "web2", "id-web2", t0.Add(-time.Minute)
+			})},
+			want: []string{}, wantBlocked: "Nova accepted the delete of web2 1m0s ago and still lists it",
+		},
+		{
+			name:    "a delete Nova accepted, its server gone from the list while its drained node still passes: finished, not held",
+			servers: append(append([]Server{}, web3[0], web3[2]), withJournal(srv("web4", 20*time.Minute), "web.j1")),
+			checks:  append(append([]Check{}, web3checks...), pass("web4"), Check{Node: "web2", CheckID: maintNodeCheck, Status: checkCritical}),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDeleting, func(e *Entry) {
+				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DeleteAsked = "expired", "web4", "id-web4", "web2", "id-web2", t0.Add(-time.Second)
+			})},
+			want: []string{"delete web2"},
+		},
+		{
+			name:    "rule 9: a delete Nova has not carried out within cloud_timeout is asked again and frees the in-flight slot",
+			cfg:     func(c *Config) { c.Roles[0].Desired = 5 },
+			servers: append(append([]Server{}, web5...), withJournal(srv("web6", 20*time.Minute), "web.j1")),
+			checks:  append(replaceChecks(replaceChecks(web5checks, "web2", crit("web2")), "web3", crit("web3")), pass("web6")), critSince: longCrit("web2", "web3"),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDeleting, func(e *Entry) {
+				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DeleteAsked = "unhealthy", "web6", "id-web6", "web2", "id-web2", t0.Add(-time.Hour)
+			})},
+			want: []string{"delete web2", "create web7 for web3"},
+		},
+		{
 			name:      "journal: a delete the cloud refused waits for its backoff and frees the role's in-flight slot",
 			cfg:       func(c *Config) { c.Roles[0].Desired = 5 },
 			servers:   append(append([]Server{}, web5...), withJournal(srv("web6", 20*time.Minute), "web.j1")),
@@ -707,7 +787,7 @@ func TestPlan(t *testing.T) {
 			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDeleting, func(e *Entry) {
 				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID = "unhealthy", "web6", "id-web6", "web2", "id-web2"
 			})},
-			want: []string{"create web7 for web3"}, wantBlocked: "the cloud refused to delete web2; retried after",
+			want: []string{"create web7 for web3"}, wantBlocked: "the cloud refused or did not carry out the delete of web2; asked again after",
 		},
 		{
 			name:      "journal: a refused delete is tried again once its backoff is over",
@@ -880,7 +960,7 @@ func TestPlan(t *testing.T) {
 			in := Input{
 				Now: t0, Config: testConfig(t, muts...), Servers: tc.servers, Checks: tc.checks,
 				Desired: tc.desired, Journal: tc.journal, Armed: !tc.notArmed, Validated: tc.validated, Recorded: tc.recorded, ReportingValidation: tc.reporting,
-				Memory: Memory{Critical: tc.critSince, Absent: tc.absentSince, Error: tc.errorSince, Listed: tc.listed}, Destructive: tc.destructive,
+				Memory: Memory{Critical: tc.critSince, Absent: tc.absentSince, Error: tc.errorSince, Listed: tc.listed, Stray: tc.straySince}, Destructive: tc.destructive,
 				ArmKeyWritten: tc.armKey != "", ArmProblem: tc.armProblem,
 			}
 			if tc.backoff {

@@ -73,8 +73,7 @@ type Reaper struct {
 type Option func(*options)
 
 type options struct {
-	now          func() time.Time
-	pollInterval time.Duration
+	now func() time.Time
 	// afterAction is called after each action is carried out (tests).
 	afterAction func(Action)
 	// abandon, asked when the run ends, says whether to leave the lock,
@@ -86,12 +85,6 @@ type options struct {
 // WithClock sets the clock the planner is given (default time.Now).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
-// WithPollInterval sets how often a server's status is polled while
-// waiting for ACTIVE or gone (default one second).
-func WithPollInterval(d time.Duration) Option {
-	return func(o *options) { o.pollInterval = d }
-}
-
 func withAfterAction(f func(Action)) Option { return func(o *options) { o.afterAction = f } }
 
 func withAbandon(f func() bool) Option { return func(o *options) { o.abandon = f } }
@@ -102,7 +95,7 @@ func New(cfg *Config, client *api.Client, cloud Cloud, log *slog.Logger, opts ..
 	if err != nil {
 		return nil, fmt.Errorf("prefix: %w", err)
 	}
-	o := options{now: time.Now, pollInterval: time.Second}
+	o := options{now: time.Now}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,8 +22,9 @@ import (
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
 )
 
-// The fault soak: reapers run against a real agent and the simulated cloud
-// while a seeded random schedule injects faults, and an invariant checker
+// The fault soak: reapers run against a real client agent (joined to a
+// server, and restarted by the soak) and the simulated cloud while a
+// seeded random schedule injects faults, and an invariant checker
 // judges every drain and delete as it happens. SOAK_DURATION (default 60s,
 // `make soak`: 5m) bounds the faults, SOAK_SEED replays a schedule.
 //
@@ -89,13 +91,19 @@ type nodeLook struct {
 
 // soak is one run's world and checker.
 type soak struct {
-	t     *testing.T
-	seed  uint64
-	rng   *rand.Rand
-	c     *api.Client
-	sim   *simcloud.Cloud
-	cfg   *reaper.Config
-	store *store.Store
+	t    *testing.T
+	seed uint64
+	rng  *rand.Rand
+	// c is the soak's own view (the server agent); the reapers talk to
+	// agent, a client agent the soak restarts.
+	c          *api.Client
+	agent      *consultest.Agent
+	restarting atomic.Bool
+	// restarts: restarts under way; the soak settles after they end.
+	restarts sync.WaitGroup
+	sim      *simcloud.Cloud
+	cfg      *reaper.Config
+	store    *store.Store
 
 	mu       sync.Mutex
 	machines map[string]*machine  // by server ID
@@ -147,7 +155,8 @@ func TestSoak(t *testing.T) {
 }
 
 func newSoak(t *testing.T, seed uint64) *soak {
-	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	server := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	agent := consultest.Start(t, consultest.Options{JoinLAN: server.SerfLANAddr()})
 	cfg, err := reaper.ParseConfig(strings.NewReader(soakConfig))
 	if err != nil {
 		t.Fatal(err)
@@ -155,13 +164,14 @@ func newSoak(t *testing.T, seed uint64) *soak {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.New(agent.Client, prefix)
+	st, err := store.New(server.Client, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &soak{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), c: agent.Client, sim: simcloud.New(), cfg: cfg, store: st,
+	s := &soak{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), c: server.Client, agent: agent, sim: simcloud.New(), cfg: cfg, store: st,
 		machines: map[string]*machine{}, nodes: map[string]*nodeLook{}, faults: map[string]int{}, actions: map[string]int{}}
 	s.sim.BootDelay = 300 * time.Millisecond
+	s.sim.DeleteDelay = 500 * time.Millisecond
 	s.sim.OnActive = s.booted
 	s.sim.OnDelete = s.deleted
 	for _, r := range []struct {
@@ -182,7 +192,7 @@ func newSoak(t *testing.T, seed uint64) *soak {
 
 // startReaper starts one more reaper copy; the soak's hook sees its actions.
 func (s *soak) startReaper() {
-	x := startReaper(s.t, s.cfg, s.c, s.sim, 20*time.Millisecond, s.onAction)
+	x := startReaper(s.t, s.cfg, s.agent.Client, s.sim, s.onAction)
 	s.mu.Lock()
 	s.reapers = append(s.reapers, x)
 	s.mu.Unlock()
@@ -445,7 +455,7 @@ func (s *soak) faultLoop(dur time.Duration) {
 	end := time.Now().Add(dur)
 	for time.Now().Before(end) {
 		s.mu.Lock()
-		kind := s.rng.IntN(10)
+		kind := s.rng.IntN(14)
 		jitter := time.Duration(s.rng.IntN(400)) * time.Millisecond
 		short := time.Duration(300+s.rng.IntN(1200)) * time.Millisecond // < soakGrace/2
 		frac := 0.3 + 0.4*s.rng.Float64()
@@ -453,6 +463,7 @@ func (s *soak) faultLoop(dur time.Duration) {
 		s.inject(kind, short, frac)
 		time.Sleep(500*time.Millisecond + jitter)
 	}
+	s.restarts.Wait()
 	s.mu.Lock()
 	s.logf("faults stop")
 	s.mu.Unlock()
@@ -512,7 +523,56 @@ func (s *soak) inject(kind int, short time.Duration, frac float64) {
 		time.AfterFunc(short, func() { s.sim.SetQuota(0) })
 	case 9:
 		s.disarmFor(short)
+	case 10:
+		s.restartAgent(short)
+	case 11:
+		ids := s.pick(1)
+		if len(ids) == 0 {
+			return
+		}
+		name := s.nameOf(ids[0])
+		s.fault("partial nova record")
+		s.sim.SetPartial(name, true)
+		time.AfterFunc(short, func() { s.sim.SetPartial(name, false) })
+	case 12:
+		s.fault("deletes accepted, not carried out")
+		s.sim.StuckDeletes(2)
+	case 13:
+		s.fault("soft deletes")
+		s.sim.SoftDeletes(2)
 	}
+}
+
+// nameOf is the name of machine id.
+func (s *soak) nameOf(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.machines[id]; m != nil {
+		return m.name
+	}
+	return ""
+}
+
+// restartAgent restarts the reapers' Consul agent (down for d), one restart
+// at a time: their sessions, reads and writes fail meanwhile.
+func (s *soak) restartAgent(d time.Duration) {
+	if !s.restarting.CompareAndSwap(false, true) {
+		return
+	}
+	s.fault("consul agent restart")
+	s.restarts.Add(1)
+	go func() {
+		defer s.restarts.Done()
+		defer s.restarting.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		if err := s.agent.Restart(ctx, d); err != nil {
+			s.t.Errorf("restart the reapers' agent: %v", err)
+		}
+		s.mu.Lock()
+		s.logf("consul agent back")
+		s.mu.Unlock()
+	}()
 }
 
 // killedAlive counts killed machines not yet deleted.
@@ -574,6 +634,9 @@ func (s *soak) unsettled() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, srv := range servers {
+		if srv.Gone() {
+			continue // soft-deleted: kept by the cloud, no machine
+		}
 		m := s.machines[srv.ID]
 		if m == nil || m.killed || s.node(m.name).faults > 0 {
 			return srv.Name + " is not a live, healthy machine"

@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -109,25 +110,43 @@ func (pl *planner) vanished(rs *roleServers) (string, time.Duration) {
 	return names[0], pl.in.Now.Sub(rs.vanished[names[0]]).Round(time.Second)
 }
 
-// unlistedLiveNodes counts stray nodes that may be live machines the Nova
-// list does not show: passing ones, and critical ones not yet critical for
-// the role's critical_grace (a partition can hide a live machine's health
-// as a partial list hides its server). Creating while one exists could
-// double the role. A machine deleted by hand blocks creates only until its
-// node has been critical that long. It returns one of them as an example.
-func (pl *planner) unlistedLiveNodes(r *Role) (int, string) {
-	live, dead := pl.strays(r)
-	for _, node := range dead {
-		since, ok := pl.in.Memory.Critical[node]
-		if !ok || pl.in.Now.Sub(since) < r.CriticalGrace.D() {
-			live = append(live, node)
+// doubtLists says, for each role, why its part of the Nova list may be
+// incomplete: a server name of the role left the list less than
+// absent_grace ago without the reaper deleting it, or a Consul node named
+// like its servers and not dead is missing from the list and has been for
+// less than absent_grace (a partition can hide a live machine's health as
+// a partial list hides its server). A node missing for longer is taken for
+// another project's machine that happens to match the role's names: it
+// keeps its name from new servers (freeName) and holds nothing else,
+// unless Nova listed partial records (one may be its server). A
+// machine deleted by hand holds the role only until its node has been
+// critical for critical_grace.
+func (pl *planner) doubtLists(roles []*roleServers) {
+	for _, rs := range roles {
+		r := rs.role
+		var young []string
+		live, dead := pl.strays(r)
+		for _, node := range dead {
+			if since, ok := pl.in.Memory.Critical[node]; !ok || pl.in.Now.Sub(since) < r.CriticalGrace.D() {
+				live = append(live, node)
+			}
+		}
+		for _, node := range live {
+			if pl.in.Now.Sub(pl.since(pl.in.Memory.Stray, pl.plan.Memory.Stray, node)) < r.AbsentGrace.D() {
+				young = append(young, node)
+			}
+		}
+		switch name, ago := pl.vanished(rs); {
+		case pl.plan.Partial > 0 && len(live) > 0:
+			sort.Strings(live)
+			rs.doubt = fmt.Sprintf("Nova listed %d partial record(s), and %d Consul node(s) named like its servers and not dead (e.g. %s) are missing from the list: a partial record may be one of them", pl.plan.Partial, len(live), live[0])
+		case name != "":
+			rs.doubt = fmt.Sprintf("%s left the Nova list %s ago without the reaper deleting it: the list may be partial", name, ago)
+		case len(young) > 0:
+			sort.Strings(young)
+			rs.doubt = fmt.Sprintf("%d Consul node(s) named like its servers and not dead (e.g. %s) are missing from the Nova list, for less than absent_grace %s: the list may be incomplete", len(young), young[0], r.AbsentGrace.D())
 		}
 	}
-	if len(live) == 0 {
-		return 0, ""
-	}
-	sort.Strings(live)
-	return len(live), live[0]
 }
 
 // deregisterDead plans the deregistration of dead stray nodes: machines

@@ -1,28 +1,26 @@
 package reaper_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
-
-	"context"
-	"golang.org/x/crypto/bcrypt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"golang.org/x/crypto/bcrypt"
 
+	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
-
-	"github.com/jiocloud/orchestrate/internal/store"
 )
 
 // Scenarios of the rules that keep the reaper from destroying a machine
@@ -292,11 +290,14 @@ func TestLateCreateLeavesOneServer(t *testing.T) {
 	r := f.start(nil)
 	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
 	testutil.Eventually(t, 15*time.Second, "web3 made twice, and one of the two deleted", func() bool {
-		return f.sim.Creates.Load() == 2 && f.sim.Deletes.Load() == 1 && len(journalKeys(t, f.c)) == 0
+		return f.sim.Creates.Load() == 2 && len(f.sim.Servers()) == 3 && len(journalKeys(t, f.c)) == 0
 	})
-	time.Sleep(time.Second) // five more cycles: nothing else is deleted
-	if got, d := names(f.sim.Servers()), f.sim.Deletes.Load(); got != "web1,web2,web3" || d != 1 {
-		t.Fatalf("servers = %s after %d deletes, want web1,web2,web3 after 1", got, d)
+	// The duplicate's delete is asked again each cycle while Nova still
+	// lists it; once it is gone, nothing else is deleted.
+	d := f.sim.Deletes.Load()
+	time.Sleep(time.Second) // five more cycles
+	if got, d2 := names(f.sim.Servers()), f.sim.Deletes.Load(); got != "web1,web2,web3" || d2 != d {
+		t.Fatalf("servers = %s, deletes %d then %d; want web1,web2,web3 and no more deletes", got, d, d2)
 	}
 }
 
@@ -478,7 +479,7 @@ func TestRefusedDeleteDoesNotHoldTheRole(t *testing.T) {
 	setCritical(t, f.c, "web2")
 	testutil.Eventually(t, 15*time.Second, "the refused delete of web2 in the state", func() bool {
 		rep, _ := readReport(f.c)
-		return rep != nil && strings.Contains(strings.Join(rep.Blocked, "\n"), "the cloud refused to delete web2")
+		return rep != nil && strings.Contains(strings.Join(rep.Blocked, "\n"), "the cloud refused or did not carry out the delete of web2")
 	})
 	setCritical(t, f.c, "web3")
 	testutil.Eventually(t, 15*time.Second, "web3 replaced while web2's delete is refused", func() bool {
@@ -517,4 +518,152 @@ func TestCyclesGoOnWhileAServerBoots(t *testing.T) {
 		rep, _ := readReport(f.c)
 		return len(f.sim.Servers()) == 2 && rep != nil && strings.Contains(rep.RoleBackoff["web"].Reason, "No valid host")
 	})
+}
+
+// blocked reads the last state report's blocked lines, joined.
+func blocked(c *api.Client) string {
+	rep, _ := readReport(c)
+	if rep == nil {
+		return ""
+	}
+	return strings.Join(rep.Blocked, "\n")
+}
+
+// Nothing stalls on a delete Nova accepts but never carries out: no cycle
+// waits for it (the report keeps moving); past cloud_timeout it is asked
+// again with backoff and frees the role's in-flight slot, so another bad
+// server of the role is replaced meanwhile; once Nova deletes, the entry
+// finishes.
+func TestStuckDeleteDoesNotHoldTheRole(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.cfg.Roles[0].Desired = 5
+	f.cfg.CloudTimeout = reaper.Duration(2 * time.Second)
+	f.cfg.QuotaBackoff, f.cfg.QuotaBackoffMax = reaper.Duration(500*time.Millisecond), reaper.Duration(2*time.Second)
+	f.seed(5)
+	f.arm()
+	f.sim.StuckDeletes(1000)
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+	setCritical(t, f.c, "web2")
+	testutil.Eventually(t, 15*time.Second, "the accepted delete of web2 waited for in the state", func() bool {
+		return strings.Contains(blocked(f.c), "Nova accepted the delete of web2")
+	})
+	asked := time.Now()
+	testutil.Eventually(t, 2*time.Second, "a cycle's report while web2's delete is pending", func() bool {
+		rep, _ := readReport(f.c)
+		return rep != nil && rep.Time.After(asked)
+	})
+	testutil.Eventually(t, 15*time.Second, "the stalled delete of web2 reported after cloud_timeout", func() bool {
+		return strings.Contains(blocked(f.c), "the cloud refused or did not carry out the delete of web2")
+	})
+	// Reported once: the backoff's later rounds do not count again.
+	time.Sleep(3 * time.Second) // past the 2 s backoff cap: asked again at least once
+	if m := scrape(t, r); !strings.Contains(m, `reaper_cloud_errors_total{class="stalled"} 1`+"\n") {
+		t.Fatalf("metrics do not count the stalled delete once:\n%s", m)
+	}
+	setCritical(t, f.c, "web3")
+	testutil.Eventually(t, 15*time.Second, "web3 replaced while web2's delete is stuck", func() bool {
+		return f.sim.Creates.Load() == 2
+	})
+	f.sim.StuckDeletes(0)
+	testutil.Eventually(t, 20*time.Second, "both deleted once Nova carries deletes out", func() bool {
+		return len(f.sim.Servers()) == 5 && !catalogHas(t, f.c, "web2") && !catalogHas(t, f.c, "web3") && len(journalKeys(t, f.c)) == 0
+	})
+}
+
+// A soft delete (reclaim_instance_interval set) is a delete: the server
+// stays listed as SOFT_DELETED, the reaper counts it out of its role, the
+// replacement finishes and nothing is created or deleted again for it.
+func TestSoftDeletedServerIsGone(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seed(3)
+	f.arm()
+	f.sim.SoftDeletes(1000)
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+	setCritical(t, f.c, "web2")
+	testutil.Eventually(t, 15*time.Second, "web2 soft-deleted and the entry finished", func() bool {
+		for _, s := range f.sim.Servers() {
+			if s.Name == "web2" && s.Status != reaper.StatusSoftDeleted {
+				return false
+			}
+		}
+		return !catalogHas(t, f.c, "web2") && len(journalKeys(t, f.c)) == 0
+	})
+	creates, deletes := f.sim.Creates.Load(), f.sim.Deletes.Load()
+	time.Sleep(2 * time.Second) // ten cycles
+	if c, d := f.sim.Creates.Load(), f.sim.Deletes.Load(); c != creates || d != deletes || c != 1 {
+		t.Fatalf("creates %d -> %d, deletes %d -> %d after the soft delete; want one create in all and nothing more", creates, c, deletes, d)
+	}
+	rep, _ := readReport(f.c)
+	if rep == nil || rep.Roles[0].Count != 3 || rep.Roles[0].Healthy != 3 {
+		t.Fatalf("report %+v, want 3 servers of web, all healthy (the soft-deleted one not counted)", rep)
+	}
+}
+
+// A partial picture is no picture: while Nova lists a server as a partial
+// record (its cell unreachable), nothing is destroyed, not even a server
+// critical past its grace; the pause says why. When the record is whole
+// again the critical server is replaced.
+func TestPartialRecordHoldsDestruction(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seed(3)
+	f.arm()
+	if !f.sim.SetPartial("web1", true) {
+		t.Fatal("no web1")
+	}
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+	setCritical(t, f.c, "web2")
+	testutil.Eventually(t, 5*time.Second, "the pause to name the partial record", func() bool {
+		rep, _ := readReport(f.c)
+		return rep != nil && rep.Paused && strings.Contains(rep.PauseReason, "1 server(s) as partial records")
+	})
+	time.Sleep(2 * time.Second) // twice critical_grace
+	if n, d := f.sim.Creates.Load(), f.sim.Deletes.Load(); n != 0 || d != 0 || hasMaintenance(t, f.c, "web2") {
+		t.Fatalf("%d creates, %d deletes, web2 drained %v while Nova's list held a partial record; want nothing", n, d, hasMaintenance(t, f.c, "web2"))
+	}
+	// web1's node lives but its server is a nameless record: the role
+	// looks one short, and no create is made for it either.
+	if !strings.Contains(blocked(f.c), "a partial record may be one of them; no create") {
+		t.Fatalf("blocked = %q, want the create held for the partial record", blocked(f.c))
+	}
+	f.sim.SetPartial("web1", false)
+	testutil.Eventually(t, 20*time.Second, "web2 replaced once the list is whole", func() bool {
+		return f.sim.Creates.Load() == 1 && !catalogHas(t, f.c, "web2") && len(journalKeys(t, f.c)) == 0
+	})
+}
+
+// A live node of another project that happens to match the role's name
+// template holds the role only for absent_grace (it could be one of the
+// role's servers missing from a partial list); then it keeps only its own
+// name: the missing server is created under the next free name, and the
+// other project's node is left alone.
+func TestForeignNodeHoldsOnlyItsName(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.cfg.Roles[0].AbsentGrace = reaper.Duration(2 * time.Second)
+	f.seed(2)
+	if err := simcloud.RegisterNode(context.Background(), f.c, "web3", "web", api.HealthPassing); err != nil {
+		t.Fatal(err)
+	}
+	f.arm()
+	r := f.start(nil)
+	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+	testutil.Eventually(t, 5*time.Second, "the create held for the unlisted node", func() bool {
+		return strings.Contains(blocked(f.c), "(e.g. web3) are missing from the Nova list")
+	})
+	if n := f.sim.Creates.Load(); n != 0 {
+		t.Fatalf("%d creates within absent_grace of seeing web3's node, want 0", n)
+	}
+	testutil.Eventually(t, 10*time.Second, "web4 created after absent_grace", func() bool {
+		return names(f.sim.Servers()) == "web1,web2,web4"
+	})
+	time.Sleep(time.Second)
+	if !catalogHas(t, f.c, "web3") || f.sim.Deletes.Load() != 0 {
+		t.Fatal("the other project's node web3 was touched")
+	}
 }

@@ -31,48 +31,44 @@ func fakeReaper(t *testing.T, f *fake) *Reaper {
 	cfg := testConfig(t)
 	cfg.CloudTimeout = Duration(200 * time.Millisecond)
 	return &Reaper{cfg: cfg, cloud: f, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: NewMetrics(),
-		opts: options{now: time.Now, pollInterval: time.Millisecond}}
+		opts: options{now: time.Now}}
 }
 
 var notFound = &CloudError{Class: NotFound, Op: "get", Err: errors.New("404")}
 
 func TestDeleteServer(t *testing.T) {
-	t.Run("already gone is done", func(t *testing.T) {
-		r := fakeReaper(t, &fake{del: func(context.Context, string) error { return notFound },
-			get: func(context.Context, string) (Server, error) { return Server{}, notFound }})
-		if err := r.deleteServer(context.Background(), "id-1"); err != nil {
-			t.Fatal(err)
-		}
-	})
-	t.Run("waits until the server is gone", func(t *testing.T) {
-		gets := 0
-		r := fakeReaper(t, &fake{del: func(context.Context, string) error { return nil },
+	deleting := func(context.Context, string) (Server, error) { return Server{Status: StatusActive}, nil }
+	for _, tc := range []struct {
+		name     string
+		del      error
+		get      func(context.Context, string) (Server, error)
+		wantGone bool
+		wantErr  ErrorClass
+	}{
+		{name: "already gone is done", del: notFound, get: func(context.Context, string) (Server, error) { return Server{}, notFound }, wantGone: true, wantErr: -1},
+		{name: "gone after the delete is done", get: func(context.Context, string) (Server, error) { return Server{}, notFound }, wantGone: true, wantErr: -1},
+		{name: "soft-deleted is gone", get: func(context.Context, string) (Server, error) { return Server{Status: StatusSoftDeleted}, nil }, wantGone: true, wantErr: -1},
+		// Not gone yet is no error and no wait: the planner looks again.
+		{name: "still listed is not gone, and no error", get: deleting, wantErr: -1},
+		{name: "a failed look after an accepted delete is not gone, and no error",
 			get: func(context.Context, string) (Server, error) {
-				gets++
-				if gets < 3 {
-					return Server{Status: "DELETING"}, nil
-				}
-				return Server{}, notFound
-			}})
-		if err := r.deleteServer(context.Background(), "id-1"); err != nil || gets != 3 {
-			t.Fatalf("err %v after %d gets", err, gets)
-		}
-	})
-	t.Run("a server that never goes is an error, so the node is not deregistered", func(t *testing.T) {
-		r := fakeReaper(t, &fake{del: func(context.Context, string) error { return nil },
-			get: func(context.Context, string) (Server, error) { return Server{Status: StatusActive}, nil }})
-		if err := r.deleteServer(context.Background(), "id-1"); err == nil {
-			t.Fatal("no error for a server still there after cloud_timeout")
-		}
-	})
-	t.Run("a refused delete is an error", func(t *testing.T) {
-		r := fakeReaper(t, &fake{del: func(context.Context, string) error {
-			return &CloudError{Class: Conflict, Err: errors.New("409 task_state deleting")}
-		}})
-		if err := r.deleteServer(context.Background(), "id-1"); ClassOf(err) != Conflict {
-			t.Fatalf("err = %v", err)
-		}
-	})
+				return Server{}, &CloudError{Class: Transient, Err: errors.New("503")}
+			}, wantErr: -1},
+		{name: "a refused delete is an error", del: &CloudError{Class: Conflict, Err: errors.New("409 locked")}, wantErr: Conflict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gets := 0
+			r := fakeReaper(t, &fake{del: func(context.Context, string) error { return tc.del },
+				get: func(ctx context.Context, id string) (Server, error) { gets++; return tc.get(ctx, id) }})
+			gone, err := r.deleteServer(context.Background(), "id-1")
+			if gone != tc.wantGone || (err == nil) != (tc.wantErr == -1) || (err != nil && ClassOf(err) != tc.wantErr) {
+				t.Fatalf("gone %v, err %v; want gone %v, class %v", gone, err, tc.wantGone, tc.wantErr)
+			}
+			if gets > 1 {
+				t.Fatalf("%d gets: deleteServer waited", gets)
+			}
+		})
+	}
 }
 
 func TestBackoffDoublesAndCaps(t *testing.T) {

@@ -87,6 +87,7 @@ func (d *demo) reaperStep() error {
 func (d *demo) startReaper() (*reaperRun, error) {
 	r := &reaperRun{d: d, cloud: simcloud.New(), logPath: filepath.Join(d.dir, "reaper.log")}
 	r.cloud.BootDelay = 2 * time.Second
+	r.cloud.DeleteDelay = 500 * time.Millisecond
 	for _, nr := range allNodes() {
 		r.cloud.Add(reaper.Server{Name: nr[0], Created: time.Now().Add(-time.Hour), Metadata: map[string]string{"role": nr[1]}})
 	}

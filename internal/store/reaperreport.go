@@ -64,6 +64,11 @@ type JournalEntry struct {
 	Started    time.Time `json:"started"`
 	Updated    time.Time `json:"updated"`
 	DrainUntil time.Time `json:"drain_until,omitzero"`
+	// DeleteAsked is when Nova first accepted the delete of the server this
+	// phase deletes (the old one; the new one in a rollback) while it still
+	// had it: the planner looks for it again each cycle, and after
+	// cloud_timeout asks again with backoff.
+	DeleteAsked time.Time `json:"delete_asked,omitzero"`
 	// Attempts counts create calls made for this entry.
 	Attempts int    `json:"attempts,omitempty"`
 	Error    string `json:"error,omitempty"`
@@ -86,13 +91,16 @@ const (
 	ServerError           = "error"
 	ServerErrorInGrace    = "error-in-grace"
 	ServerMaintenance     = "maintenance"
-	ServerReplacing       = "replacing"
-	ServerDeleting        = "deleting"
+	// ServerUnknown: Nova reports a state the reaper does not know
+	// (UNKNOWN: its cell did not answer); never acted on.
+	ServerUnknown   = "unknown"
+	ServerReplacing = "replacing"
+	ServerDeleting  = "deleting"
 )
 
 // ServerStateOrder is the order the report's states are listed in.
 var ServerStateOrder = []string{ServerHealthy, ServerExpired, ServerBooting, ServerNew, ServerCriticalInGrace,
-	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerErrorInGrace, ServerError, ServerMaintenance, ServerReplacing, ServerDeleting}
+	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerErrorInGrace, ServerError, ServerUnknown, ServerMaintenance, ServerReplacing, ServerDeleting}
 
 // ReaperReport is the value of <prefix>/reaper/state: what the reaper's
 // leader saw and planned in its last cycle.

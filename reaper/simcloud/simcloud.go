@@ -23,6 +23,10 @@ import (
 type Cloud struct {
 	// BootDelay is how long a server stays in BUILD.
 	BootDelay time.Duration
+	// DeleteDelay is how long a deleted server stays listed (as Nova
+	// deletes asynchronously: about half a second for its fake driver);
+	// OnDelete is called when it goes.
+	DeleteDelay time.Duration
 	// OnActive is called once per server when it becomes ACTIVE, outside
 	// the lock (e.g. to register the machine's Consul node).
 	OnActive func(s reaper.Server)
@@ -52,13 +56,21 @@ type Cloud struct {
 	truncateN   int
 	failDeleteN int
 	failDelete  error
+	// stuckDeleteN deletes still to accept without deleting;
+	// softDeleteN deletes still to carry out as soft deletes.
+	stuckDeleteN int
+	softDeleteN  int
+	// partial holds the IDs of servers listed as partial records.
+	partial map[string]bool
+	// goneAt holds when each server whose delete was accepted goes.
+	goneAt map[string]time.Time
 }
 
 var _ reaper.Cloud = (*Cloud)(nil)
 
 // New returns an empty cloud with no quota.
 func New() *Cloud {
-	return &Cloud{Now: time.Now, servers: map[string]*reaper.Server{}, active: map[string]bool{}, hiddenUntil: map[string]time.Time{}}
+	return &Cloud{Now: time.Now, servers: map[string]*reaper.Server{}, active: map[string]bool{}, hiddenUntil: map[string]time.Time{}, partial: map[string]bool{}, goneAt: map[string]time.Time{}}
 }
 
 // SetQuota limits the number of servers (0: no limit).
@@ -127,6 +139,47 @@ func (c *Cloud) FailDeletes(n int, err error) {
 	c.failDeleteN, c.failDelete = n, err
 }
 
+// StuckDeletes makes the next n deletes succeed without deleting: Nova
+// accepted them, and the server stays as it was (a stuck task).
+func (c *Cloud) StuckDeletes(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stuckDeleteN = n
+}
+
+// SoftDeletes makes the next n deletes soft deletes: the server stays,
+// listed in status SOFT_DELETED, as in a cloud with
+// reclaim_instance_interval set.
+func (c *Cloud) SoftDeletes(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.softDeleteN = n
+}
+
+// SetPartial makes List and Get return the server named name as a partial
+// record (its ID, status UNKNOWN, its creation time; no name, no
+// metadata), as Nova at microversion 2.69 or later does for a server in a
+// cell it cannot reach; false when there is no such server.
+func (c *Cloud) SetPartial(name string, partial bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, s := range c.servers {
+		if s.Name == name {
+			c.partial[id] = partial
+			return true
+		}
+	}
+	return false
+}
+
+// view is how List and Get show a server: whole, or a partial record.
+func (c *Cloud) view(s *reaper.Server) reaper.Server {
+	if c.partial[s.ID] {
+		return reaper.Server{ID: s.ID, Status: reaper.StatusUnknown, Created: s.Created}
+	}
+	return copyServer(s)
+}
+
 // hidden reports whether a late create's server is still out of sight.
 func (c *Cloud) hidden(id string) bool {
 	until, ok := c.hiddenUntil[id]
@@ -183,10 +236,10 @@ func copyServer(s *reaper.Server) reaper.Server {
 	return out
 }
 
-// advance moves servers whose boot delay passed to ACTIVE; it returns
-// those, for OnActive.
-func (c *Cloud) advance() []reaper.Server {
-	var became []reaper.Server
+// advance moves servers whose boot delay passed to ACTIVE, and removes
+// those whose delete delay passed; it returns both, for OnActive and
+// OnDelete.
+func (c *Cloud) advance() (became, gone []reaper.Server) {
 	now := c.Now()
 	for id, s := range c.servers {
 		if !c.active[id] && s.Status == reaper.StatusBuild && now.Sub(s.Created) >= c.BootDelay {
@@ -195,15 +248,34 @@ func (c *Cloud) advance() []reaper.Server {
 			became = append(became, copyServer(s))
 		}
 	}
-	return became
+	for id, at := range c.goneAt {
+		if !now.Before(at) {
+			gone = append(gone, c.remove(id))
+		}
+	}
+	return became, gone
 }
 
-func (c *Cloud) fire(became []reaper.Server) {
-	if c.OnActive == nil {
-		return
+// remove drops server id at once and returns it. Caller holds mu.
+func (c *Cloud) remove(id string) reaper.Server {
+	out := copyServer(c.servers[id])
+	delete(c.servers, id)
+	delete(c.active, id)
+	delete(c.partial, id)
+	delete(c.goneAt, id)
+	return out
+}
+
+func (c *Cloud) fire(became, gone []reaper.Server) {
+	if c.OnActive != nil {
+		for _, s := range became {
+			c.OnActive(s)
+		}
 	}
-	for _, s := range became {
-		c.OnActive(s)
+	if c.OnDelete != nil {
+		for _, s := range gone {
+			c.OnDelete(s)
+		}
 	}
 }
 
@@ -219,11 +291,11 @@ func (c *Cloud) List(ctx context.Context) ([]reaper.Server, error) {
 		c.mu.Unlock()
 		return nil, err
 	}
-	became := c.advance()
+	became, gone := c.advance()
 	out := make([]reaper.Server, 0, len(c.servers))
 	for id, s := range c.servers {
 		if !c.hidden(id) {
-			out = append(out, copyServer(s))
+			out = append(out, c.view(s))
 		}
 	}
 	if c.truncateN > 0 {
@@ -238,7 +310,7 @@ func (c *Cloud) List(ctx context.Context) ([]reaper.Server, error) {
 		out = kept
 	}
 	c.mu.Unlock()
-	c.fire(became)
+	c.fire(became, gone)
 	return out, nil
 }
 
@@ -249,15 +321,15 @@ func (c *Cloud) Get(ctx context.Context, id string) (reaper.Server, error) {
 		return reaper.Server{}, &reaper.CloudError{Class: reaper.Transient, Op: "get server", Err: err}
 	}
 	c.mu.Lock()
-	became := c.advance()
+	became, gone := c.advance()
 	s, ok := c.servers[id]
 	ok = ok && !c.hidden(id)
 	var out reaper.Server
 	if ok {
-		out = copyServer(s)
+		out = c.view(s)
 	}
 	c.mu.Unlock()
-	c.fire(became)
+	c.fire(became, gone)
 	if !ok {
 		return reaper.Server{}, &reaper.CloudError{Class: reaper.NotFound, Op: "get server " + id, Err: errors.New("404 not found")}
 	}
@@ -293,7 +365,8 @@ func (c *Cloud) Create(ctx context.Context, req reaper.CreateRequest) (reaper.Se
 	return copyServer(s), nil
 }
 
-// Delete removes a server at once.
+// Delete removes a server: at once, or after DeleteDelay (listed until
+// then, as Nova lists a server it is deleting).
 func (c *Cloud) Delete(ctx context.Context, id string) error {
 	c.Deletes.Add(1)
 	if err := ctx.Err(); err != nil {
@@ -307,15 +380,33 @@ func (c *Cloud) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	s, ok := c.servers[id]
-	delete(c.servers, id)
-	delete(c.active, id)
-	c.mu.Unlock()
+	switch {
+	case ok && c.stuckDeleteN > 0:
+		c.stuckDeleteN--
+		c.mu.Unlock()
+		return nil
+	case ok && c.softDeleteN > 0 && s.Status != reaper.StatusSoftDeleted:
+		c.softDeleteN--
+		s.Status = reaper.StatusSoftDeleted
+		soft := copyServer(s)
+		c.mu.Unlock()
+		c.fire(nil, []reaper.Server{soft})
+		return nil
+	}
 	if !ok {
+		c.mu.Unlock()
 		return &reaper.CloudError{Class: reaper.NotFound, Op: "delete server " + id, Err: errors.New("404 not found")}
 	}
-	if c.OnDelete != nil {
-		c.OnDelete(copyServer(s))
+	if c.DeleteDelay > 0 {
+		if _, asked := c.goneAt[id]; !asked {
+			c.goneAt[id] = c.Now().Add(c.DeleteDelay)
+		}
+		c.mu.Unlock()
+		return nil
 	}
+	gone := c.remove(id)
+	c.mu.Unlock()
+	c.fire(nil, []reaper.Server{gone})
 	return nil
 }
 

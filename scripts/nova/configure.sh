@@ -192,6 +192,10 @@ CNF
 connection = $(dburl nova_api)
 [database]
 connection = $(dburl nova)
+# No retries when an engine first connects: a cell whose database is down
+# (e2e-down) then fails at once and Nova lists its servers as partial
+# records, instead of every list waiting out the retries (10 x 10 s).
+max_retries = 0
 CNF
 } >"$ETC/nova/nova.conf"
 
@@ -214,7 +218,33 @@ fi
 spawn mariadb mariadbd --defaults-file="$ETC/my.cnf" --user=mysql
 wait_up mariadb 60 mysql_cli -e 'select 1'
 
+# down_cell maps a second cell, e2e-down, whose database is a port nothing
+# listens on: Nova cannot reach it, as when a cell's database is down. A
+# test moves one of its servers' instance mapping there to see how Nova
+# (microversion 2.69 or later) lists it: a partial record, status UNKNOWN,
+# no name. Its URLs hold no secret (nothing can log in with them); its
+# message queue is a vhost nothing uses (the cell has no compute host).
+# nova-api reads the cell mappings once, at start: this runs before it.
+down_cell() {
+	local db="mysql+pymysql://e2e_down@127.0.0.1:$DOWN_CELL_DB_PORT/nova_e2e_down?charset=utf8"
+	local mq="rabbit://e2e-down@127.0.0.1:$RABBIT_PORT/e2e-down"
+	local uuid
+	uuid=$(mysql_cli -N -B -e "select uuid from nova_api.cell_mappings where name='e2e-down'")
+	if [ -z "$uuid" ]; then
+		log "mapping the unreachable cell e2e-down"
+		manage nova-manage nova.cmd.manage "${NOVA_CONF[@]}" cell_v2 create_cell --name e2e-down \
+			--transport-url "$mq" --database_connection "$db" ||
+			die "create_cell e2e-down failed: see $LOGS/nova-manage.log"
+	else
+		manage nova-manage nova.cmd.manage "${NOVA_CONF[@]}" cell_v2 update_cell --cell_uuid "$uuid" \
+			--transport-url "$mq" --database_connection "$db" ||
+			die "update_cell e2e-down failed: see $LOGS/nova-manage.log"
+	fi
+}
+NOVA_CONF=(--config-file "$ETC/nova/nova.conf")
+
 if [ -f "$NOVA_E2E_DIR/configured" ]; then
+	down_cell
 	log "configured (databases already set up)"
 	exit 0
 fi
@@ -229,7 +259,6 @@ log "creating databases"
 } | mysql_cli
 
 # The schema syncs are independent of each other: run them side by side.
-NOVA_CONF=(--config-file "$ETC/nova/nova.conf")
 log "syncing schemas (keystone, placement, nova, glance)"
 (
 	manage keystone-manage keystone.cmd.manage --config-file "$ETC/keystone/keystone.conf" db_sync
@@ -263,5 +292,6 @@ pg=$!
 fail=0
 for p in $ks $nv $pg; do wait "$p" || fail=1; done
 [ $fail -eq 0 ] || die "schema sync failed (logs in $LOGS)"
+down_cell
 touch "$NOVA_E2E_DIR/configured"
 log "configured"

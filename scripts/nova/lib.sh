@@ -23,6 +23,8 @@ NEUTRON_PORT=$((PORT_BASE + 4))
 RABBIT_PORT=$((PORT_BASE + 5))
 RABBIT_DIST_PORT=$((PORT_BASE + 6))
 EPMD_PORT=$((PORT_BASE + 7))
+# Nothing listens here: the database of the unreachable cell e2e-down.
+DOWN_CELL_DB_PORT=$((PORT_BASE + 9))
 
 ETC=$NOVA_E2E_DIR/etc
 LOGS=$NOVA_E2E_DIR/log

@@ -85,7 +85,9 @@ if ! running nova-compute; then
 fi
 wait_up nova-compute 120 sql_count "select count(*) from nova.compute_nodes where host='nova-e2e' and deleted=0"
 if ! sql_count "select count(*) from nova_api.host_mappings where host='nova-e2e'"; then
-	manage nova-manage nova.cmd.manage "${NOVA_CONF[@]}" cell_v2 discover_hosts
+	# cell1 only: discovering in the unreachable cell e2e-down would fail.
+	cell1=$(mysql_cli -N -B -e "select uuid from nova_api.cell_mappings where name='cell1'")
+	manage nova-manage nova.cmd.manage "${NOVA_CONF[@]}" cell_v2 discover_hosts --cell_uuid "$cell1"
 	sql_count "select count(*) from nova_api.host_mappings where host='nova-e2e'" || die "nova-manage cell_v2 discover_hosts did not map host nova-e2e"
 fi
 wait_up placement 60 sql_count "select count(*) from placement.inventories"
