@@ -3,6 +3,7 @@ package reaper
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
 )
@@ -63,6 +64,13 @@ func (pl *planner) scaleOut(rs *roleServers, count, want int) {
 	r := rs.role
 	if rs.doubt != "" {
 		pl.block("%s: %d below desired %d, but %s; no create", r.Name, want-count, want, rs.doubt)
+		return
+	}
+	if term := pl.in.Now.Sub(pl.in.TermStart); term < r.AbsentGrace.D() && count > 0 {
+		// Found by the soak: a new leader, a list that left a server out
+		// and that server's node briefly gone from the catalog made a
+		// second server of the same name.
+		pl.block("%s: %d below desired %d, but this leader began %s ago and remembers no earlier list: a server its lists leave out is absent, not gone, for absent_grace %s; no create", r.Name, want-count, want, term.Round(time.Second), r.AbsentGrace.D())
 		return
 	}
 	for i := count; i < want; i++ {

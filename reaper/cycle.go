@@ -26,7 +26,7 @@ const (
 // Successive calls with one session share the leader's memory.
 func (r *Reaper) Cycle(ctx context.Context, session string) *Plan {
 	if r.term == nil || r.term.session != session {
-		r.term = newTerm(session)
+		r.term = newTerm(session, r.now())
 	}
 	return r.cycle(ctx, r.term)
 }
@@ -55,6 +55,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *Plan {
 		ArmKeyWritten: obs.keys.ArmKeyWritten, ArmProblem: obs.keys.ArmProblem,
 		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: obs.recorded, Memory: t.memory, Destructive: obs.keys.Destructive,
 		BackoffUntil: t.quota.until, RoleBackoff: t.roleBackoffs(), DeleteBackoff: t.deleteBackoffs(obs.keys.Entries),
+		TermStart: t.started,
 	}
 	plan := in.Plan()
 	if t.lastCycleErr != "" {

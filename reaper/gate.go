@@ -10,8 +10,8 @@ type need struct {
 	armed bool
 	// unpaused: the step waits while the partition pause holds.
 	unpaused bool
-	// create: the step creates a server; it waits for the quota backoff
-	// and the role's own backoff.
+	// create: the step creates a server; it waits for the quota backoff,
+	// the role's own backoff, and while Nova lists partial records.
 	create bool
 	// budget: the step spends one of max_actions_per_hour.
 	budget bool
@@ -36,6 +36,11 @@ func (pl *planner) gate(rs *roleServers, n need) string {
 		return pl.unknown(n.victim)
 	case n.create && pl.backedOff(rs.role.Name):
 		return "the create backoff holds (quota, capacity or a failed create)"
+	case n.create && pl.plan.Partial > 0:
+		// A partial record may be a server of this role whose node is
+		// not in sight either (a blip, a new leader with no memory of
+		// the list): a create could double the role, reuse its name.
+		return fmt.Sprintf("Nova listed %d partial record(s): whose they are is unknown", pl.plan.Partial)
 	case n.budget && pl.budget <= 0:
 		return fmt.Sprintf("max_actions_per_hour (%d) reached", pl.in.Config.MaxActionsPerHour)
 	}

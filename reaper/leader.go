@@ -187,7 +187,7 @@ func (r *Reaper) reportLockConflict(err error) {
 // lead runs cycles while ctx (cancelled on loss of the lock) lives, with
 // a memory made afresh for this leadership.
 func (r *Reaper) lead(ctx context.Context, session string) {
-	r.term = newTerm(session)
+	r.term = newTerm(session, r.now())
 	r.status.setLeading(true)
 	defer r.status.setLeading(false)
 	t := time.NewTicker(r.cfg.Interval.D())

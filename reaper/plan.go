@@ -59,6 +59,11 @@ type Input struct {
 	Recorded map[string]bool
 	// Memory is the previous plan's.
 	Memory Memory
+	// TermStart is when this leader's term began (zero: long ago). For
+	// absent_grace after it, a role that has servers creates none for a
+	// missing one: a new leader has no memory of earlier lists, so a
+	// server its first lists leave out is absent, not gone.
+	TermStart time.Time
 	// Destructive holds when recent destructive actions started.
 	Destructive []time.Time
 	// BackoffUntil: quota backoff (project-wide); no creates before it.

@@ -23,6 +23,9 @@ type planner struct {
 	byJournal map[string][]*Server
 	// used holds every server name taken: in Nova or by a journal entry.
 	used map[string]bool
+	// goneNames holds the names of deleted servers Nova still lists
+	// (soft-deleted): not reused, but no member's.
+	goneNames map[string]bool
 	// oldNames holds the OldName of every journal entry.
 	oldNames map[string]bool
 	// budget is how many destructive actions are still allowed this hour.
@@ -106,6 +109,7 @@ func newPlanner(in Input) *planner {
 		byID:      make(map[string]*Server, len(in.Servers)),
 		byJournal: map[string][]*Server{},
 		used:      make(map[string]bool, len(in.Servers)),
+		goneNames: map[string]bool{},
 		oldNames:  map[string]bool{},
 		statesOf:  make(map[string]ServerState, len(in.Servers)),
 		inEntry:   map[string]ServerState{},
@@ -159,10 +163,15 @@ func (pl *planner) assignServers() []*roleServers {
 			pl.plan.Partial++
 			continue
 		}
-		pl.used[s.Name] = true
 		if s.Gone() {
-			continue // deleted, kept by Nova until reclaimed: no member
+			// Deleted, kept by Nova until reclaimed: no member of its
+			// role, and no evidence that a live server of that name is
+			// listed (a truncated list may hide one), but its name is not
+			// given to a new server.
+			pl.goneNames[s.Name] = true
+			continue
 		}
+		pl.used[s.Name] = true
 		pl.plan.Memory.Listed[s.Name] = pl.in.Now
 		pl.byID[s.ID] = s
 		if j := s.Metadata[MetaJournal]; j != "" {
@@ -441,6 +450,9 @@ func (pl *planner) freeName(r *Role) string {
 		for name := range pl.used {
 			mark(name)
 		}
+		for name := range pl.goneNames {
+			mark(name)
+		}
 		// A name still held by a Consul node (a dead machine's, not yet
 		// reaped) is not reused: the new machine would inherit its checks.
 		for name := range pl.byNode {
@@ -458,7 +470,7 @@ func (pl *planner) freeName(r *Role) string {
 			continue
 		}
 		name := r.ServerName(n)
-		if _, node := pl.byNode[name]; pl.used[name] || node || pl.in.Recorded[name] {
+		if _, node := pl.byNode[name]; pl.used[name] || pl.goneNames[name] || node || pl.in.Recorded[name] {
 			continue
 		}
 		pl.used[name], taken[n] = true, true

@@ -146,6 +146,7 @@ func TestPlan(t *testing.T) {
 		listed             map[string]time.Time
 		straySince         map[string]time.Time
 		deleteBackoff      map[string]time.Time
+		termStart          time.Time
 		critSince          map[string]time.Time
 		destructive        []time.Time
 		backoff            bool
@@ -706,10 +707,10 @@ func TestPlan(t *testing.T) {
 			want: []string{}, wantPaused: true, wantBlocked: "replacement of web2 (unhealthy) waits: paused",
 		},
 		{
-			name:    "rule 6: a partial record does not stop a create the role lacks, with no doubt about the role",
+			name:    "rule 6: a partial record stops creates, even for a role with no unlisted node (its node may be out of sight too)",
 			servers: append(append([]Server{}, web3[1:]...), Server{ID: "id-down-cell", Status: StatusUnknown, Created: t0.Add(-day)}),
 			checks:  web3checks[1:],
-			want:    []string{"create web1"}, wantPaused: true,
+			want:    []string{}, wantPaused: true, wantBlocked: "creates wait: Nova listed 1 partial record(s)",
 		},
 		{
 			name:    "rule 6: with a partial record listed, a live node missing from the list holds the role however long (it may be that record)",
@@ -749,6 +750,27 @@ func TestPlan(t *testing.T) {
 			name:    "a soft-deleted server is no member of its role; its name stays taken",
 			servers: []Server{web3[0], withStatus(web3[1], StatusSoftDeleted), web3[2]}, checks: []Check{web3checks[0], web3checks[2]},
 			want: []string{"create web4"},
+		},
+		{
+			name:    "a soft-deleted server does not hide the absence of a live server of its name (a truncated list): no create for absent_grace",
+			servers: []Server{web3[0], withStatus(Server{ID: "id-web2-old", Name: "web2", Created: t0.Add(-day)}, StatusSoftDeleted), web3[2]},
+			checks:  web3checks, listed: map[string]time.Time{"web2": t0.Add(-time.Second)},
+			want: []string{}, wantBlocked: "web2 left the Nova list",
+		},
+		{
+			name:    "a new leader creates nothing for a role with servers for absent_grace (its first lists may leave one out)",
+			servers: web3[1:], checks: web3checks[1:], termStart: t0.Add(-time.Minute),
+			want: []string{}, wantBlocked: "this leader began 1m0s ago and remembers no earlier list",
+		},
+		{
+			name:    "a new leader builds a role that has no server at once",
+			servers: nil, checks: nil, termStart: t0.Add(-time.Minute),
+			want: []string{"create web1", "create web2", "create web3"},
+		},
+		{
+			name:    "past absent_grace of its term, a leader creates for a missing server",
+			servers: web3[1:], checks: web3checks[1:], termStart: t0.Add(-6 * time.Minute),
+			want: []string{"create web1"},
 		},
 		{
 			name:    "rule 9: a delete Nova accepted but has not carried out is looked at again, not asked again, within cloud_timeout",
@@ -966,7 +988,7 @@ func TestPlan(t *testing.T) {
 			if tc.backoff {
 				in.BackoffUntil = t0.Add(time.Minute)
 			}
-			in.DeleteBackoff = tc.deleteBackoff
+			in.DeleteBackoff, in.TermStart = tc.deleteBackoff, tc.termStart
 			if tc.roleBackoff != "" {
 				in.RoleBackoff = map[string]time.Time{tc.roleBackoff: t0.Add(time.Minute)}
 			}

@@ -564,13 +564,18 @@ func (s *soak) restartAgent(d time.Duration) {
 	go func() {
 		defer s.restarts.Done()
 		defer s.restarting.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
+		start := time.Now()
 		if err := s.agent.Restart(ctx, d); err != nil {
-			s.t.Errorf("restart the reapers' agent: %v", err)
+			log, _ := os.ReadFile(s.agent.LogPath)
+			if len(log) > 20000 {
+				log = log[len(log)-20000:]
+			}
+			s.t.Errorf("restart the reapers' agent: %v\nits log:\n%s", err, log)
 		}
 		s.mu.Lock()
-		s.logf("consul agent back")
+		s.logf("consul agent back after %s", time.Since(start).Round(time.Millisecond))
 		s.mu.Unlock()
 	}()
 }
@@ -622,8 +627,16 @@ func (s *soak) settle(bound time.Duration) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+	state := "no state report"
+	if rep, err := readReport(s.c); err == nil && rep != nil {
+		j := make([]string, 0, len(rep.Journal))
+		for _, e := range rep.Journal {
+			j = append(j, fmt.Sprintf("%s %s %s new=%s/%s old=%s/%s asked=%v", e.ID, e.Kind, e.Phase, e.NewName, e.NewID, e.OldName, e.OldID, !e.DeleteAsked.IsZero()))
+		}
+		state = fmt.Sprintf("paused %v %q; not armed %q; blocked %q; journal %q", rep.Paused, rep.PauseReason, rep.NotArmedReason, rep.Blocked, j)
+	}
 	s.mu.Lock()
-	s.violation("not settled %s after the faults stopped: %s", bound, why)
+	s.violation("not settled %s after the faults stopped: %s\n  the reaper's last state: %s\n  servers: %s", bound, why, state, describeServers(s.sim.Servers()))
 	s.mu.Unlock()
 }
 
@@ -681,4 +694,12 @@ func sortedKeys(m map[string]int) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+func describeServers(ss []reaper.Server) string {
+	out := make([]string, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, fmt.Sprintf("%s/%s %s", s.Name, s.ID, s.Status))
+	}
+	return strings.Join(out, ", ")
 }

@@ -8,8 +8,10 @@ import "time"
 // again and no create is held back, which errs on the side of waiting for
 // the one and of trying the cloud again for the other.
 type leaderTerm struct {
-	// session holds the leader lock for this term.
+	// session holds the leader lock for this term; started is when the
+	// term began.
 	session string
+	started time.Time
 	// memory is the last plan's memory of conditions that must last.
 	memory Memory
 	// quota is the project-wide backoff after a quota error.
@@ -27,8 +29,8 @@ type leaderTerm struct {
 	lastCycleErr string
 }
 
-func newTerm(session string) *leaderTerm {
-	return &leaderTerm{session: session, roleBackoff: map[string]*backoffState{}, deleteBackoff: map[string]*backoffState{}}
+func newTerm(session string, now time.Time) *leaderTerm {
+	return &leaderTerm{session: session, started: now, roleBackoff: map[string]*backoffState{}, deleteBackoff: map[string]*backoffState{}}
 }
 
 // backoffState is one exponential, capped backoff.

@@ -76,7 +76,7 @@ func TestBackoffDoublesAndCaps(t *testing.T) {
 	r.cfg.QuotaBackoff, r.cfg.QuotaBackoffMax = Duration(time.Minute), Duration(5*time.Minute)
 	now := time.Now()
 	r.opts.now = func() time.Time { return now }
-	term := newTerm("session")
+	term := newTerm("session", now)
 	quota := &CloudError{Class: Quota, Err: errors.New("403 Quota exceeded")}
 	var got []time.Duration
 	for i := 0; i < 5; i++ {

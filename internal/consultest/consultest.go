@@ -322,11 +322,15 @@ func (a *Agent) waitReady(ctx context.Context, limit time.Duration) error {
 			last = err
 			continue
 		}
-		if len(checks) == 0 || checks.AggregatedStatus() != api.HealthPassing {
-			last = errors.New("agent's own node not yet passing in the catalog")
-			continue
+		// The agent's own serfHealth check, not every check of the node:
+		// a restarted agent's TTL checks stay critical until their owner
+		// updates them again.
+		for _, c := range checks {
+			if c.CheckID == "serfHealth" && c.Status == api.HealthPassing {
+				return nil
+			}
 		}
-		return nil
+		last = errors.New("agent's own node not yet passing (serfHealth) in the catalog")
 	}
 }
 

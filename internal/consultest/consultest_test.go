@@ -10,12 +10,19 @@ import (
 
 // A client agent joined to a dev server keeps working across a restart:
 // it is back in the catalog on the same address, and the cluster's data
-// (held by the server) is still there.
+// (held by the server) is still there, though a TTL check it holds is
+// critical.
 func TestClientAgentRestart(t *testing.T) {
 	t.Parallel()
 	server := Start(t, Options{})
 	client := Start(t, Options{JoinLAN: server.SerfLANAddr()})
 	if _, err := client.Client.KV().Put(&api.KVPair{Key: "k", Value: []byte("v")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A TTL check on the agent (as the reaper registers) is critical after
+	// the restart until its owner updates it: the agent is ready anyway.
+	if err := client.Client.Agent().ServiceRegister(&api.AgentServiceRegistration{ID: "svc", Name: "svc",
+		Check: &api.AgentServiceCheck{CheckID: "svc-alive", TTL: "1s"}}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

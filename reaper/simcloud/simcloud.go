@@ -156,20 +156,22 @@ func (c *Cloud) SoftDeletes(n int) {
 	c.softDeleteN = n
 }
 
-// SetPartial makes List and Get return the server named name as a partial
-// record (its ID, status UNKNOWN, its creation time; no name, no
+// SetPartial makes List and Get return every server named name as a
+// partial record (its ID, status UNKNOWN, its creation time; no name, no
 // metadata), as Nova at microversion 2.69 or later does for a server in a
-// cell it cannot reach; false when there is no such server.
+// cell it cannot reach, or whole again; false when there is no such
+// server.
 func (c *Cloud) SetPartial(name string, partial bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	found := false
 	for id, s := range c.servers {
 		if s.Name == name {
 			c.partial[id] = partial
-			return true
+			found = true
 		}
 	}
-	return false
+	return found
 }
 
 // view is how List and Get show a server: whole, or a partial record.
