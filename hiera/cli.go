@@ -37,6 +37,8 @@ type Config struct {
 	ServiceRegex string
 	// Dependencies is the node's dependencies file; empty: none.
 	Dependencies string
+	// Expect names services whose keys are always output.
+	Expect []string
 	// Watch keeps running and re-renders on every catalog change.
 	Watch bool
 	// Wait is MIN:MAX quiescence for --watch, as consul-template's -wait.
@@ -61,7 +63,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Template, "template", "", "consul-template template to render instead of the built-in services.yaml.ctmpl")
 	fs.StringArrayVar(&c.Services, "service", nil, "output only this service (repeatable; with --service-regex, either selects)")
 	fs.StringVar(&c.ServiceRegex, "service-regex", "", "output only services whose name matches this Go regular expression")
-	fs.StringVar(&c.Dependencies, "dependencies", "", "YAML file of this node's dependencies: SERVICE: {addressable: N, functional: N}")
+	fs.StringVar(&c.Dependencies, "dependencies", "", "YAML file of this node's dependencies: SERVICE: {addressable: N, functional: N}; their keys are always output (empty lists while no instance exists)")
+	fs.StringArrayVar(&c.Expect, "expect-service", nil, "always output this service's keys, as empty lists while no instance exists, so Puppet code that looks them up compiles (repeatable)")
 	fs.BoolVar(&c.Watch, "watch", false, "keep running, re-render on every catalog change")
 	fs.StringVar(&c.Wait, "wait", "", "with --watch: MIN[:MAX] quiescence before rendering, e.g. 2s:10s (MAX defaults to 4*MIN)")
 	fs.StringVar(&c.Exec, "exec", "", "shell command to run after the file's content changed (never when it did not)")
@@ -91,6 +94,11 @@ func (c *Config) Validate() error {
 	for _, s := range c.Services {
 		if err := ValidServiceName(s); err != nil {
 			return fmt.Errorf("--service: %w", err)
+		}
+	}
+	for _, s := range c.Expect {
+		if err := ValidServiceName(s); err != nil {
+			return fmt.Errorf("--expect-service: %w", err)
 		}
 	}
 	if c.ServiceRegex != "" {

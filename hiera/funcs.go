@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,8 +27,13 @@ type Selection struct {
 	// ServiceRegex selects services by name.
 	ServiceRegex *regexp.Regexp
 	// Dependencies are the node's declared dependencies. Their services are
-	// always queried, to count instances, even when not output.
+	// always queried, to count instances, even when not output; a selected
+	// one is always output, its lists empty while it has no instance.
 	Dependencies Dependencies
+	// Expect names services always output, selected or not, their lists
+	// empty while they have no instance, so Puppet code that looks them up
+	// compiles before the first instance registers.
+	Expect []string
 	// Datacenter is the datacenter the data comes from, for the header.
 	Datacenter string
 	// QueryDatacenter, when set, adds @Datacenter to every catalog query;
@@ -36,15 +42,23 @@ type Selection struct {
 }
 
 func (s *Selection) selected(name string) bool {
-	if len(s.Services) == 0 && s.ServiceRegex == nil {
+	if len(s.Services) == 0 && s.ServiceRegex == nil || slices.Contains(s.Expect, name) {
 		return true
 	}
-	for _, n := range s.Services {
-		if n == name {
-			return true
+	return slices.Contains(s.Services, name) || s.ServiceRegex != nil && s.ServiceRegex.MatchString(name)
+}
+
+// expected returns the services whose keys are always output: Expect and
+// the selected dependencies, sorted.
+func (s *Selection) expected() []string {
+	out := slices.Clone(s.Expect)
+	for _, r := range s.Dependencies {
+		if s.selected(r.Service) {
+			out = append(out, r.Service)
 		}
 	}
-	return s.ServiceRegex != nil && s.ServiceRegex.MatchString(name)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func (s *Selection) dependency(name string) bool {
@@ -228,11 +242,28 @@ func (f *Funcs) instances(e entry) []Instance {
 	return insts
 }
 
+// all returns the collected entries and, for every expected service the
+// catalog does not hold, an entry without instances: its keys are output
+// as empty lists.
+func (c *Collector) all() []entry {
+	have := make(map[string]bool, len(c.entries))
+	for _, e := range c.entries {
+		have[e.name] = true
+	}
+	out := c.entries
+	for _, name := range c.f.sel.expected() {
+		if !have[name] && ValidServiceName(name) == nil {
+			out = append(out[:len(out):len(out)], entry{name: name})
+		}
+	}
+	return out
+}
+
 // data converts the collected instances into Data, the reference model
 // that encode must match byte for byte.
 func (c *Collector) data() *Data {
 	d := NewData(c.f.sel.Dependencies)
-	for _, e := range c.entries {
+	for _, e := range c.all() {
 		if c.f.sel.selected(e.name) {
 			d.AddService(e.name, c.f.instances(e))
 		} else {
@@ -246,7 +277,7 @@ func (c *Collector) data() *Data {
 // every service whose instances did not change since the last render: a
 // change to one service of a thousand re-encodes one.
 func (f *Funcs) encode(c *Collector) ([]byte, error) {
-	entries := append([]entry(nil), c.entries...)
+	entries := append([]entry(nil), c.all()...)
 	// Sorting by name+"::" orders the services as their keys sort, so
 	// each service's keys stay together in the sorted output.
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name+"::" < entries[j].name+"::" })

@@ -152,6 +152,8 @@ func TestEncodeMatchesModel(t *testing.T) {
 	}{
 		{"all", Selection{Dependencies: Dependencies{{Service: "dep", Functional: 2}, {Service: "missing", Addressable: 1}}}},
 		{"selected", Selection{Services: []string{"a", "mysql"}, Dependencies: Dependencies{{Service: "dep", Functional: 1}, {Service: "mysql", Addressable: 2}}}},
+		{"expected", Selection{Services: []string{"a"}, Expect: []string{"zz-absent", "dep"},
+			Dependencies: Dependencies{{Service: "missing", Addressable: 1}, {Service: "a-b"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := NewFuncs(&tc.sel, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -181,5 +183,40 @@ func TestEncodeMatchesModel(t *testing.T) {
 			catalog["dep"] = []*dep.HealthService{mk("d1", "10.0.9.1", "passing", 9, nil), mk("d2", "10.0.9.2", "passing", 9, nil)}
 			render()
 		})
+	}
+}
+
+// TestExpectedServicesHaveKeys: a declared dependency that is selected and
+// a service named by --expect-service get their services:: and
+// healthy_services:: keys as empty lists while the catalog has no instance
+// of them (Puppet code that looks them up compiles); a dependency the
+// selection leaves out is counted only; a service with instances is output
+// as usual.
+func TestExpectedServicesHaveKeys(t *testing.T) {
+	sel := &Selection{Services: []string{"web"}, Expect: []string{"keystone", "web"},
+		Dependencies: Dependencies{{Service: "web", Addressable: 1}, {Service: "mysql", Addressable: 1}}}
+	c := &Collector{f: NewFuncs(sel, slog.New(slog.NewTextHandler(io.Discard, nil)))}
+	c.Add("web", []*dep.HealthService{{Node: "w1", Address: "10.0.0.1", Status: "passing"}})
+	keys := c.data().Keys()
+	for k, want := range map[string]any{
+		"services::keystone::address":         []string{},
+		"services::keystone::nodes":           []string{},
+		"services::keystone::port":            []int{},
+		"healthy_services::keystone::address": []string{},
+		"healthy_services::keystone::nodes":   []string{},
+		"healthy_services::keystone::port":    []int{},
+		"services::web::address":              []string{"10.0.0.1"},
+	} {
+		if !reflect.DeepEqual(keys[k], want) {
+			t.Errorf("%s = %#v, want %#v", k, keys[k], want)
+		}
+	}
+	for k := range keys {
+		if strings.Contains(k, "::mysql::") && !strings.HasPrefix(k, "orchestrate::") {
+			t.Errorf("%s output for a dependency the selection leaves out", k)
+		}
+	}
+	if keys["orchestrate::dependencies_met"] != false {
+		t.Errorf("dependencies_met = %v with mysql absent", keys["orchestrate::dependencies_met"])
 	}
 }

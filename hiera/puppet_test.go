@@ -158,3 +158,25 @@ func TestPuppetLookupHostile(t *testing.T) {
 		}
 	}
 }
+
+// TestPuppetLookupDefaults: a declared dependency with no instance yet has
+// its keys, as empty lists, so Puppet code that looks it up (without a
+// default) compiles before the first instance registers; once one
+// registers, the next render carries it.
+func TestPuppetLookupDefaults(t *testing.T) {
+	puppet := testutil.RequirePuppet(t)
+	a := consultest.Start(t, consultest.Options{})
+	out, deps := renderWithDeps(t, a, "keystone: {addressable: 1}\n")
+	for _, key := range []string{"services::keystone::address", "healthy_services::keystone::nodes"} {
+		if got := puppetLookup(t, puppet, out, key); !reflect.DeepEqual(got, []any{}) {
+			t.Errorf("puppet lookup %s with no keystone instance = %#v, want []", key, got)
+		}
+	}
+	register(t, a.Client, inst{node: "ks1", nodeAddr: "10.0.0.9", svc: "keystone", port: 5000, status: "passing"})
+	if code, stderr := runHS(t, a, "--out", out, "--dependencies", deps); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if got := puppetLookup(t, puppet, out, "healthy_services::keystone::address"); !reflect.DeepEqual(got, []any{"10.0.0.9"}) {
+		t.Errorf("puppet lookup healthy_services::keystone::address = %#v, want [10.0.0.9]", got)
+	}
+}

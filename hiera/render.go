@@ -49,11 +49,12 @@ type Sink interface {
 type Renderer struct {
 	// Template is the consul-template template to render.
 	Template string
-	// Services, ServiceRegex and Dependencies select what a render holds
-	// (see Selection).
+	// Services, ServiceRegex, Dependencies and Expect select what a render
+	// holds (see Selection).
 	Services     []string
 	ServiceRegex *regexp.Regexp
 	Dependencies Dependencies
+	Expect       []string
 	// Datacenter is the datacenter to read; empty: the agent's own.
 	Datacenter string
 	// Client reads the catalog and the agent outside consul-template.
@@ -208,6 +209,7 @@ func (r *Renderer) Selection(ctx context.Context) (*Selection, error) {
 		Services:     r.Services,
 		ServiceRegex: r.ServiceRegex,
 		Dependencies: r.Dependencies,
+		Expect:       r.Expect,
 	}
 	// A token that may not read every service gets a catalog silently
 	// filtered by ACLs: rendering it would hand Puppet a partial (often
