@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -43,4 +44,21 @@ func RunCommand(ctx context.Context, command string, stdout, stderr io.Writer, e
 	default:
 		return -1, fmt.Errorf("run command: %w", err)
 	}
+}
+
+// ShellQuote quotes s as one word for /bin/sh: in single quotes, each
+// single quote in s closing the quotes, escaped, and opening them again.
+// Nothing inside is expanded.
+func ShellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ShellCommand joins args into a command line for /bin/sh -c that runs
+// exactly args, each quoted with ShellQuote.
+func ShellCommand(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = ShellQuote(a)
+	}
+	return strings.Join(quoted, " ")
 }

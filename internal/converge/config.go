@@ -19,9 +19,25 @@ import (
 type Config struct {
 	// Host is this host's name in KV.
 	Host string
-	// UpdateCmd, PuppetCmd and ValidateCmd are shell command lines (run by
-	// /bin/sh -c). UpdateCmd and ValidateCmd may be empty.
-	UpdateCmd, PuppetCmd, ValidateCmd string
+	// UpdateCmd, ConsistentCmd, EventualCmd, PuppetCmd and ValidateCmd are
+	// shell command lines (run by /bin/sh -c).
+	//
+	// ConsistentCmd is the static, expensive Puppet run: it runs when a
+	// version is pending or its last run did not succeed, and must succeed
+	// whatever other hosts published (any failure is a failure).
+	// EventualCmd, optional, applies the classes that depend on other
+	// hosts' data: it runs after every consistent run and, with
+	// EventualOnly, whenever the hiera data changed; failing while
+	// dependencies are unmet it is pending, and it never re-runs the
+	// consistent step. PuppetCmd is the older single run, "everything is
+	// consistent" except that a failure while dependencies are unmet is
+	// pending; it excludes ConsistentCmd. UpdateCmd and ValidateCmd may be
+	// empty.
+	UpdateCmd, ConsistentCmd, EventualCmd, PuppetCmd, ValidateCmd string
+	// EventualOnly runs the eventual step (then validation) and nothing
+	// else, as hiera-services --exec does after the data changed; it does
+	// nothing until the consistent step succeeded for the desired version.
+	EventualOnly bool
 	// ValidateDir holds validation checks, run run-parts style.
 	ValidateDir string
 	// StepTimeout bounds the update step and Puppet; ValidateTimeout bounds
@@ -81,8 +97,14 @@ func Defaults() Config {
 // Validate names the first bad field.
 func (c Config) Validate() error {
 	switch {
-	case c.PuppetCmd == "":
-		return errors.New("--puppet-cmd is required")
+	case c.PuppetCmd == "" && c.ConsistentCmd == "":
+		return errors.New("--consistent-cmd (or the older single --puppet-cmd) is required")
+	case c.PuppetCmd != "" && c.ConsistentCmd != "":
+		return errors.New("--puppet-cmd and --consistent-cmd exclude each other (--puppet-cmd is the older single Puppet run)")
+	case c.EventualOnly && c.EventualCmd == "":
+		return errors.New("--eventual-only needs --eventual-cmd")
+	case c.EventualOnly && c.Force:
+		return errors.New("--eventual-only and --force exclude each other (--force runs every step)")
 	case c.ValidateCmd != "" && c.ValidateDir != "":
 		return errors.New("--validate-cmd and --validate-dir exclude each other")
 	case c.StepTimeout <= 0:
@@ -118,4 +140,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--log-dir %s must be an absolute path (it is named in status log URLs)", c.LogDir)
 	}
 	return nil
+}
+
+// consistentCmd is the command of the consistent step: ConsistentCmd, or
+// the older PuppetCmd.
+func (c Config) consistentCmd() string {
+	if c.ConsistentCmd != "" {
+		return c.ConsistentCmd
+	}
+	return c.PuppetCmd
 }

@@ -18,7 +18,21 @@ import (
 // Check IDs mirrored on the local agent.
 const (
 	CheckPuppet     = "orchestrate:puppet"
+	CheckEventual   = "orchestrate:eventual"
 	CheckValidation = "orchestrate:validation"
+)
+
+// steps says which steps a run takes.
+type steps int
+
+const (
+	// noSteps: nothing to do.
+	noSteps steps = iota
+	// allSteps: update, the consistent step, the eventual one (if any),
+	// validation.
+	allSteps
+	// eventualSteps: the eventual step and validation only.
+	eventualSteps
 )
 
 // Outcome is what one converge run ended with.
@@ -33,7 +47,8 @@ const (
 	Busy Outcome = "another converge is running"
 	// Converged: update, Puppet and validation succeeded; the version is reported.
 	Converged Outcome = "converged"
-	// Pending: Puppet failed while the hiera data says dependencies are unmet.
+	// Pending: the eventual step (or the older single Puppet run) failed
+	// while the hiera data says dependencies are unmet.
 	Pending Outcome = "pending on dependencies"
 	// Failed: a step failed.
 	Failed Outcome = "failed"
@@ -105,7 +120,7 @@ func (c *Converger) runOnce(ctx context.Context, retry bool) (Result, error) {
 	}
 	defer unlock()
 
-	want, reason, err := c.decide(ctx)
+	want, run, reason, err := c.decide(ctx)
 	if errors.Is(err, store.ErrNoCurrentVersion) {
 		c.log.Info("no current_version is set; nothing to converge to")
 		return Result{Outcome: NothingToDo, Reason: "no current_version is set"}, nil
@@ -113,60 +128,96 @@ func (c *Converger) runOnce(ctx context.Context, retry bool) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if reason == "" && (c.cfg.Force || retry) {
-		reason = "forced"
+	if run == noSteps && !c.cfg.EventualOnly && (c.cfg.Force || retry) {
+		run, reason = allSteps, "forced"
 		if retry {
 			reason = "retry after an unsuccessful run"
 		}
 	}
-	if reason == "" {
-		c.log.Debug("nothing to do", "host", c.cfg.Host, "version", want)
-		return Result{Outcome: NothingToDo, Reason: "runs " + want + ", last build and validation succeeded", Version: want}, nil
+	if run == noSteps {
+		c.log.Debug("nothing to do", "host", c.cfg.Host, "version", want, "why", reason)
+		return Result{Outcome: NothingToDo, Reason: reason, Version: want}, nil
 	}
-	c.log.Info("converging", "host", c.cfg.Host, "version", want, "reason", reason)
-	res, err := c.act(ctx, want)
+	c.log.Info("converging", "host", c.cfg.Host, "version", want, "reason", reason, "eventual_only", run == eventualSteps)
+	res, err := c.act(ctx, want, run)
 	res.Reason = reason
 	return res, err
 }
 
-// decide reads the desired version and this host's state and says why to
-// act ("" when there is nothing to do).
-func (c *Converger) decide(ctx context.Context) (want, reason string, err error) {
+// decide reads the desired version and this host's state and says which
+// steps to run and why (noSteps, with why not).
+func (c *Converger) decide(ctx context.Context) (want string, run steps, reason string, err error) {
 	want, err = c.store.CurrentVersion(ctx)
 	if err != nil {
-		return "", "", err
+		return "", noSteps, "", err
 	}
 	have, err := c.store.HostVersions(ctx, c.cfg.Host)
 	if err != nil {
-		return "", "", err
-	}
-	if len(have) != 1 || have[0] != want {
-		return want, fmt.Sprintf("update pending: runs %s, desired %s", orNone(have), want), nil
+		return "", noSteps, "", err
 	}
 	status, err := c.store.HostStatus(ctx, c.cfg.Host)
 	if err != nil {
-		return "", "", err
+		return "", noSteps, "", err
 	}
-	for _, cat := range []string{store.CategoryUpdate, store.CategoryPuppet, store.CategoryValidation} {
-		st, ok := status[cat]
-		if !ok {
-			if cat == store.CategoryUpdate {
-				continue // no update step configured so far
-			}
-			return want, fmt.Sprintf("no %s status recorded", cat), nil
+	consistent := c.consistentDone(status, want)
+	if c.cfg.EventualOnly {
+		if consistent != "" {
+			return want, noSteps, consistent + ": the eventual step waits for it", nil
 		}
+		return want, eventualSteps, "the hiera data changed", nil
+	}
+	if len(have) != 1 || have[0] != want {
+		if c.cfg.EventualCmd != "" && consistent == "" {
+			// The consistent step is done; only the eventual one (or
+			// validation) is left: it never re-runs the consistent step.
+			return want, eventualSteps, fmt.Sprintf("update pending: runs %s, desired %s; the consistent step succeeded", orNone(have), want), nil
+		}
+		return want, allSteps, fmt.Sprintf("update pending: runs %s, desired %s", orNone(have), want), nil
+	}
+	cats := []string{store.CategoryUpdate, store.CategoryPuppet}
+	if c.cfg.EventualCmd != "" {
+		cats = append(cats, store.CategoryEventual)
+	}
+	for _, cat := range append(cats, store.CategoryValidation) {
+		st, ok := status[cat]
+		why := ""
 		switch {
+		case !ok && cat == store.CategoryUpdate:
+			continue // no update step configured so far
+		case !ok:
+			why = fmt.Sprintf("no %s status recorded", cat)
 		case st.Corrupt:
-			return want, fmt.Sprintf("%s status is unreadable", cat), nil
+			why = fmt.Sprintf("%s status is unreadable", cat)
 		case st.State == store.StateSuccess:
+			continue
 		case st.State == store.StateRunning:
 			// We hold the lock, so no converge is running: an earlier one died.
-			return want, fmt.Sprintf("last %s run never finished", cat), nil
+			why = fmt.Sprintf("last %s run never finished", cat)
 		default:
-			return want, fmt.Sprintf("last %s run %s", cat, st.State), nil
+			why = fmt.Sprintf("last %s run %s", cat, st.State)
+		}
+		if cat == store.CategoryEventual {
+			return want, eventualSteps, why, nil
+		}
+		return want, allSteps, why, nil
+	}
+	return want, noSteps, "runs " + want + ", last build and validation succeeded", nil
+}
+
+// consistentDone says why the consistent step (and the update step, when
+// one ran) has not succeeded for version want, or "" when it has.
+func (c *Converger) consistentDone(status map[string]store.Status, want string) string {
+	for _, cat := range []string{store.CategoryUpdate, store.CategoryPuppet} {
+		st, ok := status[cat]
+		switch {
+		case !ok && cat == store.CategoryUpdate:
+		case !ok || st.Corrupt || st.State != store.StateSuccess:
+			return "the " + cat + " step has not succeeded"
+		case st.Version != want:
+			return fmt.Sprintf("the %s step succeeded for %s, not %s", cat, st.Version, want)
 		}
 	}
-	return want, "", nil
+	return ""
 }
 
 func orNone(vs []string) string {

@@ -24,9 +24,11 @@ import (
 	"github.com/jiocloud/orchestrate/watch"
 )
 
-// act runs update, Puppet and validation for version want, recording each
-// outcome, and reports the version when all succeeded.
-func (c *Converger) act(ctx context.Context, want string) (Result, error) {
+// act runs the steps for version want, recording each outcome, and
+// reports the version when all succeeded: update, the consistent step, the
+// eventual step (if any) and validation, or, for eventualSteps, the
+// eventual step and validation only.
+func (c *Converger) act(ctx context.Context, want string, run steps) (Result, error) {
 	rl, err := openRunLog(c.cfg, c.now())
 	if err != nil {
 		// The run log is the operator's --log-dir, not Consul; nothing is
@@ -34,75 +36,132 @@ func (c *Converger) act(ctx context.Context, want string) (Result, error) {
 		return Result{}, exitcode.Wrap(exitcode.Usage, fmt.Errorf("--log-dir: %w", err))
 	}
 	defer rl.Close()
-	res := Result{Version: want, LogPath: rl.path}
-	logURL := rl.url(c.cfg.LogURLBase)
-	// Status writes use a context that survives a cancelled run, so an
-	// interrupted converge still records that it was interrupted.
-	recordCtx := context.WithoutCancel(ctx)
-	record := func(cat, state, detail string) error {
-		wctx, cancel := context.WithTimeout(recordCtx, 30*time.Second)
-		defer cancel()
-		if err := c.store.UpdateStatus(wctx, c.cfg.Host, cat, state, store.StatusValue{Version: want, Detail: detail, LogURL: logURL}); err != nil {
-			return fmt.Errorf("record %s %s: %w", cat, state, err)
-		}
-		c.mirrorCheck(wctx, cat, state, detail)
-		return nil
-	}
-	fail := func(outcome Outcome, cat, state, detail string) (Result, error) {
-		res.Outcome, res.Detail = outcome, detail
-		c.log.Warn("converge did not succeed", "host", c.cfg.Host, "version", want, "step", cat, "state", state, "detail", detail, "log", rl.path)
-		return res, record(cat, state, detail)
-	}
-	if err := record(store.CategoryPuppet, store.StateRunning, "converging to "+want); err != nil {
-		return res, err
-	}
-	env := []string{"ORCHESTRATE_VERSION=" + want, "ORCHESTRATE_HOST=" + c.cfg.Host, "ORCHESTRATE_LOG=" + rl.path}
-
-	if c.cfg.UpdateCmd != "" {
-		r := rl.run(ctx, "update", c.cfg.UpdateCmd, c.cfg.StepTimeout, env)
-		if !r.ok() {
-			if err := record(store.CategoryUpdate, store.StateFailed, "update step "+r.String()+"; log "+rl.path); err != nil {
-				return res, err
-			}
-			return fail(Failed, store.CategoryPuppet, store.StateFailed, "not run: the update step "+r.String()+"; log "+rl.path)
-		}
-		if err := record(store.CategoryUpdate, store.StateSuccess, "update step "+r.String()); err != nil {
-			return res, err
+	a := &action{c: c, rl: rl, want: want, res: Result{Version: want, LogPath: rl.path}, logURL: rl.url(c.cfg.LogURLBase),
+		// Status writes use a context that survives a cancelled run, so an
+		// interrupted converge still records that it was interrupted.
+		recordCtx: context.WithoutCancel(ctx),
+		env:       []string{"ORCHESTRATE_VERSION=" + want, "ORCHESTRATE_HOST=" + c.cfg.Host, "ORCHESTRATE_LOG=" + rl.path}}
+	if run == allSteps {
+		if done, err := a.consistent(ctx); done || err != nil {
+			return a.res, err
 		}
 	}
-
-	r := rl.run(ctx, "puppet", c.cfg.PuppetCmd, c.cfg.StepTimeout, env)
-	if !puppetSucceeded(r) {
-		detail := "puppet " + r.String() + "; log " + rl.path
-		met, unmet, derr := readDependencies(c.cfg.HieraData)
-		switch {
-		case derr != nil:
-			c.log.Warn("cannot tell whether dependencies are met; recording a failure", "hiera_data", c.cfg.HieraData, "err", derr)
-		case !met:
-			return fail(Pending, store.CategoryPuppet, store.StatePending, "waiting on dependencies: "+strings.Join(unmet, ", ")+"; "+detail)
+	if c.cfg.EventualCmd != "" {
+		if done, err := a.eventual(ctx); done || err != nil {
+			return a.res, err
 		}
-		return fail(Failed, store.CategoryPuppet, store.StateFailed, detail)
 	}
-	if err := record(store.CategoryPuppet, store.StateSuccess, "puppet "+r.String()); err != nil {
-		return res, err
-	}
-
-	failed, ran, err := c.validate(ctx, rl, env)
+	failed, ran, err := c.validate(ctx, rl, a.env)
 	if err != nil {
-		return res, err
+		return a.res, err
 	}
 	if len(failed) > 0 {
-		return fail(Failed, store.CategoryValidation, store.StateFailed, "failed: "+strings.Join(failed, ", ")+"; log "+rl.path)
+		return a.fail(Failed, store.CategoryValidation, store.StateFailed, "failed: "+strings.Join(failed, ", ")+"; log "+rl.path)
 	}
-	if err := record(store.CategoryValidation, store.StateSuccess, fmt.Sprintf("%d checks passed", ran)); err != nil {
-		return res, err
+	if err := a.record(store.CategoryValidation, store.StateSuccess, fmt.Sprintf("%d checks passed", ran)); err != nil {
+		return a.res, err
 	}
-	if err := c.store.ReportVersion(recordCtx, c.cfg.Host, want); err != nil {
-		return res, fmt.Errorf("report version %s: %w", want, err)
+	if err := c.store.ReportVersion(a.recordCtx, c.cfg.Host, want); err != nil {
+		return a.res, fmt.Errorf("report version %s: %w", want, err)
 	}
-	res.Outcome = Converged
+	a.res.Outcome = Converged
 	c.log.Info("converged", "host", c.cfg.Host, "version", want, "log", rl.path)
-	return res, nil
+	return a.res, nil
+}
+
+// action is one run of act: where it logs and what it records.
+type action struct {
+	c         *Converger
+	rl        *runLog
+	want      string
+	res       Result
+	logURL    string
+	recordCtx context.Context
+	env       []string
+}
+
+// record writes one category's outcome to KV and mirrors it on the agent.
+func (a *action) record(cat, state, detail string) error {
+	wctx, cancel := context.WithTimeout(a.recordCtx, 30*time.Second)
+	defer cancel()
+	if err := a.c.store.UpdateStatus(wctx, a.c.cfg.Host, cat, state, store.StatusValue{Version: a.want, Detail: detail, LogURL: a.logURL}); err != nil {
+		return fmt.Errorf("record %s %s: %w", cat, state, err)
+	}
+	a.c.mirrorCheck(wctx, cat, state, detail)
+	return nil
+}
+
+// fail ends the run with outcome, recording state for cat.
+func (a *action) fail(outcome Outcome, cat, state, detail string) (Result, error) {
+	a.res.Outcome, a.res.Detail = outcome, detail
+	a.c.log.Warn("converge did not succeed", "host", a.c.cfg.Host, "version", a.want, "step", cat, "state", state, "detail", detail, "log", a.rl.path)
+	return a.res, a.record(cat, state, detail)
+}
+
+// consistent runs the update step and the consistent step; done says the
+// run ended (a step failed, its outcome recorded).
+func (a *action) consistent(ctx context.Context) (done bool, err error) {
+	c, rl := a.c, a.rl
+	if err := a.record(store.CategoryPuppet, store.StateRunning, "converging to "+a.want); err != nil {
+		return true, err
+	}
+	if c.cfg.UpdateCmd != "" {
+		r := rl.run(ctx, "update", c.cfg.UpdateCmd, c.cfg.StepTimeout, a.env)
+		if !r.ok() {
+			if err := a.record(store.CategoryUpdate, store.StateFailed, "update step "+r.String()+"; log "+rl.path); err != nil {
+				return true, err
+			}
+			_, err := a.fail(Failed, store.CategoryPuppet, store.StateFailed, "not run: the update step "+r.String()+"; log "+rl.path)
+			return true, err
+		}
+		if err := a.record(store.CategoryUpdate, store.StateSuccess, "update step "+r.String()); err != nil {
+			return true, err
+		}
+	}
+	step := "puppet"
+	if c.cfg.ConsistentCmd != "" {
+		step = "consistent"
+	}
+	r := rl.run(ctx, step, c.cfg.consistentCmd(), c.cfg.StepTimeout, a.env)
+	if !puppetSucceeded(r) {
+		// The consistent step must succeed whatever other hosts published;
+		// only the older single run may wait on dependencies.
+		if c.cfg.PuppetCmd != "" {
+			return a.failOrPending(store.CategoryPuppet, "puppet "+r.String()+"; log "+rl.path)
+		}
+		_, err := a.fail(Failed, store.CategoryPuppet, store.StateFailed, "consistent step "+r.String()+"; log "+rl.path)
+		return true, err
+	}
+	return false, a.record(store.CategoryPuppet, store.StateSuccess, step+" "+r.String())
+}
+
+// eventual runs the eventual step; done says the run ended.
+func (a *action) eventual(ctx context.Context) (done bool, err error) {
+	c, rl := a.c, a.rl
+	if err := a.record(store.CategoryEventual, store.StateRunning, "converging to "+a.want); err != nil {
+		return true, err
+	}
+	r := rl.run(ctx, "eventual", c.cfg.EventualCmd, c.cfg.StepTimeout, a.env)
+	if !puppetSucceeded(r) {
+		return a.failOrPending(store.CategoryEventual, "eventual step "+r.String()+"; log "+rl.path)
+	}
+	return false, a.record(store.CategoryEventual, store.StateSuccess, "eventual step "+r.String())
+}
+
+// failOrPending records a failed Puppet run of cat as pending when the
+// hiera data says dependencies are unmet (it may work once other hosts
+// publish), else as failed.
+func (a *action) failOrPending(cat, detail string) (done bool, err error) {
+	met, unmet, derr := readDependencies(a.c.cfg.HieraData)
+	switch {
+	case derr != nil:
+		a.c.log.Warn("cannot tell whether dependencies are met; recording a failure", "hiera_data", a.c.cfg.HieraData, "err", derr)
+	case !met:
+		_, err := a.fail(Pending, cat, store.StatePending, "waiting on dependencies: "+strings.Join(unmet, ", ")+"; "+detail)
+		return true, err
+	}
+	_, err = a.fail(Failed, cat, store.StateFailed, detail)
+	return true, err
 }
 
 // puppetSucceeded reads Puppet's --detailed-exitcodes: 0 (no changes) and 2
@@ -128,7 +187,7 @@ func (c *Converger) validate(ctx context.Context, rl *runLog, env []string) (fai
 		}
 		for _, path := range checks {
 			name := filepath.Base(path)
-			r := rl.run(ctx, "validate "+name, shellQuote(path), c.cfg.ValidateTimeout, env)
+			r := rl.run(ctx, "validate "+name, watch.ShellQuote(path), c.cfg.ValidateTimeout, env)
 			if !r.ok() {
 				failed = append(failed, fmt.Sprintf("%s (%s)", name, r))
 			}
@@ -162,10 +221,6 @@ func runParts(dir string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // maxHieraData bounds the rendered hiera data converge reads: 1,000
@@ -206,7 +261,7 @@ func readDependencies(path string) (met bool, unmet []string, err error) {
 // peers' builds. The check mirrors KV, the record that counts, so a failure
 // here is logged and the run goes on.
 func (c *Converger) mirrorCheck(ctx context.Context, cat, state, detail string) {
-	id := map[string]string{store.CategoryPuppet: CheckPuppet, store.CategoryValidation: CheckValidation}[cat]
+	id := map[string]string{store.CategoryPuppet: CheckPuppet, store.CategoryEventual: CheckEventual, store.CategoryValidation: CheckValidation}[cat]
 	if id == "" || c.cfg.NoChecks || c.agent == nil {
 		return
 	}

@@ -12,12 +12,15 @@ import (
 
 var cmdConverge = &command{
 	name: "converge", minArgs: 0, maxArgs: 0, needsHost: true, json: true, handler: true,
-	summary: "This node's update loop: when an update is pending or the last build or validation did not succeed, run the update step, Puppet and validation, record each outcome, and report the version when all succeeded. Exit 0 converged or nothing to do, 1 failed or pending (with --handler, pending on other hosts exits 0).",
+	summary: "This node's update loop: when an update is pending or the last build or validation did not succeed, run the update step, the consistent Puppet run, the eventual one (if any) and validation, record each outcome, and report the version when all succeeded; a failed eventual run re-runs alone. Exit 0 converged or nothing to do, 1 failed or pending (with --handler, pending on other hosts exits 0).",
 	setup: func(fs *pflag.FlagSet) runFunc {
 		cfg := converge.Defaults()
 		c := &cfg
 		fs.StringVar(&c.UpdateCmd, "update-cmd", "", "update step, run by /bin/sh -c with $ORCHESTRATE_VERSION set (e.g. an apt upgrade to the pinned snapshot)")
-		fs.StringVar(&c.PuppetCmd, "puppet-cmd", "", "Puppet run; use --detailed-exitcodes (0 and 2 succeed; 1, 4 and 6 fail) (required)")
+		fs.StringVar(&c.ConsistentCmd, "consistent-cmd", "", "the consistent (static, expensive) Puppet run: on a pending version or after it did not succeed; any failure is a failure. Use --detailed-exitcodes (0 and 2 succeed; 1, 4 and 6 fail)")
+		fs.StringVar(&c.EventualCmd, "eventual-cmd", "", "the eventual Puppet run (classes that use other hosts' data): after every consistent run and, with --eventual-only, whenever the hiera data changed; failing while dependencies are unmet it is pending")
+		fs.BoolVar(&c.EventualOnly, "eventual-only", false, "run the eventual step and validation only (hiera-services --exec after the data changed); nothing until the consistent step succeeded for the desired version")
+		fs.StringVar(&c.PuppetCmd, "puppet-cmd", "", "the older single Puppet run, instead of --consistent-cmd: everything is consistent, and a failure while dependencies are unmet is pending")
 		fs.StringVar(&c.ValidateCmd, "validate-cmd", "", "validation command")
 		fs.StringVar(&c.ValidateDir, "validate-dir", "", "run every executable in this directory as a validation check, run-parts style")
 		fs.DurationVar(&c.StepTimeout, "step-timeout", c.StepTimeout, "timeout of the update step and of Puppet")

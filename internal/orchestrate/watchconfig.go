@@ -25,14 +25,18 @@ type watchConfigOptions struct {
 	tokenFile     string   // --token-file of the handlers
 	hieraArgs     []string // further hiera-services arguments
 	orchestrate   string   // path of the orchestrate binary
-	puppetCmd     string   // converge's --puppet-cmd; empty: pending-update only
+	puppetCmd     string   // converge's --puppet-cmd (the older single run)
+	consistentCmd string   // converge's --consistent-cmd
+	eventualCmd   string   // converge's --eventual-cmd; hiera-services --exec runs it
+	// (with neither puppetCmd nor consistentCmd the version watch runs
+	// pending-update only)
 	convergeArgs  []string // further converge arguments
 	watchServices []string // services whose health changes also re-render
 }
 
 var cmdWatchConfig = &command{
 	name: "watch-config", minArgs: 0, maxArgs: 0,
-	summary: "Print Consul agent configuration (JSON, for a file in /etc/consul.d/) whose watches run hiera-services on every catalog change and every health change of a service in the dependencies file (or named by --watch-service), and orchestrate converge (with --puppet-cmd) when <prefix>/current_version changes. Handlers exit 0 when they found nothing to do.",
+	summary: "Print Consul agent configuration (JSON, for a file in /etc/consul.d/) whose watches run hiera-services on every catalog change and every health change of a service in the dependencies file (or named by --watch-service), and orchestrate converge (with --consistent-cmd or --puppet-cmd) when <prefix>/current_version changes; with --eventual-cmd, hiera-services runs converge's eventual step alone whenever the data changed. Handlers exit 0 when they found nothing to do.",
 	setup: func(fs *pflag.FlagSet) runFunc {
 		o := &watchConfigOptions{}
 		fs.StringVar(&o.hieraServices, "hiera-services", "/usr/local/bin/hiera-services", "absolute path of the hiera-services binary the watch runs")
@@ -42,7 +46,9 @@ var cmdWatchConfig = &command{
 		fs.StringVar(&o.tokenFile, "handler-token-file", "", "token file the handlers read (their --token-file); a token itself never goes into a watch's arguments")
 		fs.StringArrayVar(&o.hieraArgs, "hiera-arg", nil, "one more hiera-services argument, e.g. --hiera-arg=--service-regex=^os- (repeatable)")
 		fs.StringVar(&o.orchestrate, "orchestrate", "/usr/local/bin/orchestrate", "absolute path of the orchestrate binary the current_version watch runs")
-		fs.StringVar(&o.puppetCmd, "puppet-cmd", "", "converge's Puppet command: the current_version watch runs `orchestrate converge` with it (without it the watch only runs `orchestrate pending-update`)")
+		fs.StringVar(&o.consistentCmd, "consistent-cmd", "", "converge's consistent Puppet run: the current_version watch runs `orchestrate converge` with it (without it or --puppet-cmd the watch only runs `orchestrate pending-update`)")
+		fs.StringVar(&o.eventualCmd, "eventual-cmd", "", "converge's eventual Puppet run: the current_version watch runs it after the consistent one, and hiera-services runs `orchestrate converge --eventual-only` (this step only) whenever the data changed; needs --consistent-cmd or --puppet-cmd, excludes --exec")
+		fs.StringVar(&o.puppetCmd, "puppet-cmd", "", "the older single Puppet run, instead of --consistent-cmd")
 		fs.StringArrayVar(&o.convergeArgs, "converge-arg", nil, "one more converge argument, e.g. --converge-arg=--validate-dir=/usr/lib/jiocloud/tests (repeatable)")
 		fs.StringArrayVar(&o.watchServices, "watch-service", nil, "also re-render when this service's health changes, to keep its healthy_services:: keys fresh (repeatable; the dependencies file's services are watched already)")
 		return func(ctx context.Context, e *env, _ []string) error { return runWatchConfig(ctx, e, *o) }
@@ -87,7 +93,7 @@ func runWatchConfig(_ context.Context, e *env, o watchConfigOptions) error {
 // and a TTL check refreshed with the same status and output writes nothing
 // to the catalog, so an idle fleet causes no render at all.
 func watchEntries(o watchConfigOptions, deps hieradata.Dependencies, prefix string) []watch.Watch {
-	hs := o.hieraServicesArgs()
+	hs := o.hieraServicesArgs(prefix)
 	ws := []watch.Watch{
 		// The handler reads the catalog itself and ignores the payload.
 		{Type: "services", Args: hs},
@@ -110,31 +116,58 @@ func watchEntries(o watchConfigOptions, deps hieradata.Dependencies, prefix stri
 	return append(ws, watch.Watch{Type: "key", Key: prefix + "/current_version", Args: o.currentVersionArgs(prefix)})
 }
 
+// converges: the version watch runs converge (not only pending-update).
+func (o watchConfigOptions) converges() bool { return o.puppetCmd != "" || o.consistentCmd != "" }
+
 func (o watchConfigOptions) currentVersionArgs(prefix string) []string {
-	// --handler: "nothing to do" exits 0, or the agent logs it as an error.
-	args := []string{o.orchestrate, "pending-update", "--handler"}
-	if o.puppetCmd != "" {
-		args = []string{o.orchestrate, "converge", "--handler", "--puppet-cmd", o.puppetCmd}
+	if !o.converges() {
+		// --handler: "nothing to do" exits 0, or the agent logs it as an error.
+		return o.withConnection([]string{o.orchestrate, "pending-update", "--handler"}, prefix)
 	}
+	return o.convergeArgsFor(prefix, false)
+}
+
+// convergeArgsFor is the converge command line of a handler: the version
+// watch's, or with eventualOnly the one hiera-services --exec runs after
+// the data changed.
+func (o watchConfigOptions) convergeArgsFor(prefix string, eventualOnly bool) []string {
+	args := []string{o.orchestrate, "converge", "--handler"}
+	if eventualOnly {
+		args = append(args, "--eventual-only")
+	}
+	if o.puppetCmd != "" {
+		args = append(args, "--puppet-cmd", o.puppetCmd)
+	} else {
+		args = append(args, "--consistent-cmd", o.consistentCmd)
+	}
+	if o.eventualCmd != "" {
+		args = append(args, "--eventual-cmd", o.eventualCmd)
+	}
+	return append(o.withConnection(args, prefix), o.convergeArgs...)
+}
+
+// withConnection adds the prefix and token file the handlers use.
+func (o watchConfigOptions) withConnection(args []string, prefix string) []string {
 	if prefix != store.DefaultPrefix {
 		args = append(args, "--prefix", prefix)
 	}
 	if o.tokenFile != "" {
 		args = append(args, "--token-file", o.tokenFile)
 	}
-	if o.puppetCmd != "" {
-		args = append(args, o.convergeArgs...)
-	}
 	return args
 }
 
-func (o watchConfigOptions) hieraServicesArgs() []string {
+func (o watchConfigOptions) hieraServicesArgs(prefix string) []string {
 	args := []string{o.hieraServices, "--out", o.out}
 	if o.dependencies != "" {
 		args = append(args, "--dependencies", o.dependencies)
 	}
-	if o.exec != "" {
+	switch {
+	case o.exec != "":
 		args = append(args, "--exec", o.exec)
+	case o.eventualCmd != "":
+		// The data changed: the eventual step runs again, alone.
+		args = append(args, "--exec", watch.ShellCommand(o.convergeArgsFor(prefix, true)))
 	}
 	if o.tokenFile != "" {
 		args = append(args, "--token-file", o.tokenFile)
@@ -161,8 +194,15 @@ func (o watchConfigOptions) validate() error {
 			return fmt.Errorf("--watch-service: %w", err)
 		}
 	}
-	if len(o.convergeArgs) > 0 && o.puppetCmd == "" {
-		return fmt.Errorf("--converge-arg needs --puppet-cmd: without it the current_version watch does not converge")
+	switch {
+	case o.puppetCmd != "" && o.consistentCmd != "":
+		return fmt.Errorf("--puppet-cmd and --consistent-cmd exclude each other (--puppet-cmd is the older single Puppet run)")
+	case o.eventualCmd != "" && !o.converges():
+		return fmt.Errorf("--eventual-cmd needs --consistent-cmd (or --puppet-cmd)")
+	case o.eventualCmd != "" && o.exec != "":
+		return fmt.Errorf("--eventual-cmd and --exec exclude each other: with --eventual-cmd, hiera-services runs the eventual step when the data changed")
+	case len(o.convergeArgs) > 0 && !o.converges():
+		return fmt.Errorf("--converge-arg needs --consistent-cmd or --puppet-cmd: without one the current_version watch does not converge")
 	}
 	for _, a := range o.convergeArgs {
 		if a == "--token" || strings.HasPrefix(a, "--token=") {
@@ -180,7 +220,7 @@ func (o watchConfigOptions) validate() error {
 	}
 	// A token inside a command string or an argument's value lands in the
 	// watch's arguments just the same. The value is never echoed.
-	values := []struct{ flag, v string }{{"--exec", o.exec}, {"--puppet-cmd", o.puppetCmd}}
+	values := []struct{ flag, v string }{{"--exec", o.exec}, {"--puppet-cmd", o.puppetCmd}, {"--consistent-cmd", o.consistentCmd}, {"--eventual-cmd", o.eventualCmd}}
 	for _, a := range o.hieraArgs {
 		values = append(values, struct{ flag, v string }{"--hiera-arg", a})
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/watch"
 )
 
@@ -47,6 +48,18 @@ func TestWatchConfigStanza(t *testing.T) {
 				"/usr/local/bin/hiera-services", "--out", "/etc/puppet/hiera/data/services.yaml", "--token-file", "/etc/consul.d/node.token"}},
 				{Type: "key", Key: "cloud1/current_version", Args: []string{"/usr/local/bin/orchestrate", "converge", "--handler",
 					"--puppet-cmd", "puppet apply --detailed-exitcodes /etc/puppet/site.pp", "--prefix", "cloud1",
+					"--token-file", "/etc/consul.d/node.token", "--validate-dir=/usr/lib/jiocloud/tests"}}}},
+		{name: "two steps", args: []string{"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--eventual-cmd", "puppet apply '/etc/puppet/eventual.pp'",
+			"--handler-token-file", "/etc/consul.d/node.token", "--converge-arg=--validate-dir=/usr/lib/jiocloud/tests"},
+			// hiera-services runs the eventual step alone, as one shell
+			// command line whose words are quoted.
+			want: []watch.Watch{{Type: "services", Args: []string{
+				"/usr/local/bin/hiera-services", "--out", "/etc/puppet/hiera/data/services.yaml", "--exec",
+				`'/usr/local/bin/orchestrate' 'converge' '--handler' '--eventual-only' '--consistent-cmd' 'puppet apply /etc/puppet/consistent.pp' ` +
+					`'--eventual-cmd' 'puppet apply '\''/etc/puppet/eventual.pp'\''' '--token-file' '/etc/consul.d/node.token' '--validate-dir=/usr/lib/jiocloud/tests'`,
+				"--token-file", "/etc/consul.d/node.token"}},
+				{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/local/bin/orchestrate", "converge", "--handler",
+					"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--eventual-cmd", "puppet apply '/etc/puppet/eventual.pp'",
 					"--token-file", "/etc/consul.d/node.token", "--validate-dir=/usr/lib/jiocloud/tests"}}}},
 		{name: "everything", args: []string{"--hiera-services", "/opt/bin/hiera-services", "--out", "/var/lib/hiera/services.yaml",
 			"--dependencies", deps, "--exec", "puppet agent --onetime --no-daemonize", "--watch-service", "glance", "--watch-service", "mysql",
@@ -89,7 +102,11 @@ func TestWatchConfigBadFlags(t *testing.T) {
 		{[]string{"--hiera-arg=--token=s3cret"}, "use --handler-token-file"},
 		{[]string{"--hiera-arg", "--watch"}, "--watch"},
 		{[]string{"extra"}, "got 1 arguments"},
-		{[]string{"--converge-arg=--force"}, "needs --puppet-cmd"},
+		{[]string{"--converge-arg=--force"}, "needs --consistent-cmd or --puppet-cmd"},
+		{[]string{"--puppet-cmd", "true", "--consistent-cmd", "true"}, "exclude each other"},
+		{[]string{"--eventual-cmd", "true"}, "--eventual-cmd needs --consistent-cmd"},
+		{[]string{"--consistent-cmd", "true", "--eventual-cmd", "true", "--exec", "x"}, "--eventual-cmd and --exec exclude each other"},
+		{[]string{"--consistent-cmd", "true", "--eventual-cmd", "puppet apply --token s3cret"}, "--eventual-cmd holds a Consul token"},
 		{[]string{"--puppet-cmd", "true", "--converge-arg=--token=s3cret"}, "use --handler-token-file"},
 		{[]string{"--orchestrate", "orchestrate"}, "--orchestrate"},
 		{[]string{"--dependencies", "/nonexistent/deps.yaml"}, "dependencies file /nonexistent/deps.yaml"},
@@ -235,4 +252,61 @@ func TestWatchConfigRefusesTokenInCommands(t *testing.T) {
 		"--puppet-cmd", "CONSUL_HTTP_TOKEN_FILE=/etc/consul.d/node.token puppet apply /etc/puppet/site.pp",
 		"--converge-arg=--validate-cmd=consul members -token-file=/etc/consul.d/node.token")
 	mustCode(t, r, 0, "token files")
+}
+
+// TestWatchConfigTwoSteps: the generated watches, loaded into a real agent,
+// run the two steps of converge with the real binaries: a new version runs
+// the consistent step once and the eventual one, which is pending while
+// keystone (a dependency) has no instance; keystone registering makes the
+// agent's watch run hiera-services, which runs the eventual step alone, and
+// the host converges, the consistent step still run once.
+func TestWatchConfigTwoSteps(t *testing.T) {
+	dir := t.TempDir()
+	stepDir := filepath.Join(dir, "steps")
+	if err := os.MkdirAll(stepDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	step, _ := filepath.Abs("testdata/converge/step.sh")
+	deps := filepath.Join(dir, "deps.yaml")
+	out := filepath.Join(dir, "services.yaml")
+	if err := os.WriteFile(deps, []byte("keystone: {addressable: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The eventual stand-in fails (as Puppet code needing keystone would)
+	// until the rendered data holds an address for it.
+	eventual := filepath.Join(dir, "eventual.sh")
+	script := "#!/bin/sh\n" + step + " eventual\ngrep -q '\"services::keystone::address\": \\[\"' " + out + " || exit 6\n"
+	if err := os.WriteFile(eventual, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := watchConfig(t, "--hiera-services", builtBinary(t, "hiera-services"), "--orchestrate", builtBinary(t, "orchestrate"),
+		"--out", out, "--dependencies", deps,
+		"--consistent-cmd", step+" consistent", "--eventual-cmd", eventual,
+		"--converge-arg=--log-dir="+filepath.Join(dir, "log"), "--converge-arg=--lock-file="+filepath.Join(dir, "converge.lock"),
+		"--converge-arg=--hiera-data="+out, "--converge-arg=--no-checks")
+	mustCode(t, r, 0, "watch-config")
+	a := consultest.Start(t, consultest.Options{NodeName: "node8", HCL: r.stdout, HandlerEnv: true, Env: []string{"STEP_DIR=" + stepDir}})
+	count := func(name string) int {
+		data, _ := os.ReadFile(filepath.Join(stepDir, "ran"))
+		return strings.Count(string(data), name+" ")
+	}
+	agentLog := func() string { log, _ := os.ReadFile(a.LogPath); return string(log) }
+	mustCode(t, cli(t, a, "", "trigger-update", "v2"), 0, "trigger-update")
+	testutil.Eventually(t, 30*time.Second, "the eventual step pending on keystone", func() bool {
+		snap, err := mustStore(t, a).Snapshot(context.Background())
+		return err == nil && snap.Hosts["node8"] != nil && snap.Hosts["node8"].Status["eventual"].State == "pending"
+	}, agentLog)
+	if _, err := a.Client.Catalog().Register(&api.CatalogRegistration{Node: "ks1", Address: "10.0.0.9",
+		Service: &api.AgentService{ID: "keystone", Service: "keystone", Port: 5000}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "node8 converged to v2 through the data-change watch", func() bool {
+		return cli(t, a, "", "verify-hosts", "v2", "node8").code == 0
+	}, agentLog)
+	if c := count("consistent"); c != 1 {
+		t.Fatalf("the consistent step ran %d times, want 1", c)
+	}
+	if ev := count("eventual"); ev < 2 {
+		t.Fatalf("the eventual step ran %d times, want at least 2 (pending, then converged)", ev)
+	}
 }

@@ -168,7 +168,7 @@ func (s *Snapshot) HostNames() []string {
 }
 
 // Categories returns every category any host has a state in: provisioned,
-// puppet and validation first, then the rest sorted.
+// puppet, eventual and validation first, then the rest sorted.
 func (s *Snapshot) Categories() []string {
 	seen := map[string]bool{}
 	for _, h := range s.Hosts {
@@ -177,7 +177,7 @@ func (s *Snapshot) Categories() []string {
 		}
 	}
 	var out []string
-	for _, c := range []string{CategoryProvisioned, CategoryPuppet, CategoryValidation} {
+	for _, c := range []string{CategoryProvisioned, CategoryPuppet, CategoryEventual, CategoryValidation} {
 		if seen[c] {
 			out = append(out, c)
 			delete(seen, c)

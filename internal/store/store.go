@@ -42,8 +42,13 @@ const (
 	CategoryProvisioned = "provisioned"
 	// CategoryUpdate: converge's update step.
 	CategoryUpdate = "update"
-	// CategoryPuppet: the Puppet run.
+	// CategoryPuppet: the Puppet run; with two steps, the consistent one
+	// (the static, expensive run).
 	CategoryPuppet = "puppet"
+	// CategoryEventual: converge's eventual step (the classes that depend
+	// on what other hosts published); pending while dependencies are
+	// unmet, never a failure then.
+	CategoryEventual = "eventual"
 	// CategoryValidation: the validation checks; the reaper counts a
 	// server as validated when this is success.
 	CategoryValidation = "validation"
