@@ -193,10 +193,7 @@ func TestConvergeTwoStepsWithRealPuppet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pdirs := " --vardir " + dir + "/var --confdir " + dir + "/conf --codedir " + dir + "/code --logdir " + dir + "/plog --rundir " + dir + "/run --hiera_config " + hieraYAML
-	papply := func(manifest string) string {
-		return puppet + " apply --detailed-exitcodes --color=false" + pdirs + " " + manifest
-	}
+	papply := puppetApply(puppet, dir, "--hiera_config "+hieraYAML)
 	hs := builtBinary(t, "hiera-services")
 	render := func() {
 		t.Helper()

@@ -365,10 +365,7 @@ func TestConvergeWithRealPuppet(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("exec { 'fails': command => '/bin/false' }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pdirs := "--vardir " + dir + "/var --confdir " + dir + "/conf --codedir " + dir + "/code --logdir " + dir + "/plog --rundir " + dir + "/run"
-	papply := func(manifest string) string {
-		return puppet + " apply --detailed-exitcodes --color=false " + pdirs + " " + manifest
-	}
+	papply := puppetApply(puppet, dir, "")
 	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger")
 	r := cli(t, e.a, "", "converge", "--puppet-cmd", papply(good), "--log-dir", filepath.Join(dir, "log"), "--lock-file", e.lockFile, "--hiera-data", e.hiera)
 	mustCode(t, r, 0, "converge with a real puppet run that applies a change")
@@ -534,4 +531,13 @@ func TestConvergeWithholdsCredentials(t *testing.T) {
 	if !strings.Contains(r.stderr, "--pass-env") {
 		t.Errorf("error does not name --pass-env: %s", r.stderr)
 	}
+}
+
+// puppetApply returns the command line of a real `puppet apply` of a
+// manifest with detailed exit codes, every Puppet directory under dir (a
+// test's own), and extra options.
+func puppetApply(puppet, dir, extra string) func(manifest string) string {
+	opts := " apply --detailed-exitcodes --color=false --vardir " + dir + "/var --confdir " + dir + "/conf --codedir " + dir +
+		"/code --logdir " + dir + "/plog --rundir " + dir + "/run " + extra
+	return func(manifest string) string { return puppet + opts + " " + manifest }
 }
