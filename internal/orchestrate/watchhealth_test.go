@@ -254,6 +254,11 @@ func TestGeneratedWatchesQuietHandlers(t *testing.T) {
 	}
 	log := logText()
 	for _, line := range strings.Split(log, "\n") {
+		// Consul's own CA can log this once while a dev server starts:
+		// nothing a handler did.
+		if strings.Contains(line, "agent.server.cert-manager") && strings.Contains(line, "CA has not finished initializing") {
+			continue
+		}
 		if strings.Contains(line, "watch handler") || strings.Contains(line, "[ERROR]") {
 			t.Errorf("agent log: %s", line)
 		}
