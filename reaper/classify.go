@@ -30,6 +30,9 @@ const (
 	// for less than error_grace.
 	StateErrorInGrace ServerState = store.ServerErrorInGrace
 	StateMaintenance  ServerState = store.ServerMaintenance
+	// StateSuspect: its consistent run failed on every attempt, in a role
+	// with replace_suspect.
+	StateSuspect ServerState = store.ServerSuspect
 	// StateUnknown: Nova reports a status the reaper does not know
 	// (UNKNOWN, or one newer than this code): never acted on.
 	StateUnknown ServerState = store.ServerUnknown
@@ -65,6 +68,7 @@ var stateTable = map[ServerState]stateProps{
 	StateError:           {looksUnhealthy: true, replace: true, rank: 1},
 	StateErrorInGrace:    {serving: true, looksUnhealthy: true, rank: 3},
 	StateUnhealthy:       {looksUnhealthy: true, replace: true, rank: 2},
+	StateSuspect:         {looksUnhealthy: true, replace: true, rank: 2},
 	StateCriticalInGrace: {looksUnhealthy: true, rank: 3},
 	StateAbsentInGrace:   {looksUnhealthy: true, rank: 3},
 	StateExpired:         {serving: true, rank: 4},
@@ -139,6 +143,10 @@ func (pl *planner) classify(r *Role, s *Server) ServerState {
 	switch {
 	case h.maintenance:
 		return StateMaintenance
+	case r.ReplaceSuspect && pl.in.Suspect[s.Name]:
+		// Counts towards the pause: a bad version making every server
+		// suspect holds the replacements until an operator looks.
+		return StateSuspect
 	case !h.checkedIn && age < r.BootTimeout.D():
 		return StateBooting
 	case !h.checkedIn:

@@ -126,6 +126,10 @@ type Role struct {
 	Desired int `yaml:"desired"`
 	// MinHealthy: no deletion takes the role's healthy count below this.
 	MinHealthy int `yaml:"min_healthy"`
+	// ReplaceSuspect: a server whose consistent Puppet run failed on every
+	// attempt (orchestrate converge marks it suspect) is replaced like an
+	// unhealthy one, under every safety rule. Default off.
+	ReplaceSuspect bool `yaml:"replace_suspect"`
 	// Checks restricts the health checks that count (by check ID or name);
 	// empty: every check on the node counts when critical, and the node
 	// checks in through a check of one of its services.

@@ -53,7 +53,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *Plan {
 		Now: start, Config: r.cfg, Servers: obs.servers, Checks: obs.checks,
 		Desired: obs.desired, Journal: obs.keys.Entries, Armed: obs.keys.Armed != nil,
 		ArmKeyWritten: obs.keys.ArmKeyWritten, ArmProblem: obs.keys.ArmProblem,
-		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: obs.recorded, Memory: t.memory, Destructive: obs.keys.Destructive,
+		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: obs.recorded, Suspect: obs.suspect, Memory: t.memory, Destructive: obs.keys.Destructive,
 		BackoffUntil: t.quota.until, RoleBackoff: t.roleBackoffs(), DeleteBackoff: t.deleteBackoffs(obs.keys.Entries),
 		TermStart: t.started,
 	}

@@ -19,6 +19,7 @@ type observation struct {
 	validated map[string]bool
 	reporting map[string]bool
 	recorded  map[string]bool
+	suspect   map[string]bool
 	keys      *ReaperKeys
 }
 
@@ -52,7 +53,12 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 	for name := range snap.Hosts {
 		recorded[name] = true
 	}
-	return &observation{servers: servers, checks: checks, desired: desired, validated: snap.Validated(), reporting: snap.ReportingValidation(), recorded: recorded, keys: keys}, nil
+	suspect := map[string]bool{}
+	for name := range snap.Suspects() {
+		suspect[name] = true
+	}
+	return &observation{servers: servers, checks: checks, desired: desired, validated: snap.Validated(), reporting: snap.ReportingValidation(),
+		recorded: recorded, suspect: suspect, keys: keys}, nil
 }
 
 // readChecks is the one Consul health query of a cycle.

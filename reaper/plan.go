@@ -57,6 +57,9 @@ type Input struct {
 	// Recorded holds hosts with a version or status record; a new server
 	// never gets such a name (it would inherit the records).
 	Recorded map[string]bool
+	// Suspect holds hosts whose consistent run failed on every attempt
+	// for the current version (orchestrate converge marked them suspect).
+	Suspect map[string]bool
 	// Memory is the previous plan's.
 	Memory Memory
 	// TermStart is when this leader's term began (zero: long ago). For

@@ -147,6 +147,7 @@ func TestPlan(t *testing.T) {
 		straySince         map[string]time.Time
 		deleteBackoff      map[string]time.Time
 		termStart          time.Time
+		suspect            map[string]bool
 		critSince          map[string]time.Time
 		destructive        []time.Time
 		backoff            bool
@@ -773,6 +774,29 @@ func TestPlan(t *testing.T) {
 			want: []string{"create web1"},
 		},
 		{
+			name:    "a suspect server (consistent run failed on every attempt) is left alone without replace_suspect",
+			servers: web3, checks: web3checks, suspect: map[string]bool{"web2": true},
+			want: []string{},
+		},
+		{
+			name:    "with replace_suspect a suspect server is replaced like an unhealthy one",
+			cfg:     func(c *Config) { c.Roles[0].ReplaceSuspect = true },
+			servers: web3, checks: web3checks, suspect: map[string]bool{"web2": true},
+			want: []string{"create web4 for web2"}, wantStateOf: map[string]ServerState{"web2": StateReplacing},
+		},
+		{
+			name:    "with replace_suspect, never while disarmed",
+			cfg:     func(c *Config) { c.Roles[0].ReplaceSuspect = true },
+			servers: web3, checks: web3checks, suspect: map[string]bool{"web2": true}, notArmed: true, armKey: "disarmed",
+			want: []string{}, wantBlocked: "replacement of web2 (suspect) waits: not armed",
+		},
+		{
+			name:    "with replace_suspect, never while paused (a bad version making most servers suspect)",
+			cfg:     func(c *Config) { c.Roles[0].ReplaceSuspect = true },
+			servers: web3, checks: web3checks, suspect: map[string]bool{"web1": true, "web2": true},
+			want: []string{}, wantPaused: true, wantBlocked: "waits: paused",
+		},
+		{
 			name:    "rule 9: a delete Nova accepted but has not carried out is looked at again, not asked again, within cloud_timeout",
 			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
 			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
@@ -988,7 +1012,7 @@ func TestPlan(t *testing.T) {
 			if tc.backoff {
 				in.BackoffUntil = t0.Add(time.Minute)
 			}
-			in.DeleteBackoff, in.TermStart = tc.deleteBackoff, tc.termStart
+			in.DeleteBackoff, in.TermStart, in.Suspect = tc.deleteBackoff, tc.termStart, tc.suspect
 			if tc.roleBackoff != "" {
 				in.RoleBackoff = map[string]time.Time{tc.roleBackoff: t0.Add(time.Minute)}
 			}

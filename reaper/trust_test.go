@@ -667,3 +667,45 @@ func TestForeignNodeHoldsOnlyItsName(t *testing.T) {
 		t.Fatal("the other project's node web3 was touched")
 	}
 }
+
+// A server whose consistent run failed on every attempt (converge marked
+// it suspect) is replaced only in a role with replace_suspect, and the
+// record goes with it.
+func TestSuspectServerReplacedOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	for _, replace := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replace_suspect=%v", replace), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.cfg.Roles[0].ReplaceSuspect = replace
+			f.seed(3)
+			f.arm()
+			st, err := store.New(f.c, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := st.SetCurrentVersion(ctx, "v2"); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.UpdateStatus(ctx, "web2", store.CategoryPuppet, store.StateFailed,
+				store.StatusValue{Version: "v2", Detail: "suspect: the consistent step failed 3 time(s)", Suspect: true}); err != nil {
+				t.Fatal(err)
+			}
+			r := f.start(nil)
+			testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
+			if !replace {
+				time.Sleep(2 * time.Second) // ten cycles
+				if n, d := f.sim.Creates.Load(), f.sim.Deletes.Load(); n != 0 || d != 0 {
+					t.Fatalf("%d creates, %d deletes without replace_suspect", n, d)
+				}
+				return
+			}
+			testutil.Eventually(t, 20*time.Second, "web2 replaced and its records gone", func() bool {
+				snap, err := st.Snapshot(ctx)
+				return err == nil && names(f.sim.Servers()) == "web1,web3,web4" && !catalogHas(t, f.c, "web2") &&
+					len(journalKeys(t, f.c)) == 0 && len(snap.Suspects()) == 0
+			})
+		})
+	}
+}

@@ -60,9 +60,14 @@ type Result struct {
 	// Reason says why converge acted, or why it did not.
 	Reason  string
 	Version string
-	// Detail is the failing step and checks, for Failed and Pending.
-	Detail  string
-	LogPath string
+	// Detail is the failing step and checks, for Failed and Pending;
+	// Category the status category of the step that did not succeed.
+	Detail   string
+	Category string
+	LogPath  string
+	// Suspect: the consistent step failed on the last allowed attempt;
+	// the host is marked suspect.
+	Suspect bool
 }
 
 // Converger runs converge for one host.
@@ -84,13 +89,17 @@ func New(cfg Config, st *store.Store, agent *api.Agent, log *slog.Logger) *Conve
 func (c *Converger) Run(ctx context.Context) (Result, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := c.runOnce(ctx, attempt > 1)
+		last := c.cfg.MaxAttempts > 0 && attempt >= c.cfg.MaxAttempts
+		if err == nil && last && res.Outcome == Failed && res.Category == store.CategoryPuppet && c.cfg.ConsistentCmd != "" {
+			err = c.markSuspect(ctx, &res, attempt)
+		}
 		if err != nil || c.cfg.RetryInterval <= 0 {
 			return res, err
 		}
 		if res.Outcome != Failed && res.Outcome != Pending {
 			return res, nil
 		}
-		if c.cfg.MaxAttempts > 0 && attempt >= c.cfg.MaxAttempts {
+		if last {
 			return res, nil
 		}
 		c.log.Info("converge will retry", "outcome", res.Outcome, "after", c.cfg.RetryInterval, "attempt", attempt)
@@ -225,4 +234,20 @@ func orNone(vs []string) string {
 		return "no version"
 	}
 	return strings.Join(vs, "+")
+}
+
+// markSuspect records that the consistent step failed on the last of
+// --max-attempts: static configuration that must always pass did not, and
+// the host is suspect (a reaper role with replace_suspect replaces it).
+func (c *Converger) markSuspect(ctx context.Context, res *Result, attempts int) error {
+	res.Suspect = true
+	res.Detail = fmt.Sprintf("suspect: the consistent step failed %d time(s): %s", attempts, res.Detail)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	v := store.StatusValue{Version: res.Version, Detail: res.Detail, LogURL: logURL(c.cfg.LogURLBase, res.LogPath), Suspect: true}
+	if err := c.store.UpdateStatus(wctx, c.cfg.Host, store.CategoryPuppet, store.StateFailed, v); err != nil {
+		return fmt.Errorf("mark the host suspect: %w", err)
+	}
+	c.log.Warn("host marked suspect: its consistent step failed on every attempt", "host", c.cfg.Host, "version", res.Version, "attempts", attempts)
+	return nil
 }

@@ -93,7 +93,7 @@ func (a *action) record(cat, state, detail string) error {
 
 // fail ends the run with outcome, recording state for cat.
 func (a *action) fail(outcome Outcome, cat, state, detail string) (Result, error) {
-	a.res.Outcome, a.res.Detail = outcome, detail
+	a.res.Outcome, a.res.Detail, a.res.Category = outcome, detail, cat
 	a.c.log.Warn("converge did not succeed", "host", a.c.cfg.Host, "version", a.want, "step", cat, "state", state, "detail", detail, "log", a.rl.path)
 	return a.res, a.record(cat, state, detail)
 }
@@ -337,11 +337,15 @@ func pruneLogs(dir, host string, keep int) {
 	}
 }
 
-func (rl *runLog) url(base string) string {
+func (rl *runLog) url(base string) string { return logURL(base, rl.path) }
+
+// logURL is the URL of run log path: under base when it is set (--log-url-base),
+// else a file:// URL.
+func logURL(base, path string) string {
 	if base == "" {
-		return "file://" + rl.path
+		return "file://" + path
 	}
-	return strings.TrimSuffix(base, "/") + "/" + filepath.Base(rl.path)
+	return strings.TrimSuffix(base, "/") + "/" + filepath.Base(path)
 }
 
 func (rl *runLog) Close() error { return rl.f.Close() }

@@ -249,3 +249,51 @@ func TestConvergeTwoStepsWithRealPuppet(t *testing.T) {
 	}
 	mustCode(t, cli(t, e.a, "", "verify-hosts", "v2", "node1"), 0, "on v2")
 }
+
+// A consistent step that fails on every one of --max-attempts marks the
+// host suspect (its puppet status carries suspect: true), and `status`
+// says so; the older --puppet-cmd never marks a host suspect.
+func TestConvergeSuspectAfterMaxAttempts(t *testing.T) {
+	e := newConvergeEnv(t)
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger")
+	e.writeHiera(t, true)
+	e.setExit(t, "consistent", "4")
+	r := e.convergeTwo(t, "--retry-interval", "10ms", "--max-attempts", "2")
+	mustCode(t, r, 1, "failed twice")
+	if !strings.Contains(r.stdout, "suspect: the consistent step failed 2 time(s)") {
+		t.Fatalf("stdout = %q", r.stdout)
+	}
+	if n := e.count(t, "consistent"); n != 2 {
+		t.Fatalf("the consistent step ran %d times, want 2", n)
+	}
+	snap, err := mustStore(t, e.a).Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := snap.Hosts["node1"].Status["puppet"]; st.State != "failed" || !st.Suspect {
+		t.Fatalf("puppet status %+v, want failed and suspect", st)
+	}
+	if got := snap.Suspects(); len(got) != 1 || got["node1"] == "" {
+		t.Fatalf("suspects = %v, want node1", got)
+	}
+	st := cli(t, e.a, "", "status", "--no-catalog")
+	if !strings.Contains(st.stdout, "failed SUSPECT") || !strings.Contains(st.stdout, "suspect 1") {
+		t.Fatalf("status does not list the suspect:\n%s", st.stdout)
+	}
+	// A success clears it: the next record replaces the failed one.
+	e.setExit(t, "consistent", "0")
+	mustCode(t, e.convergeTwo(t), 0, "converged")
+	snap, _ = mustStore(t, e.a).Snapshot(context.Background())
+	if len(snap.Suspects()) != 0 {
+		t.Fatalf("still suspect after a successful run: %v", snap.Suspects())
+	}
+
+	// The older single run is never suspect.
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v3"), 0, "trigger v3")
+	e.setExit(t, "puppet", "4")
+	mustCode(t, e.converge(t, "--retry-interval", "10ms", "--max-attempts", "1"), 1, "failed")
+	snap, _ = mustStore(t, e.a).Snapshot(context.Background())
+	if st := snap.Hosts["node1"].Status["puppet"]; st.Suspect {
+		t.Fatalf("--puppet-cmd marked the host suspect: %+v", st)
+	}
+}

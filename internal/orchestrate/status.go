@@ -47,6 +47,7 @@ type statusSummary struct {
 	Hosts         int `json:"hosts"`
 	OnDesired     int `json:"on_desired"`
 	Failed        int `json:"failed"`
+	Suspect       int `json:"suspect"`
 	NotReporting  int `json:"not_reporting"`
 	CorruptValues int `json:"corrupt_values"`
 }
@@ -117,6 +118,9 @@ func buildStatus(snap *store.Snapshot, catalog map[string]bool) statusReport {
 				break
 			}
 		}
+		if st, ok := hr.Status[store.CategoryPuppet]; ok && st.State == store.StateFailed && st.Suspect {
+			rep.Summary.Suspect++
+		}
 	}
 	rep.Summary.CorruptValues = len(snap.Problems)
 	return rep
@@ -145,6 +149,8 @@ func writeStatusTable(w io.Writer, rep statusReport, categories []string, now ti
 				row = append(row, "-")
 			case st.Corrupt:
 				row = append(row, st.State+" (unreadable)")
+			case st.Suspect && st.State == store.StateFailed:
+				row = append(row, "failed SUSPECT "+age(now, st.Time))
 			default:
 				row = append(row, st.State+" "+age(now, st.Time))
 			}
@@ -175,8 +181,14 @@ func writeStatusTable(w io.Writer, rep statusReport, categories []string, now ti
 	if want == "" {
 		want = "(none set)"
 	}
-	fmt.Fprintf(w, "\ndesired version %s: hosts on desired version %d/%d, failed %d, not reporting %d\n",
+	fmt.Fprintf(w, "\ndesired version %s: hosts on desired version %d/%d, failed %d, not reporting %d",
 		want, rep.Summary.OnDesired, rep.Summary.Hosts, rep.Summary.Failed, rep.Summary.NotReporting)
+	if rep.Summary.Suspect > 0 {
+		// Suspects failed the configuration that must always pass; a
+		// reaper role with replace_suspect replaces them.
+		fmt.Fprintf(w, ", suspect %d", rep.Summary.Suspect)
+	}
+	fmt.Fprintln(w)
 }
 
 // age is a short human duration since t: 42s, 5m, 3h, 4d.

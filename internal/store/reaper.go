@@ -99,6 +99,20 @@ func (snap *Snapshot) Validated() map[string]bool {
 	return out
 }
 
+// Suspects returns the hosts whose consistent run (category puppet) failed
+// and was marked suspect, for the current version when one is set, with
+// the failure's detail.
+func (snap *Snapshot) Suspects() map[string]string {
+	out := map[string]string{}
+	for name, h := range snap.Hosts {
+		st, ok := h.Status[CategoryPuppet]
+		if ok && st.State == StateFailed && st.Suspect && !st.Corrupt && (snap.CurrentVersion == "" || st.Version == snap.CurrentVersion) {
+			out[name] = st.Detail
+		}
+	}
+	return out
+}
+
 // ReportingValidation returns the hosts with a validation status, in any
 // state: their role's servers report validation.
 func (snap *Snapshot) ReportingValidation() map[string]bool {

@@ -91,6 +91,9 @@ const (
 	ServerError           = "error"
 	ServerErrorInGrace    = "error-in-grace"
 	ServerMaintenance     = "maintenance"
+	// ServerSuspect: its consistent run failed on every attempt, in a role
+	// with replace_suspect.
+	ServerSuspect = "suspect"
 	// ServerUnknown: Nova reports a state the reaper does not know
 	// (UNKNOWN: its cell did not answer); never acted on.
 	ServerUnknown   = "unknown"
@@ -100,7 +103,7 @@ const (
 
 // ServerStateOrder is the order the report's states are listed in.
 var ServerStateOrder = []string{ServerHealthy, ServerExpired, ServerBooting, ServerNew, ServerCriticalInGrace,
-	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerErrorInGrace, ServerError, ServerUnknown, ServerMaintenance, ServerReplacing, ServerDeleting}
+	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerSuspect, ServerErrorInGrace, ServerError, ServerUnknown, ServerMaintenance, ServerReplacing, ServerDeleting}
 
 // ReaperReport is the value of <prefix>/reaper/state: what the reaper's
 // leader saw and planned in its last cycle.

@@ -121,6 +121,10 @@ type StatusValue struct {
 	Version string    `json:"version"`
 	Detail  string    `json:"detail"`
 	LogURL  string    `json:"log_url"`
+	// Suspect, on a failed consistent run (category puppet): the host
+	// failed the static configuration that must always pass; a reaper
+	// role with replace_suspect replaces it.
+	Suspect bool `json:"suspect,omitempty"`
 }
 
 // SetCurrentVersion sets the desired version of the whole system.
