@@ -170,7 +170,9 @@ func (pl *planner) advanceDraining(rs *roleServers, e *Entry, next Entry, oldS *
 // advanceDeleting finishes a recorded delete (a leader stopped during it),
 // with the same second look as a drain's end.
 func (pl *planner) advanceDeleting(rs *roleServers, e *Entry, next Entry, oldS *Server) {
-	if why := pl.recovered(rs, e, oldS); why != "" {
+	// Once Nova accepted the delete there is no taking it back: the
+	// server is going whatever its checks say.
+	if why := pl.recovered(rs, e, oldS); why != "" && e.DeleteAsked.IsZero() {
 		pl.add(OpRestore, next, why+": kept")
 		return
 	}
@@ -198,11 +200,12 @@ func (pl *planner) deleteWaits(e *Entry, name string, s *Server) string {
 	return ""
 }
 
-// deleteStalled: Nova accepted the delete of the entry's server
-// cloud_timeout ago or more and the entry is still open (so the server was
-// still there when last looked at).
+// deleteStalled: the entry is deleting (or rolling back) a server whose
+// delete Nova accepted cloud_timeout ago or more, and is still open (so
+// the server was still there when last looked at).
 func (pl *planner) deleteStalled(e Entry) bool {
-	return !e.DeleteAsked.IsZero() && pl.in.Now.Sub(e.DeleteAsked) >= pl.in.Config.CloudTimeout.D()
+	deleting := e.Phase == store.PhaseDeleting || e.Phase == store.PhaseRollback
+	return deleting && !e.DeleteAsked.IsZero() && pl.in.Now.Sub(e.DeleteAsked) >= pl.in.Config.CloudTimeout.D()
 }
 
 // holdDelete says why the delete of an entry's old server may not happen

@@ -76,7 +76,7 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 			return err // the entry stays in deleting; the next cycle retries
 		}
 		if e.Kind == store.KindReplace && e.Mode == ModeDeleteFirst {
-			e.Phase, e.OldID = store.PhaseCreating, ""
+			e.Phase, e.OldID, e.DeleteAsked = store.PhaseCreating, "", time.Time{}
 			return put(e, nil)
 		}
 		return r.journal.Remove(ctx, t.session, e.ID)

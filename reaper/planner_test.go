@@ -797,6 +797,22 @@ func TestPlan(t *testing.T) {
 			want: []string{}, wantPaused: true, wantBlocked: "waits: paused",
 		},
 		{
+			name:    "a delete-first replacement creating after its delete counts against max_in_flight, however long ago the delete was",
+			servers: append([]Server{}, web3[0], web3[2]), checks: replaceChecks(web3checks, "web3", crit("web3")), critSince: longCrit("web3"),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseCreating, func(e *Entry) {
+				e.Reason, e.Mode, e.NewName, e.OldName, e.DeleteAsked = "unhealthy", ModeDeleteFirst, "web4", "web2", t0.Add(-time.Hour)
+			})},
+			want: []string{"create web4 for web2"}, wantBlocked: "replacement of web3 waits: max_in_flight 1",
+		},
+		{
+			name:    "a server whose delete Nova accepted is not restored when its checks pass again: the delete cannot be taken back",
+			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")), checks: append(web3checks, pass("web4")),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseDeleting, func(e *Entry) {
+				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DeleteAsked = "unhealthy", "web4", "id-web4", "web2", "id-web2", t0.Add(-time.Minute)
+			})},
+			want: []string{}, wantBlocked: "Nova accepted the delete of web2 1m0s ago and still lists it",
+		},
+		{
 			name:    "rule 9: a delete Nova accepted but has not carried out is looked at again, not asked again, within cloud_timeout",
 			servers: append(append([]Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
 			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
