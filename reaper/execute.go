@@ -44,8 +44,13 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 		return r.maintenance(ctx, e)
 	case OpDeleteDuplicate:
 		// Asked again each cycle while Nova still lists it.
-		_, err := r.deleteServer(ctx, e.NewID)
-		return err
+		if _, err := r.deleteServer(ctx, e.NewID); err != nil {
+			if ClassOf(err) == Conflict {
+				return r.deleteRefused(t, e, err)
+			}
+			return err
+		}
+		return nil
 	case OpRestore:
 		if err := r.endMaintenance(ctx, e.OldName); err != nil {
 			return err
@@ -185,7 +190,10 @@ func (r *Reaper) deleteServer(ctx context.Context, id string) (gone bool, err er
 	err = r.cloud.Delete(dctx, id)
 	dcancel()
 	if err != nil && ClassOf(err) != NotFound {
-		r.metrics.cloudError(err)
+		if ClassOf(err) != Conflict {
+			// A refusal is counted once per entry, by deleteRefused.
+			r.metrics.cloudError(err)
+		}
 		return false, err
 	}
 	gctx, gcancel := context.WithTimeout(ctx, callTimeout)
@@ -217,12 +225,8 @@ func (r *Reaper) deleteNotYet(t *leaderTerm, e Entry, name, id string, put func(
 		return errPending
 	}
 	if waited := r.now().Sub(e.DeleteAsked); waited >= r.cfg.CloudTimeout.D() {
-		err := &CloudError{Class: Stalled, Op: "delete server " + id,
-			Err: fmt.Errorf("Nova accepted the delete of %s %s ago and still has it", name, waited.Round(time.Second))}
-		if b := t.deleteBackoff[e.ID]; b == nil || b.step == 0 {
-			r.metrics.cloudError(err)
-		}
-		return r.deleteRefused(t, e, err)
+		return r.deleteRefused(t, e, &CloudError{Class: Stalled, Op: "delete server " + id,
+			Err: fmt.Errorf("Nova accepted the delete of %s %s ago and still has it", name, waited.Round(time.Second))})
 	}
 	return nil
 }

@@ -91,8 +91,9 @@ func (r *Reaper) backoff(t *leaderTerm, role string, err error) {
 }
 
 // deleteRefused starts or extends the backoff of entry id's delete after
-// the cloud refused it; the first refusal is logged, later ones are not
-// (the state report names the entry every cycle). It returns err.
+// the cloud refused it (409) or did not carry it out (stalled); the first
+// refusal is logged and counted in the cloud errors metric, later ones are
+// not (the state report names the entry every cycle). It returns err.
 func (r *Reaper) deleteRefused(t *leaderTerm, e Entry, err error) error {
 	b := t.deleteBackoff[e.ID]
 	if b == nil {
@@ -102,6 +103,7 @@ func (r *Reaper) deleteRefused(t *leaderTerm, e Entry, err error) error {
 	first := b.step == 0
 	d := b.bump(r.now(), r.cfg.QuotaBackoff.D(), r.cfg.QuotaBackoffMax.D(), err)
 	if first {
+		r.metrics.cloudError(err)
 		r.log.Warn("the cloud refused a delete: retried with backoff; the role's other work goes on", "entry", e.ID, "server", e.OldName, "for", d, "err", err)
 	}
 	return &refusedError{err: err, first: first}

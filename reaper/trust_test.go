@@ -481,6 +481,11 @@ func TestRefusedDeleteDoesNotHoldTheRole(t *testing.T) {
 		rep, _ := readReport(f.c)
 		return rep != nil && strings.Contains(strings.Join(rep.Blocked, "\n"), "the cloud refused or did not carry out the delete of web2")
 	})
+	// Reported once: the retries after the backoff do not count again.
+	time.Sleep(2 * time.Second) // past the first backoff steps (500 ms, 1 s)
+	if m := scrape(t, r); !strings.Contains(m, `reaper_cloud_errors_total{class="conflict"} 1`+"\n") {
+		t.Fatalf("metrics do not count web2's refused delete once:\n%s", m)
+	}
 	setCritical(t, f.c, "web3")
 	testutil.Eventually(t, 15*time.Second, "web3 replaced while web2's delete is refused", func() bool {
 		return f.sim.Creates.Load() == 2
