@@ -127,6 +127,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"missing dependencies", []string{"--dependencies", filepath.Join(dir, "nope.yaml")}, "nope.yaml: no such file"},
 		{"bad regex", []string{"--service-regex", "("}, "--service-regex"},
 		{"bad service", []string{"--service", "a.b"}, `--service: service name "a.b"`},
+		// A name Hiera would interpolate or dig into cannot be expected.
+		{"bad expected service", []string{"--expect-service", "%{lookup('secret')}"}, `--expect-service: service name`},
+		{"expected service with a scope", []string{"--expect-service", "a::b"}, `--expect-service: service name "a::b"`},
 		{"wait without watch", []string{"--wait", "1s:2s"}, "--wait needs --watch"},
 		{"bad wait", []string{"--watch", "--wait", "soon"}, "--wait"},
 		{"positional", []string{"extra"}, `unexpected argument "extra"`},

@@ -63,6 +63,9 @@ type roleServers struct {
 	// validating: one of the role's servers reports validation, so a
 	// server of the role serves only once validated.
 	validating bool
+	// deadStrays are the role's dead stray nodes (see strays), found once
+	// per plan by doubtLists.
+	deadStrays []string
 	// doubt says why the Nova list may be missing servers of the role
 	// ("" when it is not in doubt): no server is created or destroyed for
 	// what the list seems to say.

@@ -126,6 +126,7 @@ func (pl *planner) doubtLists(roles []*roleServers) {
 		r := rs.role
 		var young []string
 		live, dead := pl.strays(r)
+		rs.deadStrays = dead
 		for _, node := range dead {
 			if since, ok := pl.in.Memory.Critical[node]; !ok || pl.in.Now.Sub(since) < r.CriticalGrace.D() {
 				live = append(live, node)
@@ -153,8 +154,7 @@ func (pl *planner) doubtLists(roles []*roleServers) {
 // gone from Nova (deleted by hand, or before the reaper ran) whose nodes
 // stay in the catalog, every check critical, for longer than boot_timeout.
 func (pl *planner) deregisterDead(rs *roleServers) {
-	_, dead := pl.strays(rs.role)
-	for _, node := range dead {
+	for _, node := range rs.deadStrays {
 		since := pl.since(pl.in.Memory.Critical, pl.plan.Memory.Critical, node)
 		if pl.in.Now.Sub(since) < rs.role.BootTimeout.D() {
 			continue

@@ -162,16 +162,7 @@ func (c *Cloud) SoftDeletes(n int) {
 // cell it cannot reach, or whole again; false when there is no such
 // server.
 func (c *Cloud) SetPartial(name string, partial bool) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	found := false
-	for id, s := range c.servers {
-		if s.Name == name {
-			c.partial[id] = partial
-			found = true
-		}
-	}
-	return found
+	return c.eachNamed(name, func(id string, _ *reaper.Server) { c.partial[id] = partial })
 }
 
 // view is how List and Get show a server: whole, or a partial record.
@@ -188,33 +179,33 @@ func (c *Cloud) hidden(id string) bool {
 	return ok && c.Now().Before(until)
 }
 
-// SetStatus sets the Nova status of the server named name (as a failed
+// SetStatus sets the Nova status of every server named name (as a failed
 // resize or migration leaves a server in ERROR); false when there is none.
 func (c *Cloud) SetStatus(name, status string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range c.servers {
-		if s.Name == name {
-			s.Status = status
-			return true
-		}
-	}
-	return false
+	return c.eachNamed(name, func(_ string, s *reaper.Server) { s.Status = status })
 }
 
-// FailBoot puts the server named name in ERROR with Nova's fault message,
-// as a scheduling failure does to a server in BUILD; false when there is
-// none.
+// FailBoot puts every server named name in ERROR with Nova's fault
+// message, as a scheduling failure does to a server in BUILD; false when
+// there is none.
 func (c *Cloud) FailBoot(name, fault string) bool {
+	return c.eachNamed(name, func(_ string, s *reaper.Server) { s.Status, s.Fault = reaper.StatusError, fault })
+}
+
+// eachNamed applies f, under the lock, to every server named name (two
+// share a name when a create made a late second one); false when there is
+// none.
+func (c *Cloud) eachNamed(name string, f func(id string, s *reaper.Server)) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, s := range c.servers {
+	found := false
+	for id, s := range c.servers {
 		if s.Name == name {
-			s.Status, s.Fault = reaper.StatusError, fault
-			return true
+			f(id, s)
+			found = true
 		}
 	}
-	return false
+	return found
 }
 
 // Servers returns every server, sorted by name.
