@@ -8,8 +8,8 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
-// ForgetHost removes every record of host: its running_version and its
-// state in every status category. A machine that later gets the same name
+// ForgetHost removes every record of host: its running_version, its
+// state in every status category and its rollout progress. A machine that later gets the same name
 // then starts with no record of the one before it (it would otherwise be
 // "at version v1, validation success" before it ever ran Puppet). Keys
 // already gone are no error, so a retry after a failure finishes the job.
@@ -39,14 +39,17 @@ func (s *Store) ForgetHost(ctx context.Context, host string) error {
 	return nil
 }
 
-// HostKeys lists the keys that record host: running_version/<v>/<host> and
-// status/<category>/<state>/<host>.
+// HostKeys lists the keys that record host: running_version/<v>/<host>,
+// status/<category>/<state>/<host> and rollout/<role>/hosts/<host>.
 func (s *Store) HostKeys(ctx context.Context, host string) ([]string, error) {
 	var out []string
 	for _, dir := range []struct {
 		name  string
 		depth int // path segments after the directory
-	}{{dirRunning, 2}, {dirStatus, 3}} {
+		// mid is the segment before the host, when the layout has one
+		// (rollout/<role>/hosts/<host>).
+		mid string
+	}{{dirRunning, 2, ""}, {dirStatus, 3, ""}, {dirRollout, 3, rolloutHosts}} {
 		base := s.key(dir.name) + "/"
 		keys, _, err := s.kv.Keys(base, "", readOpts(ctx))
 		if err != nil {
@@ -54,7 +57,7 @@ func (s *Store) HostKeys(ctx context.Context, host string) ([]string, error) {
 		}
 		for _, k := range keys {
 			parts := strings.Split(strings.TrimPrefix(k, base), "/")
-			if len(parts) == dir.depth && parts[len(parts)-1] == host {
+			if len(parts) == dir.depth && parts[len(parts)-1] == host && (dir.mid == "" || parts[len(parts)-2] == dir.mid) {
 				out = append(out, k)
 			}
 		}

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -125,6 +124,10 @@ type StatusValue struct {
 	// failed the static configuration that must always pass; a reaper
 	// role with replace_suspect replaces it.
 	Suspect bool `json:"suspect,omitempty"`
+	// Waiting, on a pending consistent run (category puppet): the host
+	// waits for one of its role's rollout slots; the role's rollout watch
+	// runs it again when one may have freed.
+	Waiting bool `json:"waiting,omitempty"`
 }
 
 // SetCurrentVersion sets the desired version of the whole system.
@@ -227,13 +230,8 @@ func (s *Store) UpdateStatus(ctx context.Context, host, category, state string, 
 // so a concurrent writer makes the transaction roll back and retry.
 func (s *Store) move(ctx context.Context, dir, target string, val []byte, mine func(string) bool) error {
 	for attempt := 0; attempt < maxAttempts; attempt++ {
-		if attempt > 0 {
-			backoff := time.Duration(attempt*20+rand.IntN(30)) * time.Millisecond
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(backoff):
-			}
+		if err := backoff(ctx, attempt); err != nil {
+			return err
 		}
 		pairs, _, err := s.kv.List(dir, readOpts(ctx))
 		if err != nil {

@@ -398,6 +398,20 @@ func TestForgetHost(t *testing.T) {
 	if err := s.ReportVersion(ctx, "web2", "web1"); err != nil {
 		t.Fatal(err)
 	}
+	// Rollout progress, of web1 and of another host; a follower mark
+	// (a role) named like the host stays.
+	for _, h := range []string{"web1", "web10"} {
+		r, err := s.Rollout(ctx, "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.EndSlot(ctx, r, nil, h, "", store.RolloutHost{Version: "v1", State: store.RolloutDone}); err != nil || !ok {
+			t.Fatalf("record rollout progress of %s: %v %v", h, ok, err)
+		}
+	}
+	if _, err := c.KV().Put(&api.KVPair{Key: "test/orchestrate/rollout/lb/followers/web1"}, nil); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.ForgetHost(ctx, "web1"); err != nil {
 		t.Fatal(err)
 	}
@@ -414,6 +428,16 @@ func TestForgetHost(t *testing.T) {
 	}
 	if snap.Hosts["web2"].Version != "web1" || len(snap.Hosts["web10"].Status) != 2 {
 		t.Fatalf("another host's records changed: %+v %+v", snap.Hosts["web2"], snap.Hosts["web10"])
+	}
+	r, err := s.Rollout(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Hosts["web1"]; ok || r.Hosts["web10"].State != store.RolloutDone {
+		t.Fatalf("rollout records after forgetting web1: %+v", r.Hosts)
+	}
+	if lb, err := s.Rollout(ctx, "lb"); err != nil || len(lb.Followers) != 1 {
+		t.Fatalf("a follower mark named like the host went: %+v %v", lb, err)
 	}
 	if err := s.ForgetHost(ctx, "web1"); err != nil {
 		t.Fatalf("forgetting a forgotten host: %v", err)

@@ -1,0 +1,280 @@
+package rollout
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/testutil"
+)
+
+func intp(n int) *int { return &n }
+
+func TestDecide(t *testing.T) {
+	slots := func(hosts ...string) []store.RolloutSlot {
+		var out []store.RolloutSlot
+		for _, h := range hosts {
+			out = append(out, store.RolloutSlot{Host: h, Session: "s-" + h})
+		}
+		return out
+	}
+	failed := func(version string, hosts ...string) map[string]store.RolloutHost {
+		out := map[string]store.RolloutHost{}
+		for _, h := range hosts {
+			out[h] = store.RolloutHost{Version: version, State: store.RolloutFailed}
+		}
+		return out
+	}
+	cases := []struct {
+		name    string
+		r       store.Rollout
+		after   After
+		fresh   bool
+		granted bool
+		halt    bool
+		reason  string
+	}{
+		{name: "no policy: no bound", r: store.Rollout{Slots: slots("a", "b", "c")}, granted: true},
+		{name: "a free slot", r: store.Rollout{Policy: store.RolloutPolicy{MaxUnavailable: 2}, Slots: slots("a")}, granted: true},
+		{name: "every slot in use", r: store.Rollout{Policy: store.RolloutPolicy{MaxUnavailable: 2}, Slots: slots("a", "b")}, reason: "2 at a time"},
+		{name: "a fresh host is not bounded", r: store.Rollout{Policy: store.RolloutPolicy{MaxUnavailable: 2}, Slots: slots("a", "b")}, fresh: true, granted: true},
+		{name: "fresh holders do not count", r: store.Rollout{Policy: store.RolloutPolicy{MaxUnavailable: 2}, Slots: append(slots("a"), store.RolloutSlot{Host: "n", Fresh: true})}, granted: true},
+		{name: "a fresh host waits for its order", r: store.Rollout{Policy: store.RolloutPolicy{After: "db"}}, after: After{Done: 0, Need: 2, NeedOK: true}, fresh: true, reason: "waits for role db"},
+		{name: "a fresh host waits on a halt", r: store.Rollout{State: store.RolloutState{Halted: &store.RolloutHalt{Version: "v2", Reason: "too many"}}}, fresh: true, reason: "halted"},
+		{name: "failures at the limit go on", r: store.Rollout{Policy: store.RolloutPolicy{MaxFailures: intp(2)}, Hosts: failed("v2", "a", "b")}, granted: true},
+		{name: "failures over the limit halt", r: store.Rollout{Policy: store.RolloutPolicy{MaxFailures: intp(2)}, Hosts: failed("v2", "a", "b", "c")}, halt: true, reason: "3 hosts failed v2 (a, b, c), more than max_failures 2"},
+		{name: "failures of another version do not count", r: store.Rollout{Policy: store.RolloutPolicy{MaxFailures: intp(0)}, Hosts: failed("v1", "a")}, granted: true},
+		{name: "forgiven failures do not count", r: store.Rollout{Policy: store.RolloutPolicy{MaxFailures: intp(1)}, Hosts: failed("v2", "a", "b", "c"),
+			State: store.RolloutState{Resumed: &store.RolloutResume{Version: "v2", Forgiven: []string{"a", "b"}}}}, granted: true},
+		{name: "a forgiveness of another version does not count", r: store.Rollout{Policy: store.RolloutPolicy{MaxFailures: intp(1)}, Hosts: failed("v2", "a", "b"),
+			State: store.RolloutState{Resumed: &store.RolloutResume{Version: "v1", Forgiven: []string{"a", "b"}}}}, halt: true},
+		{name: "a recorded halt holds", r: store.Rollout{State: store.RolloutState{Halted: &store.RolloutHalt{Version: "v2", Reason: "too many"}}}, reason: "is halted: too many"},
+		{name: "a halt of another version does not", r: store.Rollout{State: store.RolloutState{Halted: &store.RolloutHalt{Version: "v1", Reason: "too many"}}}, granted: true},
+		{name: "after: not enough hosts yet", r: store.Rollout{Policy: store.RolloutPolicy{After: "db"}}, after: After{Done: 1, Need: 2, NeedOK: true}, reason: "waits for role db: 1 of 2 hosts run v2"},
+		{name: "after: enough", r: store.Rollout{Policy: store.RolloutPolicy{After: "db"}}, after: After{Done: 2, Need: 2, NeedOK: true}, granted: true},
+		{name: "after: no count known", r: store.Rollout{Policy: store.RolloutPolicy{After: "db"}}, reason: "no desired count"},
+		{name: "halt comes before order and bound", r: store.Rollout{Policy: store.RolloutPolicy{MaxFailures: intp(0), After: "db", MaxUnavailable: 1}, Hosts: failed("v2", "a"), Slots: slots("b")}, halt: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.r.Role = "web"
+			v := Decide(&tc.r, "x", "v2", tc.fresh, tc.after)
+			if v.Granted != tc.granted || v.Halt != tc.halt || !strings.Contains(v.Reason, tc.reason) {
+				t.Fatalf("Decide = %+v, want granted %v halt %v reason containing %q", v, tc.granted, tc.halt, tc.reason)
+			}
+			if !v.Granted && v.Reason == "" {
+				t.Fatal("a refusal without a reason")
+			}
+		})
+	}
+}
+
+func newSlots(t *testing.T, a *consultest.Agent) (*Slots, *store.Store) {
+	t.Helper()
+	st, err := store.New(a.Client, "orchestrate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(st, a.Client.Session(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.TTL = 10 * time.Second
+	return s, st
+}
+
+// Twenty hosts race for three slots, again and again: the semaphore never
+// grants a fourth, whatever the interleaving, and every host gets through.
+func TestSlotsBoundUnderContention(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	s, st := newSlots(t, a)
+	ctx := context.Background()
+	if _, err := st.SetRolloutPolicy(ctx, "web", func(p *store.RolloutPolicy) error { p.MaxUnavailable = 3; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var holding, most atomic.Int32
+	var wg sync.WaitGroup
+	done := make([]bool, 20)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			host := "web" + string(rune('a'+i))
+			for !done[i] {
+				sl, v, err := s.Acquire(ctx, "web", host, "v2", false)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if sl == nil {
+					if v.Reason == "" {
+						t.Error("refused without a reason")
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				n := holding.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(30 * time.Millisecond)
+				holding.Add(-1)
+				if err := sl.Release(ctx, store.RolloutDone, ""); err != nil {
+					t.Error(err)
+					return
+				}
+				done[i] = true
+			}
+		}()
+	}
+	wg.Wait()
+	if m := most.Load(); m != 3 {
+		t.Fatalf("at most %d hosts held a slot at once, want exactly 3 (the bound, reached)", m)
+	}
+	r, err := st.Rollout(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.Done("v2")); n != 20 || len(r.Slots) != 0 {
+		t.Fatalf("done %d of 20, %d slots still held", n, len(r.Slots))
+	}
+}
+
+// A failure that puts the role over max_failures halts it in the same
+// transaction; no slot is granted until a resume, which forgives the
+// failures so far but counts new ones.
+func TestSlotsHaltAndResume(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	s, st := newSlots(t, a)
+	ctx := context.Background()
+	if _, err := st.SetRolloutPolicy(ctx, "web", func(p *store.RolloutPolicy) error { p.MaxFailures = intp(1); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	fail := func(host string) {
+		t.Helper()
+		sl, v, err := s.Acquire(ctx, "web", host, "v2", false)
+		if err != nil || sl == nil {
+			t.Fatalf("%s: no slot: %+v %v", host, v, err)
+		}
+		if err := sl.Release(ctx, store.RolloutFailed, "puppet exit 1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fail("web1")
+	fail("web2")
+	r, _ := st.Rollout(ctx, "web")
+	if r.State.Halted == nil || !strings.Contains(r.State.Halted.Reason, "2 hosts failed v2 (web1, web2)") {
+		t.Fatalf("not halted after 2 failures with max_failures 1: %+v", r.State)
+	}
+	if sl, v, err := s.Acquire(ctx, "web", "web3", "v2", false); err != nil || sl != nil || !strings.Contains(v.Reason, "halted") {
+		t.Fatalf("a slot while halted: %v %+v %v", sl, v, err)
+	}
+	// Another version is another rollout.
+	sl, _, err := s.Acquire(ctx, "web", "web3", "v3", false)
+	if err != nil || sl == nil {
+		t.Fatalf("no slot for a new version: %v", err)
+	}
+	sl.Abandon()
+	halted, forgiven, err := Resume(ctx, st, "web", "v2")
+	if err != nil || !halted || strings.Join(forgiven, ",") != "web1,web2" {
+		t.Fatalf("Resume = %v %v %v", halted, forgiven, err)
+	}
+	if again, _, _ := Resume(ctx, st, "web", "v2"); again {
+		t.Fatal("a second resume found the rollout halted")
+	}
+	fail("web3") // one new failure: within max_failures 1
+	fail("web4") // two: halted again
+	r, _ = st.Rollout(ctx, "web")
+	if r.State.Halted == nil || !strings.Contains(r.State.Halted.Reason, "(web3, web4)") {
+		t.Fatalf("new failures after a resume did not halt: %+v", r.State)
+	}
+}
+
+// A holder that dies gives its slot back when its session expires, within
+// one to two TTLs; a later run of the same host gives back the slot its
+// dead predecessor left at once.
+func TestSlotsOfADeadHolder(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	s, st := newSlots(t, a)
+	ctx := context.Background()
+	if _, err := st.SetRolloutPolicy(ctx, "web", func(p *store.RolloutPolicy) error { p.MaxUnavailable = 1; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// A holder whose process died: its session stops being renewed.
+	dead := func(host string) {
+		t.Helper()
+		sl, _, err := s.Acquire(ctx, "web", host, "v2", false)
+		if err != nil || sl == nil {
+			t.Fatalf("no slot for %s: %v", host, err)
+		}
+		close(sl.stopCh) // stop renewing, as a killed process does
+		<-sl.renewEnd
+	}
+	dead("web1")
+	start := time.Now()
+	if sl, _, _ := s.Acquire(ctx, "web", "web2", "v2", false); sl != nil {
+		t.Fatal("a second slot while web1 holds the only one")
+	}
+	took := testutil.Eventually(t, 30*time.Second, "web1's slot freed by its session's expiry", func() bool {
+		r, err := st.Rollout(ctx, "web")
+		return err == nil && len(r.Slots) == 0
+	})
+	if took < s.TTL-time.Second || time.Since(start) > 2*s.TTL+5*time.Second {
+		t.Fatalf("the slot was freed after %s, want between the TTL %s and twice it", took, s.TTL)
+	}
+	t.Logf("a dead holder's slot freed %s after it stopped renewing (TTL %s)", took.Round(100*time.Millisecond), s.TTL)
+
+	dead("web2")
+	sl, v, err := s.Acquire(ctx, "web", "web2", "v2", false)
+	if err != nil || sl == nil {
+		t.Fatalf("web2's next run did not take back the slot its dead run left: %+v %v", v, err)
+	}
+	if err := sl.Release(ctx, store.RolloutDone, ""); err != nil {
+		t.Fatal(err)
+	}
+	sessions, _, err := a.Client.Session().List(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sessions) != 0 {
+		t.Fatalf("%d sessions left after every slot was given back", len(sessions))
+	}
+}
+
+// Values written by hand under a role's rollout are refused by name, and
+// a grant writes nothing then.
+func TestRolloutRefusesHandWrittenValues(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	s, _ := newSlots(t, a)
+	ctx := context.Background()
+	for _, kv := range []struct{ key, value string }{
+		{"orchestrate/rollout/web/policy", `{"max_unavailable": -1}`},
+		{"orchestrate/rollout/web/policy", `{"max_unavailable": "2"}`},
+		{"orchestrate/rollout/web/state", `halted`},
+		{"orchestrate/rollout/web/hosts/web1", `{"version":"v2","state":"exploded"}`},
+		{"orchestrate/rollout/web/nonsense", `x`},
+	} {
+		t.Run(kv.key+"="+kv.value, func(t *testing.T) {
+			if _, err := a.Client.KV().DeleteTree("orchestrate/", nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Client.KV().Put(&api.KVPair{Key: kv.key, Value: []byte(kv.value)}, nil); err != nil {
+				t.Fatal(err)
+			}
+			sl, _, err := s.Acquire(ctx, "web", "web2", "v2", false)
+			if sl != nil || err == nil || !strings.Contains(err.Error(), kv.key) {
+				t.Fatalf("Acquire = %v, %v; want an error naming %s", sl, err, kv.key)
+			}
+			keys, _, _ := a.Client.KV().Keys("orchestrate/", "", nil)
+			if len(keys) != 1 {
+				t.Fatalf("keys after a refused grant: %v", keys)
+			}
+		})
+	}
+}
