@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/rollout"
+	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/watch"
 )
 
@@ -69,6 +71,16 @@ type Config struct {
 	CheckTTL time.Duration
 	// NoChecks disables the TTL checks (no local agent to register them on).
 	NoChecks bool
+	// Role, when set, makes the consistent step take one of the role's
+	// rollout slots first (internal/rollout) and records the host's
+	// progress in the role's rollout; SlotTTL is the TTL of the session
+	// that holds the slot.
+	Role    string
+	SlotTTL time.Duration
+	// SlotWake runs only when the host waits for a rollout slot: the
+	// handler of the role's rollout watch, which fires on every change of
+	// the role's rollout and must not re-run a failed host's build.
+	SlotWake bool
 	// PassEnv names credentials (CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE,
 	// OS_*) that the steps may inherit; every other one is withheld (see
 	// watch.ChildEnv).
@@ -91,6 +103,7 @@ func Defaults() Config {
 		// outlives any node (30 days used to expire a month after the last
 		// rollout, on every node within the same hour).
 		CheckTTL: 10 * 365 * 24 * time.Hour,
+		SlotTTL:  rollout.DefaultSessionTTL,
 	}
 }
 
@@ -105,6 +118,10 @@ func (c Config) Validate() error {
 		return errors.New("--eventual-only needs --eventual-cmd")
 	case c.EventualOnly && c.Force:
 		return errors.New("--eventual-only and --force exclude each other (--force runs every step)")
+	case c.SlotWake && c.Role == "":
+		return errors.New("--slot-wake needs --role")
+	case c.SlotWake && (c.Force || c.EventualOnly):
+		return errors.New("--slot-wake excludes --force and --eventual-only")
 	case c.ValidateCmd != "" && c.ValidateDir != "":
 		return errors.New("--validate-cmd and --validate-dir exclude each other")
 	case c.StepTimeout <= 0:
@@ -121,8 +138,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--retry-interval %s is negative", c.RetryInterval)
 	case c.MaxAttempts < 0:
 		return fmt.Errorf("--max-attempts %d is negative", c.MaxAttempts)
+	case c.SlotTTL < 10*time.Second || c.SlotTTL > 24*time.Hour:
+		// Consul's bounds for a session TTL.
+		return fmt.Errorf("--slot-ttl %s is outside Consul's session TTL range, 10s to 24h", c.SlotTTL)
 	case !c.NoChecks && c.CheckTTL < time.Minute:
 		return fmt.Errorf("--check-ttl %s is shorter than a minute", c.CheckTTL)
+	}
+	if c.Role != "" {
+		if err := store.ValidName("--role", c.Role); err != nil {
+			return err
+		}
 	}
 	if err := watch.ValidPassEnv(c.PassEnv); err != nil {
 		return err

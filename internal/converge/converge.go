@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/rollout"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/watch"
 )
@@ -52,6 +53,10 @@ const (
 	Pending Outcome = "pending on dependencies"
 	// Failed: a step failed.
 	Failed Outcome = "failed"
+	// Waiting: the consistent step waits for one of the role's rollout
+	// slots (all in use, the rollout halted, or an earlier role not done);
+	// the role's rollout watch runs converge again when that changes.
+	Waiting Outcome = "waiting for a rollout slot"
 )
 
 // Result describes a run.
@@ -75,13 +80,18 @@ type Converger struct {
 	cfg   Config
 	store *store.Store
 	agent *api.Agent
+	slots *rollout.Slots
 	log   *slog.Logger
 	now   func() time.Time
 }
 
-// New returns a Converger; cfg must have passed Validate.
-func New(cfg Config, st *store.Store, agent *api.Agent, log *slog.Logger) *Converger {
-	return &Converger{cfg: cfg, store: st, agent: agent, log: log, now: time.Now}
+// New returns a Converger; cfg must have passed Validate. client is the
+// local agent's: its checks mirror the outcomes, and rollout slot sessions
+// are tied to its node.
+func New(cfg Config, st *store.Store, client *api.Client, log *slog.Logger) *Converger {
+	slots := rollout.New(st, client.Session(), log)
+	slots.TTL = cfg.SlotTTL
+	return &Converger{cfg: cfg, store: st, agent: client.Agent(), slots: slots, log: log, now: time.Now}
 }
 
 // Run converges until success, or once when RetryInterval is zero, and
@@ -129,7 +139,8 @@ func (c *Converger) runOnce(ctx context.Context, retry bool) (Result, error) {
 	}
 	defer unlock()
 
-	want, run, reason, err := c.decide(ctx)
+	d, err := c.decide(ctx)
+	want, run, reason := d.want, d.run, d.reason
 	if errors.Is(err, store.ErrNoCurrentVersion) {
 		c.log.Info("no current_version is set; nothing to converge to")
 		return Result{Outcome: NothingToDo, Reason: "no current_version is set"}, nil
@@ -147,41 +158,112 @@ func (c *Converger) runOnce(ctx context.Context, retry bool) (Result, error) {
 		c.log.Debug("nothing to do", "host", c.cfg.Host, "version", want, "why", reason)
 		return Result{Outcome: NothingToDo, Reason: reason, Version: want}, nil
 	}
+	var slot *rollout.Slot
+	if run == allSteps && c.cfg.Role != "" {
+		sl, v, err := c.slots.Acquire(ctx, c.cfg.Role, c.cfg.Host, want, d.fresh)
+		if err != nil {
+			return Result{}, fmt.Errorf("rollout of role %s: %w", c.cfg.Role, err)
+		}
+		if sl == nil {
+			return c.wait(ctx, d, v.Reason)
+		}
+		slot = sl
+	}
 	c.log.Info("converging", "host", c.cfg.Host, "version", want, "reason", reason, "eventual_only", run == eventualSteps)
 	res, err := c.act(ctx, want, run)
 	res.Reason = reason
+	if c.cfg.Role != "" {
+		err = errors.Join(err, c.recordRollout(ctx, slot, res, err))
+	}
 	return res, err
 }
 
+// wait records that the consistent step waits for a rollout slot, as
+// pending in the puppet category (unless the record already says so: a
+// role's waiting hosts are woken on every change of its rollout). It
+// mirrors no check: the node still serves its current version.
+func (c *Converger) wait(ctx context.Context, d decision, why string) (Result, error) {
+	res := Result{Outcome: Waiting, Reason: d.reason, Version: d.want, Detail: why, Category: store.CategoryPuppet}
+	if st, ok := d.status[store.CategoryPuppet]; ok && st.State == store.StatePending && st.Waiting && st.Version == d.want && st.Detail == why {
+		return res, nil
+	}
+	c.log.Info("waiting for a rollout slot", "host", c.cfg.Host, "role", c.cfg.Role, "version", d.want, "why", why)
+	if err := c.store.UpdateStatus(ctx, c.cfg.Host, store.CategoryPuppet, store.StatePending, store.StatusValue{Version: d.want, Detail: why, Waiting: true}); err != nil {
+		return res, fmt.Errorf("record waiting for a rollout slot: %w", err)
+	}
+	return res, nil
+}
+
+// recordRollout gives back the slot the run held (if any) and records the
+// host's outcome in its role's rollout. A run that ended on an error
+// (Consul unreachable mid-run) records nothing: its slot goes with its
+// session.
+func (c *Converger) recordRollout(ctx context.Context, slot *rollout.Slot, res Result, runErr error) error {
+	state := map[Outcome]string{Converged: store.RolloutDone, Failed: store.RolloutFailed, Pending: store.RolloutPending}[res.Outcome]
+	switch {
+	case runErr != nil || state == "":
+		if slot != nil {
+			slot.Abandon()
+		}
+		return nil
+	case slot != nil:
+		return slot.Release(ctx, state, res.Detail)
+	default:
+		return c.slots.Record(ctx, c.cfg.Role, c.cfg.Host, res.Version, state, res.Detail)
+	}
+}
+
+// decision is what decide found: the desired version, the steps to run
+// and why (noSteps, with why not), and the host's status as read.
+type decision struct {
+	want   string
+	run    steps
+	reason string
+	status map[string]store.Status
+	// fresh: the host runs no version yet (a new server).
+	fresh bool
+}
+
 // decide reads the desired version and this host's state and says which
-// steps to run and why (noSteps, with why not).
-func (c *Converger) decide(ctx context.Context) (want string, run steps, reason string, err error) {
-	want, err = c.store.CurrentVersion(ctx)
+// steps to run and why.
+func (c *Converger) decide(ctx context.Context) (decision, error) {
+	want, err := c.store.CurrentVersion(ctx)
 	if err != nil {
-		return "", noSteps, "", err
+		return decision{}, err
 	}
 	have, err := c.store.HostVersions(ctx, c.cfg.Host)
 	if err != nil {
-		return "", noSteps, "", err
+		return decision{}, err
 	}
 	status, err := c.store.HostStatus(ctx, c.cfg.Host)
 	if err != nil {
-		return "", noSteps, "", err
+		return decision{}, err
+	}
+	d := decision{want: want, status: status, fresh: len(have) == 0}
+	done := func(run steps, reason string) (decision, error) {
+		d.run, d.reason = run, reason
+		return d, nil
 	}
 	consistent := c.consistentDone(status, want)
+	if c.cfg.SlotWake {
+		if st, ok := status[store.CategoryPuppet]; !ok || st.State != store.StatePending || !st.Waiting || st.Version != want {
+			return done(noSteps, "not waiting for a rollout slot")
+		}
+		return done(allSteps, "waiting for a rollout slot of "+c.cfg.Role+", which may have freed")
+	}
 	if c.cfg.EventualOnly {
 		if consistent != "" {
-			return want, noSteps, consistent + ": the eventual step waits for it", nil
+			return done(noSteps, consistent+": the eventual step waits for it")
 		}
-		return want, eventualSteps, "the hiera data changed", nil
+		return done(eventualSteps, "the hiera data changed")
 	}
 	if len(have) != 1 || have[0] != want {
 		if c.cfg.EventualCmd != "" && consistent == "" {
 			// The consistent step is done; only the eventual one (or
 			// validation) is left: it never re-runs the consistent step.
-			return want, eventualSteps, fmt.Sprintf("update pending: runs %s, desired %s; the consistent step succeeded", orNone(have), want), nil
+			return done(eventualSteps, fmt.Sprintf("update pending: runs %s, desired %s; the consistent step succeeded", orNone(have), want))
 		}
-		return want, allSteps, fmt.Sprintf("update pending: runs %s, desired %s", orNone(have), want), nil
+		return done(allSteps, fmt.Sprintf("update pending: runs %s, desired %s", orNone(have), want))
 	}
 	cats := []string{store.CategoryUpdate, store.CategoryPuppet}
 	if c.cfg.EventualCmd != "" {
@@ -206,11 +288,11 @@ func (c *Converger) decide(ctx context.Context) (want string, run steps, reason 
 			why = fmt.Sprintf("last %s run %s", cat, st.State)
 		}
 		if cat == store.CategoryEventual {
-			return want, eventualSteps, why, nil
+			return done(eventualSteps, why)
 		}
-		return want, allSteps, why, nil
+		return done(allSteps, why)
 	}
-	return want, noSteps, "runs " + want + ", last build and validation succeeded", nil
+	return done(noSteps, "runs "+want+", last build and validation succeeded")
 }
 
 // consistentDone says why the consistent step (and the update step, when

@@ -70,7 +70,7 @@ func commands() []*command {
 	return []*command{
 		cmdTriggerUpdate, cmdCurrentVersion, cmdPendingUpdate, cmdReportVersion,
 		cmdVerifyHosts, cmdHostsAtVersion, cmdRunningVersions, cmdUpdateStatus,
-		cmdGetFailures, cmdStatus, cmdScale,
+		cmdGetFailures, cmdStatus, cmdScale, cmdRollout,
 		cmdConverge,
 		cmdWatchConfig,
 		cmdReaper,

@@ -12,7 +12,7 @@ import (
 
 var cmdConverge = &command{
 	name: "converge", minArgs: 0, maxArgs: 0, needsHost: true, json: true, handler: true,
-	summary: "This node's update loop: when an update is pending or the last build or validation did not succeed, run the update step, the consistent Puppet run, the eventual one (if any) and validation, record each outcome, and report the version when all succeeded; a failed eventual run re-runs alone. Exit 0 converged or nothing to do, 1 failed or pending (with --handler, pending on other hosts exits 0).",
+	summary: "This node's update loop: when an update is pending or the last build or validation did not succeed, run the update step, the consistent Puppet run, the eventual one (if any) and validation, record each outcome, and report the version when all succeeded; a failed eventual run re-runs alone. With --role, the consistent step first takes one of the role's update slots (`orchestrate rollout`). Exit 0 converged or nothing to do, 1 failed, pending or waiting for a slot (with --handler, pending and waiting exit 0).",
 	setup: func(fs *pflag.FlagSet) runFunc {
 		cfg := converge.Defaults()
 		c := &cfg
@@ -36,6 +36,9 @@ var cmdConverge = &command{
 		fs.IntVar(&c.MaxAttempts, "max-attempts", 0, "with --retry-interval, give up after this many runs (0: until it succeeds)")
 		fs.DurationVar(&c.CheckTTL, "check-ttl", c.CheckTTL, "TTL of the orchestrate:puppet and orchestrate:validation checks on the local agent")
 		fs.BoolVar(&c.NoChecks, "no-checks", false, "do not mirror statuses as checks on the local agent")
+		fs.StringVar(&c.Role, "role", "", "this host's role: the consistent step first takes one of the role's update slots (see `orchestrate rollout`), and the host's progress is recorded in the role's rollout")
+		fs.BoolVar(&c.SlotWake, "slot-wake", false, "act only when this host waits for one of its role's update slots (the handler of the role's rollout watch: a failed host is not rebuilt on every change of the rollout)")
+		fs.DurationVar(&c.SlotTTL, "slot-ttl", c.SlotTTL, "TTL of the session holding the update slot: a converge that dies holding one frees it within one to two TTLs")
 		fs.StringArrayVar(&c.PassEnv, "pass-env", nil, "let the steps inherit this credential variable (CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE or an OS_* one), withheld by default (repeatable)")
 		return func(ctx context.Context, e *env, _ []string) error { return runConverge(ctx, e, cfg) }
 	},
@@ -46,7 +49,7 @@ func runConverge(ctx context.Context, e *env, cfg converge.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("converge: %w", err))
 	}
-	res, err := converge.New(cfg, e.store, e.client.Agent(), e.log).Run(ctx)
+	res, err := converge.New(cfg, e.store, e.client, e.log).Run(ctx)
 	if err != nil {
 		return err
 	}
@@ -64,9 +67,10 @@ func runConverge(ctx context.Context, e *env, cfg converge.Config) error {
 		}
 		fmt.Fprintln(e.Stdout)
 	}
-	// Pending waits on other hosts, which is no failure of this one: a
-	// watch handler exits 0 for it, so the agent's log holds no error.
-	if res.Outcome == converge.Failed || res.Outcome == converge.Pending && !e.handler {
+	// Pending waits on other hosts, and Waiting on a rollout slot, which
+	// is no failure of this one: a watch handler exits 0 for them, so the
+	// agent's log holds no error.
+	if res.Outcome == converge.Failed || (res.Outcome == converge.Pending || res.Outcome == converge.Waiting) && !e.handler {
 		return answerNo()
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/fault"
 	"github.com/jiocloud/orchestrate/internal/store"
 )
 
@@ -33,6 +34,8 @@ type statusReport struct {
 	Summary        statusSummary   `json:"summary"`
 	Problems       []store.Problem `json:"problems,omitempty"`
 	Reaper         *reaperReport   `json:"reaper,omitempty"`
+	// Rollouts are the roles' rollouts of the current version.
+	Rollouts []rolloutReport `json:"rollouts,omitempty"`
 }
 
 type hostReport struct {
@@ -69,6 +72,16 @@ func runStatus(ctx context.Context, e *env, noCatalog bool) error {
 	}
 	rep := buildStatus(snap, catalog)
 	reportProblems(e, snap)
+	rolls, rollErr := e.store.Rollouts(ctx)
+	switch {
+	case rollErr == nil:
+		rep.Rollouts = rolloutReports(rolls, snap.CurrentVersion)
+	case fault.IsInput(rollErr):
+		// Shown like a corrupt status key: the rest of the status stands.
+		fmt.Fprintf(e.Stderr, "orchestrate: warning: %v\n", rollErr)
+	default:
+		return rollErr
+	}
 	defer printReaperStatus(e, rep.withReaper(ctx, e))
 	if e.json {
 		if err := e.printJSON(rep); err != nil {
@@ -79,6 +92,9 @@ func runStatus(ctx context.Context, e *env, noCatalog bool) error {
 	}
 	if len(snap.Problems) > 0 {
 		return exitcode.Usagef("%d keys under %s/ hold values orchestrate did not write (listed above)", len(snap.Problems), e.store.Prefix())
+	}
+	if rollErr != nil {
+		return exitcode.Wrap(exitcode.Usage, rollErr)
 	}
 	return nil
 }
@@ -189,6 +205,9 @@ func writeStatusTable(w io.Writer, rep statusReport, categories []string, now ti
 		fmt.Fprintf(w, ", suspect %d", rep.Summary.Suspect)
 	}
 	fmt.Fprintln(w)
+	for _, r := range rep.Rollouts {
+		writeRollout(w, r)
+	}
 }
 
 // age is a short human duration since t: 42s, 5m, 3h, 4d.

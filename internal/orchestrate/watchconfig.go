@@ -32,6 +32,9 @@ type watchConfigOptions struct {
 	// pending-update only)
 	convergeArgs  []string // further converge arguments
 	watchServices []string // services whose health changes also re-render
+	// role is converge's --role; rolloutDir, its rollout keys, is watched
+	// so the node's waiting converge runs again when a slot frees.
+	role, rolloutDir string
 }
 
 var cmdWatchConfig = &command{
@@ -50,6 +53,7 @@ var cmdWatchConfig = &command{
 		fs.StringVar(&o.eventualCmd, "eventual-cmd", "", "converge's eventual Puppet run: the current_version watch runs it after the consistent one, and hiera-services runs `orchestrate converge --eventual-only` (this step only) whenever the data changed; needs --consistent-cmd or --puppet-cmd, excludes --exec")
 		fs.StringVar(&o.puppetCmd, "puppet-cmd", "", "the older single Puppet run, instead of --consistent-cmd")
 		fs.StringArrayVar(&o.convergeArgs, "converge-arg", nil, "one more converge argument, e.g. --converge-arg=--validate-dir=/usr/lib/jiocloud/tests (repeatable)")
+		fs.StringVar(&o.role, "role", "", "this node's role: converge takes one of its update slots before the consistent step (`orchestrate rollout`), and a keyprefix watch on the role's rollout keys runs converge again whenever a slot may have freed")
 		fs.StringArrayVar(&o.watchServices, "watch-service", nil, "also re-render when this service's health changes, to keep its healthy_services:: keys fresh (repeatable; the dependencies file's services are watched already)")
 		return func(ctx context.Context, e *env, _ []string) error { return runWatchConfig(ctx, e, *o) }
 	},
@@ -58,6 +62,9 @@ var cmdWatchConfig = &command{
 func runWatchConfig(_ context.Context, e *env, o watchConfigOptions) error {
 	if err := o.validate(); err != nil {
 		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("watch-config: %w", err))
+	}
+	if o.role != "" {
+		o.rolloutDir = e.store.RolloutDir(o.role)
 	}
 	var deps hieradata.Dependencies
 	if o.dependencies != "" {
@@ -113,7 +120,16 @@ func watchEntries(o watchConfigOptions, deps hieradata.Dependencies, prefix stri
 	}
 	// A new desired version: the node converges to it (or, without a
 	// Puppet command, says whether it has an update pending).
-	return append(ws, watch.Watch{Type: "key", Key: prefix + "/current_version", Args: o.currentVersionArgs(prefix)})
+	ws = append(ws, watch.Watch{Type: "key", Key: prefix + "/current_version", Args: o.currentVersionArgs(prefix)})
+	if o.role != "" {
+		// The role's rollout changed (a slot freed, a halt lifted, a role
+		// it follows progressed): a node waiting for a slot decides again.
+		// The handler reads KV itself and ignores the payload.
+		// --slot-wake: only a waiting host acts; a failed one is not
+		// rebuilt on every change of its role's rollout.
+		ws = append(ws, watch.Watch{Type: "keyprefix", Prefix: o.rolloutDir, Args: o.slotWakeArgs(prefix)})
+	}
+	return ws
 }
 
 // converges: the version watch runs converge (not only pending-update).
@@ -143,7 +159,17 @@ func (o watchConfigOptions) convergeArgsFor(prefix string, eventualOnly bool) []
 	if o.eventualCmd != "" {
 		args = append(args, "--eventual-cmd", o.eventualCmd)
 	}
+	if o.role != "" {
+		args = append(args, "--role", o.role)
+	}
 	return append(o.withConnection(args, prefix), o.convergeArgs...)
+}
+
+// slotWakeArgs is the converge command line of the rollout watch: the
+// version watch's, acting only when the host waits for a slot.
+func (o watchConfigOptions) slotWakeArgs(prefix string) []string {
+	args := o.convergeArgsFor(prefix, false)
+	return append(args[:3:3], append([]string{"--slot-wake"}, args[3:]...)...)
 }
 
 // withConnection adds the prefix and token file the handlers use.
@@ -189,6 +215,11 @@ func (o watchConfigOptions) validate() error {
 	if o.hieraServices == "" || o.out == "" || o.orchestrate == "" {
 		return fmt.Errorf("--hiera-services, --orchestrate and --out must not be empty")
 	}
+	if o.role != "" {
+		if err := store.ValidName("--role", o.role); err != nil {
+			return err
+		}
+	}
 	for _, s := range o.watchServices {
 		if err := hieradata.ValidServiceName(s); err != nil {
 			return fmt.Errorf("--watch-service: %w", err)
@@ -201,6 +232,8 @@ func (o watchConfigOptions) validate() error {
 		return fmt.Errorf("--eventual-cmd needs --consistent-cmd (or --puppet-cmd)")
 	case o.eventualCmd != "" && o.exec != "":
 		return fmt.Errorf("--eventual-cmd and --exec exclude each other: with --eventual-cmd, hiera-services runs the eventual step when the data changed")
+	case o.role != "" && !o.converges():
+		return fmt.Errorf("--role needs --consistent-cmd or --puppet-cmd: the role's slots are taken by converge")
 	case len(o.convergeArgs) > 0 && !o.converges():
 		return fmt.Errorf("--converge-arg needs --consistent-cmd or --puppet-cmd: without one the current_version watch does not converge")
 	}

@@ -61,6 +61,15 @@ func TestWatchConfigStanza(t *testing.T) {
 				{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/local/bin/orchestrate", "converge", "--handler",
 					"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--eventual-cmd", "puppet apply '/etc/puppet/eventual.pp'",
 					"--token-file", "/etc/consul.d/node.token", "--validate-dir=/usr/lib/jiocloud/tests"}}}},
+		{name: "role", args: []string{"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--role", "compute"},
+			// The role's rollout watch runs converge for a host waiting
+			// for a slot only (--slot-wake).
+			want: []watch.Watch{{Type: "services", Args: []string{
+				"/usr/local/bin/hiera-services", "--out", "/etc/puppet/hiera/data/services.yaml"}},
+				{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/local/bin/orchestrate", "converge", "--handler",
+					"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--role", "compute"}},
+				{Type: "keyprefix", Prefix: "orchestrate/rollout/compute/", Args: []string{"/usr/local/bin/orchestrate", "converge", "--handler", "--slot-wake",
+					"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--role", "compute"}}}},
 		{name: "everything", args: []string{"--hiera-services", "/opt/bin/hiera-services", "--out", "/var/lib/hiera/services.yaml",
 			"--dependencies", deps, "--exec", "puppet agent --onetime --no-daemonize", "--watch-service", "glance", "--watch-service", "mysql",
 			"--handler-token-file", "/etc/consul.d/hiera.token", "--hiera-arg=--service-regex=^os-", "--hiera-arg", "--log-format=json"},
@@ -111,6 +120,8 @@ func TestWatchConfigBadFlags(t *testing.T) {
 		{[]string{"--orchestrate", "orchestrate"}, "--orchestrate"},
 		{[]string{"--dependencies", "/nonexistent/deps.yaml"}, "dependencies file /nonexistent/deps.yaml"},
 		{[]string{"--watch-service", "a.b"}, "--watch-service"},
+		{[]string{"--role", "compute"}, "--role needs --consistent-cmd or --puppet-cmd"},
+		{[]string{"--puppet-cmd", "true", "--role", "a/b"}, "--role \"a/b\" contains a slash"},
 	} {
 		r := watchConfig(t, tc.args...)
 		mustCode(t, r, 2, strings.Join(tc.args, " "))
