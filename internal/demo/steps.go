@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -128,10 +130,10 @@ func (d *demo) blockerStep() error {
 }
 
 // stepScripts are the stand-in update, Puppet and validation commands of
-// the rolling version; a file broken-<host> makes the validation of host
-// fail.
+// the rolling versions; a file broken-<host> makes the validation of host
+// fail, and while a file hold-<host> exists its Puppet run waits.
 type stepScripts struct {
-	update, puppet, validate, broken string
+	update, puppet, validate, broken, hold string
 }
 
 func (d *demo) writeStepScripts() (*stepScripts, error) {
@@ -139,14 +141,14 @@ func (d *demo) writeStepScripts() (*stepScripts, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	sc := &stepScripts{broken: filepath.Join(dir, "broken-")}
+	sc := &stepScripts{broken: filepath.Join(dir, "broken-"), hold: filepath.Join(dir, "hold-")}
 	for _, f := range []struct {
 		path *string
 		name string
 		body string
 	}{
 		{&sc.update, "update", `echo "apt-get dist-upgrade to snapshot $ORCHESTRATE_VERSION (stand-in)"` + "\n"},
-		{&sc.puppet, "puppet", "echo 'puppet apply --detailed-exitcodes (stand-in): changes applied'\nexit 2\n"},
+		{&sc.puppet, "puppet", `while [ -e "` + sc.hold + `$ORCHESTRATE_HOST" ]; do sleep 0.1; done` + "\necho 'puppet apply --detailed-exitcodes (stand-in): changes applied'\nexit 2\n"},
 		{&sc.validate, "check_api", `if [ -e "` + sc.broken + `$ORCHESTRATE_HOST" ]; then echo "API check failed on $ORCHESTRATE_HOST"; exit 1; fi` + "\necho ok\n"},
 	} {
 		*f.path = filepath.Join(dir, f.name)
@@ -157,13 +159,17 @@ func (d *demo) writeStepScripts() (*stepScripts, error) {
 	return sc, nil
 }
 
-// converge runs one node's converge with the stand-in steps and checks its
-// exit code.
-func (d *demo) converge(sc *stepScripts, node string, want int) (string, error) {
-	c := execIn(d, "orchestrate", "converge", "--host", node, "--no-checks", "--log-level", "warn",
-		"--update-cmd", sc.update, "--puppet-cmd", sc.puppet, "--validate-cmd", sc.validate,
+// convergeCmd is one node's converge with the stand-in steps, in its role.
+func (d *demo) convergeCmd(sc *stepScripts, node string, extra ...string) []string {
+	return append([]string{"converge", "--host", node, "--role", roleOf(node), "--no-checks", "--log-level", "warn",
+		"--update-cmd", sc.update, "--consistent-cmd", sc.puppet, "--validate-cmd", sc.validate,
 		"--hiera-data", d.services(), "--log-dir", filepath.Join(d.dir, "converge-logs"),
-		"--lock-file", filepath.Join(d.dir, "locks", node+".lock"))
+		"--lock-file", filepath.Join(d.dir, "locks", node+".lock")}, extra...)
+}
+
+// converge runs one node's converge and checks its exit code.
+func (d *demo) converge(sc *stepScripts, node string, want int, extra ...string) (string, error) {
+	c := execIn(d, "orchestrate", d.convergeCmd(sc, node, extra...)...)
 	out, code, err := c()
 	if err != nil {
 		return "", err
@@ -174,16 +180,15 @@ func (d *demo) converge(sc *stepScripts, node string, want int) (string, error) 
 	return out, nil
 }
 
-// convergeAll converges every node; those in failing must fail.
-func (d *demo) convergeAll(sc *stepScripts, failing map[string]bool) error {
-	say("each node's watch runs `orchestrate converge` (update, Puppet, validation, report):")
+// convergeAll converges every node of roles (all roles when none are
+// named), one after the other.
+func (d *demo) convergeAll(sc *stepScripts, roles ...string) error {
 	var lines []string
 	for _, nr := range allNodes() {
-		want := 0
-		if failing[nr[0]] {
-			want = 1
+		if len(roles) > 0 && !slices.Contains(roles, nr[1]) {
+			continue
 		}
-		out, err := d.converge(sc, nr[0], want)
+		out, err := d.converge(sc, nr[0], 0, "--handler")
 		if err != nil {
 			return err
 		}
@@ -193,9 +198,12 @@ func (d *demo) convergeAll(sc *stepScripts, failing map[string]bool) error {
 	return nil
 }
 
-// rollingStep: a rolling version with converge on every node.
+func roleOf(node string) string { return strings.TrimRight(node, "0123456789") }
+
+// rollingStep: versions roll out through converge on every node, each
+// deciding for itself; compute rolls two at a time and halts.
 func (d *demo) rollingStep() error {
-	step(4, "A rolling version: trigger-update, then converge on every node")
+	step(4, "Rolling versions: every node converges itself; the product's rollout paces each role")
 	sc, err := d.writeStepScripts()
 	if err != nil {
 		return err
@@ -206,33 +214,93 @@ func (d *demo) rollingStep() error {
 			return err
 		}
 	}
+	if _, err := d.orch(0, "rollout", "compute", "--max-unavailable", "2", "--max-failures", "1"); err != nil {
+		return err
+	}
 	if _, err := d.orch(0, "trigger-update", "v1"); err != nil {
 		return err
 	}
-	if err := d.convergeAll(sc, nil); err != nil {
+	say("each node's current_version watch runs `orchestrate converge --role ROLE` (update, consistent Puppet, validation, report);")
+	say("new nodes run no version yet and serve nothing, so no update slot bounds them:")
+	if err := d.convergeAll(sc); err != nil {
 		return err
 	}
 	say("a watch re-firing on a converged node costs nothing:")
-	out, err := d.converge(sc, "db1", 0)
+	out, err := d.converge(sc, "db1", 0, "--handler")
 	if err != nil {
 		return err
 	}
 	indent(out)
-	return d.failedValidation(sc)
+	return d.haltedRollout(sc)
 }
 
-// failedValidation rolls v2 with compute2's validation failing, shows how
-// the failure reads, and fixes it.
-func (d *demo) failedValidation(sc *stepScripts) error {
-	say("now v2; compute2's API check will fail")
-	if err := os.WriteFile(sc.broken+"compute2", nil, 0o644); err != nil {
-		return err
+// haltedRollout rolls v2: compute takes two slots at a time, compute2 and
+// compute3 fail validation, the rollout halts, and an operator fixes and
+// resumes it.
+func (d *demo) haltedRollout(sc *stepScripts) error {
+	say("now v2; compute2's and compute3's API checks will fail")
+	for _, n := range []string{"compute2", "compute3"} {
+		if err := os.WriteFile(sc.broken+n, nil, 0o644); err != nil {
+			return err
+		}
 	}
 	if _, err := d.orch(0, "trigger-update", "v2"); err != nil {
 		return err
 	}
-	if err := d.convergeAll(sc, map[string]bool{"compute2": true}); err != nil {
+	say("db, lb and controller have no rollout policy: their nodes converge at once")
+	if err := d.convergeAll(sc, "db", "lb", "controller"); err != nil {
 		return err
+	}
+	say("compute1 and compute2 take compute's two update slots (their Puppet runs are held, to look):")
+	var running []*exec.Cmd
+	for _, n := range []string{"compute1", "compute2"} {
+		if err := os.WriteFile(sc.hold+n, nil, 0o644); err != nil {
+			return err
+		}
+		c := d.command("orchestrate", d.convergeCmd(sc, n, "--handler")...)
+		if err := c.Start(); err != nil {
+			return err
+		}
+		running = append(running, c)
+		if err := d.waitFor(n+" holding a slot", 20*time.Second, func() bool {
+			out, code, err := execIn(d, "orchestrate", "rollout", "compute", "--json")()
+			return err == nil && code == 0 && strings.Contains(out, `"`+n+`"`)
+		}); err != nil {
+			return err
+		}
+	}
+	say("compute3's and compute4's watches fire too: they wait, and say so in KV (exit 0 as handlers):")
+	for _, n := range []string{"compute3", "compute4"} {
+		out, err := d.converge(sc, n, 0, "--handler")
+		if err != nil {
+			return err
+		}
+		indent(out)
+	}
+	if _, err := d.orch(0, "rollout", "compute"); err != nil {
+		return err
+	}
+	say("the held runs finish: compute1 converges, compute2 fails validation; each gives its slot back")
+	for i, n := range []string{"compute1", "compute2"} {
+		if err := os.Remove(sc.hold + n); err != nil {
+			return err
+		}
+		if err := running[i].Wait(); err != nil && n == "compute1" {
+			return fmt.Errorf("converge %s: %w", n, err)
+		}
+	}
+	say("every change of compute's rollout fires its keyprefix watch: the waiting nodes run `converge --slot-wake`")
+	say("compute3 takes a slot and fails too: two failures, more than --max-failures 1, halt the rollout;")
+	say("compute4 is left untouched on v1:")
+	for _, c := range []struct {
+		node string
+		want int
+	}{{"compute3", 1}, {"compute4", 0}} {
+		out, err := d.converge(sc, c.node, c.want, "--handler", "--slot-wake")
+		if err != nil {
+			return err
+		}
+		indent(out)
 	}
 	if _, err := d.orch(0, "status", "--no-catalog"); err != nil {
 		return err
@@ -251,19 +319,30 @@ func (d *demo) failedValidation(sc *stepScripts) error {
 	if _, err := d.orch(1, "verify-hosts", "v2", "--from-file", hosts); err != nil {
 		return err
 	}
-	say("an operator fixes compute2; its next converge re-runs Puppet and validation")
-	if err := os.Remove(sc.broken + "compute2"); err != nil {
+	say("an operator fixes compute2 and compute3, re-runs their converge, and resumes the rollout for compute4")
+	for _, n := range []string{"compute2", "compute3"} {
+		if err := os.Remove(sc.broken + n); err != nil {
+			return err
+		}
+	}
+	if _, err := d.orch(0, "rollout", "resume", "compute"); err != nil {
 		return err
 	}
-	out, err := d.converge(sc, "compute2", 0)
-	if err != nil {
-		return err
+	for _, n := range []string{"compute2", "compute3", "compute4"} {
+		extra := []string{"--handler"}
+		if n == "compute4" {
+			extra = append(extra, "--slot-wake") // woken by the resume
+		}
+		out, err := d.converge(sc, n, 0, extra...)
+		if err != nil {
+			return err
+		}
+		indent(out)
 	}
-	indent(out)
 	if _, err := d.orch(0, "verify-hosts", "v2", "--from-file", hosts); err != nil {
 		return err
 	}
-	_, err = d.orch(0, "status", "--no-catalog")
+	_, err := d.orch(0, "status", "--no-catalog")
 	return err
 }
 
