@@ -6,8 +6,8 @@
 // is one transaction that checks-and-sets the role's guard key, so two
 // hosts never both take the last slot and a failure count is never read
 // half-way. A holder that dies gives its slot back when its session
-// expires (or at once when its node fails its serfHealth check). A role
-// may wait for another (--after) and halts itself after too many failures.
+// expires. A role may wait for another (--after) and halts itself after
+// too many failures.
 package rollout
 
 import (
@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -129,10 +130,14 @@ func New(st *store.Store, sessions *api.Session, log *slog.Logger) *Slots {
 
 // Slot is a slot held; Release gives it back.
 type Slot struct {
-	s                *Slots
-	role, host, ver  string
+	s               *Slots
+	role, host, ver string
+	fresh           bool
+	// session is the holder's session; renew replaces it when it was lost,
+	// and nothing else reads it before renew ended.
 	session          string
 	stopCh, renewEnd chan struct{}
+	stopOnce         sync.Once
 }
 
 // Acquire takes a slot of role for host and version, or says why not
@@ -197,7 +202,7 @@ func (s *Slots) Acquire(ctx context.Context, role, host, version string, fresh b
 		if !ok {
 			continue
 		}
-		sl := &Slot{s: s, role: role, host: host, ver: version, session: session, stopCh: make(chan struct{}), renewEnd: make(chan struct{})}
+		sl := &Slot{s: s, role: role, host: host, ver: version, fresh: fresh, session: session, stopCh: make(chan struct{}), renewEnd: make(chan struct{})}
 		session = "" // the slot owns it now
 		go sl.renew()
 		s.log.Info("took a rollout slot", "role", role, "host", host, "version", version)
@@ -252,9 +257,13 @@ func (s *Slots) after(ctx context.Context, pol store.RolloutPolicy, version stri
 }
 
 // create makes the holder session: TTL, behaviour delete (the slot key
-// goes with it), tied to the local agent's node health.
+// goes with it). It has no health checks, so a flap of the node's gossip
+// does not free the slot of a host still in its step; a dead node's slot
+// is freed by the TTL, within one to two TTLs. (Consul still ends a node's
+// sessions when its agent leaves, as on a restart: renew takes the slot
+// back then.)
 func (s *Slots) create(ctx context.Context, role, host string) (string, error) {
-	id, _, err := s.sessions.Create(&api.SessionEntry{
+	id, _, err := s.sessions.CreateNoChecks(&api.SessionEntry{
 		Name:     "orchestrate rollout slot " + role + " " + host,
 		TTL:      s.TTL.String(),
 		Behavior: api.SessionBehaviorDelete,
@@ -279,34 +288,87 @@ func (s *Slots) destroy(id string) {
 
 // renew keeps the session alive until the slot is given back, renewing
 // every half TTL; each renewal is bounded so a hung request cannot
-// outlive the session.
+// outlive the session. When the session is lost (Consul unreachable for a
+// whole TTL, or the node's agent left and rejoined, which ends its
+// sessions), the host is still in its step: renew takes its slot back
+// under a new session, over the bound if another host took it meanwhile,
+// so the count shows every host in its step and no further one starts.
 func (sl *Slot) renew() {
 	defer close(sl.renewEnd)
 	ttl := sl.s.TTL
-	tick := time.NewTicker(ttl / 2)
-	defer tick.Stop()
 	last := time.Now()
 	for {
 		select {
 		case <-sl.stopCh:
 			return
-		case <-tick.C:
+		case <-time.After(ttl / 2):
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), ttl/2)
 		entry, _, err := sl.s.sessions.Renew(sl.session, (&api.WriteOptions{}).WithContext(ctx))
 		cancel()
 		switch {
 		case err == nil && entry == nil, err != nil && time.Since(last) > ttl:
-			// The slot is gone (the session expired or the node failed):
-			// another host may take it while this one is still in its
-			// step. The step goes on; stopping Puppet half-way would be
-			// worse.
-			sl.s.log.Warn("lost the rollout slot's session while holding it", "role", sl.role, "host", sl.host, "err", err)
-			return
+			sl.s.log.Warn("lost the rollout slot's session while in the step; taking the slot back", "role", sl.role, "host", sl.host, "err", err)
+			if !sl.retake() {
+				return
+			}
+			last = time.Now()
 		case err == nil:
 			last = time.Now()
 		}
 	}
+}
+
+// retake takes the slot back under a new session, trying every second
+// until it succeeds or the slot is given back (false).
+func (sl *Slot) retake() bool {
+	s := sl.s
+	for {
+		select {
+		case <-sl.stopCh:
+			return false
+		case <-time.After(time.Second):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.TTL)
+		ok, err := sl.retakeOnce(ctx)
+		cancel()
+		if ok {
+			s.log.Info("took the rollout slot back", "role", sl.role, "host", sl.host)
+			return true
+		}
+		if err != nil {
+			s.log.Debug("cannot take the rollout slot back yet", "role", sl.role, "host", sl.host, "err", err)
+		}
+	}
+}
+
+// retakeOnce tries once: a new session, and the slot granted to it
+// whatever the bound says (the host is in its step).
+func (sl *Slot) retakeOnce(ctx context.Context) (bool, error) {
+	s := sl.s
+	id, err := s.create(ctx, sl.role, sl.host)
+	if err != nil {
+		return false, err
+	}
+	r, err := s.st.Rollout(ctx, sl.role)
+	ok := false
+	if err == nil {
+		ok, err = s.st.GrantSlot(ctx, r, guard(r), sl.host, sl.ver, id, sl.fresh)
+	}
+	if !ok {
+		s.destroy(id)
+		return false, err
+	}
+	sl.session = id
+	return true, nil
+}
+
+// stop ends renew; the session is then the slot's for good.
+func (sl *Slot) stop() {
+	sl.stopOnce.Do(func() {
+		close(sl.stopCh)
+		<-sl.renewEnd
+	})
 }
 
 // Release records host's outcome (state is a store.Rollout* state) and
@@ -315,15 +377,15 @@ func (sl *Slot) renew() {
 // ends either way, so a slot whose release could not be written is freed
 // by Consul.
 func (sl *Slot) Release(ctx context.Context, state, detail string) error {
-	defer sl.Abandon()
+	sl.stop()
+	defer sl.s.destroy(sl.session)
 	return sl.s.record(ctx, sl.role, sl.host, sl.ver, sl.session, state, detail)
 }
 
 // Abandon gives the slot back without recording an outcome (the run ended
 // on an error): the session ends, and with it the slot key.
 func (sl *Slot) Abandon() {
-	close(sl.stopCh)
-	<-sl.renewEnd
+	sl.stop()
 	sl.s.destroy(sl.session)
 }
 

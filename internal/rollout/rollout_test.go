@@ -123,7 +123,9 @@ func TestSlotsBoundUnderContention(t *testing.T) {
 				n := holding.Add(1)
 				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 				}
-				time.Sleep(30 * time.Millisecond)
+				// Held long enough that the others, retrying every 20 ms,
+				// fill every free slot meanwhile.
+				time.Sleep(150 * time.Millisecond)
 				holding.Add(-1)
 				if err := sl.Release(ctx, store.RolloutDone, ""); err != nil {
 					t.Error(err)
@@ -213,8 +215,7 @@ func TestSlotsOfADeadHolder(t *testing.T) {
 		if err != nil || sl == nil {
 			t.Fatalf("no slot for %s: %v", host, err)
 		}
-		close(sl.stopCh) // stop renewing, as a killed process does
-		<-sl.renewEnd
+		sl.stop() // stop renewing, as a killed process does
 	}
 	dead("web1")
 	start := time.Now()
@@ -276,5 +277,41 @@ func TestRolloutRefusesHandWrittenValues(t *testing.T) {
 				t.Fatalf("keys after a refused grant: %v", keys)
 			}
 		})
+	}
+}
+
+// A restart of the node's agent in the middle of the step ends the
+// holder's session (Consul ends the sessions of a node whose agent
+// leaves); the holder takes its slot back under a new session, and its
+// renewals go on: a host still in its step keeps counting.
+func TestSlotSurvivesAnAgentRestart(t *testing.T) {
+	server := consultest.Start(t, consultest.Options{})
+	client := consultest.Start(t, consultest.Options{JoinLAN: server.SerfLANAddr()})
+	s, st := newSlots(t, client)
+	ctx := context.Background()
+	sl, _, err := s.Acquire(ctx, "web", "web1", "v2", false)
+	if err != nil || sl == nil {
+		t.Fatalf("no slot: %v", err)
+	}
+	defer func() {
+		if err := sl.Release(ctx, store.RolloutDone, ""); err != nil {
+			t.Error(err)
+		}
+		if r, err := st.Rollout(ctx, "web"); err != nil || len(r.Slots) != 0 || r.Hosts["web1"].State != store.RolloutDone {
+			t.Errorf("after the release: %+v %v", r, err)
+		}
+	}()
+	if err := client.Restart(ctx, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	held := func() bool {
+		r, err := st.Rollout(ctx, "web")
+		return err == nil && len(r.Slots) == 1
+	}
+	took := testutil.Eventually(t, 2*s.TTL, "the slot held again after the agent's restart", held)
+	t.Logf("slot held %s after the restart returned", took.Round(100*time.Millisecond))
+	time.Sleep(2*s.TTL + 2*time.Second)
+	if !held() {
+		t.Fatalf("the slot expired %s after the restart: its renewals did not resume", 2*s.TTL)
 	}
 }
