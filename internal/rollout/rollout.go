@@ -141,9 +141,10 @@ type Slot struct {
 }
 
 // Acquire takes a slot of role for host and version, or says why not
-// (slot nil, err nil); fresh says the host runs no version yet. A slot of host held by an earlier session (a
-// converge that died) is given back first: the caller holds the host's
-// converge lock, so no other run of this host can own it.
+// (slot nil, err nil); fresh says the host runs no version yet. A slot of
+// host held by an earlier session (a converge that died) is given back
+// first: the caller holds the host's converge lock, so no other run of
+// this host can own it.
 func (s *Slots) Acquire(ctx context.Context, role, host, version string, fresh bool) (*Slot, Verdict, error) {
 	var session string
 	defer func() {
