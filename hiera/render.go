@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"regexp"
@@ -85,13 +86,16 @@ type pass struct {
 	// one more.
 	changedCh chan struct{}
 
+	// trouble logs failing queries of --watch once per cause.
+	trouble *queryTrouble
+
 	mu      sync.Mutex
 	changed bool  // guarded by mu: a render changed the sink's data
 	lastErr error // guarded by mu: the last render or publish error
 }
 
 func (r *Renderer) newPass(ctx context.Context, sel *Selection) *pass {
-	return &pass{r: r, sel: sel, ctx: ctx, funcs: NewFuncs(sel, r.Log), changedCh: make(chan struct{}, 1)}
+	return &pass{r: r, sel: sel, ctx: ctx, funcs: NewFuncs(sel, r.Log), changedCh: make(chan struct{}, 1), trouble: &queryTrouble{log: r.Log}}
 }
 
 // Once renders one time from sel (see Selection) and reports whether the
@@ -109,7 +113,7 @@ func (r *Renderer) Once(ctx context.Context, sel *Selection) (changed bool, err 
 	select {
 	case <-runner.DoneCh:
 	case err := <-runner.ErrCh:
-		return false, r.classify(err)
+		return false, r.classify(r.explain(err))
 	case <-ctx.Done():
 		return false, fault.Unavailable(fmt.Errorf("render %s: %w", r.Dest, ctx.Err()))
 	}
@@ -148,6 +152,8 @@ func (r *Renderer) Watch(ctx context.Context, onChange func(context.Context)) er
 			return nil
 		case err := <-runner.ErrCh:
 			return r.classify(err)
+		case err := <-runner.ServerErrCh:
+			p.trouble.fail(err)
 		case <-p.changedCh:
 			if onChange != nil {
 				onChange(ctx)
@@ -317,6 +323,8 @@ func (p *pass) render(in *ctrenderer.RenderInput) (*ctrenderer.RenderResult, err
 		err = checkYAML(contents)
 	}
 	changed := false
+	// consul-template renders once every query answered.
+	p.trouble.ok()
 	if err == nil {
 		changed, err = p.r.Sink.Publish(p.ctx, contents)
 	}
@@ -381,10 +389,31 @@ func (r *Renderer) captureLog() func() {
 	return func() {
 		logMu.Lock()
 		defer logMu.Unlock()
+		// consul-template's views log as they stop, after Stop returned:
+		// its lines are dropped from here on, not printed raw.
+		if _, ok := prevOut.(afterRender); !ok {
+			prevOut = afterRender{prevOut}
+		}
 		log.SetOutput(prevOut)
 		log.SetFlags(prevFlags)
 	}
 }
+
+// afterRender is the stdlib logger's output once a render ended: it drops
+// consul-template's lines ("[TRACE] (view) ...") and passes on the rest.
+type afterRender struct{ out io.Writer }
+
+// Write drops one consul-template line, or writes any other.
+func (a afterRender) Write(p []byte) (int, error) {
+	if ctLine.Match(p) {
+		return len(p), nil
+	}
+	return a.out.Write(p)
+}
+
+// ctLine matches a consul-template log line, after the date the stdlib
+// logger may put in front.
+var ctLine = regexp.MustCompile(`^[0-9/: .]*\[(TRACE|DEBUG|INFO|WARN|ERR)\] \(`)
 
 // logWriter sends consul-template's stdlib log lines ("[LEVEL] (part) msg")
 // to slog. Its retries are debug: the renderer logs Consul's state changes
@@ -405,6 +434,16 @@ func (w logWriter) Write(p []byte) (int, error) {
 			if !bytes.HasPrefix(p[i+1:], []byte("(view)")) && !bytes.HasPrefix(p[i+1:], []byte("(runner) watching")) {
 				level = slog.LevelWarn
 			}
+		}
+		switch rest := p[i+1:]; {
+		case bytes.HasPrefix(rest, []byte("(runner) sending server error back to caller")):
+			// The error itself comes on the runner's ServerErrCh and is
+			// logged once per cause (queryTrouble); this line names none.
+			level = slog.LevelDebug
+		case bytes.HasPrefix(rest, []byte("(view)")), bytes.HasPrefix(rest, []byte("(runner) watcher reported error")):
+			// A query that gave up: its error reaches the caller, which
+			// reports it once; one line per query would be hundreds.
+			level = slog.LevelDebug
 		}
 		line = p[i+1:]
 	}
