@@ -42,12 +42,17 @@ func BenchmarkCatalog1000x5(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", hsBin, "github.com/jiocloud/orchestrate/cmd/hiera-services").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}
-	// One blocking query per service in watch mode: the agent must accept
-	// more than its default 200 connections per client address.
+	// Once mode runs against an agent with Consul's default limits, as
+	// users run it. Watch mode still holds one blocking query per service
+	// (both tools): its agent must accept more than its default 200
+	// connections per client address.
+	def := consultest.Start(b, consultest.Options{})
 	a := consultest.Start(b, consultest.Options{HCL: `limits { http_max_conns_per_client = 4096 }`})
-	start := time.Now()
-	registerBenchCatalog(b, a.Client)
-	b.Logf("registered %d instances of %d services in %v", benchServices*benchInstances, benchServices, time.Since(start).Round(time.Millisecond))
+	for _, ag := range []*consultest.Agent{def, a} {
+		start := time.Now()
+		registerBenchCatalog(b, ag.Client)
+		b.Logf("registered %d instances of %d services in %v", benchServices*benchInstances, benchServices, time.Since(start).Round(time.Millisecond))
+	}
 
 	ctTmpl := filepath.Join(root, "hiera", "testdata", "bench-consul-template.ctmpl")
 	tools := []struct {
@@ -55,31 +60,36 @@ func BenchmarkCatalog1000x5(b *testing.B) {
 		cmd  func(out string, watch bool) []string
 	}{
 		{"hiera-services", func(out string, watch bool) []string {
-			args := []string{hsBin, "--consul-addr", a.HTTPAddr, "--out", out, "--lock-file", out + ".lock"}
+			args := []string{hsBin, "--consul-addr", def.HTTPAddr, "--out", out, "--lock-file", out + ".lock"}
 			if watch {
-				args = append(args, "--watch")
+				args = []string{hsBin, "--consul-addr", a.HTTPAddr, "--out", out, "--lock-file", out + ".lock", "--watch"}
 			}
 			return args
 		}},
 		{"consul-template", func(out string, watch bool) []string {
-			args := []string{ctBin, "-consul-addr", a.HTTPAddr, "-template", ctTmpl + ":" + out, "-log-level", "err"}
-			if !watch {
-				args = append(args, "-once")
+			if watch {
+				return []string{ctBin, "-consul-addr", a.HTTPAddr, "-template", ctTmpl + ":" + out, "-log-level", "err"}
 			}
-			return args
+			return []string{ctBin, "-consul-addr", def.HTTPAddr, "-template", ctTmpl + ":" + out, "-log-level", "err", "-once"}
 		}},
 	}
 	for _, tool := range tools {
 		b.Run("once/"+tool.name, func(b *testing.B) {
 			var maxRSS int64
-			var size int
+			var size, peakConns int
 			for i := 0; i < b.N; i++ {
 				out := filepath.Join(b.TempDir(), "services.yaml")
 				args := tool.cmd(out, false)
 				cmd := exec.Command(args[0], args[1:]...)
 				var stderr bytes.Buffer
 				cmd.Stderr = &stderr
-				if err := cmd.Run(); err != nil {
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				conns := countProcConns(cmd.Process.Pid, def.Ports.HTTP)
+				err := cmd.Wait()
+				peakConns = max(peakConns, conns.stop())
+				if err != nil {
 					b.Fatalf("%v: %v\n%s", args, err, stderr.String())
 				}
 				if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > maxRSS {
@@ -96,6 +106,7 @@ func BenchmarkCatalog1000x5(b *testing.B) {
 			}
 			b.ReportMetric(float64(maxRSS)/1024, "peak-RSS-MiB")
 			b.ReportMetric(float64(size)/1024, "file-KiB")
+			b.ReportMetric(float64(peakConns), "peak-conns")
 		})
 	}
 	for _, tool := range tools {

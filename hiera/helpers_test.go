@@ -3,11 +3,13 @@ package hiera
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/consul/api"
 	"gopkg.in/yaml.v3"
@@ -137,4 +139,82 @@ func logQuote(s string) string {
 	l.Info("", "v", s)
 	out := strings.TrimSpace(b.String())
 	return strings.TrimPrefix(out, "v=")
+}
+
+// connCounter samples, every millisecond until stop, how many TCP
+// connections to port on 127.0.0.1 are established from this machine
+// (/proc/net/tcp, client side), and keeps the peak.
+type connCounter struct {
+	stopCh chan struct{}
+	done   chan int
+}
+
+func countConns(port int) *connCounter {
+	c := &connCounter{stopCh: make(chan struct{}), done: make(chan int, 1)}
+	remote := fmt.Sprintf("0100007F:%04X 01", port) // remote 127.0.0.1:port, state ESTABLISHED
+	go func() {
+		peak := 0
+		for {
+			data, err := os.ReadFile("/proc/net/tcp")
+			if err == nil {
+				n := 0
+				for _, line := range strings.Split(string(data), "\n") {
+					if f := strings.Fields(line); len(f) > 3 && f[2]+" "+f[3] == remote {
+						n++
+					}
+				}
+				peak = max(peak, n)
+			}
+			select {
+			case <-c.stopCh:
+				c.done <- peak
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	return c
+}
+
+// stop ends sampling and returns the peak.
+func (c *connCounter) stop() int {
+	close(c.stopCh)
+	return <-c.done
+}
+
+// countProcConns is countConns for the connections process pid holds: its
+// socket descriptors, matched by inode in /proc/net/tcp.
+func countProcConns(pid, port int) *connCounter {
+	c := &connCounter{stopCh: make(chan struct{}), done: make(chan int, 1)}
+	remote := fmt.Sprintf("0100007F:%04X", port)
+	go func() {
+		peak := 0
+		for {
+			mine := map[string]bool{}
+			fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+			for _, fd := range fds {
+				link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+				if ino, ok := strings.CutPrefix(link, "socket:["); ok && err == nil {
+					mine[strings.TrimSuffix(ino, "]")] = true
+				}
+			}
+			if data, err := os.ReadFile("/proc/net/tcp"); err == nil && len(mine) > 0 {
+				n := 0
+				for _, line := range strings.Split(string(data), "\n") {
+					// sl local remote st ... inode (field 9)
+					if f := strings.Fields(line); len(f) > 9 && f[2] == remote && f[3] == "01" && mine[f[9]] {
+						n++
+					}
+				}
+				peak = max(peak, n)
+			}
+			select {
+			case <-c.stopCh:
+				c.done <- peak
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	return c
 }

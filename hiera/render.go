@@ -25,6 +25,12 @@ import (
 	"github.com/jiocloud/orchestrate/internal/fault"
 )
 
+// onceConns bounds consul-template's connections to the agent in a
+// once-mode render: its queries do not block, so a few connections serve
+// them all. With the renderer's own client (the service list, the
+// agent's datacenter) a render holds at most 8.
+const onceConns = 6
+
 // Backoff bounds for --watch while Consul is unreachable: consul-template
 // retries its queries from 250ms doubling up to 30s, so a node notices a
 // recovered agent within half a minute without hammering a dead one.
@@ -299,6 +305,12 @@ func (p *pass) newRunner(once bool) (*manager.Runner, error) {
 	if once {
 		// A watch handler runs again at the next change: fail fast.
 		cfg.Consul.Retry.Enabled = config.Bool(false)
+		// Once mode's queries do not block: a few connections carry them
+		// all, one after the other, where one connection per service
+		// would run past the agent's limits.http_max_conns_per_client
+		// (200 by default) on a large catalog.
+		cfg.Consul.Transport.MaxConnsPerHost = config.Int(onceConns)
+		cfg.Consul.Transport.MaxIdleConnsPerHost = config.Int(onceConns)
 	} else {
 		cfg.Consul.Retry.Enabled = config.Bool(true)
 		cfg.Consul.Retry.Attempts = config.Int(0) // unlimited
