@@ -84,10 +84,12 @@ bench-blocker: consul
 bin/consul-template:
 	GOBIN=$(CURDIR)/bin $(GO) install github.com/hashicorp/consul-template@v0.41.1
 
-## bench-hiera: hiera-services beside the consul-template binary on a real
-## dev agent holding 1,000 services x 5 instances: once-mode render (process
-## start to file written) with peak RSS, and watch-mode latency from one
-## registration to the file holding it. About 2-3 minutes.
+## bench-hiera: hiera-services beside the consul-template binary on real
+## dev agents holding 1,000 services x 5 instances, hiera-services on one with
+## Consul's default limits: once-mode render (process start to file written)
+## with peak RSS and connections, and in watch mode the latency from one
+## registration, and from one check change, to the file holding it, with the
+## connections held and the bytes the agent sent per change. About 3 minutes.
 .PHONY: bench-hiera
 bench-hiera: consul bin/consul-template
 	$(GO) test -run '^$$' -bench Catalog1000x5 -benchtime 5x -timeout 30m ./hiera

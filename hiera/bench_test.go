@@ -3,6 +3,8 @@ package hiera
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,10 +29,13 @@ const (
 )
 
 // BenchmarkCatalog1000x5 compares hiera-services with the consul-template
-// binary (`make bin/consul-template`) on the same catalog in the same real
-// agent: once mode from process start to file written, with the process's
-// peak RSS, and in watch mode the latency from registering one instance to
-// the file holding it. Run it with `make bench-hiera`.
+// binary (`make bin/consul-template`) on the same catalog: once mode from
+// process start to file written, with the process's peak RSS and
+// connections, and in watch mode the latency from registering one instance
+// (watch/) and from one check change (health/) to the file holding it,
+// with the connections held and the bytes the agent sent per change.
+// hiera-services runs against an agent with Consul's default limits; the
+// binary's watch mode needs a raised limit. Run it with `make bench-hiera`.
 func BenchmarkCatalog1000x5(b *testing.B) {
 	root := repoRootDir(b)
 	ctBin := filepath.Join(root, "bin", "consul-template")
@@ -55,18 +60,22 @@ func BenchmarkCatalog1000x5(b *testing.B) {
 	}
 
 	ctTmpl := filepath.Join(root, "hiera", "testdata", "bench-consul-template.ctmpl")
+	// hiera-services runs against the default agent in both modes; the
+	// consul-template binary's watch mode never renders there (one
+	// blocking query per service), so its watch rows use the raised one.
 	tools := []struct {
-		name string
-		cmd  func(out string, watch bool) []string
+		name  string
+		watch *consultest.Agent
+		cmd   func(out string, watch bool) []string
 	}{
-		{"hiera-services", func(out string, watch bool) []string {
+		{"hiera-services", def, func(out string, watch bool) []string {
 			args := []string{hsBin, "--consul-addr", def.HTTPAddr, "--out", out, "--lock-file", out + ".lock"}
 			if watch {
-				args = []string{hsBin, "--consul-addr", a.HTTPAddr, "--out", out, "--lock-file", out + ".lock", "--watch"}
+				args = append(args, "--watch")
 			}
 			return args
 		}},
-		{"consul-template", func(out string, watch bool) []string {
+		{"consul-template", a, func(out string, watch bool) []string {
 			if watch {
 				return []string{ctBin, "-consul-addr", a.HTTPAddr, "-template", ctTmpl + ":" + out, "-log-level", "err"}
 			}
@@ -111,17 +120,73 @@ func BenchmarkCatalog1000x5(b *testing.B) {
 	}
 	for _, tool := range tools {
 		b.Run("watch/"+tool.name, func(b *testing.B) {
-			benchWatch(b, a, tool.cmd)
+			benchWatch(b, tool.watch, tool.cmd, registerChange)
+		})
+		b.Run("health/"+tool.name, func(b *testing.B) {
+			benchWatch(b, tool.watch, tool.cmd, healthChange)
 		})
 	}
 }
 
+// A change benchWatch times: make it, and say what the file holds once
+// it arrived.
+type benchChange func(b *testing.B, a *consultest.Agent, i int) (arrived func(data string) bool)
+
+// registerChange registers one new instance of svc-0500 at an address no
+// earlier change used.
+func registerChange(b *testing.B, a *consultest.Agent, _ int) func(string) bool {
+	n := benchChanges.Add(1)
+	addr := fmt.Sprintf("10.250.%d.%d", (n/250)%250, n%250+1)
+	node := fmt.Sprintf("bench-new-%d", n)
+	_, err := a.Client.Catalog().Register(&api.CatalogRegistration{Node: node, Address: addr,
+		Service: &api.AgentService{ID: "svc-0500", Service: "svc-0500", Address: addr, Port: 9500}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func(data string) bool { return strings.Contains(data, `"`+addr+`"`) }
+}
+
+// healthChange flips the check of svc-0500's fifth instance (node-0300,
+// 10.1.1.51, critical in the catalog as registered) between passing and
+// critical, changing the check alone (no service registration), and
+// waits for the address to enter or leave svc-0500's healthy key.
+func healthChange(b *testing.B, a *consultest.Agent, i int) func(string) bool {
+	const node, addr = "node-0300", "10.1.1.51"
+	status := api.HealthPassing
+	if i%2 == 1 {
+		status = api.HealthCritical
+	}
+	_, err := a.Client.Catalog().Register(&api.CatalogRegistration{Node: node, Address: addr, SkipNodeUpdate: true,
+		Check: &api.AgentCheck{Node: node, CheckID: "c-svc-0500", Name: "c-svc-0500", Status: status, ServiceID: "svc-0500"}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func(data string) bool {
+		i := strings.Index(data, `"healthy_services::svc-0500::address":`)
+		if i < 0 {
+			return false
+		}
+		line, _, _ := strings.Cut(data[i:], "\n")
+		return strings.Contains(line, `"`+addr+`"`) == (status == api.HealthPassing)
+	}
+}
+
 // benchWatch starts a tool in watch mode, waits for its first render, then
-// times each registration of one new instance until the file holds it.
-func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []string) {
+// times each change until the file holds it, and reports the peak of the
+// connections it held to the agent and the bytes it read per change.
+func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []string, change benchChange) {
 	dir := b.TempDir()
 	out := filepath.Join(dir, "services.yaml")
 	args := argv(out, true)
+	// The tool talks to the agent through a counting proxy: the bytes the
+	// agent sent it per change, and its connections, are measured on the
+	// wire (not its file reads).
+	proxy := newCountingProxy(b, a.HTTPAddr)
+	for i, arg := range args {
+		if arg == a.HTTPAddr {
+			args[i] = proxy.addr
+		}
+	}
 	cmd := exec.Command(args[0], args[1:]...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -157,26 +222,21 @@ func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []str
 		b.Fatalf("first render: %v\n%s", err, stderr.String())
 	}
 	var lat []time.Duration
+	read0 := proxy.fromAgent.Load()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		// Every change adds an address no earlier change used, so the file
-		// holding it means this change arrived.
-		n := benchChanges.Add(1)
-		addr := fmt.Sprintf("10.250.%d.%d", (n/250)%250, n%250+1)
-		node := fmt.Sprintf("bench-new-%d", n)
 		t0 := time.Now()
-		_, err := a.Client.Catalog().Register(&api.CatalogRegistration{Node: node, Address: addr,
-			Service: &api.AgentService{ID: "svc-0500", Service: "svc-0500", Address: addr, Port: 9500}}, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := w.waitFor(out, `"`+addr+`"`, time.Minute); err != nil {
+		arrived := change(b, a, i)
+		if err := w.waitUntil(out, arrived, time.Minute); err != nil {
 			b.Fatalf("change %d: %v\n%s", i, err, stderr.String())
 		}
 		lat = append(lat, time.Since(t0))
 	}
 	b.StopTimer()
+	read := proxy.fromAgent.Load() - read0
 	stop()
+	b.ReportMetric(float64(proxy.peak.Load()), "peak-conns")
+	b.ReportMetric(float64(read)/float64(b.N)/1024, "agent-KiB/change")
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "median-ms")
 	// p99: the smallest latency at least 99% of the changes did not exceed
@@ -267,15 +327,21 @@ func (w *dirWatch) close() { syscall.Close(w.fd) }
 // waitFor returns when path contains want, checking after every event in
 // its directory.
 func (w *dirWatch) waitFor(path, want string, limit time.Duration) error {
+	return w.waitUntil(path, func(data string) bool { return strings.Contains(data, want) }, limit)
+}
+
+// waitUntil returns when path's content satisfies ok, checking after
+// every event in its directory.
+func (w *dirWatch) waitUntil(path string, ok func(string) bool, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	buf := make([]byte, 64*(syscall.SizeofInotifyEvent+syscall.NAME_MAX+1))
 	for {
-		if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), want) {
+		if data, err := os.ReadFile(path); err == nil && ok(string(data)) {
 			return nil
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return fmt.Errorf("%s does not contain %q after %v", path, want, limit)
+			return fmt.Errorf("%s does not hold the change after %v", path, limit)
 		}
 		// Wait for the next event, at most until the deadline.
 		var rfds syscall.FdSet
@@ -291,4 +357,59 @@ func (w *dirWatch) waitFor(path, want string, limit time.Duration) error {
 			}
 		}
 	}
+}
+
+// countingProxy forwards TCP connections to an agent, counting the bytes
+// the agent sends and the connections open at once.
+type countingProxy struct {
+	addr      string
+	fromAgent atomic.Int64
+	open      atomic.Int64
+	peak      atomic.Int64
+}
+
+func newCountingProxy(b *testing.B, target string) *countingProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := &countingProxy{addr: ln.Addr().String()}
+	b.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c, target)
+		}
+	}()
+	return p
+}
+
+func (p *countingProxy) serve(c net.Conn, target string) {
+	defer c.Close()
+	up, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	n := p.open.Add(1)
+	defer p.open.Add(-1)
+	for m := p.peak.Load(); n > m && !p.peak.CompareAndSwap(m, n); m = p.peak.Load() {
+	}
+	go func() { _, _ = io.Copy(up, c); up.Close() }()
+	_, _ = io.Copy(countingWriter{c, &p.fromAgent}, up)
+}
+
+// countingWriter counts what passes through it as it passes.
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n.Add(int64(n))
+	return n, err
 }

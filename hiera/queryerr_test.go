@@ -3,6 +3,8 @@ package hiera
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,11 +15,11 @@ import (
 
 // On an agent with Consul's default limits, one blocking query per
 // service runs into limits.http_max_conns_per_client (200) past a couple
-// of hundred services. Once mode's queries do not block: it carries them
-// over at most 8 connections and renders every service. --watch, which
-// still holds one query per service, must say why it cannot: it logs the
-// cause once, with what to do, never consul-template's bare "sending
-// server error back to caller".
+// of hundred services. hiera-services does not: once mode carries its
+// queries over 6 connections, --watch over 7, and both render every one
+// of 600 services; a check change reaches --watch's file. When the agent
+// does refuse (another client took its connections), the cause is named
+// once, with what to do.
 func TestAgentConnectionLimitIsNamed(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	for i := range 600 {
@@ -40,19 +42,63 @@ func TestAgentConnectionLimitIsNamed(t *testing.T) {
 	}
 	t.Logf("once mode, 600 services, default agent: at most %d connections at once", peak)
 
+	// --watch on the same default agent: every service, within 8
+	// connections (7 of its own and this test's client), and a check
+	// change reaches the file.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	logs := &testutil.SyncBuffer{}
 	done := make(chan int, 1)
+	watchOut := outPath(t)
+	conns = countConns(a.Ports.HTTP)
 	go func() {
-		done <- Run(ctx, []string{"--consul-addr", a.HTTPAddr, "--out", out, "--watch"}, IO{Stdout: logs, Stderr: logs})
+		done <- Run(ctx, []string{"--consul-addr", a.HTTPAddr, "--out", watchOut, "--watch"}, IO{Stdout: logs, Stderr: logs})
+	}()
+	testutil.Eventually(t, 20*time.Second, "--watch's first render of 600 services", func() bool {
+		keys := keysIfAny(t, watchOut)
+		return keys["services::svc599::port"] != nil
+	}, logs.String)
+	register(t, a.Client, inst{node: "n7", nodeAddr: "10.0.1.8", svc: "svc007", port: 8007, status: "critical"})
+	took := testutil.Eventually(t, 5*time.Second, "the check change in the file", func() bool {
+		healthy, ok := keysIfAny(t, watchOut)["healthy_services::svc007::address"].([]any)
+		return ok && len(healthy) == 0
+	}, logs.String)
+	if peak := conns.stop(); peak > watchConns+2 {
+		t.Fatalf("--watch held %d connections to the agent at once, want at most %d", peak, watchConns+2)
+	} else {
+		t.Logf("--watch, 600 services, default agent: at most %d connections at once; a check change reached the file in %s", peak, took.Round(time.Millisecond))
+	}
+	cancel()
+	<-done
+
+	// Another client on the same address takes the agent's 200
+	// connections: the refusals are logged once, with their cause and what
+	// to do, never as consul-template's bare "sending server error back to
+	// caller"; when the connections are freed, --watch renders.
+	var hogs []net.Conn
+	for range 200 {
+		c, err := net.Dial("tcp", a.HTTPAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hogs = append(hogs, c)
+	}
+	defer func() {
+		for _, c := range hogs {
+			c.Close()
+		}
+	}()
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	logs = &testutil.SyncBuffer{}
+	blocked := outPath(t)
+	go func() {
+		done <- Run(ctx, []string{"--consul-addr", a.HTTPAddr, "--out", blocked, "--watch"}, IO{Stdout: logs, Stderr: logs})
 	}()
 	testutil.Eventually(t, 20*time.Second, "the refused queries logged with their cause", func() bool {
 		return strings.Contains(logs.String(), "limits.http_max_conns_per_client")
 	}, logs.String)
-	time.Sleep(5 * time.Second) // many more refusals and retries
-	cancel()
-	<-done
+	time.Sleep(3 * time.Second) // many more refusals and retries
 	text := logs.String()
 	if n := strings.Count(text, "consul queries failing"); n != 1 {
 		t.Errorf("%d lines about the refused queries, want 1 (one cause):\n%s", n, tail(text, 3000))
@@ -61,8 +107,24 @@ func TestAgentConnectionLimitIsNamed(t *testing.T) {
 		t.Errorf("the bare consul-template line is logged:\n%s", tail(text, 3000))
 	}
 	if n := strings.Count(text, "\n"); n > 20 {
-		t.Errorf("%d log lines in 5 s of refusals:\n%s", n, tail(text, 3000))
+		t.Errorf("%d log lines in 3 s of refusals:\n%s", n, tail(text, 3000))
 	}
+	for _, c := range hogs {
+		c.Close()
+	}
+	testutil.Eventually(t, 40*time.Second, "a render once the connections are free", func() bool {
+		return keysIfAny(t, blocked)["services::svc599::port"] != nil
+	}, logs.String)
+	cancel()
+	<-done
+}
+
+// keysIfAny is readKeys, or nil while the file does not exist.
+func keysIfAny(t *testing.T, path string) map[string]any {
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	return readKeys(t, path)
 }
 
 func tail(s string, n int) string {

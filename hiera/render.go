@@ -142,30 +142,16 @@ func (r *Renderer) Watch(ctx context.Context, onChange func(context.Context)) er
 		return err
 	}
 	p := r.newPass(ctx, sel)
+	// consul-template's query code logs to the stdlib logger.
 	restore := r.captureLog()
 	defer restore()
-	runner, err := p.newRunner(false)
+	w, err := r.newBulkWatch(p, sel)
 	if err != nil {
 		return err
 	}
-	go runner.Start()
-	defer runner.Stop()
 	go r.watchConsul(ctx)
-	r.Log.Info("watching the catalog", "file", r.Dest, "datacenter", sel.Datacenter)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-runner.ErrCh:
-			return r.classify(err)
-		case err := <-runner.ServerErrCh:
-			p.trouble.fail(err)
-		case <-p.changedCh:
-			if onChange != nil {
-				onChange(ctx)
-			}
-		}
-	}
+	r.Log.Info("watching the catalog", "file", r.Dest, "datacenter", sel.Datacenter, "connections", watchConns)
+	return w.run(ctx, onChange)
 }
 
 // selectionRetrying resolves the selection, retrying with backoff while
