@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul/api"
+
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
@@ -132,4 +134,43 @@ func tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// TestWatchFollowsNodeChanges: --watch reads a service again when a node
+// check of its node changes state (the check names no service) and when
+// its node's address changes (the service list does not move then).
+func TestWatchFollowsNodeChanges(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	// The instance has no address of its own: the node's is its address.
+	register(t, a.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", port: 3306, status: "passing"})
+	out := outPath(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &testutil.SyncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"--consul-addr", a.HTTPAddr, "--out", out, "--watch"}, IO{Stdout: logs, Stderr: logs})
+	}()
+	list := func(key string) []any { v, _ := keysIfAny(t, out)[key].([]any); return v }
+	testutil.Eventually(t, 15*time.Second, "the first render", func() bool { return len(list("healthy_services::mysql::address")) == 1 }, logs.String)
+	nodeCheck := func(status string) {
+		t.Helper()
+		if _, err := a.Client.Catalog().Register(&api.CatalogRegistration{Node: "db1", Address: "10.0.0.5", SkipNodeUpdate: true,
+			Check: &api.AgentCheck{Node: "db1", CheckID: "serfHealth-ish", Name: "node health", Status: status}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodeCheck(api.HealthCritical)
+	testutil.Eventually(t, 5*time.Second, "a critical node check takes mysql out of healthy_services", func() bool { return len(list("healthy_services::mysql::address")) == 0 }, logs.String)
+	nodeCheck(api.HealthPassing)
+	testutil.Eventually(t, 5*time.Second, "the node check passing again puts it back", func() bool { return len(list("healthy_services::mysql::address")) == 1 }, logs.String)
+	if _, err := a.Client.Catalog().Register(&api.CatalogRegistration{Node: "db1", Address: "10.0.0.99"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, "the node's new address in services::mysql::address", func() bool {
+		l := list("services::mysql::address")
+		return len(l) == 1 && l[0] == "10.0.0.99"
+	}, logs.String)
+	cancel()
+	<-done
 }
