@@ -166,7 +166,11 @@ func (r *Renderer) selectionRetrying(ctx context.Context) (*Selection, error) {
 			return nil, err
 		}
 		if backoff == retryBackoff {
-			r.Log.Warn("consul unreachable, retrying; the existing file stays as it is", "err", err)
+			if _, _, kind := queryError(err); kind == causeLimit || kind == causeClosed {
+				r.Log.Warn("consul refuses this client's connections, retrying; the existing file stays as it is", "err", err, "what_to_do", tooManyConns)
+			} else {
+				r.Log.Warn("consul unreachable, retrying; the existing file stays as it is", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
