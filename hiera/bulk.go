@@ -256,6 +256,17 @@ func (w *bulkWatch) render(ctx context.Context) error {
 func (w *bulkWatch) remember(used []dep.Dependency) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	now := map[string]bool{}
+	for _, d := range used {
+		now[d.String()] = true
+	}
+	for k, d := range w.used {
+		if !now[k] {
+			// A service that went away: its data goes too.
+			w.brain.Forget(d)
+			delete(w.index, k)
+		}
+	}
 	w.used = map[string]dep.Dependency{}
 	w.services = map[string][]string{}
 	w.nodeDeps = map[string]map[string]bool{}
@@ -348,6 +359,8 @@ func (w *bulkWatch) block(ctx context.Context, ready chan<- struct{}, name strin
 	backoff := retryBackoff
 	once := sync.Once{}
 	for ctx.Err() == nil {
+		// Not stale: a wake from one server followed by a read from
+		// another that lags would miss the change until the next one.
 		opts := (&api.QueryOptions{Datacenter: w.dc, WaitIndex: idx, WaitTime: blockWait}).WithContext(ctx)
 		next, err := q(opts)
 		if err != nil {
