@@ -2,7 +2,6 @@ package hiera
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -103,14 +102,10 @@ func TestAgentConnectionLimitIsNamed(t *testing.T) {
 			c.Close()
 		}
 	}()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	logs = &testutil.SyncBuffer{}
-	done := make(chan int, 1)
 	blocked := outPath(t)
-	go func() {
-		done <- Run(ctx, []string{"--consul-addr", a.HTTPAddr, "--out", blocked, "--watch"}, IO{Stdout: logs, Stderr: logs})
-	}()
+	bw := startWatch(a.HTTPAddr, blocked)
+	defer bw.cancel()
+	logs = bw.logs
 	testutil.Eventually(t, 20*time.Second, "the refused queries logged with their cause", func() bool {
 		return strings.Contains(logs.String(), "limits.http_max_conns_per_client")
 	}, logs.String)
@@ -160,8 +155,7 @@ func TestAgentConnectionLimitIsNamed(t *testing.T) {
 	for _, c := range hogs {
 		c.Close()
 	}
-	cancel()
-	<-done
+	bw.stop(t)
 }
 
 // keysIfAny is readKeys, or nil while the file does not exist.
@@ -187,13 +181,9 @@ func TestWatchFollowsNodeChanges(t *testing.T) {
 	// The instance has no address of its own: the node's is its address.
 	register(t, a.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", port: 3306, status: "passing"})
 	out := outPath(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	logs := &testutil.SyncBuffer{}
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(ctx, []string{"--consul-addr", a.HTTPAddr, "--out", out, "--watch"}, IO{Stdout: logs, Stderr: logs})
-	}()
+	w := startWatch(a.HTTPAddr, out)
+	defer w.cancel()
+	logs := w.logs
 	list := func(key string) []any { v, _ := keysIfAny(t, out)[key].([]any); return v }
 	testutil.Eventually(t, 15*time.Second, "the first render", func() bool { return len(list("healthy_services::mysql::address")) == 1 }, logs.String)
 	nodeCheck := func(status string) {
@@ -214,8 +204,7 @@ func TestWatchFollowsNodeChanges(t *testing.T) {
 		l := list("services::mysql::address")
 		return len(l) == 1 && l[0] == "10.0.0.99"
 	}, logs.String)
-	cancel()
-	<-done
+	w.stop(t)
 }
 
 var (

@@ -171,14 +171,6 @@ func (w *bulkWatch) quiet() time.Duration {
 	return *w.r.Wait.Min
 }
 
-// markAll makes the next render read every used dependency again.
-func (w *bulkWatch) markAll() {
-	w.mu.Lock()
-	w.all = true
-	w.mu.Unlock()
-	w.wake()
-}
-
 // mark makes the next render read the given dependencies again.
 func (w *bulkWatch) mark(keys []string) {
 	if len(keys) == 0 {

@@ -1,7 +1,6 @@
 package hiera
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -54,23 +53,19 @@ func TestEightNodesDefaultAgents(t *testing.T) {
 	}
 
 	// --watch on every node at once, then one check turns critical.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	outs := make([]string, len(clients))
-	logs := make([]*testutil.SyncBuffer, len(clients))
-	done := make(chan int, len(clients))
+	watches := make([]*watching, len(clients))
 	for i, c := range clients {
-		outs[i], logs[i] = outPath(t), &testutil.SyncBuffer{}
-		go func() {
-			done <- Run(ctx, []string{"--consul-addr", c.HTTPAddr, "--out", outs[i], "--watch"}, IO{Stdout: logs[i], Stderr: logs[i]})
-		}()
+		outs[i] = outPath(t)
+		watches[i] = startWatch(c.HTTPAddr, outs[i])
+		defer watches[i].cancel()
 	}
 	healthy := func(i int) int {
 		v, _ := keysIfAny(t, outs[i])["healthy_services::svc123::address"].([]any)
 		return len(v)
 	}
 	for i := range clients {
-		testutil.Eventually(t, 60*time.Second, fmt.Sprintf("node%d's first --watch render", i), func() bool { return healthy(i) == 2 }, logs[i].String)
+		testutil.Eventually(t, 60*time.Second, fmt.Sprintf("node%d's first --watch render", i), func() bool { return healthy(i) == 2 }, watches[i].logs.String)
 	}
 	start := time.Now()
 	_, err := server.Client.Catalog().Register(&api.CatalogRegistration{Node: "host123", Address: "10.2.0.124", SkipNodeUpdate: true,
@@ -79,13 +74,12 @@ func TestEightNodesDefaultAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range clients {
-		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("node%d's file follows the check", i), func() bool { return healthy(i) == 1 }, logs[i].String)
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("node%d's file follows the check", i), func() bool { return healthy(i) == 1 }, watches[i].logs.String)
 	}
 	t.Logf("a check change reached all 8 nodes' files within %s", time.Since(start).Round(time.Millisecond))
-	cancel()
-	for range clients {
-		if code := <-done; code != 0 {
-			t.Errorf("--watch exited %d", code)
+	for i, w := range watches {
+		if code := w.stop(t); code != 0 {
+			t.Errorf("node%d's --watch exited %d", i, code)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
 // inst is one instance to register in the catalog on its own node.
@@ -141,39 +142,11 @@ func logQuote(s string) string {
 	return strings.TrimPrefix(out, "v=")
 }
 
-// connCounter samples, every millisecond until stop, how many TCP
-// connections to port on 127.0.0.1 are established from this machine
-// (/proc/net/tcp, client side), and keeps the peak.
+// connCounter samples a process's connections to the agent every
+// millisecond until stop, and keeps the peak.
 type connCounter struct {
 	stopCh chan struct{}
 	done   chan int
-}
-
-func countConns(port int) *connCounter {
-	c := &connCounter{stopCh: make(chan struct{}), done: make(chan int, 1)}
-	remote := fmt.Sprintf("0100007F:%04X 01", port) // remote 127.0.0.1:port, state ESTABLISHED
-	go func() {
-		peak := 0
-		for {
-			data, err := os.ReadFile("/proc/net/tcp")
-			if err == nil {
-				n := 0
-				for _, line := range strings.Split(string(data), "\n") {
-					if f := strings.Fields(line); len(f) > 3 && f[2]+" "+f[3] == remote {
-						n++
-					}
-				}
-				peak = max(peak, n)
-			}
-			select {
-			case <-c.stopCh:
-				c.done <- peak
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
-	return c
 }
 
 // stop ends sampling and returns the peak.
@@ -217,4 +190,34 @@ func countProcConns(pid, port int) *connCounter {
 		}
 	}()
 	return c
+}
+
+// watching is an in-process `hiera-services --watch` run.
+type watching struct {
+	logs   *testutil.SyncBuffer
+	cancel context.CancelFunc
+	done   chan int
+}
+
+// startWatch runs `hiera-services --consul-addr addr --out out --watch`.
+func startWatch(addr, out string) *watching {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watching{logs: &testutil.SyncBuffer{}, cancel: cancel, done: make(chan int, 1)}
+	go func() {
+		w.done <- Run(ctx, []string{"--consul-addr", addr, "--out", out, "--watch"}, IO{Stdout: w.logs, Stderr: w.logs})
+	}()
+	return w
+}
+
+// stop ends the run and returns its exit code.
+func (w *watching) stop(t testing.TB) int {
+	t.Helper()
+	w.cancel()
+	select {
+	case code := <-w.done:
+		return code
+	case <-time.After(15 * time.Second):
+		t.Fatal("--watch did not stop")
+		return -1
+	}
 }
