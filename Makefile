@@ -89,10 +89,14 @@ bin/consul-template:
 ## Consul's default limits: once-mode render (process start to file written)
 ## with peak RSS and connections, and in watch mode the latency from one
 ## registration, and from one check change, to the file holding it, with the
-## connections held and the bytes the agent sent per change. About 3 minutes.
+## connections held and the bytes the agent sent per change; then a server and
+## eight default client agents, hiera-services --watch on each, under a trickle
+## of check changes: CPU of each part and bytes per change per node. About 5
+## minutes.
 .PHONY: bench-hiera
 bench-hiera: consul bin/consul-template
 	$(GO) test -run '^$$' -bench Catalog1000x5 -benchtime 5x -timeout 30m ./hiera
+	$(GO) test -run '^$$' -bench EightNodesTrickle -benchtime 50x -timeout 30m ./hiera
 
 ## soak: the reaper against a real agent and the simulated cloud while a
 ## seeded random schedule injects faults, for SOAK_DURATION (default 5m;

@@ -403,6 +403,17 @@ func (a *Agent) Restart(ctx context.Context, down time.Duration) error {
 	return a.waitReady(ctx, 60*time.Second)
 }
 
+// Pid is the agent process's PID (0 when it is not running), for
+// benchmarks that read its CPU time.
+func (a *Agent) Pid() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd == nil || a.cmd.Process == nil {
+		return 0
+	}
+	return a.cmd.Process.Pid
+}
+
 // SerfLANAddr is the agent's serf LAN address, for Options.JoinLAN.
 func (a *Agent) SerfLANAddr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Ports.SerfLAN))
