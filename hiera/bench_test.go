@@ -42,11 +42,7 @@ func BenchmarkCatalog1000x5(b *testing.B) {
 	if _, err := os.Stat(ctBin); err != nil {
 		b.Skipf("skipping: %s missing; `make bin/consul-template` builds it", ctBin)
 	}
-	dir := b.TempDir()
-	hsBin := filepath.Join(dir, "hiera-services")
-	if out, err := exec.Command("go", "build", "-o", hsBin, "github.com/jiocloud/orchestrate/cmd/hiera-services").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	hsBin := hieraServicesBinary(b)
 	// Once mode runs against an agent with Consul's default limits, as
 	// users run it. Watch mode still holds one blocking query per service
 	// (both tools): its agent must accept more than its default 200

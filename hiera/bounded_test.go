@@ -8,9 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -205,32 +203,6 @@ func TestWatchFollowsNodeChanges(t *testing.T) {
 		return len(l) == 1 && l[0] == "10.0.0.99"
 	}, logs.String)
 	w.stop(t)
-}
-
-var (
-	hsBinOnce sync.Once
-	hsBin     string
-	hsBinErr  error
-)
-
-// hieraServicesBinary builds cmd/hiera-services once per test process.
-func hieraServicesBinary(t *testing.T) string {
-	t.Helper()
-	hsBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hiera-services-bin-")
-		if err != nil {
-			hsBinErr = err
-			return
-		}
-		hsBin = filepath.Join(dir, "hiera-services")
-		if out, err := exec.Command("go", "build", "-o", hsBin, "github.com/jiocloud/orchestrate/cmd/hiera-services").CombinedOutput(); err != nil {
-			hsBinErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if hsBinErr != nil {
-		t.Fatal(hsBinErr)
-	}
-	return hsBin
 }
 
 // queryTrouble logs a storm of refusals once per cause, names what to do

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/consul-template/config"
 	"github.com/hashicorp/consul-template/manager"
 	ctrenderer "github.com/hashicorp/consul-template/renderer"
 	cttemplate "github.com/hashicorp/consul-template/template"
@@ -74,13 +73,7 @@ type bulkWatch struct {
 }
 
 func (r *Renderer) newBulkWatch(p *pass, sel *Selection) (*bulkWatch, error) {
-	cfg := config.DefaultConfig()
-	cfg.Consul = r.Consul.Copy()
-	cfg.Consul.Retry.Enabled = config.Bool(false) // each watcher retries itself
-	cfg.Consul.Transport.MaxConnsPerHost = config.Int(watchConns)
-	cfg.Consul.Transport.MaxIdleConnsPerHost = config.Int(watchConns)
-	cfg.Vault.Address = config.String("")
-	cfg.Nomad.Address = config.String("")
+	cfg := r.ctConfig(watchConns)
 	cfg.Finalize()
 	clients, err := manager.NewClientSet(cfg)
 	if err != nil {
@@ -136,13 +129,8 @@ func (w *bulkWatch) run(ctx context.Context, onChange func(context.Context)) err
 			}
 			continue
 		}
-		if settle := w.quiet(); settle > 0 {
-			// --wait: let a burst of changes settle into one render.
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(settle):
-			}
+		if !w.settle(ctx) {
+			return nil
 		}
 		err := w.render(ctx)
 		switch {
@@ -163,12 +151,33 @@ func (w *bulkWatch) run(ctx context.Context, onChange func(context.Context)) err
 	}
 }
 
-// quiet is --wait's minimum quiescence, 0 without --wait.
-func (w *bulkWatch) quiet() time.Duration {
-	if w.r.Wait == nil || w.r.Wait.Min == nil {
-		return 0
+// settle waits out --wait, as consul-template's -wait: the render comes
+// once no change arrived for MIN, or MAX after the first change at the
+// latest. It reports false when ctx ended.
+func (w *bulkWatch) settle(ctx context.Context) bool {
+	wc := w.r.Wait
+	if wc == nil || wc.Min == nil || *wc.Min <= 0 {
+		return ctx.Err() == nil
 	}
-	return *w.r.Wait.Min
+	quiet := *wc.Min
+	deadline := time.Now().Add(4 * quiet)
+	if wc.Max != nil && *wc.Max > 0 {
+		deadline = time.Now().Add(*wc.Max)
+	}
+	for {
+		wait := min(quiet, time.Until(deadline))
+		if wait <= 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+			return true
+		case <-w.wakeCh:
+			// Another change: wait again for quiet, up to MAX.
+		}
+	}
 }
 
 // mark makes the next render read the given dependencies again.

@@ -27,11 +27,8 @@ import (
 // received from its agent per change, and the most connections a node
 // held. Every node's file holds the last state at the end.
 func BenchmarkEightNodesTrickle(b *testing.B) {
+	hsBin := hieraServicesBinary(b)
 	dir := b.TempDir()
-	hsBin := filepath.Join(dir, "hiera-services")
-	if out, err := exec.Command("go", "build", "-o", hsBin, "github.com/jiocloud/orchestrate/cmd/hiera-services").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
 	server := consultest.Start(b, consultest.Options{NodeName: "server"})
 	var clients []*consultest.Agent
 	for i := range 8 {

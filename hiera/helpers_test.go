@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -220,4 +222,30 @@ func (w *watching) stop(t testing.TB) int {
 		t.Fatal("--watch did not stop")
 		return -1
 	}
+}
+
+var (
+	hsBinOnce sync.Once
+	hsBin     string
+	hsBinErr  error
+)
+
+// hieraServicesBinary builds cmd/hiera-services once per test process.
+func hieraServicesBinary(t testing.TB) string {
+	t.Helper()
+	hsBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hiera-services-bin-")
+		if err != nil {
+			hsBinErr = err
+			return
+		}
+		hsBin = filepath.Join(dir, "hiera-services")
+		if out, err := exec.Command("go", "build", "-o", hsBin, "github.com/jiocloud/orchestrate/cmd/hiera-services").CombinedOutput(); err != nil {
+			hsBinErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if hsBinErr != nil {
+		t.Fatal(hsBinErr)
+	}
+	return hsBin
 }

@@ -110,7 +110,7 @@ func (r *Renderer) Once(ctx context.Context, sel *Selection) (changed bool, err 
 	p := r.newPass(ctx, sel)
 	restore := r.captureLog()
 	defer restore()
-	runner, err := p.newRunner(true)
+	runner, err := p.newRunner()
 	if err != nil {
 		return false, err
 	}
@@ -267,9 +267,29 @@ func checkTemplate(contents string, funcs template.FuncMap) error {
 	return nil
 }
 
-// newRunner builds consul-template's configuration in code, as its
+// ctConfig is consul-template's configuration for this renderer's
+// queries: its Consul connection, with at most conns connections to the
+// agent and no retries of its own (once mode fails fast, a watch handler
+// runs again at the next change; --watch retries itself), and no Vault or
+// Nomad. Callers add what they need and Finalize it.
+func (r *Renderer) ctConfig(conns int) *config.Config {
+	cfg := config.DefaultConfig()
+	cfg.Vault.Address = config.String("")
+	cfg.Nomad.Address = config.String("")
+	cfg.Consul = r.Consul.Copy()
+	cfg.Consul.Retry.Enabled = config.Bool(false)
+	// One connection per query would run past the agent's
+	// limits.http_max_conns_per_client (200 by default) on a large
+	// catalog; a few carry them all.
+	cfg.Consul.Transport.MaxConnsPerHost = config.Int(conns)
+	cfg.Consul.Transport.MaxIdleConnsPerHost = config.Int(conns)
+	return cfg
+}
+
+// newRunner builds consul-template's once-mode runner in code, as its
 // manager/example_manager_test.go does, with our renderer and functions.
-func (p *pass) newRunner(once bool) (*manager.Runner, error) {
+// Its queries do not block, so onceConns connections carry them all.
+func (p *pass) newRunner() (*manager.Runner, error) {
 	r := p.r
 	tc := config.DefaultTemplateConfig()
 	tc.Contents = config.String(r.Template)
@@ -277,36 +297,13 @@ func (p *pass) newRunner(once bool) (*manager.Runner, error) {
 	// and errors; the renderer function, not consul-template, writes it.
 	tc.Destination = config.String(r.Dest)
 	tc.ExtFuncMap = p.funcs.FuncMap()
-	// In --watch a failed render or write is logged and retried at the next
-	// change, keeping the last good data; once mode reports it and exits.
-	tc.ErrFatal = config.Bool(once)
+	tc.ErrFatal = config.Bool(true)
 	tc.Finalize()
 
-	cfg := config.DefaultConfig()
-	cfg.Once = once
+	cfg := r.ctConfig(onceConns)
+	cfg.Once = true
 	cfg.Templates = &config.TemplateConfigs{tc}
 	cfg.RendererFunc = p.render
-	cfg.Vault.Address = config.String("")
-	cfg.Nomad.Address = config.String("")
-	if !once && r.Wait != nil {
-		cfg.Wait = r.Wait
-	}
-	cfg.Consul = r.Consul.Copy()
-	if once {
-		// A watch handler runs again at the next change: fail fast.
-		cfg.Consul.Retry.Enabled = config.Bool(false)
-		// Once mode's queries do not block: a few connections carry them
-		// all, one after the other, where one connection per service
-		// would run past the agent's limits.http_max_conns_per_client
-		// (200 by default) on a large catalog.
-		cfg.Consul.Transport.MaxConnsPerHost = config.Int(onceConns)
-		cfg.Consul.Transport.MaxIdleConnsPerHost = config.Int(onceConns)
-	} else {
-		cfg.Consul.Retry.Enabled = config.Bool(true)
-		cfg.Consul.Retry.Attempts = config.Int(0) // unlimited
-		cfg.Consul.Retry.Backoff = config.TimeDuration(retryBackoff)
-		cfg.Consul.Retry.MaxBackoff = config.TimeDuration(retryMaxBackoff)
-	}
 	cfg.Finalize()
 	runner, err := manager.NewRunner(cfg, false)
 	if err != nil {

@@ -457,6 +457,7 @@ func TestRolloutCommand(t *testing.T) {
 		{[]string{"rollout", "web", "--max-unavailable", "two"}, "--max-unavailable \"two\""},
 		{[]string{"rollout", "web", "--max-failures", "-1"}, "--max-failures \"-1\""},
 		{[]string{"rollout", "web", "--after", "web"}, "role web cannot roll out after itself"},
+		{[]string{"rollout", "lb", "--after", "web"}, "makes a circle: lb after web after lb"},
 		{[]string{"rollout", "web", "--after", "db:0"}, "the count after the colon must be at least 1"},
 		{[]string{"rollout", "web", "--after", "d b"}, "white space"},
 		{[]string{"rollout", "a/b", "--max-unavailable", "1"}, "contains a slash"},

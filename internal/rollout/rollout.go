@@ -409,6 +409,14 @@ func (s *Slots) record(ctx context.Context, role, host, version, session, state,
 		if err != nil {
 			return err
 		}
+		if h, ok := r.Hosts[host]; ok && session == "" && h.Version == version && h.State == state {
+			// An eventual step that ran alone again with the same outcome
+			// (pending on every data change, say): the counts do not
+			// change, so nothing is written and the role's waiting hosts
+			// are not woken for nothing. (The detail, which names each
+			// run's log, is in the host's status record.)
+			return nil
+		}
 		st := guard(r) // a copy: non-nil whenever MaxFailures is set
 		rec := store.RolloutHost{Version: version, State: state, Detail: detail}
 		if state == store.RolloutFailed && r.Policy.MaxFailures != nil && (st.Halted == nil || st.Halted.Version != version) {

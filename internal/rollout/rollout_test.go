@@ -260,6 +260,7 @@ func TestRolloutRefusesHandWrittenValues(t *testing.T) {
 		{"orchestrate/rollout/web/state", `halted`},
 		{"orchestrate/rollout/web/hosts/web1", `{"version":"v2","state":"exploded"}`},
 		{"orchestrate/rollout/web/nonsense", `x`},
+		{"orchestrate/rollout/web/policy", `{"max_unavailable": 1, "after": "web"}`},
 	} {
 		t.Run(kv.key+"="+kv.value, func(t *testing.T) {
 			if _, err := a.Client.KV().DeleteTree("orchestrate/", nil); err != nil {
@@ -313,5 +314,37 @@ func TestSlotSurvivesAnAgentRestart(t *testing.T) {
 	time.Sleep(2*s.TTL + 2*time.Second)
 	if !held() {
 		t.Fatalf("the slot expired %s after the restart: its renewals did not resume", 2*s.TTL)
+	}
+}
+
+// An eventual step that runs alone again with the same outcome writes
+// nothing: the role's rollout does not change, so its waiting hosts are
+// not woken on every data change of a pending host.
+func TestRecordSameOutcomeWritesNothing(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	s, _ := newSlots(t, a)
+	ctx := context.Background()
+	index := func() uint64 {
+		_, meta, err := a.Client.KV().List("orchestrate/rollout/web/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return meta.LastIndex
+	}
+	if err := s.Record(ctx, "web", "web1", "v2", store.RolloutPending, "waiting on db; log 1"); err != nil {
+		t.Fatal(err)
+	}
+	before := index()
+	if err := s.Record(ctx, "web", "web1", "v2", store.RolloutPending, "waiting on db; log 2"); err != nil {
+		t.Fatal(err)
+	}
+	if after := index(); after != before {
+		t.Fatalf("the same outcome moved the rollout's index %d -> %d", before, after)
+	}
+	if err := s.Record(ctx, "web", "web1", "v2", store.RolloutDone, ""); err != nil {
+		t.Fatal(err)
+	}
+	if after := index(); after == before {
+		t.Fatal("a new outcome was not written")
 	}
 }

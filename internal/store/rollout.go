@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -230,6 +229,9 @@ func parseRollout(role, dir string, pairs api.KVPairs) (*Rollout, error) {
 			if err := r.Policy.Validate(); err != nil {
 				return nil, bad(p, "%v", err)
 			}
+			if r.Policy.After == role {
+				return nil, bad(p, "role %s rolls out after itself: no host would ever start", role)
+			}
 			r.PolicyIndex = p.ModifyIndex
 		case len(parts) == 1 && parts[0] == rolloutState:
 			if err := strictJSON(p.Value, &r.State); err != nil {
@@ -326,6 +328,9 @@ func (s *Store) SetRolloutPolicy(ctx context.Context, role string, change func(*
 		if err := p.Validate(); err != nil {
 			return RolloutPolicy{}, &InputError{Err: err}
 		}
+		if err := s.afterCycle(ctx, role, p.After); err != nil {
+			return RolloutPolicy{}, err
+		}
 		p.Time = s.Now().UTC()
 		val, err := json.Marshal(p)
 		if err != nil {
@@ -347,6 +352,27 @@ func (s *Store) SetRolloutPolicy(ctx context.Context, role string, change func(*
 		}
 	}
 	return RolloutPolicy{}, fmt.Errorf("rollout policy of %s: %w", role, ErrConflict)
+}
+
+// afterCycle refuses an order that comes back to role (a after b, b after
+// a): neither role's hosts would ever start.
+func (s *Store) afterCycle(ctx context.Context, role, after string) error {
+	chain := []string{role}
+	for next := after; next != ""; {
+		chain = append(chain, next)
+		if next == role {
+			return &InputError{Err: fmt.Errorf("--after %s makes a circle: %s; no host of these roles would ever start", after, strings.Join(chain, " after "))}
+		}
+		if len(chain) > 64 {
+			return &InputError{Err: fmt.Errorf("--after %s: the chain of roles is longer than 64", after)}
+		}
+		r, err := s.Rollout(ctx, next)
+		if err != nil {
+			return err
+		}
+		next = r.Policy.After
+	}
+	return nil
 }
 
 // GrantSlot gives host a slot of r's role for version, held by session:
@@ -478,9 +504,9 @@ func (s *Store) Desired(ctx context.Context, role string) (n int, ok bool, err e
 	if p == nil {
 		return 0, false, nil
 	}
-	n, err = strconv.Atoi(strings.TrimSpace(string(p.Value)))
-	if err != nil || n < 0 {
-		return 0, false, &InputError{Err: fmt.Errorf("%s: desired count %q is not a non-negative integer", k, p.Value)}
+	n, err = parseDesired(p.Value)
+	if err != nil {
+		return 0, false, &InputError{Err: fmt.Errorf("%s: %w", k, err)}
 	}
 	return n, true, nil
 }

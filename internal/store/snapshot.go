@@ -149,12 +149,21 @@ func (snap *Snapshot) addStatus(p *api.KVPair, parts []string) {
 
 // addDesired reads roles/<role>/desired.
 func (snap *Snapshot) addDesired(p *api.KVPair, role string) {
-	n, err := strconv.Atoi(strings.TrimSpace(string(p.Value)))
-	if err != nil || n < 0 {
-		snap.bad(p.Key, "desired count %q is not a non-negative integer", p.Value)
+	n, err := parseDesired(p.Value)
+	if err != nil {
+		snap.bad(p.Key, "%v", err)
 		return
 	}
 	snap.Desired[role] = n
+}
+
+// parseDesired reads a roles/<role>/desired value.
+func parseDesired(v []byte) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(string(v)))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("desired count %q is not a non-negative integer", v)
+	}
+	return n, nil
 }
 
 // HostNames returns the hosts in sorted order.

@@ -7,8 +7,10 @@
 # when $STEP_DIR/<host>.fail exists, else 2 (Puppet: changes applied).
 h=$1
 d=$STEP_DIR
+# The PIDs first, whole (written aside, then renamed): a test reads them
+# as soon as the start line appears.
+echo "$$ $PPID" > "$d/$h.pids.tmp" && mv "$d/$h.pids.tmp" "$d/$h.pids"
 echo "start $h $ORCHESTRATE_VERSION $(date +%s.%N)" >> "$d/events"
-echo "$$ $PPID" > "$d/$h.pids"
 s=0.2
 [ -f "$d/sleep" ] && s=$(cat "$d/sleep")
 [ -f "$d/$h.sleep" ] && s=$(cat "$d/$h.sleep")
