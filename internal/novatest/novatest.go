@@ -520,6 +520,33 @@ func (c *Cloud) WaitForStatus(t testing.TB, id, want string) *servers.Server {
 	}
 }
 
+// WaitForFault waits for server id, in ERROR, to carry Nova's fault and
+// returns its message. Nova saves an instance's ERROR state before it
+// writes the fault (nova.scheduler.utils.set_vm_state_and_notify), so a
+// read between the two shows ERROR with no fault.
+func (c *Cloud) WaitForFault(t testing.TB, id string) string {
+	t.Helper()
+	ctx, cancel := withTimeout(t, activeTimeout)
+	defer cancel()
+	compute := c.Compute(t)
+	for {
+		s, err := servers.Get(ctx, compute, id).Extract()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			t.Fatalf("novatest: get server %s: %v", id, err)
+		case err == nil && s.Status != "ERROR":
+			t.Fatalf("novatest: server %s is %s, want ERROR with a fault", id, s.Status)
+		case err == nil && s.Fault.Message != "":
+			return s.Fault.Message
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("novatest: server %s has no fault after %s", id, activeTimeout)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // WaitGone polls a server until Nova answers 404 for it.
 func (c *Cloud) WaitGone(t testing.TB, id string) {
 	t.Helper()

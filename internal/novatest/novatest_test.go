@@ -124,11 +124,12 @@ func TestNovaSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create with the no-host flavor: %v", err)
 	}
-	s3 := c.WaitForStatus(t, created3.ID, "ERROR")
-	if !strings.Contains(s3.Fault.Message, "No valid host") {
-		t.Fatalf("no-host server fault = %q, want No valid host", s3.Fault.Message)
+	c.WaitForStatus(t, created3.ID, "ERROR")
+	fault := c.WaitForFault(t, created3.ID)
+	if !strings.Contains(fault, "No valid host") {
+		t.Fatalf("no-host server fault = %q, want No valid host", fault)
 	}
-	t.Logf("no-host create: ERROR, fault %q", s3.Fault.Message)
+	t.Logf("no-host create: ERROR, fault %q", fault)
 
 	// A server the admin puts into ERROR shows as ERROR to the project.
 	c.SetServerError(t, s2.ID)
