@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
@@ -87,6 +88,9 @@ func (pl *planner) retryDelay(attempts int) time.Duration {
 // advanceBooting: finish when the new server serves (draining the old one
 // of a replacement), roll back a new server that failed.
 func (pl *planner) advanceBooting(rs *roleServers, e *Entry, next Entry, newS, oldS *Server) {
+	if newS != nil && newS.Status == StatusActive {
+		pl.capacityBack(rs)
+	}
 	switch {
 	case newS == nil && pl.nodeLives(rs, e.NewName):
 		// Missing from a list that may be partial: finishing would make
@@ -94,6 +98,11 @@ func (pl *planner) advanceBooting(rs *roleServers, e *Entry, next Entry, newS, o
 		pl.block("%s: %s is missing from the Nova list but its Consul node passes its checks: the list may be incomplete; waiting", e.ID, e.NewName)
 	case newS == nil:
 		pl.add(OpFinish, next, "the new server "+e.NewName+" is gone; the role is judged afresh")
+	case newS.Status == StatusError && newS.Fault == "" && pl.in.Now.Sub(pl.since(pl.in.Memory.Faultless, pl.plan.Memory.Faultless, newS.Name)) < faultWait:
+		// Nova saves the ERROR state before it writes the fault (its
+		// conductor does both in turn): a rollback now would miss "No
+		// valid host" and take capacity for a broken server.
+		pl.block("%s: %s is in ERROR with no fault yet; waiting up to %s for Nova's fault", e.ID, e.NewName, faultWait)
 	case newS.Status == StatusError:
 		next.Phase = store.PhaseRollback
 		next.Fault = newS.Fault
@@ -154,7 +163,9 @@ func (pl *planner) advanceDraining(rs *roleServers, e *Entry, next Entry, oldS *
 		pl.add(OpRestore, next, why+": kept")
 		return
 	}
-	if oldS != nil && pl.in.Now.Before(e.DrainUntil) {
+	answer := pl.drainAnswer(e)
+	drained := answer != nil && answer.Drained
+	if oldS != nil && pl.in.Now.Before(e.DrainUntil) && !drained {
 		pl.add(OpMaintain, next, "draining")
 		return
 	}
@@ -164,7 +175,41 @@ func (pl *planner) advanceDraining(rs *roleServers, e *Entry, next Entry, oldS *
 		return
 	}
 	next.Phase = store.PhaseDeleting
-	pl.add(OpDelete, next, "drain period over")
+	switch {
+	case drained:
+		pl.add(OpDelete, next, fmt.Sprintf("drained: %s answered at %s that its work moved away", answer.By, answer.Time.UTC().Format(time.RFC3339)))
+	case answer != nil:
+		pl.add(OpDelete, next, fmt.Sprintf("drain timeout over; moving the work away failed (%s: %s)", answer.By, answer.Detail))
+	default:
+		pl.add(OpDelete, next, "drain timeout over, no answer")
+	}
+}
+
+// drainAnswer is the answer to the drain request of entry e's old
+// server, nil when none came (or the request is another entry's).
+func (pl *planner) drainAnswer(e *Entry) *store.DrainAnswer {
+	d, ok := pl.in.Scaling.Drains[e.OldName]
+	if !ok || d.Entry != e.ID {
+		return nil
+	}
+	return d.Answer
+}
+
+// faultWait is how long a new server in Nova ERROR without a fault is
+// given for its fault to appear: Nova writes it right after the state, in
+// the same conductor call, so seconds are plenty; a minute covers a slow
+// database.
+const faultWait = time.Minute
+
+// capacityBack records that a server created for the role went ACTIVE:
+// the role's exhausted capacity, if any, is over.
+func (pl *planner) capacityBack(rs *roleServers) {
+	if _, ok := pl.in.Scaling.Capacity[rs.role.Name]; !ok {
+		return
+	}
+	if !slices.Contains(pl.plan.CapacityClear, rs.role.Name) {
+		pl.plan.CapacityClear = append(pl.plan.CapacityClear, rs.role.Name)
+	}
 }
 
 // advanceDeleting finishes a recorded delete (a leader stopped during it),
@@ -259,6 +304,10 @@ func (pl *planner) recovered(rs *roleServers, e *Entry, oldS *Server) string {
 // (another entry's drain, a scale in) count it as on its way out.
 func (pl *planner) startDrain(e *Entry, s *Server) {
 	pl.budget--
-	e.DrainUntil = pl.in.Now.Add(pl.in.Config.DrainPeriod.D())
+	d := pl.in.Config.DrainPeriod.D()
+	if r := pl.in.Config.Role(e.Role); r != nil {
+		d = r.DrainTimeout.D()
+	}
+	e.DrainUntil = pl.in.Now.Add(d)
 	pl.inEntry[s.ID] = StateDeleting
 }

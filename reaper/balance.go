@@ -3,6 +3,7 @@ package reaper
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
@@ -91,12 +92,13 @@ func (pl *planner) scaleIn(rs *roleServers, count, want int) {
 	r := rs.role
 	flying := pl.inFlight(rs)
 	surplus := count - want
-	for _, v := range pl.worstFirst(rs.free) {
+	order, skipped := pl.scaleInOrder(rs)
+	if len(order) < surplus && len(skipped) > 0 {
+		pl.block("%s: %d surplus server(s), %d that may leave: %s", r.Name, surplus, len(order), strings.Join(skipped, ", "))
+	}
+	for _, v := range order {
 		if surplus == 0 {
 			return
-		}
-		if pl.statesOf[v.ID] == StateUnknown {
-			continue
 		}
 		if flying >= pl.in.Config.MaxInFlight {
 			pl.block("%s: %d surplus server(s) wait: max_in_flight %d", r.Name, surplus, pl.in.Config.MaxInFlight)
@@ -106,7 +108,13 @@ func (pl *planner) scaleIn(rs *roleServers, count, want int) {
 			pl.block("%s: scale in of %s waits: %s", r.Name, v.Name, why)
 			return
 		}
-		e := pl.newEntry(r, store.KindDelete, fmt.Sprintf("surplus (%s): %d over desired %d", pl.statesOf[v.ID], count-want, want))
+		why := fmt.Sprintf("surplus (%s): %d over desired %d", pl.statesOf[v.ID], count-want, want)
+		if _, ok := pl.in.Scaling.ScaleIn[r.Name][v.Name]; ok {
+			why = fmt.Sprintf("named for scale-in: %d over desired %d", count-want, want)
+		} else if load, ok := pl.hostLoad[r.Name][v.Name]; ok {
+			why = fmt.Sprintf("surplus (%s, load %.4g): %d over desired %d", pl.statesOf[v.ID], load, count-want, want)
+		}
+		e := pl.newEntry(r, store.KindDelete, why)
 		e.Phase, e.OldName, e.OldID = store.PhaseDraining, v.Name, v.ID
 		pl.startDrain(&e, v)
 		pl.add(OpDrain, e, e.Reason)

@@ -155,6 +155,13 @@ type Role struct {
 	MaxAgeJitter Duration `yaml:"max_age_jitter"`
 	// ReplaceMode is surge (default) or delete-first.
 	ReplaceMode string `yaml:"replace_mode"`
+	// DrainTimeout is how long a drain waits for the node's (or the
+	// platform's) answer that its work moved away, before the server is
+	// deleted all the same. Default: the config's drain_period.
+	DrainTimeout Duration `yaml:"drain_timeout"`
+	// Autoscale, when set, makes the role's desired count follow a
+	// metric; absent, the count is fixed (desired, or orchestrate scale).
+	Autoscale *Autoscale `yaml:"autoscale"`
 	// Boot is how to create a server of this role.
 	Boot BootSpec `yaml:"boot"`
 
@@ -312,6 +319,12 @@ func (r *Role) applyDefaults() {
 	if r.Boot.NameTemplate == "" {
 		r.Boot.NameTemplate = "{role}{n}"
 	}
+	if r.Autoscale != nil {
+		r.Autoscale.applyDefaults()
+		if r.Desired == 0 {
+			r.Desired = r.Autoscale.Min
+		}
+	}
 }
 
 // IsDryRun reports whether the reaper only logs (the default).
@@ -424,6 +437,9 @@ func (c *Config) Validate() error {
 		if r.Name != "" {
 			field = fmt.Sprintf("roles[%s]", r.Name)
 		}
+		if r.DrainTimeout == 0 {
+			r.DrainTimeout = c.DrainPeriod
+		}
 		if err := r.validate(field); err != nil {
 			return err
 		}
@@ -455,7 +471,7 @@ func (r *Role) validate(field string) error {
 	for _, f := range []struct {
 		name string
 		d    Duration
-	}{{"boot_grace", r.BootGrace}, {"critical_grace", r.CriticalGrace}, {"boot_timeout", r.BootTimeout}, {"absent_grace", r.AbsentGrace}, {"error_grace", r.ErrorGrace}} {
+	}{{"boot_grace", r.BootGrace}, {"critical_grace", r.CriticalGrace}, {"boot_timeout", r.BootTimeout}, {"absent_grace", r.AbsentGrace}, {"error_grace", r.ErrorGrace}, {"drain_timeout", r.DrainTimeout}} {
 		if f.d <= 0 {
 			return fmt.Errorf("%s.%s: must be a positive duration, got %s", field, f.name, f.d.D())
 		}
@@ -471,6 +487,11 @@ func (r *Role) validate(field string) error {
 	}
 	if r.ReplaceMode != ModeSurge && r.ReplaceMode != ModeDeleteFirst {
 		return fmt.Errorf("%s.replace_mode: want %s or %s, got %q", field, ModeSurge, ModeDeleteFirst, r.ReplaceMode)
+	}
+	if r.Autoscale != nil {
+		if err := r.Autoscale.validate(field, r); err != nil {
+			return err
+		}
 	}
 	for j, c := range r.Checks {
 		if strings.TrimSpace(c) == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
@@ -49,6 +50,8 @@ func (r *Reaper) cycle(ctx context.Context, t *leaderTerm) *Plan {
 // plan runs the planner on what was observed, keeps its memory for the
 // next cycle, and logs what changed since the last one.
 func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *Plan {
+	t.seedAutoscale(obs.keys.Report)
+	t.capacity = obs.scaling.Capacity
 	in := Input{
 		Now: start, Config: r.cfg, Servers: obs.servers, Checks: obs.checks,
 		Desired: obs.desired, Journal: obs.keys.Entries, Armed: obs.keys.Armed != nil,
@@ -56,6 +59,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *Plan {
 		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: obs.recorded, Suspect: obs.suspect, Memory: t.memory, Destructive: obs.keys.Destructive,
 		BackoffUntil: t.quota.until, RoleBackoff: t.roleBackoffs(), DeleteBackoff: t.deleteBackoffs(obs.keys.Entries),
 		TermStart: t.started,
+		Scaling:   obs.scaling, Metrics: obs.metrics, Autoscale: t.autoscale,
 	}
 	plan := in.Plan()
 	if t.lastCycleErr != "" {
@@ -63,6 +67,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *Plan {
 		t.lastCycleErr = ""
 	}
 	t.memory = plan.Memory
+	r.noteDecisions(t, plan)
 	if plan.PauseReason != t.lastPause {
 		if plan.Paused {
 			r.log.Warn("pausing destructive actions", "reason", plan.PauseReason)
@@ -92,6 +97,7 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *Plan, obs *observ
 			r.log.Info("start gate open: " + armReason)
 		}
 	}
+	errs = append(errs, r.applyScaling(ctx, t, plan, dry)...)
 	budget := recent(obs.keys.Destructive, start)
 	for _, a := range plan.Actions {
 		if dry {
@@ -149,6 +155,13 @@ func (r *Reaper) report(ctx context.Context, t *leaderTerm, plan *Plan, journal 
 		roleLeft[role] = b.until.Sub(now)
 	}
 	r.metrics.cycle(plan, r.cfg.IsDryRun(), t.quota.until.Sub(now), roleLeft, r.status.sinceCycleStart(), now)
+	var exhausted []string
+	for _, rr := range plan.Roles {
+		if c, ok := t.capacity[rr.Name]; ok {
+			exhausted = append(exhausted, fmt.Sprintf("role %s since %s (%s: %s)", rr.Name, c.Since.Format(time.RFC3339), c.Class, c.Reason))
+		}
+	}
+	r.status.setCapacity(strings.Join(exhausted, "; "))
 	r.status.endCycle(errs)
 }
 
@@ -202,10 +215,21 @@ func (r *Reaper) state(t *leaderTerm, p *Plan, journal []Entry, now time.Time, e
 			st.RoleBackoff[role] = store.RoleBackoff{Until: b.until, Reason: b.reason}
 		}
 	}
+	// The capacity records as they stand after this cycle's creates.
+	st.Roles = append([]store.RoleReport(nil), st.Roles...)
+	for i := range st.Roles {
+		st.Roles[i].Capacity = nil
+		if c, ok := t.capacity[st.Roles[i].Name]; ok {
+			st.Roles[i].Capacity = &c
+		}
+	}
 	for _, a := range p.Actions {
 		if a.Op != OpMaintain {
 			st.Planned = append(st.Planned, a.String())
 		}
+	}
+	for _, c := range p.Scale {
+		st.Planned = append(st.Planned, c.String())
 	}
 	if len(st.Blocked) > maxBlockedReported {
 		st.Blocked = append(st.Blocked[:maxBlockedReported], fmt.Sprintf("... and %d more", len(p.Blocked)-maxBlockedReported))

@@ -55,10 +55,14 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 		if err := r.endMaintenance(ctx, e.OldName); err != nil {
 			return err
 		}
-		return r.journal.Remove(ctx, t.session, e.ID)
+		return r.journal.Remove(ctx, t.session, e.ID, r.journal.drainEndOp(e.OldName))
 	case OpDrain:
+		// The drain request goes with the intent: the node's handler (or
+		// the platform) may move the work away and answer, and the server
+		// is deleted on the answer or at DrainUntil.
 		*budget = append(*budget, r.now())
-		if err := put(e, *budget); err != nil {
+		e.Updated = r.now()
+		if err := r.journal.Put(ctx, t.session, e, *budget, r.journal.drainRequestOp(e, r.now().UTC())); err != nil {
 			return err
 		}
 		return r.maintenance(ctx, e)
@@ -112,6 +116,7 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 			ferr := bootFailed(e.NewName, e.Fault)
 			r.backoff(t, role.Name, ferr)
 			r.metrics.cloudError(ferr)
+			r.exhausted(ctx, t, role.Name, ferr)
 		}
 		return nil
 	}
@@ -165,6 +170,7 @@ func (r *Reaper) createFailed(ctx context.Context, t *leaderTerm, role *Role, e 
 		return err
 	}
 	r.backoff(t, role.Name, err)
+	r.exhausted(ctx, t, role.Name, err)
 	// Quota, capacity and fatal errors mean Nova made nothing: drop the
 	// intent, unless the old server is already gone (delete-first), whose
 	// replacement must still be made.

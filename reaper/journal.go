@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,6 +65,8 @@ type ReaperKeys struct {
 	ArmProblem string
 	// Problems lists unreadable keys (never acted on).
 	Problems []string
+	// Report is the last leader's report, nil when none could be read.
+	Report *store.ReaperReport
 }
 
 // Read lists <prefix>/reaper/ in one request.
@@ -86,6 +89,14 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 		case rel == keyBudget:
 			if err := json.Unmarshal(p.Value, &out.Destructive); err != nil {
 				out.Problems = append(out.Problems, fmt.Sprintf("%s: %v", p.Key, err))
+			}
+		case rel == keyState:
+			// The last leader's report, for what a new leader goes on
+			// from (the autoscalers' windows); one that cannot be read is
+			// no report.
+			var rep store.ReaperReport
+			if json.Unmarshal(p.Value, &rep) == nil {
+				out.Report = &rep
 			}
 		case rel == keyArmed:
 			out.ArmKeyWritten = true
@@ -117,10 +128,16 @@ func (j *Journal) txn(ctx context.Context, session string, ops ...*api.KVTxnOp) 
 				}
 			}
 		}
-		return fmt.Errorf("journal transaction refused: %s", store.TxnErrors(resp))
+		return &txnRefused{why: store.TxnErrors(resp)}
 	}
 	return nil
 }
+
+// txnRefused: Consul rolled a leader transaction back on a check other
+// than the leader's (a key that moved).
+type txnRefused struct{ why string }
+
+func (e *txnRefused) Error() string { return "journal transaction refused: " + e.why }
 
 // maxEntrySize keeps a journal entry well under Consul's 512 KiB limit on
 // a value; an entry that large holds an error text gone wrong, and is
@@ -139,8 +156,8 @@ func (j *Journal) setOp(e Entry) (*api.KVTxnOp, error) {
 }
 
 // Put writes an entry, and the destructive-action budget when budget is
-// not nil, in one transaction under the leader check.
-func (j *Journal) Put(ctx context.Context, session string, e Entry, budget []time.Time) error {
+// not nil, and extra, in one transaction under the leader check.
+func (j *Journal) Put(ctx context.Context, session string, e Entry, budget []time.Time, extra ...*api.KVTxnOp) error {
 	op, err := j.setOp(e)
 	if err != nil {
 		return err
@@ -150,12 +167,49 @@ func (j *Journal) Put(ctx context.Context, session string, e Entry, budget []tim
 		data, _ := json.Marshal(budget)
 		ops = append(ops, &api.KVTxnOp{Verb: api.KVSet, Key: j.key(keyBudget), Value: data})
 	}
-	return j.txn(ctx, session, ops...)
+	return j.txn(ctx, session, append(ops, extra...)...)
 }
 
-// Remove deletes a finished entry.
-func (j *Journal) Remove(ctx context.Context, session, id string) error {
-	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVDelete, Key: j.key(keyJournal + id)})
+// Remove deletes a finished entry, and runs extra, in one transaction.
+func (j *Journal) Remove(ctx context.Context, session, id string, extra ...*api.KVTxnOp) error {
+	return j.txn(ctx, session, append([]*api.KVTxnOp{{Verb: api.KVDelete, Key: j.key(keyJournal + id)}}, extra...)...)
+}
+
+// drainRequestOp writes the drain request of entry e's old server, for
+// the node's drain handler (or the platform) to answer.
+func (j *Journal) drainRequestOp(e Entry, now time.Time) *api.KVTxnOp {
+	data, _ := json.Marshal(store.DrainRecord{Requested: now, Role: e.Role, Entry: e.ID, Reason: e.Reason, Deadline: e.DrainUntil})
+	return &api.KVTxnOp{Verb: api.KVSet, Key: store.DrainKey(j.prefix, e.OldName), Value: data}
+}
+
+// drainEndOp removes host's drain request (the server stays).
+func (j *Journal) drainEndOp(host string) *api.KVTxnOp {
+	return &api.KVTxnOp{Verb: api.KVDelete, Key: store.DrainKey(j.prefix, host)}
+}
+
+// SetDesired writes the autoscaler's new count, only while no count set by
+// hand stands and the count is still the one the decision read. ok is
+// false when either moved (the next cycle decides again).
+func (j *Journal) SetDesired(ctx context.Context, session string, c ScaleChange) (ok bool, err error) {
+	err = j.txn(ctx, session,
+		&api.KVTxnOp{Verb: api.KVCheckNotExists, Key: store.OverrideKey(j.prefix, c.Role)},
+		&api.KVTxnOp{Verb: api.KVCAS, Key: store.DesiredKey(j.prefix, c.Role), Index: c.Index, Value: []byte(strconv.Itoa(c.To))})
+	var refused *txnRefused
+	if errors.As(err, &refused) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// SetCapacity records that the role's creates fail for quota or capacity.
+func (j *Journal) SetCapacity(ctx context.Context, session, role string, rec store.CapacityRecord) error {
+	data, _ := json.Marshal(rec)
+	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVSet, Key: store.CapacityKey(j.prefix, role), Value: data})
+}
+
+// ClearCapacity removes the role's exhausted capacity record.
+func (j *Journal) ClearCapacity(ctx context.Context, session, role string) error {
+	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVDelete, Key: store.CapacityKey(j.prefix, role)})
 }
 
 // Arm writes the armed key (by the leader, when the start gate's condition

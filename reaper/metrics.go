@@ -3,7 +3,9 @@ package reaper
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +30,12 @@ type Metrics struct {
 	lastCycle   time.Time
 	cycleSecs   float64
 	cloudErrors map[string]int // class
+	// Per role: desired count, capacity exhausted, and the autoscaler's
+	// last value and recommendation (roles without one are absent).
+	desired     map[string]int
+	exhausted   map[string]bool
+	scaleValue  map[string]float64
+	recommended map[string]int
 }
 
 // NewMetrics returns empty metrics.
@@ -65,9 +73,18 @@ func (m *Metrics) cycle(p *Plan, dryRun bool, backoff time.Duration, roleBackoff
 	}
 	m.paused, m.armed = p.Paused, p.Armed
 	m.nodes = map[[2]string]int{}
+	m.desired, m.exhausted, m.scaleValue, m.recommended = map[string]int{}, map[string]bool{}, map[string]float64{}, map[string]int{}
 	for _, r := range p.Roles {
 		for st, n := range r.States {
 			m.nodes[[2]string{r.Name, string(st)}] = n
+		}
+		m.desired[r.Name] = r.Desired
+		m.exhausted[r.Name] = r.Capacity != nil && !slices.Contains(p.CapacityClear, r.Name)
+		if a := r.Autoscale; a != nil && a.Last != nil {
+			m.recommended[r.Name] = a.Last.Recommended
+			if a.Last.Value != nil {
+				m.scaleValue[r.Name] = *a.Last.Value
+			}
 		}
 	}
 }
@@ -135,6 +152,16 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	for _, k := range sortedKeys(m.actions) {
 		fmt.Fprintf(&sb, "reaper_actions_total{op=%q,result=%q} %d\n", k[0], k[1], m.actions[k])
 	}
+	perRole := func(name, help string, vals map[string]string) {
+		fmt.Fprintf(&sb, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+		for _, r := range slices.Sorted(maps.Keys(vals)) {
+			fmt.Fprintf(&sb, "%s{role=%q} %s\n", name, r, vals[r])
+		}
+	}
+	perRole("reaper_desired", "The desired count of each role, as the last cycle read it.", mapValues(m.desired, func(n int) string { return fmt.Sprint(n) }))
+	perRole("reaper_capacity_exhausted", "1 while creates of the role fail for quota or capacity (no valid host); the reason is in <prefix>/capacity/<role>.", mapValues(m.exhausted, func(b bool) string { return fmt.Sprint(oneIfTrue(b)) }))
+	perRole("reaper_autoscale_value", "An autoscaled role's metric as its last decision used it.", mapValues(m.scaleValue, func(v float64) string { return fmt.Sprint(v) }))
+	perRole("reaper_autoscale_recommended", "An autoscaled role's recommended count at its last decision.", mapValues(m.recommended, func(n int) string { return fmt.Sprint(n) }))
 	sb.WriteString("# HELP reaper_cloud_errors_total Cloud errors by class.\n# TYPE reaper_cloud_errors_total counter\n")
 	classes := make([]string, 0, len(m.cloudErrors))
 	for c := range m.cloudErrors {
@@ -146,6 +173,15 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	}
 	n, err := io.WriteString(w, sb.String())
 	return int64(n), err
+}
+
+// mapValues formats each value of m.
+func mapValues[V any](m map[string]V, f func(V) string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = f(v)
+	}
+	return out
 }
 
 func sortedKeys(m map[[2]string]int) [][2]string {

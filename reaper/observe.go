@@ -21,6 +21,10 @@ type observation struct {
 	recorded  map[string]bool
 	suspect   map[string]bool
 	keys      *ReaperKeys
+	// scaling is the KV snapshot's scaling part; metrics the readings of
+	// autoscaled roles' Prometheus queries.
+	scaling store.Scaling
+	metrics map[string]MetricReading
 }
 
 // observe reads everything a cycle needs: exactly one Nova list and one
@@ -58,7 +62,17 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 		suspect[name] = true
 	}
 	return &observation{servers: servers, checks: checks, desired: desired, validated: snap.Validated(), reporting: snap.ReportingValidation(),
-		recorded: recorded, suspect: suspect, keys: keys}, nil
+		recorded: recorded, suspect: suspect, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx)}, nil
+}
+
+// readMetrics evaluates the Prometheus query of every role that scales on
+// one. A query that fails holds its role only: the cycle goes on.
+func (r *Reaper) readMetrics(ctx context.Context) map[string]MetricReading {
+	out := make(map[string]MetricReading, len(r.prom))
+	for role, p := range r.prom {
+		out[role] = p.read(ctx)
+	}
+	return out
 }
 
 // readChecks is the one Consul health query of a cycle.

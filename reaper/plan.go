@@ -77,6 +77,16 @@ type Input struct {
 	// DeleteBackoff: per journal entry, no delete before this time (the
 	// cloud refused the last one).
 	DeleteBackoff map[string]time.Time
+	// Scaling is what the KV prefix holds for scaling: nodes' metric
+	// reports, drain requests and answers, protected hosts, exhausted
+	// capacity, counts set by hand and hosts named for scale in.
+	Scaling store.Scaling
+	// Metrics holds each autoscaled role's reading of a source outside
+	// Consul (Prometheus), by role.
+	Metrics map[string]MetricReading
+	// Autoscale holds each autoscaled role's last report: the window, the
+	// last changes and the history its autoscaler goes on from.
+	Autoscale map[string]*store.AutoscaleReport
 }
 
 // Memory is what a plan remembers for the next cycle: when each node was
@@ -96,11 +106,14 @@ type Memory struct {
 	// Stray: a Consul node named like a role's servers, not dead, in
 	// neither the Nova list nor the journal.
 	Stray map[string]time.Time
+	// Faultless: a new server in Nova ERROR without a fault yet (Nova
+	// saves the state, then the fault).
+	Faultless map[string]time.Time
 }
 
 func newMemory() Memory {
 	return Memory{Critical: map[string]time.Time{}, Absent: map[string]time.Time{}, Error: map[string]time.Time{},
-		Listed: map[string]time.Time{}, Stray: map[string]time.Time{}}
+		Listed: map[string]time.Time{}, Stray: map[string]time.Time{}, Faultless: map[string]time.Time{}}
 }
 
 // Op is one operation for the executor.
@@ -178,4 +191,10 @@ type Plan struct {
 	// Partial counts partial records in the Nova list (servers in a cell
 	// Nova cannot reach): while there is one, the plan is paused.
 	Partial int `json:"partial,omitempty"`
+	// Scale holds the desired counts the autoscaler changes; the next
+	// cycle acts on them.
+	Scale []ScaleChange `json:"scale,omitempty"`
+	// CapacityClear lists the roles whose exhausted capacity is over: a
+	// server created for them went ACTIVE.
+	CapacityClear []string `json:"capacity_clear,omitempty"`
 }

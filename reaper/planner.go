@@ -46,6 +46,10 @@ type planner struct {
 	// serverless: Consul nodes with no server and no entry (nil: not yet
 	// computed). Names taken during the plan are servers to be.
 	serverless []string
+	// autoscaled holds this cycle's report of each autoscaled role;
+	// hostLoad each host's own value of its role's metric, where known.
+	autoscaled map[string]*store.AutoscaleReport
+	hostLoad   map[string]map[string]float64
 }
 
 // roleServers is one role's servers, split.
@@ -92,6 +96,7 @@ func (in Input) Plan() *Plan {
 	pl.pause(roles)
 	pl.startGate(roles)
 	for _, rs := range roles {
+		pl.autoscale(rs)
 		if !pl.deleteDuplicates(rs) {
 			for _, e := range rs.entries {
 				pl.advance(rs, e)
@@ -106,18 +111,20 @@ func (in Input) Plan() *Plan {
 
 func newPlanner(in Input) *planner {
 	pl := &planner{
-		in:        in,
-		plan:      &Plan{Memory: newMemory()},
-		byNode:    make(map[string][]Check, len(in.Servers)),
-		byID:      make(map[string]*Server, len(in.Servers)),
-		byJournal: map[string][]*Server{},
-		used:      make(map[string]bool, len(in.Servers)),
-		goneNames: map[string]bool{},
-		oldNames:  map[string]bool{},
-		statesOf:  make(map[string]ServerState, len(in.Servers)),
-		inEntry:   map[string]ServerState{},
-		backoff:   in.Now.Before(in.BackoffUntil),
-		budget:    in.Config.MaxActionsPerHour,
+		in:         in,
+		plan:       &Plan{Memory: newMemory()},
+		byNode:     make(map[string][]Check, len(in.Servers)),
+		byID:       make(map[string]*Server, len(in.Servers)),
+		byJournal:  map[string][]*Server{},
+		used:       make(map[string]bool, len(in.Servers)),
+		goneNames:  map[string]bool{},
+		oldNames:   map[string]bool{},
+		statesOf:   make(map[string]ServerState, len(in.Servers)),
+		inEntry:    map[string]ServerState{},
+		backoff:    in.Now.Before(in.BackoffUntil),
+		budget:     in.Config.MaxActionsPerHour,
+		autoscaled: map[string]*store.AutoscaleReport{},
+		hostLoad:   map[string]map[string]float64{},
 	}
 	pl.plan.Backoff = pl.backoff
 	hourAgo := in.Now.Add(-time.Hour)
@@ -484,7 +491,10 @@ func (pl *planner) freeName(r *Role) string {
 
 // view is a role's part of the report.
 func (pl *planner) view(rs *roleServers) store.RoleReport {
-	v := store.RoleReport{Name: rs.role.Name, Desired: pl.desired(rs.role), Count: len(rs.all), States: map[string]int{}}
+	v := store.RoleReport{Name: rs.role.Name, Desired: pl.desired(rs.role), Count: len(rs.all), States: map[string]int{}, Autoscale: pl.autoscaled[rs.role.Name]}
+	if c, ok := pl.in.Scaling.Capacity[rs.role.Name]; ok {
+		v.Capacity = &c
+	}
 	for _, s := range rs.all {
 		st := pl.statesOf[s.ID]
 		if part, ok := pl.inEntry[s.ID]; ok {

@@ -42,6 +42,7 @@ func srv(name string, age time.Duration) Server {
 }
 
 func withStatus(s Server, st string) Server { s.Status = st; return s }
+func withFault(s Server, f string) Server   { s.Fault = f; return s }
 func withJournal(s Server, id string) Server {
 	s.Metadata[MetaJournal] = id
 	return s
@@ -145,6 +146,7 @@ func TestPlan(t *testing.T) {
 		errorSince         map[string]time.Time
 		listed             map[string]time.Time
 		straySince         map[string]time.Time
+		faultlessSince     map[string]time.Time
 		deleteBackoff      map[string]time.Time
 		termStart          time.Time
 		suspect            map[string]bool
@@ -633,12 +635,34 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:    "journal: replacement in ERROR: roll back",
-			servers: append(append([]Server{}, web3...), withStatus(withJournal(srv("web4", time.Minute), "web.j1"), StatusError)),
+			servers: append(append([]Server{}, web3...), withFault(withStatus(withJournal(srv("web4", time.Minute), "web.j1"), StatusError), "No valid host was found.")),
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
 			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{"rollback web4"},
+		},
+		{
+			// Nova saves ERROR, then the fault: a rollback now would take
+			// "No valid host" for a broken server (seen in CI).
+			name:    "journal: replacement in ERROR with no fault yet: waits for Nova's fault",
+			servers: append(append([]Server{}, web3...), withStatus(withJournal(srv("web4", time.Minute), "web.j1"), StatusError)),
+			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
+			})},
+			faultlessSince: map[string]time.Time{"web4": t0.Add(-30 * time.Second)},
+			want:           []string{}, wantBlocked: "web4 is in ERROR with no fault yet",
+		},
+		{
+			name:    "journal: replacement in ERROR with no fault for a minute: roll back",
+			servers: append(append([]Server{}, web3...), withStatus(withJournal(srv("web4", time.Minute), "web.j1"), StatusError)),
+			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
+			journal: []Entry{journalEntry(store.KindReplace, store.PhaseBooting, func(e *Entry) {
+				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
+			})},
+			faultlessSince: map[string]time.Time{"web4": t0.Add(-time.Minute)},
+			want:           []string{"rollback web4"},
 		},
 		{
 			name:    "journal: draining: keep maintenance until the drain period ends",
@@ -1022,7 +1046,7 @@ func TestPlan(t *testing.T) {
 			in := Input{
 				Now: t0, Config: testConfig(t, muts...), Servers: tc.servers, Checks: tc.checks,
 				Desired: tc.desired, Journal: tc.journal, Armed: !tc.notArmed, Validated: tc.validated, Recorded: tc.recorded, ReportingValidation: tc.reporting,
-				Memory: Memory{Critical: tc.critSince, Absent: tc.absentSince, Error: tc.errorSince, Listed: tc.listed, Stray: tc.straySince}, Destructive: tc.destructive,
+				Memory: Memory{Critical: tc.critSince, Absent: tc.absentSince, Error: tc.errorSince, Listed: tc.listed, Stray: tc.straySince, Faultless: tc.faultlessSince}, Destructive: tc.destructive,
 				ArmKeyWritten: tc.armKey != "", ArmProblem: tc.armProblem,
 			}
 			if tc.backoff {

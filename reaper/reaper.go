@@ -67,6 +67,8 @@ type Reaper struct {
 	term *leaderTerm
 	// status is what the heartbeat reports.
 	status daemonStatus
+	// prom holds a client per role that scales on a Prometheus query.
+	prom map[string]*promClient
 }
 
 // Option changes how a Reaper made by New behaves.
@@ -99,10 +101,21 @@ func New(cfg *Config, client *api.Client, cloud Cloud, log *slog.Logger, opts ..
 	for _, opt := range opts {
 		opt(&o)
 	}
+	prom := map[string]*promClient{}
+	for _, role := range cfg.Roles {
+		if a := role.Autoscale; a != nil && a.Metric.Prometheus != nil {
+			c, err := newPromClient(a.Metric.Prometheus)
+			if err != nil {
+				return nil, fmt.Errorf("roles[%s].autoscale.metric: %w", role.Name, err)
+			}
+			prom[role.Name] = c
+		}
+	}
 	host, _ := os.Hostname()
 	var b [3]byte
 	rand.Read(b[:])
 	return &Reaper{
+		prom:    prom,
 		cfg:     cfg,
 		client:  client,
 		cloud:   cloud,
@@ -244,6 +257,17 @@ type daemonStatus struct {
 	// lockProblem says why no copy can take the leader lock (a key no
 	// lock wrote); empty when there is none.
 	lockProblem string
+	// capacity names the roles whose capacity is exhausted, with why
+	// (empty when none): the check turns warning.
+	capacity string
+}
+
+// setCapacity records the roles whose capacity the last cycle found
+// exhausted.
+func (s *daemonStatus) setCapacity(note string) {
+	s.mu.Lock()
+	s.capacity = note
+	s.mu.Unlock()
 }
 
 // setLockProblem records why the lock cannot be taken ("" when it can)
@@ -300,6 +324,9 @@ func (s *daemonStatus) health(stuck time.Duration) (status, note string) {
 		return api.HealthPassing, "standby"
 	}
 	status, note = api.HealthPassing, "leader"
+	if s.capacity != "" {
+		status, note = api.HealthWarning, "leader; capacity exhausted: "+s.capacity
+	}
 	if !s.lastCycleOK && s.lastErr != "" {
 		status, note = api.HealthWarning, "leader; last cycle failed: "+s.lastErr
 	}

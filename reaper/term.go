@@ -1,6 +1,10 @@
 package reaper
 
-import "time"
+import (
+	"time"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+)
 
 // leaderTerm is what a leader remembers from one cycle to the next. A new
 // one is made each time leadership starts, so a new leader (this process
@@ -22,15 +26,44 @@ type leaderTerm struct {
 	// deleteBackoff holds, per journal entry, the backoff after the cloud
 	// refused to delete its server (a locked server's 409).
 	deleteBackoff map[string]*backoffState
-	// The last pause, start-gate and cycle-error messages logged, so each
-	// change is logged once rather than every cycle.
+	// autoscale holds each autoscaled role's last report, which its next
+	// decision goes on from; a new term takes it from the last leader's
+	// report (seeded).
+	autoscale map[string]*store.AutoscaleReport
+	seeded    bool
+	// capacity holds the roles whose capacity records stand, as the
+	// cycle read them and the executor wrote them since.
+	capacity map[string]store.CapacityRecord
+	// The last pause, start-gate, cycle-error and per-role autoscaling
+	// messages logged, so each change is logged once rather than every
+	// cycle.
 	lastPause    string
 	lastNotArmed string
 	lastCycleErr string
+	lastDecision map[string]string
 }
 
 func newTerm(session string, now time.Time) *leaderTerm {
-	return &leaderTerm{session: session, started: now, roleBackoff: map[string]*backoffState{}, deleteBackoff: map[string]*backoffState{}}
+	return &leaderTerm{session: session, started: now, roleBackoff: map[string]*backoffState{}, deleteBackoff: map[string]*backoffState{},
+		autoscale: map[string]*store.AutoscaleReport{}, lastDecision: map[string]string{}}
+}
+
+// seedAutoscale takes the autoscalers' memory from the last leader's
+// report, once per term (carryAutoscale judges whether it is recent
+// enough to go on from).
+func (t *leaderTerm) seedAutoscale(rep *store.ReaperReport) {
+	if t.seeded {
+		return
+	}
+	t.seeded = true
+	if rep == nil {
+		return
+	}
+	for _, r := range rep.Roles {
+		if r.Autoscale != nil {
+			t.autoscale[r.Name] = r.Autoscale
+		}
+	}
 }
 
 // backoffState is one exponential, capped backoff.

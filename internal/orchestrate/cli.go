@@ -71,6 +71,7 @@ func commands() []*command {
 		cmdTriggerUpdate, cmdCurrentVersion, cmdPendingUpdate, cmdReportVersion,
 		cmdVerifyHosts, cmdHostsAtVersion, cmdRunningVersions, cmdUpdateStatus,
 		cmdGetFailures, cmdStatus, cmdScale, cmdRollout,
+		cmdReportMetric, cmdScaleIn, cmdDrained, cmdProtect, cmdUnprotect, cmdDrain,
 		cmdConverge,
 		cmdWatchConfig,
 		cmdReaper,

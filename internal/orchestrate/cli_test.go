@@ -219,7 +219,7 @@ func TestPrefixFlagAndEnv(t *testing.T) {
 	t.Setenv("ORCHESTRATE_PREFIX", "cloud2")
 	mustCode(t, cli(t, a, "", "scale", "db", "3"), 0, "env")
 	got := strings.Join(allKeys(t, a.Client), " ")
-	if got != "cloud1/orch/current_version cloud2/roles/db/desired" {
+	if got != "cloud1/orch/current_version cloud2/roles/db/desired cloud2/roles/db/override" {
 		t.Fatalf("keys = %q", got)
 	}
 }

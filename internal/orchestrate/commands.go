@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -332,22 +331,6 @@ var cmdGetFailures = &command{
 		if len(snap.Problems) > 0 {
 			return exitcode.Wrap(exitcode.Usage, &silentError{code: exitcode.Usage})
 		}
-		return nil
-	},
-}
-
-var cmdScale = &command{
-	name: "scale", minArgs: 2, maxArgs: 2, usage: "ROLE N",
-	summary: "Set the desired count of ROLE (<prefix>/roles/ROLE/desired).",
-	run: func(ctx context.Context, e *env, args []string) error {
-		n, err := strconv.Atoi(args[1])
-		if err != nil || n < 0 {
-			return exitcode.Usagef("scale: count %q is not a non-negative integer", args[1])
-		}
-		if err := e.store.SetDesired(ctx, args[0], n); err != nil {
-			return err
-		}
-		e.log.Info("desired count set", "role", args[0], "count", n)
 		return nil
 	},
 }

@@ -48,7 +48,7 @@ func runReaper(ctx context.Context, e *env, args []string, reason string) error 
 				return err
 			}
 		} else {
-			writeReaperStatus(e.Stdout, rr)
+			writeReaperStatus(e.Stdout, rr, true)
 		}
 		// Consul unreachable maps to 3, a value the reaper did not write
 		// to 2 (exitcode.Code).
@@ -59,6 +59,12 @@ func runReaper(ctx context.Context, e *env, args []string, reason string) error 
 
 // armRecord is an arm or disarm record by the user running the command.
 func armRecord(e *env, reason string) store.ArmRecord {
+	return store.ArmRecord{Time: e.store.Now().UTC(), By: whoAmI(), Reason: reason}
+}
+
+// whoAmI names the user running a command (user@host), for the records it
+// writes.
+func whoAmI() string {
 	who := "operator"
 	if u, err := user.Current(); err == nil {
 		who = u.Username
@@ -66,5 +72,5 @@ func armRecord(e *env, reason string) store.ArmRecord {
 	if h, err := os.Hostname(); err == nil {
 		who += "@" + h
 	}
-	return store.ArmRecord{Time: e.store.Now().UTC(), By: who, Reason: reason}
+	return who
 }

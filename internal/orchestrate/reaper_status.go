@@ -55,11 +55,12 @@ func printReaperStatus(e *env, rr *reaperReport) {
 		return
 	}
 	fmt.Fprintln(e.Stdout)
-	writeReaperStatus(e.Stdout, rr)
+	writeReaperStatus(e.Stdout, rr, false)
 }
 
-// writeReaperStatus is the text form of a reaper report.
-func writeReaperStatus(w io.Writer, rr *reaperReport) {
+// writeReaperStatus is the text form of a reaper report; history adds
+// each autoscaled role's recent decisions.
+func writeReaperStatus(w io.Writer, rr *reaperReport, history bool) {
 	if rr.Error != "" {
 		fmt.Fprintf(w, "reaper: %s\n", rr.Error)
 		return
@@ -70,7 +71,7 @@ func writeReaperStatus(w io.Writer, rr *reaperReport) {
 		return
 	}
 	writeReaperHeader(w, rr)
-	writeReaperBody(w, st)
+	writeReaperBody(w, st, history)
 }
 
 // writeReaperHeader is the first line: the leader, the mode flags and the
@@ -117,13 +118,19 @@ func writeReaperHeader(w io.Writer, rr *reaperReport) {
 
 // writeReaperBody lists the roles, then what the reaper planned, held back
 // and has in flight.
-func writeReaperBody(w io.Writer, st *store.ReaperReport) {
+func writeReaperBody(w io.Writer, st *store.ReaperReport, history bool) {
 	for _, r := range st.Roles {
 		var states []string
 		for _, k := range sortedStates(r.States) {
 			states = append(states, fmt.Sprintf("%s %d", k, r.States[k]))
 		}
 		fmt.Fprintf(w, "  role %s: desired %d, servers %d, healthy %d (%s)\n", r.Name, r.Desired, r.Count, r.Healthy, strings.Join(states, ", "))
+		if c := r.Capacity; c != nil {
+			fmt.Fprintf(w, "    capacity EXHAUSTED since %s (%s): %s\n", c.Since.UTC().Format(time.RFC3339), c.Class, oneLine(c.Reason))
+		}
+		if a := r.Autoscale; a != nil {
+			writeAutoscale(w, a, history)
+		}
 		for _, s := range r.Attention {
 			fmt.Fprintf(w, "    %s %s\n", s.Name, s.State)
 		}
@@ -174,4 +181,29 @@ func sortedStates(m map[string]int) []string {
 		}
 	}
 	return out
+}
+
+// writeAutoscale prints a role's autoscaling: its policy and last
+// decision, and with history its recent changes of decision.
+func writeAutoscale(w io.Writer, a *store.AutoscaleReport, history bool) {
+	fmt.Fprintf(w, "    autoscale (%s %s, target %g, min %d, max %d)", a.Source, oneLine(a.Metric), a.Target, a.Min, a.Max)
+	if d := a.Last; d != nil {
+		fmt.Fprintf(w, ": %s", decisionLine(*d))
+	}
+	fmt.Fprintln(w)
+	if !history {
+		return
+	}
+	for _, d := range a.History {
+		fmt.Fprintf(w, "      %s %s\n", d.Time.UTC().Format(time.RFC3339), decisionLine(d))
+	}
+}
+
+// decisionLine is one autoscaling decision on a line.
+func decisionLine(d store.ScaleDecision) string {
+	what := d.Result
+	if d.New != d.Desired {
+		what = fmt.Sprintf("%s %d -> %d", d.Result, d.Desired, d.New)
+	}
+	return what + ": " + oneLine(d.Reason)
 }

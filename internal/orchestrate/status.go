@@ -36,6 +36,48 @@ type statusReport struct {
 	Reaper         *reaperReport   `json:"reaper,omitempty"`
 	// Rollouts are the roles' rollouts of the current version.
 	Rollouts []rolloutReport `json:"rollouts,omitempty"`
+	// Scaling is what KV holds for scaling, for the platform and the
+	// operator: exhausted capacity, counts set by hand, protected hosts,
+	// drains in progress and hosts named for scale-in.
+	Scaling scalingView `json:"scaling"`
+}
+
+// scalingView is the scaling part of the status (nodes' metric reports
+// left out: `consul kv get -recurse <prefix>/metrics/` has them).
+type scalingView struct {
+	Capacity  map[string]store.CapacityRecord            `json:"capacity"`
+	Overrides map[string]store.Override                  `json:"overrides"`
+	Protected map[string]store.Protection                `json:"protected"`
+	Drains    map[string]store.DrainRecord               `json:"drains"`
+	ScaleIn   map[string]map[string]store.ScaleInRequest `json:"scale_in"`
+}
+
+// writeScaling prints the scaling lines of the status, when there are any.
+func writeScaling(w io.Writer, v scalingView) {
+	for _, role := range sortedKeys(v.Capacity) {
+		c := v.Capacity[role]
+		fmt.Fprintf(w, "capacity of role %s EXHAUSTED since %s (%s): %s\n", role, c.Since.UTC().Format(time.RFC3339), c.Class, oneLine(c.Reason))
+	}
+	for _, role := range sortedKeys(v.Overrides) {
+		o := v.Overrides[role]
+		fmt.Fprintf(w, "role %s: count %d set by hand by %s at %s (an autoscaled role holds it until `orchestrate scale %s --auto`)\n", role, o.Count, o.By, o.Time.UTC().Format(time.RFC3339), role)
+	}
+	for _, role := range sortedKeys(v.ScaleIn) {
+		fmt.Fprintf(w, "role %s: named for scale-in: %s\n", role, strings.Join(sortedKeys(v.ScaleIn[role]), ", "))
+	}
+	for _, h := range sortedKeys(v.Protected) {
+		fmt.Fprintf(w, "protected from scale-in: %s (by %s: %s)\n", h, v.Protected[h].By, oneLine(v.Protected[h].Reason))
+	}
+	for _, h := range sortedKeys(v.Drains) {
+		d := v.Drains[h]
+		ans := "no answer yet"
+		if a := d.Answer; a != nil && a.Drained {
+			ans = fmt.Sprintf("drained (%s at %s)", a.By, a.Time.UTC().Format(time.RFC3339))
+		} else if a != nil {
+			ans = fmt.Sprintf("moving the work away FAILED (%s: %s)", a.By, oneLine(a.Detail))
+		}
+		fmt.Fprintf(w, "draining %s (role %s, %s): requested %s, deleted by %s at the latest; %s\n", h, d.Role, oneLine(d.Reason), d.Requested.UTC().Format(time.RFC3339), d.Deadline.UTC().Format(time.RFC3339), ans)
+	}
 }
 
 type hostReport struct {
@@ -139,6 +181,8 @@ func buildStatus(snap *store.Snapshot, catalog map[string]bool) statusReport {
 		}
 	}
 	rep.Summary.CorruptValues = len(snap.Problems)
+	sc := snap.Scaling
+	rep.Scaling = scalingView{Capacity: sc.Capacity, Overrides: sc.Overrides, Protected: sc.Protected, Drains: sc.Drains, ScaleIn: sc.ScaleIn}
 	return rep
 }
 
@@ -208,6 +252,7 @@ func writeStatusTable(w io.Writer, rep statusReport, categories []string, now ti
 	for _, r := range rep.Rollouts {
 		writeRollout(w, r)
 	}
+	writeScaling(w, rep.Scaling)
 }
 
 // age is a short human duration since t: 42s, 5m, 3h, 4d.

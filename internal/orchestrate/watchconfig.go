@@ -35,10 +35,13 @@ type watchConfigOptions struct {
 	// role is converge's --role; rolloutDir, its rollout keys, is watched
 	// so the node's waiting converge runs again when a slot frees.
 	role, rolloutDir string
+	// drainCmd is `orchestrate drain`'s --drain-cmd; drainKey, this host's
+	// drain request, is watched so the command runs when the reaper asks.
+	drainCmd, drainKey, host string
 }
 
 var cmdWatchConfig = &command{
-	name: "watch-config", minArgs: 0, maxArgs: 0,
+	name: "watch-config", minArgs: 0, maxArgs: 0, needsHost: true,
 	summary: "Print Consul agent configuration (JSON, for a file in /etc/consul.d/) whose watches run hiera-services on every catalog change and every health change of a service in the dependencies file (or named by --watch-service), and orchestrate converge (with --consistent-cmd or --puppet-cmd) when <prefix>/current_version changes; with --eventual-cmd, hiera-services runs converge's eventual step alone whenever the data changed. Handlers exit 0 when they found nothing to do.",
 	setup: func(fs *pflag.FlagSet) runFunc {
 		o := &watchConfigOptions{}
@@ -54,6 +57,7 @@ var cmdWatchConfig = &command{
 		fs.StringVar(&o.puppetCmd, "puppet-cmd", "", "the older single Puppet run, instead of --consistent-cmd")
 		fs.StringArrayVar(&o.convergeArgs, "converge-arg", nil, "one more converge argument, e.g. --converge-arg=--validate-dir=/usr/lib/jiocloud/tests (repeatable)")
 		fs.StringVar(&o.role, "role", "", "this node's role: converge takes one of its update slots before the consistent step (`orchestrate rollout`), and a keyprefix watch on the role's rollout keys runs converge again whenever a slot may have freed")
+		fs.StringVar(&o.drainCmd, "drain-cmd", "", "command that moves this host's work away when the reaper drains it (scale in, replacement): a key watch on <prefix>/drain/HOST runs `orchestrate drain --drain-cmd CMD`, which answers the reaper when it succeeded")
 		fs.StringArrayVar(&o.watchServices, "watch-service", nil, "also re-render when this service's health changes, to keep its healthy_services:: keys fresh (repeatable; the dependencies file's services are watched already)")
 		return func(ctx context.Context, e *env, _ []string) error { return runWatchConfig(ctx, e, *o) }
 	},
@@ -66,6 +70,8 @@ func runWatchConfig(_ context.Context, e *env, o watchConfigOptions) error {
 	if o.role != "" {
 		o.rolloutDir = e.store.RolloutDir(o.role)
 	}
+	o.host = e.host
+	o.drainKey = store.DrainKey(e.store.Prefix(), e.host)
 	var deps hieradata.Dependencies
 	if o.dependencies != "" {
 		// The dependencies file names the services whose health the node
@@ -128,6 +134,13 @@ func watchEntries(o watchConfigOptions, deps hieradata.Dependencies, prefix stri
 		// --slot-wake: only a waiting host acts; a failed one is not
 		// rebuilt on every change of its role's rollout.
 		ws = append(ws, watch.Watch{Type: "keyprefix", Prefix: o.rolloutDir, Args: o.slotWakeArgs(prefix)})
+	}
+	if o.drainCmd != "" {
+		// The reaper asked this host to drain: the handler moves the work
+		// away and answers (it acts only on an unanswered request, so its
+		// own answer firing the watch again does nothing).
+		args := o.withConnection([]string{o.orchestrate, "drain", "--handler", "--host", o.host, "--drain-cmd", o.drainCmd}, prefix)
+		ws = append(ws, watch.Watch{Type: "key", Key: o.drainKey, Args: args})
 	}
 	return ws
 }
@@ -253,7 +266,7 @@ func (o watchConfigOptions) validate() error {
 	}
 	// A token inside a command string or an argument's value lands in the
 	// watch's arguments just the same. The value is never echoed.
-	values := []struct{ flag, v string }{{"--exec", o.exec}, {"--puppet-cmd", o.puppetCmd}, {"--consistent-cmd", o.consistentCmd}, {"--eventual-cmd", o.eventualCmd}}
+	values := []struct{ flag, v string }{{"--exec", o.exec}, {"--puppet-cmd", o.puppetCmd}, {"--consistent-cmd", o.consistentCmd}, {"--eventual-cmd", o.eventualCmd}, {"--drain-cmd", o.drainCmd}}
 	for _, a := range o.hieraArgs {
 		values = append(values, struct{ flag, v string }{"--hiera-arg", a})
 	}

@@ -8,8 +8,9 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
-// ForgetHost removes every record of host: its running_version, its
-// state in every status category and its rollout progress. A machine that later gets the same name
+// ForgetHost removes every record of host (see HostKeys): its
+// running_version, its state in every status category, its rollout
+// progress and its scaling keys. A machine that later gets the same name
 // then starts with no record of the one before it (it would otherwise be
 // "at version v1, validation success" before it ever ran Puppet). Keys
 // already gone are no error, so a retry after a failure finishes the job.
@@ -40,16 +41,21 @@ func (s *Store) ForgetHost(ctx context.Context, host string) error {
 }
 
 // HostKeys lists the keys that record host: running_version/<v>/<host>,
-// status/<category>/<state>/<host> and rollout/<role>/hosts/<host>.
+// status/<category>/<state>/<host>, rollout/<role>/hosts/<host>, its
+// metric reports (metrics/<role>/<host>/<name>), its drain request and
+// protection (drain/<host>, protect/<host>) and a scale-in naming it
+// (roles/<role>/scale_in/<host>).
 func (s *Store) HostKeys(ctx context.Context, host string) ([]string, error) {
 	var out []string
 	for _, dir := range []struct {
 		name  string
 		depth int // path segments after the directory
+		at    int // the host's segment
 		// mid is the segment before the host, when the layout has one
 		// (rollout/<role>/hosts/<host>).
 		mid string
-	}{{dirRunning, 2, ""}, {dirStatus, 3, ""}, {dirRollout, 3, rolloutHosts}} {
+	}{{dirRunning, 2, 1, ""}, {dirStatus, 3, 2, ""}, {dirRollout, 3, 2, rolloutHosts}, {dirMetrics, 3, 1, ""},
+		{dirDrain, 1, 0, ""}, {dirProtect, 1, 0, ""}, {dirRoles, 3, 2, roleScaleIn}} {
 		base := s.key(dir.name) + "/"
 		keys, _, err := s.kv.Keys(base, "", readOpts(ctx))
 		if err != nil {
@@ -57,7 +63,7 @@ func (s *Store) HostKeys(ctx context.Context, host string) ([]string, error) {
 		}
 		for _, k := range keys {
 			parts := strings.Split(strings.TrimPrefix(k, base), "/")
-			if len(parts) == dir.depth && parts[len(parts)-1] == host && (dir.mid == "" || parts[len(parts)-2] == dir.mid) {
+			if len(parts) == dir.depth && parts[dir.at] == host && (dir.mid == "" || parts[dir.at-1] == dir.mid) {
 				out = append(out, k)
 			}
 		}

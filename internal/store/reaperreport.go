@@ -148,6 +148,69 @@ type RoleReport struct {
 	States map[string]int `json:"states"`
 	// Attention lists servers that are not healthy (a bounded number).
 	Attention []ServerReport `json:"attention,omitempty"`
+	// Autoscale is the role's autoscaling, when it has a policy.
+	Autoscale *AutoscaleReport `json:"autoscale,omitempty"`
+	// Capacity is set while the role's creates fail for quota or capacity.
+	Capacity *CapacityRecord `json:"capacity,omitempty"`
+}
+
+// AutoscaleReport is an autoscaled role's part of the report, and the
+// leader's memory of it: a new leader takes the recommendations window,
+// the last changes and the history from the last report.
+type AutoscaleReport struct {
+	// Source is consul or prometheus; Metric the reported name or the
+	// query.
+	Source string  `json:"source"`
+	Metric string  `json:"metric"`
+	Target float64 `json:"target"`
+	Min    int     `json:"min"`
+	Max    int     `json:"max"`
+	// Override is the count set by hand that holds the autoscaler.
+	Override *Override `json:"override,omitempty"`
+	// Window holds the recommendations of the scale-in stabilization
+	// window, unbroken since WindowSince: a scale in needs a whole window.
+	Window      []Recommendation `json:"window,omitempty"`
+	WindowSince time.Time        `json:"window_since,omitzero"`
+	// LastScaleOut and LastScaleIn are the last changes, for cooldowns.
+	LastScaleOut time.Time `json:"last_scale_out,omitzero"`
+	LastScaleIn  time.Time `json:"last_scale_in,omitzero"`
+	// Last is this cycle's decision; History the last changes of decision.
+	Last    *ScaleDecision  `json:"last,omitempty"`
+	History []ScaleDecision `json:"history,omitempty"`
+}
+
+// Recommendation is one cycle's recommended count.
+type Recommendation struct {
+	Time  time.Time `json:"time"`
+	Count int       `json:"count"`
+}
+
+// Autoscaling decisions.
+const (
+	ResultScaleOut = "scale-out"
+	ResultScaleIn  = "scale-in"
+	ResultHold     = "hold"
+	// ResultOverride: the count was set by hand; the autoscaler holds.
+	ResultOverride = "override"
+)
+
+// ScaleDecision is one autoscaling decision: what was measured, what it
+// recommends, and what was done.
+type ScaleDecision struct {
+	Time time.Time `json:"time"`
+	// Value is the role's metric (nil: none could be used).
+	Value *float64 `json:"value,omitempty"`
+	// Serving is how many servers serve; Reports how many of their fresh
+	// reports made the value (source consul).
+	Serving int `json:"serving"`
+	Reports int `json:"reports,omitempty"`
+	// Desired is the count before, Recommended the target tracking's
+	// count (clamped to min and max), New the count after.
+	Desired     int    `json:"desired"`
+	Recommended int    `json:"recommended"`
+	New         int    `json:"new"`
+	Result      string `json:"result"`
+	Reason      string `json:"reason"`
 }
 
 // ServerReport is one server in the report.

@@ -20,6 +20,8 @@ type Snapshot struct {
 	Hosts map[string]*Host
 	// Desired holds roles/<role>/desired.
 	Desired map[string]int
+	// Scaling holds autoscaling's and scale-in's keys.
+	Scaling Scaling
 	// Problems lists keys whose content is not what orchestrate writes
 	// (corrupt JSON, a host under two versions, an unknown state...).
 	Problems []Problem
@@ -57,7 +59,7 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s/: %w", s.prefix, err)
 	}
-	snap := &Snapshot{Hosts: map[string]*Host{}, Desired: map[string]int{}}
+	snap := &Snapshot{Hosts: map[string]*Host{}, Desired: map[string]int{}, Scaling: newScaling()}
 	for _, p := range pairs {
 		parts := strings.Split(strings.TrimPrefix(p.Key, s.prefix+"/"), "/")
 		switch parts[0] {
@@ -69,10 +71,8 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 			snap.addRunning(p, parts)
 		case dirStatus:
 			snap.addStatus(p, parts)
-		case dirRoles:
-			if len(parts) == 3 && parts[2] == "desired" {
-				snap.addDesired(p, parts[1])
-			}
+		default:
+			snap.addScaling(p, parts)
 		}
 	}
 	return snap, nil

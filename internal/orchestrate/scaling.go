@@ -1,0 +1,251 @@
+package orchestrate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/watch"
+)
+
+// The commands of autoscaling and scale-in: nodes report their own load,
+// operators and the platform set or hand back a role's count, name hosts
+// to remove, protect hosts, and answer the reaper's drain requests.
+
+var cmdReportMetric = &command{
+	name: "report-metric", minArgs: 2, maxArgs: 2, usage: "NAME VALUE", needsHost: true,
+	summary: "Report this host's value of a metric (its utilization, say 0.73) for its role's autoscaler (<prefix>/metrics/ROLE/HOST/NAME), from a cron job, a check script or the workload itself.",
+	setup: func(fs *pflag.FlagSet) runFunc {
+		role := fs.String("role", os.Getenv("ORCHESTRATE_ROLE"), "this host's role (default $ORCHESTRATE_ROLE)")
+		return func(ctx context.Context, e *env, args []string) error {
+			if *role == "" {
+				return exitcode.Usagef("report-metric: --role (or $ORCHESTRATE_ROLE) is required: the reaper reads a role's reports")
+			}
+			v, err := store.ParseMetricValue(args[1])
+			if err != nil {
+				return exitcode.Usagef("report-metric: %v", err)
+			}
+			if err := e.store.ReportMetric(ctx, *role, e.host, args[0], v); err != nil {
+				return err
+			}
+			e.log.Debug("metric reported", "role", *role, "host", e.host, "metric", args[0], "value", v)
+			return nil
+		}
+	},
+}
+
+var cmdScale = &command{
+	name: "scale", minArgs: 1, maxArgs: 2, usage: "ROLE N | ROLE --auto",
+	summary: "Set the desired count of ROLE (<prefix>/roles/ROLE/desired). For an autoscaled role the count stands as an override, the autoscaler holding, until `orchestrate scale ROLE --auto` gives it back.",
+	setup: func(fs *pflag.FlagSet) runFunc {
+		auto := fs.Bool("auto", false, "remove the count set by hand: an autoscaled role's count is its autoscaler's again")
+		reason := fs.String("reason", "", "why, recorded with the count")
+		return func(ctx context.Context, e *env, args []string) error {
+			role := args[0]
+			switch {
+			case *auto && len(args) == 2:
+				return exitcode.Usagef("scale: --auto takes no count")
+			case *auto:
+				had, err := e.store.ClearOverride(ctx, role)
+				if err != nil {
+					return err
+				}
+				if had {
+					e.log.Info("the count set by hand is removed: an autoscaled role's count is its autoscaler's again", "role", role)
+				} else {
+					e.log.Info("no count set by hand to remove", "role", role)
+				}
+				return nil
+			case len(args) == 1:
+				return exitcode.Usagef("scale: give a count (scale ROLE N) or --auto")
+			}
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n < 0 {
+				return exitcode.Usagef("scale: count %q is not a non-negative integer", args[1])
+			}
+			o := store.Override{Time: e.store.Now().UTC(), By: whoAmI(), Reason: *reason}
+			if err := e.store.Scale(ctx, role, n, o); err != nil {
+				return err
+			}
+			e.log.Info("desired count set", "role", role, "count", n)
+			return nil
+		}
+	},
+}
+
+var cmdScaleIn = &command{
+	name: "scale-in", minArgs: 2, maxArgs: -1, usage: "ROLE HOST...",
+	summary: "Remove these hosts from ROLE: lower its desired count by their number and name them, in one transaction, so the reaper drains and deletes exactly them (through the drain handshake, under its safety rules).",
+	run: func(ctx context.Context, e *env, args []string) error {
+		role, hosts := args[0], args[1:]
+		base := func() (int, bool, error) {
+			// No count in Consul: the reaper's last report says what it
+			// keeps the role at (its configured count).
+			rep, err := e.store.ReaperReport(ctx)
+			if err != nil || rep == nil {
+				return 0, false, err
+			}
+			for _, r := range rep.Roles {
+				if r.Name == role {
+					return r.Desired, true, nil
+				}
+			}
+			return 0, false, nil
+		}
+		n, err := e.store.ScaleIn(ctx, role, hosts, store.ScaleInRequest{Time: e.store.Now().UTC(), By: whoAmI()}, base)
+		if err != nil {
+			return err
+		}
+		e.log.Info("hosts named for scale-in", "role", role, "hosts", strings.Join(hosts, ","), "desired", n)
+		return nil
+	},
+}
+
+var cmdDrained = &command{
+	name: "drained", minArgs: 0, maxArgs: 1, usage: "[HOST]", needsHost: true,
+	summary: "Answer the reaper's drain request for HOST (default this host): its work moved away (or, with --failed, could not be), so the reaper deletes it now rather than at the drain timeout. Exit 1 when HOST has no drain request.",
+	setup: func(fs *pflag.FlagSet) runFunc {
+		failed := fs.Bool("failed", false, "moving the work away failed: the reaper deletes at the drain timeout, and status says why")
+		detail := fs.String("detail", "", "what was done, or what failed")
+		return func(ctx context.Context, e *env, args []string) error {
+			host := e.host
+			if len(args) == 1 {
+				host = args[0]
+			}
+			d, err := e.store.AnswerDrain(ctx, host, store.DrainAnswer{Time: e.store.Now().UTC(), By: whoAmI(), Drained: !*failed, Detail: *detail})
+			if errors.Is(err, store.ErrNoDrain) {
+				fmt.Fprintf(e.Stderr, "orchestrate: no drain was requested for %s\n", host)
+				return answerNo()
+			}
+			if err != nil {
+				return err
+			}
+			e.log.Info("drain answered", "host", host, "drained", d.Answer.Drained, "by", d.Answer.By, "entry", d.Entry)
+			return nil
+		}
+	},
+}
+
+var cmdProtect = &command{
+	name: "protect", minArgs: 1, maxArgs: 1, usage: "HOST",
+	summary: "Exempt HOST from scale-in (<prefix>/protect/HOST); it is still replaced when it fails its checks.",
+	setup: func(fs *pflag.FlagSet) runFunc {
+		reason := fs.String("reason", "", "why, recorded with the protection")
+		return func(ctx context.Context, e *env, args []string) error {
+			if err := e.store.Protect(ctx, args[0], store.Protection{Time: e.store.Now().UTC(), By: whoAmI(), Reason: *reason}); err != nil {
+				return err
+			}
+			e.log.Info("protected from scale-in", "host", args[0])
+			return nil
+		}
+	},
+}
+
+var cmdUnprotect = &command{
+	name: "unprotect", minArgs: 1, maxArgs: 1, usage: "HOST",
+	summary: "Lift HOST's scale-in protection.",
+	run: func(ctx context.Context, e *env, args []string) error {
+		had, err := e.store.Unprotect(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		if !had {
+			e.log.Info("was not protected", "host", args[0])
+		}
+		return nil
+	},
+}
+
+var cmdDrain = &command{
+	name: "drain", minArgs: 0, maxArgs: 0, needsHost: true, handler: true,
+	summary: "The node's drain handler (a key watch on <prefix>/drain/HOST runs it): when the reaper asked this host to drain and nobody answered yet, run --drain-cmd to move the work away, then answer (`orchestrate drained`). Exit 0 when there is nothing to do.",
+	setup: func(fs *pflag.FlagSet) runFunc {
+		cmd := fs.String("drain-cmd", "", "command (run with /bin/sh -c) that moves this host's work away; exit 0 means it did")
+		lockFile := fs.String("lock-file", "/run/lock/orchestrate-drain.lock", "one drain at a time per host")
+		passEnv := fs.StringArray("pass-env", nil, "pass this credential variable (CONSUL_HTTP_TOKEN, OS_*) to the command, which gets none of them otherwise (repeatable)")
+		return func(ctx context.Context, e *env, _ []string) error {
+			if *cmd == "" {
+				return exitcode.Usagef("drain: --drain-cmd is required")
+			}
+			if err := watch.ValidPassEnv(*passEnv); err != nil {
+				return exitcode.Usagef("drain: %v", err)
+			}
+			return runDrain(ctx, e, *cmd, *lockFile, *passEnv)
+		}
+	},
+}
+
+// maxDrainOutput bounds the command output kept in the answer's detail.
+const maxDrainOutput = 2048
+
+// runDrain runs the drain command once per request: a request already
+// answered (by this handler, another run of it, or the platform) is left
+// alone, which is what makes the watch firing again on its own answer
+// harmless.
+func runDrain(ctx context.Context, e *env, cmd, lockFile string, passEnv []string) error {
+	d, _, err := e.store.Drain(ctx, e.host)
+	if err != nil {
+		return err
+	}
+	if d == nil || d.Answer != nil {
+		e.log.Debug("drain: nothing to do", "host", e.host)
+		return nil
+	}
+	unlock, err := watch.Lock(ctx, lockFile, true)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("drain: --lock-file: %w", err))
+	}
+	defer unlock()
+	// Another run may have answered while this one waited for the lock.
+	if d, _, err = e.store.Drain(ctx, e.host); err != nil || d == nil || d.Answer != nil {
+		return err
+	}
+	e.log.Info("drain requested: moving this host's work away", "host", e.host, "entry", d.Entry, "reason", d.Reason, "deadline", d.Deadline.UTC().Format(time.RFC3339))
+	// The reaper deletes the server at the deadline whatever happens: the
+	// command gets until then.
+	cctx, cancel := context.WithDeadline(ctx, d.Deadline)
+	defer cancel()
+	env := append(watch.ChildEnv(os.Environ(), passEnv), "ORCHESTRATE_HOST="+e.host, "ORCHESTRATE_ROLE="+d.Role, "ORCHESTRATE_DRAIN_REASON="+d.Reason)
+	var out bytes.Buffer
+	code, rerr := watch.RunCommand(cctx, cmd, &limitedWriter{w: &out, n: maxDrainOutput}, e.Stderr, env)
+	e.Stdout.Write(out.Bytes())
+	ans := store.DrainAnswer{Time: e.store.Now().UTC(), By: "drain handler on " + e.host, Drained: rerr == nil && code == 0, Detail: strings.TrimSpace(out.String())}
+	switch {
+	case rerr != nil:
+		ans.Detail = rerr.Error()
+	case code != 0:
+		ans.Detail = fmt.Sprintf("--drain-cmd exited %d: %s", code, ans.Detail)
+	}
+	if _, err := e.store.AnswerDrain(context.WithoutCancel(ctx), e.host, ans); err != nil && !errors.Is(err, store.ErrNoDrain) {
+		return err
+	}
+	if !ans.Drained {
+		return exitcode.Wrap(exitcode.No, fmt.Errorf("drain: moving the work away failed: %s", ans.Detail))
+	}
+	e.log.Info("drained: the work moved away; the reaper deletes this server now", "host", e.host)
+	return nil
+}
+
+// limitedWriter keeps the first n bytes written to it.
+type limitedWriter struct {
+	w interface{ Write([]byte) (int, error) }
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if l.n > 0 {
+		k := min(len(p), l.n)
+		l.w.Write(p[:k])
+		l.n -= k
+	}
+	return len(p), nil
+}

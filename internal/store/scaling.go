@@ -1,0 +1,486 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// The keys of autoscaling and scale-in, under the prefix:
+//
+//	metrics/<role>/<host>/<name>   a node's own utilization report
+//	drain/<host>                   the reaper's drain request, and its answer
+//	protect/<host>                 scale-in protection
+//	capacity/<role>                creates of the role fail for quota or capacity
+//	roles/<role>/override          a desired count set by hand (orchestrate scale)
+//	roles/<role>/scale_in/<host>   a host named for scale-in (orchestrate scale-in)
+const (
+	dirMetrics   = "metrics"
+	dirDrain     = "drain"
+	dirProtect   = "protect"
+	dirCapacity  = "capacity"
+	roleDesired  = "desired"
+	roleOverride = "override"
+	roleScaleIn  = "scale_in"
+)
+
+// DesiredKey is roles/<role>/desired under prefix.
+func DesiredKey(prefix, role string) string {
+	return ReaperKey(prefix, dirRoles+"/"+role+"/"+roleDesired)
+}
+
+// OverrideKey is roles/<role>/override under prefix.
+func OverrideKey(prefix, role string) string {
+	return ReaperKey(prefix, dirRoles+"/"+role+"/"+roleOverride)
+}
+
+// ScaleInKey is roles/<role>/scale_in/<host> under prefix.
+func ScaleInKey(prefix, role, host string) string {
+	return ReaperKey(prefix, dirRoles+"/"+role+"/"+roleScaleIn+"/"+host)
+}
+
+// DrainKey is drain/<host> under prefix.
+func DrainKey(prefix, host string) string { return ReaperKey(prefix, dirDrain+"/"+host) }
+
+// ProtectKey is protect/<host> under prefix.
+func ProtectKey(prefix, host string) string { return ReaperKey(prefix, dirProtect+"/"+host) }
+
+// CapacityKey is capacity/<role> under prefix.
+func CapacityKey(prefix, role string) string { return ReaperKey(prefix, dirCapacity+"/"+role) }
+
+// MetricKey is metrics/<role>/<host>/<name> under prefix.
+func MetricKey(prefix, role, host, name string) string {
+	return ReaperKey(prefix, dirMetrics+"/"+role+"/"+host+"/"+name)
+}
+
+// MetricReport is the value of metrics/<role>/<host>/<name>: one node's
+// utilization, as it last reported it.
+type MetricReport struct {
+	Value float64   `json:"value"`
+	Time  time.Time `json:"time"`
+}
+
+// DrainRecord is the value of drain/<host>: the reaper asks the node (or
+// the platform) to move its work away before the server is deleted, and
+// the answer comes back in the same key.
+type DrainRecord struct {
+	Requested time.Time `json:"requested"`
+	Role      string    `json:"role"`
+	// Entry is the journal entry that drains the host.
+	Entry  string `json:"entry"`
+	Reason string `json:"reason"`
+	// Deadline is when the reaper deletes the server without an answer
+	// (drain_timeout after the request).
+	Deadline time.Time    `json:"deadline"`
+	Answer   *DrainAnswer `json:"answer,omitempty"`
+}
+
+// DrainAnswer is the node's or the platform's answer to a drain request.
+type DrainAnswer struct {
+	Time time.Time `json:"time"`
+	By   string    `json:"by"`
+	// Drained: the work moved away. False: moving it failed (Detail says
+	// how); the reaper then deletes at the deadline, as without an answer.
+	Drained bool   `json:"drained"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// Protection is the value of protect/<host>: the host is never chosen for
+// scale-in (it is still replaced when unhealthy).
+type Protection struct {
+	Time   time.Time `json:"time"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// CapacityExhausted is the State of a CapacityRecord.
+const CapacityExhausted = "exhausted"
+
+// CapacityRecord is the value of capacity/<role>: creates of the role fail
+// because the project's quota or the cloud's capacity is exhausted. The
+// reaper writes it on such a failure and removes it when a server it
+// created for the role goes ACTIVE.
+type CapacityRecord struct {
+	State string `json:"state"`
+	// Class is "quota" or "capacity" (no valid host).
+	Class  string `json:"class"`
+	Reason string `json:"reason"`
+	// Since is the first failure; Time the latest.
+	Since time.Time `json:"since"`
+	Time  time.Time `json:"time"`
+}
+
+// Override is the value of roles/<role>/override: the desired count was set
+// by hand. For an autoscaled role it stands until `orchestrate scale ROLE
+// --auto` removes it.
+type Override struct {
+	Count  int       `json:"count"`
+	Time   time.Time `json:"time"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// ScaleInRequest is the value of roles/<role>/scale_in/<host>: the host was
+// named to leave the role (its desired count was lowered with it).
+type ScaleInRequest struct {
+	Time time.Time `json:"time"`
+	By   string    `json:"by"`
+}
+
+// ErrNoDrain: the host has no drain request.
+var ErrNoDrain = errors.New("no drain was requested for this host")
+
+// Scaling is the autoscaling and scale-in part of a snapshot.
+type Scaling struct {
+	// Metrics holds each role's nodes' reports: role -> host -> name.
+	Metrics map[string]map[string]map[string]MetricReport
+	// Drains holds each host's drain request.
+	Drains map[string]DrainRecord
+	// Protected holds the protected hosts.
+	Protected map[string]Protection
+	// Capacity holds the roles whose capacity is exhausted.
+	Capacity map[string]CapacityRecord
+	// Overrides holds the desired counts set by hand.
+	Overrides map[string]Override
+	// ScaleIn holds the hosts named for scale-in: role -> host.
+	ScaleIn map[string]map[string]ScaleInRequest
+	// DesiredIndex holds the modify index of each roles/<role>/desired, for
+	// a check-and-set of the count.
+	DesiredIndex map[string]uint64
+}
+
+func newScaling() Scaling {
+	return Scaling{Metrics: map[string]map[string]map[string]MetricReport{}, Drains: map[string]DrainRecord{},
+		Protected: map[string]Protection{}, Capacity: map[string]CapacityRecord{}, Overrides: map[string]Override{},
+		ScaleIn: map[string]map[string]ScaleInRequest{}, DesiredIndex: map[string]uint64{}}
+}
+
+// addScaling reads one key of the scaling part; parts is the key's path
+// under the prefix. It reports whether the key was one of them.
+func (snap *Snapshot) addScaling(p *api.KVPair, parts []string) bool {
+	sc := &snap.Scaling
+	switch {
+	case parts[0] == dirMetrics:
+		if len(parts) != 4 || ValidName("role", parts[1]) != nil || ValidName("host", parts[2]) != nil || ValidName("metric", parts[3]) != nil {
+			snap.bad(p.Key, "not of the form metrics/<role>/<host>/<name>")
+			return true
+		}
+		var m MetricReport
+		if err := strictJSON(p.Value, &m); err != nil || m.Time.IsZero() {
+			snap.bad(p.Key, "not a metric report (`orchestrate report-metric` writes {\"value\": V, \"time\": T})")
+			return true
+		}
+		role, host := sc.Metrics[parts[1]], parts[2]
+		if role == nil {
+			role = map[string]map[string]MetricReport{}
+			sc.Metrics[parts[1]] = role
+		}
+		if role[host] == nil {
+			role[host] = map[string]MetricReport{}
+		}
+		role[host][parts[3]] = m
+	case parts[0] == dirDrain:
+		var d DrainRecord
+		if len(parts) != 2 || ValidName("host", parts[1]) != nil {
+			snap.bad(p.Key, "not of the form drain/<host>")
+		} else if err := strictJSON(p.Value, &d); err != nil || d.Requested.IsZero() {
+			snap.bad(p.Key, "not a drain record the reaper wrote")
+		} else {
+			sc.Drains[parts[1]] = d
+		}
+	case parts[0] == dirProtect:
+		if len(parts) != 2 || ValidName("host", parts[1]) != nil {
+			snap.bad(p.Key, "not of the form protect/<host>")
+			return true
+		}
+		var pr Protection
+		if err := strictJSON(p.Value, &pr); err != nil {
+			// Whatever a protect key holds, it protects: a hand-written
+			// value must not expose a host to scale-in.
+			snap.bad(p.Key, "not a protection record (`orchestrate protect` writes one); the host is protected all the same")
+			pr = Protection{Reason: "hand-written value"}
+		}
+		sc.Protected[parts[1]] = pr
+	case parts[0] == dirCapacity:
+		var c CapacityRecord
+		if len(parts) != 2 || ValidName("role", parts[1]) != nil {
+			snap.bad(p.Key, "not of the form capacity/<role>")
+		} else if err := strictJSON(p.Value, &c); err != nil {
+			snap.bad(p.Key, "not a capacity record the reaper wrote")
+		} else {
+			sc.Capacity[parts[1]] = c
+		}
+	case parts[0] == dirRoles && len(parts) == 3 && parts[2] == roleDesired:
+		snap.addDesired(p, parts[1])
+		sc.DesiredIndex[parts[1]] = p.ModifyIndex
+	case parts[0] == dirRoles && len(parts) == 3 && parts[2] == roleOverride:
+		var o Override
+		if err := strictJSON(p.Value, &o); err != nil || o.Count < 0 {
+			snap.bad(p.Key, "not an override record (`orchestrate scale` writes one)")
+			return true
+		}
+		sc.Overrides[parts[1]] = o
+	case parts[0] == dirRoles && len(parts) == 4 && parts[2] == roleScaleIn:
+		var r ScaleInRequest
+		if ValidName("host", parts[3]) != nil || strictJSON(p.Value, &r) != nil {
+			snap.bad(p.Key, "not a scale-in request (`orchestrate scale-in` writes one)")
+			return true
+		}
+		if sc.ScaleIn[parts[1]] == nil {
+			sc.ScaleIn[parts[1]] = map[string]ScaleInRequest{}
+		}
+		sc.ScaleIn[parts[1]][parts[3]] = r
+	case parts[0] == dirRoles:
+		// Another key under roles/: no one's, and nothing reads it.
+	default:
+		return false
+	}
+	return true
+}
+
+// ValidMetricValue checks a reported value: a finite number.
+func ValidMetricValue(v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("metric value %v is not a finite number", v)
+	}
+	return nil
+}
+
+// ParseMetricValue reads a value as `orchestrate report-metric` takes it.
+func ParseMetricValue(s string) (float64, error) {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("metric value %q is not a number", s)
+	}
+	return v, ValidMetricValue(v)
+}
+
+// ReportMetric writes host's report of metric name for role.
+func (s *Store) ReportMetric(ctx context.Context, role, host, name string, v float64) error {
+	for _, c := range [][2]string{{"role", role}, {"host", host}, {"metric", name}} {
+		if err := ValidName(c[0], c[1]); err != nil {
+			return &InputError{Err: err}
+		}
+	}
+	if err := ValidMetricValue(v); err != nil {
+		return &InputError{Err: err}
+	}
+	data, _ := json.Marshal(MetricReport{Value: v, Time: s.Now().UTC()})
+	k := MetricKey(s.prefix, role, host, name)
+	if _, err := s.kv.Put(&api.KVPair{Key: k, Value: data}, writeOpts(ctx)); err != nil {
+		return fmt.Errorf("write %s: %w", k, err)
+	}
+	return nil
+}
+
+// Scale sets roles/<role>/desired to n and records that it was set by hand
+// (roles/<role>/override), in one transaction.
+func (s *Store) Scale(ctx context.Context, role string, n int, o Override) error {
+	if err := ValidName("role", role); err != nil {
+		return &InputError{Err: err}
+	}
+	if n < 0 {
+		return &InputError{Err: fmt.Errorf("desired count %d for role %s is negative", n, role)}
+	}
+	o.Count = n
+	data, _ := json.Marshal(o)
+	ops := api.KVTxnOps{
+		{Verb: api.KVSet, Key: DesiredKey(s.prefix, role), Value: []byte(strconv.Itoa(n))},
+		{Verb: api.KVSet, Key: OverrideKey(s.prefix, role), Value: data},
+	}
+	_, err := s.txn(ctx, ops, "set the desired count of "+role)
+	return err
+}
+
+// ClearOverride removes roles/<role>/override: an autoscaled role's count
+// is the autoscaler's again. It reports whether there was one.
+func (s *Store) ClearOverride(ctx context.Context, role string) (bool, error) {
+	if err := ValidName("role", role); err != nil {
+		return false, &InputError{Err: err}
+	}
+	k := OverrideKey(s.prefix, role)
+	p, _, err := s.kv.Get(k, readOpts(ctx))
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", k, err)
+	}
+	if p == nil {
+		return false, nil
+	}
+	if _, err := s.kv.Delete(k, writeOpts(ctx)); err != nil {
+		return false, fmt.Errorf("delete %s: %w", k, err)
+	}
+	return true, nil
+}
+
+// ScaleIn lowers role's desired count by len(hosts) and names those hosts
+// to leave, in one transaction that also checks that none of them is
+// protected or already named. base is the count to lower when the role
+// has no desired count in Consul (ok false: none known). It returns the
+// new count.
+func (s *Store) ScaleIn(ctx context.Context, role string, hosts []string, req ScaleInRequest, base func() (int, bool, error)) (int, error) {
+	if err := ValidName("role", role); err != nil {
+		return 0, &InputError{Err: err}
+	}
+	seen := map[string]bool{}
+	for _, h := range hosts {
+		if err := ValidName("host", h); err != nil {
+			return 0, &InputError{Err: err}
+		}
+		if seen[h] {
+			return 0, &InputError{Err: fmt.Errorf("host %s is named twice", h)}
+		}
+		seen[h] = true
+	}
+	data, _ := json.Marshal(req)
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if err := backoff(ctx, attempt); err != nil {
+			return 0, err
+		}
+		ops := api.KVTxnOps{}
+		for _, h := range hosts {
+			for _, k := range []string{ProtectKey(s.prefix, h), ScaleInKey(s.prefix, role, h)} {
+				p, _, err := s.kv.Get(k, readOpts(ctx))
+				if err != nil {
+					return 0, fmt.Errorf("read %s: %w", k, err)
+				}
+				if p != nil && k == ProtectKey(s.prefix, h) {
+					return 0, &InputError{Err: fmt.Errorf("host %s is protected from scale-in: `orchestrate unprotect %s` first", h, h)}
+				}
+				if p != nil {
+					return 0, &InputError{Err: fmt.Errorf("host %s is already named for scale-in of %s", h, role)}
+				}
+				ops = append(ops, &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: k})
+			}
+			ops = append(ops, &api.KVTxnOp{Verb: api.KVSet, Key: ScaleInKey(s.prefix, role, h), Value: data})
+		}
+		dk := DesiredKey(s.prefix, role)
+		p, _, err := s.kv.Get(dk, readOpts(ctx))
+		if err != nil {
+			return 0, fmt.Errorf("read %s: %w", dk, err)
+		}
+		var cur int
+		var index uint64
+		if p != nil {
+			if cur, err = parseDesired(p.Value); err != nil {
+				return 0, &InputError{Err: fmt.Errorf("%s: %w", dk, err)}
+			}
+			index = p.ModifyIndex
+		} else {
+			n, ok, err := base()
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				return 0, &InputError{Err: fmt.Errorf("role %s has no desired count in Consul and no reaper report names one: `orchestrate scale %s N` first", role, role)}
+			}
+			cur = n
+		}
+		next := cur - len(hosts)
+		if next < 0 {
+			return 0, &InputError{Err: fmt.Errorf("role %s wants %d servers; %d cannot leave it", role, cur, len(hosts))}
+		}
+		ops = append(ops, &api.KVTxnOp{Verb: api.KVCAS, Key: dk, Index: index, Value: []byte(strconv.Itoa(next))})
+		if len(ops) > maxTxnOps {
+			return 0, &InputError{Err: fmt.Errorf("%d hosts are more than one transaction can name; name fewer at a time", len(hosts))}
+		}
+		ok, err := s.txn(ctx, ops, "scale in "+role)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			return next, nil
+		}
+	}
+	return 0, fmt.Errorf("scale in %s: %w", role, ErrConflict)
+}
+
+// Drain reads host's drain request, with its modify index.
+func (s *Store) Drain(ctx context.Context, host string) (*DrainRecord, uint64, error) {
+	if err := ValidName("host", host); err != nil {
+		return nil, 0, &InputError{Err: err}
+	}
+	k := DrainKey(s.prefix, host)
+	p, _, err := s.kv.Get(k, readOpts(ctx))
+	if err != nil {
+		return nil, 0, fmt.Errorf("read %s: %w", k, err)
+	}
+	if p == nil {
+		return nil, 0, nil
+	}
+	var d DrainRecord
+	if err := strictJSON(p.Value, &d); err != nil || d.Requested.IsZero() {
+		return nil, 0, &InputError{Err: fmt.Errorf("%s holds a value the reaper did not write", k)}
+	}
+	return &d, p.ModifyIndex, nil
+}
+
+// AnswerDrain records the answer to host's drain request. It returns the
+// record as it stands: when the request was answered already, that
+// answer, unchanged (the first answer counts). ErrNoDrain when there is no
+// request.
+func (s *Store) AnswerDrain(ctx context.Context, host string, a DrainAnswer) (*DrainRecord, error) {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if err := backoff(ctx, attempt); err != nil {
+			return nil, err
+		}
+		d, index, err := s.Drain(ctx, host)
+		if err != nil {
+			return nil, err
+		}
+		if d == nil {
+			return nil, ErrNoDrain
+		}
+		if d.Answer != nil {
+			return d, nil
+		}
+		d.Answer = &a
+		data, _ := json.Marshal(d)
+		ok, err := s.txn(ctx, api.KVTxnOps{{Verb: api.KVCAS, Key: DrainKey(s.prefix, host), Index: index, Value: data}}, "answer the drain of "+host)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return d, nil
+		}
+	}
+	return nil, fmt.Errorf("answer the drain of %s: %w", host, ErrConflict)
+}
+
+// Protect exempts host from scale-in.
+func (s *Store) Protect(ctx context.Context, host string, p Protection) error {
+	if err := ValidName("host", host); err != nil {
+		return &InputError{Err: err}
+	}
+	data, _ := json.Marshal(p)
+	k := ProtectKey(s.prefix, host)
+	if _, err := s.kv.Put(&api.KVPair{Key: k, Value: data}, writeOpts(ctx)); err != nil {
+		return fmt.Errorf("write %s: %w", k, err)
+	}
+	return nil
+}
+
+// Unprotect lifts host's scale-in protection; it reports whether there was
+// one.
+func (s *Store) Unprotect(ctx context.Context, host string) (bool, error) {
+	if err := ValidName("host", host); err != nil {
+		return false, &InputError{Err: err}
+	}
+	k := ProtectKey(s.prefix, host)
+	p, _, err := s.kv.Get(k, readOpts(ctx))
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", k, err)
+	}
+	if p == nil {
+		return false, nil
+	}
+	if _, err := s.kv.Delete(k, writeOpts(ctx)); err != nil {
+		return false, fmt.Errorf("delete %s: %w", k, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,370 @@
+package reaper
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+// MetricReading is an autoscaled role's metric as read this cycle from a
+// source outside Consul KV (Prometheus). The consul source's reports are
+// in Input.Scaling.
+type MetricReading struct {
+	// Value is the role's per-node value.
+	Value float64
+	// PerHost holds each host's own value, when the source gives them
+	// (a host query): scale in then removes the least loaded.
+	PerHost map[string]float64
+	// Err says why no usable value was read ("" when Value is good).
+	Err string
+}
+
+// ScaleChange is a desired count the autoscaler changes: written by the
+// executor (with the leader check, and only while no override stands and
+// the count is still From), acted on by the next cycle.
+type ScaleChange struct {
+	Role     string `json:"role"`
+	From, To int
+	// Index is the modify index of roles/<role>/desired when read (0: the
+	// key did not exist).
+	Index  uint64 `json:"-"`
+	Reason string `json:"reason"`
+}
+
+// String describes the change for logs.
+func (c ScaleChange) String() string {
+	return fmt.Sprintf("scale %s from %d to %d (%s)", c.Role, c.From, c.To, c.Reason)
+}
+
+// Decision codes: a stable word per kind of reason, so a decision is
+// logged and kept in the history when it changes, not every cycle.
+const (
+	whyOverride    = "override"
+	whyNotArmed    = "not-armed"
+	whyPaused      = "paused"
+	whyDoubt       = "list-in-doubt"
+	whyMetric      = "metric"
+	whyNoServing   = "no-serving"
+	whyAtCount     = "at-count"
+	whyTolerance   = "within-tolerance"
+	whyCooldown    = "cooldown"
+	whyBackoff     = "create-backoff"
+	whyNamed       = "named-scale-in"
+	whyStabilizing = "stabilizing"
+	whyHigherRec   = "higher-recommendation"
+	whyInFlight    = "in-flight"
+	whyScaled      = "scaled"
+)
+
+// maxScaleHistory bounds the decisions kept per role in the report.
+const maxScaleHistory = 20
+
+// gapIntervals: a report older than this many intervals (a new leader, a
+// run of skipped cycles) breaks the stabilization window, which starts
+// again: a scale in needs a whole window of readings behind it.
+const gapIntervals = 3
+
+// autoscale decides an autoscaled role's desired count for the next
+// cycle, and keeps its report: the recommendations window, the last
+// changes and the history.
+func (pl *planner) autoscale(rs *roleServers) {
+	r := rs.role
+	a := r.Autoscale
+	if a == nil {
+		return
+	}
+	rep := pl.carryAutoscale(r)
+	d := pl.decide(rs, rep)
+	switch d.Result {
+	case store.ResultScaleOut:
+		rep.LastScaleOut = d.Time
+	case store.ResultScaleIn:
+		rep.LastScaleIn = d.Time
+	}
+	if d.New != d.Desired {
+		pl.plan.Scale = append(pl.plan.Scale, ScaleChange{Role: r.Name, From: d.Desired, To: d.New, Index: pl.in.Scaling.DesiredIndex[r.Name], Reason: d.Reason})
+	}
+	if n := len(rep.History); n == 0 || rep.History[n-1].Result != d.Result || decisionWhy(rep.History[n-1]) != decisionWhy(d) || d.New != d.Desired {
+		rep.History = append(rep.History, d)
+		if len(rep.History) > maxScaleHistory {
+			rep.History = rep.History[len(rep.History)-maxScaleHistory:]
+		}
+	}
+	rep.Last = &d
+	pl.autoscaled[r.Name] = rep
+}
+
+// decisionWhy is the code part of a decision's reason ("code: text").
+func decisionWhy(d store.ScaleDecision) string {
+	code, _, _ := strings.Cut(d.Reason, ":")
+	return code
+}
+
+// carryAutoscale starts this cycle's report of an autoscaled role from the
+// last one: the window is kept, pruned to the stabilization window,
+// unless the last report is older than gapIntervals cycles.
+func (pl *planner) carryAutoscale(r *Role) *store.AutoscaleReport {
+	a := r.Autoscale
+	rep := &store.AutoscaleReport{Source: a.Metric.Source, Target: a.Target, Min: a.Min, Max: a.Max, WindowSince: pl.in.Now}
+	rep.Metric = a.Metric.Name
+	if a.Metric.Prometheus != nil {
+		rep.Metric = a.Metric.Prometheus.Query
+	}
+	prev := pl.in.Autoscale[r.Name]
+	if prev == nil {
+		return rep
+	}
+	rep.LastScaleOut, rep.LastScaleIn = prev.LastScaleOut, prev.LastScaleIn
+	rep.History = append([]store.ScaleDecision(nil), prev.History...)
+	gap := prev.Last == nil || pl.in.Now.Sub(prev.Last.Time) > gapIntervals*pl.in.Config.Interval.D() || prev.Last.Time.After(pl.in.Now)
+	if gap {
+		return rep
+	}
+	rep.WindowSince = prev.WindowSince
+	from := pl.in.Now.Add(-a.ScaleIn.Stabilization.D())
+	for _, w := range prev.Window {
+		if w.Time.After(from) {
+			rep.Window = append(rep.Window, w)
+		}
+	}
+	return rep
+}
+
+// hold is a decision that changes nothing; reset says the stabilization
+// window starts again (the readings behind it were broken).
+func (pl *planner) hold(rep *store.AutoscaleReport, d store.ScaleDecision, reset bool, why, format string, args ...any) store.ScaleDecision {
+	if reset {
+		rep.Window, rep.WindowSince = nil, pl.in.Now
+	}
+	d.Result, d.New = store.ResultHold, d.Desired
+	d.Reason = why + ": " + fmt.Sprintf(format, args...)
+	return d
+}
+
+// decide is target tracking with HPA's rules: recommended = ceil(serving
+// x value / target), clamped to min and max; nothing within the
+// tolerance; scale out at once, by at most max_step, not within its
+// cooldown; scale in only to the highest recommendation over a whole
+// stabilization window, by at most max_step, not within its cooldown
+// and never while the role has anything in flight. It holds (and the
+// window starts again) whenever the reaper itself would hold: disarmed,
+// paused, the role's Nova list in doubt, the metric unreadable.
+func (pl *planner) decide(rs *roleServers, rep *store.AutoscaleReport) store.ScaleDecision {
+	r, a, now := rs.role, rs.role.Autoscale, pl.in.Now
+	d := store.ScaleDecision{Time: now, Desired: pl.desired(r), Serving: pl.servingCount(rs)}
+	if o, ok := pl.in.Scaling.Overrides[r.Name]; ok {
+		rep.Override = &o
+		d = pl.hold(rep, d, true, whyOverride, "the count was set by hand (%d, by %s at %s); `orchestrate scale %s --auto` gives it back to the autoscaler", o.Count, o.By, o.Time.UTC().Format(time.RFC3339), r.Name)
+		d.Result = store.ResultOverride
+		return d
+	}
+	value, reports, why := pl.metric(rs, d.Serving)
+	if why == "" {
+		d.Value, d.Reports = &value, reports
+	}
+	// Serving servers without a report yet (a new one) are taken, as HPA
+	// takes pods without metrics, to carry nothing when the load is above
+	// target and the target when below: neither a new server's silence
+	// nor a stale one's makes the role grow or shrink further.
+	missing := 0
+	if a.Metric.Source == SourceConsul {
+		missing = max(d.Serving-reports, 0)
+	}
+	switch {
+	case !pl.plan.Armed:
+		return pl.hold(rep, d, true, whyNotArmed, "the reaper is not armed")
+	case pl.plan.Paused:
+		return pl.hold(rep, d, true, whyPaused, "the partition pause holds")
+	case rs.doubt != "":
+		return pl.hold(rep, d, true, whyDoubt, "%s", rs.doubt)
+	case why != "":
+		return pl.hold(rep, d, true, whyMetric, "%s", why)
+	case d.Serving == 0:
+		return pl.hold(rep, d, true, whyNoServing, "no server of the role serves: nothing to measure")
+	}
+	ratio := value / a.Target
+	within := func(r float64) bool { return math.Abs(r-1) <= *a.Tolerance }
+	adjusted := ratio
+	if missing > 0 {
+		assumed := 0.0
+		if ratio < 1 {
+			assumed = a.Target
+		}
+		adjusted = (value*float64(reports) + assumed*float64(missing)) / float64(d.Serving) / a.Target
+	}
+	if within(ratio) || within(adjusted) || (ratio > 1) != (adjusted > 1) {
+		d.Recommended = clamp(d.Desired, a.Min, a.Max)
+	} else {
+		// The epsilon keeps a product that is whole in exact arithmetic
+		// (3 x 0.8 / 0.6 = 4) from rounding up past it.
+		d.Recommended = clamp(int(math.Ceil(float64(d.Serving)*adjusted-1e-9)), a.Min, a.Max)
+	}
+	rep.Window = append(rep.Window, store.Recommendation{Time: now, Count: d.Recommended})
+	desc := fmt.Sprintf("value %.4g over %d serving, target %.4g: recommends %d", value, d.Serving, a.Target, d.Recommended)
+	if missing > 0 {
+		desc = fmt.Sprintf("value %.4g over %d of %d serving (%d without a report yet), target %.4g: recommends %d", value, reports, d.Serving, missing, a.Target, d.Recommended)
+	}
+	switch {
+	case d.Recommended > d.Desired:
+		if since := now.Sub(rep.LastScaleOut); since < a.ScaleOut.Cooldown.D() {
+			return pl.hold(rep, d, false, whyCooldown, "%s; scale out cooldown %s, %s left", desc, a.ScaleOut.Cooldown.D(), (a.ScaleOut.Cooldown.D() - since).Round(time.Second))
+		}
+		if pl.backedOff(r.Name) {
+			return pl.hold(rep, d, false, whyBackoff, "%s; creates are backed off (quota, capacity or a failed create)", desc)
+		}
+		if named := pl.namedWaiting(rs); len(named) > 0 {
+			return pl.hold(rep, d, false, whyNamed, "%s; hosts named for scale-in are still leaving (%s)", desc, strings.Join(named, ", "))
+		}
+		d.New = min(d.Recommended, d.Desired+a.ScaleOut.MaxStep)
+		d.Result, d.Reason = store.ResultScaleOut, fmt.Sprintf("%s: %s; scale out %d -> %d", whyScaled, desc, d.Desired, d.New)
+		return d
+	case d.Recommended < d.Desired:
+		stable := d.Recommended
+		for _, w := range rep.Window {
+			stable = max(stable, w.Count)
+		}
+		win := a.ScaleIn.Stabilization.D()
+		if covered := now.Sub(rep.WindowSince); covered < win {
+			return pl.hold(rep, d, false, whyStabilizing, "%s; scale in waits for a whole stabilization window of readings (%s of %s)", desc, covered.Round(time.Second), win)
+		}
+		if stable >= d.Desired {
+			return pl.hold(rep, d, false, whyHigherRec, "%s; the highest recommendation of the last %s is %d", desc, win, stable)
+		}
+		last := rep.LastScaleIn
+		if rep.LastScaleOut.After(last) {
+			last = rep.LastScaleOut
+		}
+		if since := now.Sub(last); since < a.ScaleIn.Cooldown.D() {
+			return pl.hold(rep, d, false, whyCooldown, "%s; scale in cooldown %s, %s left", desc, a.ScaleIn.Cooldown.D(), (a.ScaleIn.Cooldown.D() - since).Round(time.Second))
+		}
+		if len(rs.entries) > 0 {
+			return pl.hold(rep, d, false, whyInFlight, "%s; the role has %d operation(s) in flight", desc, len(rs.entries))
+		}
+		d.New = max(stable, d.Desired-a.ScaleIn.MaxStep)
+		d.Result, d.Reason = store.ResultScaleIn, fmt.Sprintf("%s: %s (highest over %s: %d); scale in %d -> %d", whyScaled, desc, win, stable, d.Desired, d.New)
+		return d
+	}
+	if within(ratio) {
+		return pl.hold(rep, d, false, whyTolerance, "%s (within %.0f%% of target)", desc, 100**a.Tolerance)
+	}
+	return pl.hold(rep, d, false, whyAtCount, "%s", desc)
+}
+
+func clamp(n, lo, hi int) int { return max(lo, min(hi, n)) }
+
+// metric is a role's value this cycle, with how many reports made it, or
+// why there is none usable. Each host's own value, when known, is kept
+// for scale in's choice of the least loaded.
+func (pl *planner) metric(rs *roleServers, serving int) (value float64, reports int, why string) {
+	r := rs.role
+	m := r.Autoscale.Metric
+	if m.Source == SourcePrometheus {
+		rd, ok := pl.in.Metrics[r.Name]
+		switch {
+		case !ok:
+			return 0, 0, "no reading of the Prometheus query this cycle"
+		case rd.Err != "":
+			return 0, 0, rd.Err
+		}
+		pl.hostLoad[r.Name] = rd.PerHost
+		return rd.Value, 0, ""
+	}
+	fresh := map[string]float64{}
+	var stale []string
+	sum := 0.0
+	for _, s := range rs.all {
+		if !pl.serves(rs, s) || pl.inEntry[s.ID] == StateDeleting {
+			continue
+		}
+		rep, ok := pl.in.Scaling.Metrics[r.Name][s.Name][m.Name]
+		switch {
+		case !ok:
+			stale = append(stale, s.Name+" (none)")
+			continue
+		case rep.Time.After(pl.in.Now.Add(time.Minute)):
+			// A report from the future: the node's clock is off, and the
+			// report would stay fresh long after the node stopped.
+			stale = append(stale, s.Name+" (dated in the future: its clock is off)")
+			continue
+		case pl.in.Now.Sub(rep.Time) > m.MaxAge.D():
+			stale = append(stale, fmt.Sprintf("%s (%s old)", s.Name, pl.in.Now.Sub(rep.Time).Round(time.Second)))
+			continue
+		}
+		fresh[s.Name] = rep.Value
+		sum += rep.Value
+	}
+	pl.hostLoad[r.Name] = fresh
+	if len(fresh) == 0 || 2*len(fresh) < serving {
+		sort.Strings(stale)
+		if len(stale) > 5 {
+			stale = append(stale[:5], fmt.Sprintf("and %d more", len(stale)-5))
+		}
+		return 0, len(fresh), fmt.Sprintf("only %d of %d serving servers reported %s within max_age %s (fewer than half): no scaling either way; missing: %s", len(fresh), serving, m.Name, m.MaxAge.D(), strings.Join(stale, ", "))
+	}
+	return sum / float64(len(fresh)), len(fresh), ""
+}
+
+// namedWaiting lists the hosts named for the role's scale-in that are
+// still its free servers.
+func (pl *planner) namedWaiting(rs *roleServers) []string {
+	var out []string
+	for _, s := range rs.free {
+		if _, ok := pl.in.Scaling.ScaleIn[rs.role.Name][s.Name]; ok {
+			out = append(out, s.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// scaleInOrder orders the role's free servers for scale in: hosts named
+// for it first (`orchestrate scale-in`), then worst state first, then the
+// least loaded by the role's metric (where known), then the oldest.
+// Protected hosts and servers in an unknown state are left out; the
+// reasons they were are returned for the report.
+func (pl *planner) scaleInOrder(rs *roleServers) (order []*Server, skipped []string) {
+	named := pl.in.Scaling.ScaleIn[rs.role.Name]
+	load := pl.hostLoad[rs.role.Name]
+	for _, s := range rs.free {
+		switch {
+		case pl.statesOf[s.ID] == StateUnknown:
+			continue
+		case pl.protected(s.Name):
+			skipped = append(skipped, s.Name+" is protected")
+			continue
+		}
+		order = append(order, s)
+	}
+	loadOf := func(s *Server) float64 {
+		if v, ok := load[s.Name]; ok {
+			return v
+		}
+		return math.Inf(1) // unknown load: not taken for the least loaded
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		a, b := order[i], order[j]
+		_, na := named[a.Name]
+		_, nb := named[b.Name]
+		if na != nb {
+			return na
+		}
+		if ra, rb := pl.statesOf[a.ID].props().rank, pl.statesOf[b.ID].props().rank; ra != rb {
+			return ra < rb
+		}
+		if la, lb := loadOf(a), loadOf(b); la != lb {
+			return la < lb
+		}
+		return a.Created.Before(b.Created)
+	})
+	return order, skipped
+}
+
+// protected: the host may not be chosen for scale in.
+func (pl *planner) protected(name string) bool {
+	_, ok := pl.in.Scaling.Protected[name]
+	return ok
+}
