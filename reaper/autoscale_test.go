@@ -126,6 +126,10 @@ func newScaleWorld(t *testing.T, config string, servers int) *scaleWorld {
 		t.Fatal(err)
 	}
 	w.st.Now = w.clock
+	// The role starts at the count it has, as the autoscaler left it.
+	if err := w.st.SetDesired(context.Background(), "web", servers); err != nil {
+		t.Fatal(err)
+	}
 	if w.r, err = reaper.New(cfg, w.c, w.sim, testLogger(t), reaper.WithClock(w.clock)); err != nil {
 		t.Fatal(err)
 	}
@@ -371,4 +375,142 @@ func TestAutoscaleFollowsLoad(t *testing.T) {
 			t.Fatalf("the count changed direction: %v", w.scaled)
 		}
 	}
+}
+
+// A host named with `orchestrate scale-in` is the one removed, although
+// another is less loaded; a protected host is never chosen; the named
+// scale-in holds the autoscaler's scale out until the host is gone.
+func TestNamedScaleInRemovesThatHost(t *testing.T) {
+	t.Parallel()
+	w := newScaleWorld(t, scaleConfig, 4)
+	// Three servers' worth: the autoscaler would remove one, but not
+	// before its stabilization window is over.
+	w.load.SetTotal(3 * 0.6)
+	w.load.SetWeight("web2", 0.1)
+	for range 3 {
+		w.step()
+	}
+	w.cli("protect", "web1", "--reason", "holds the long-running batch")
+	out := w.cli("status", "--no-catalog")
+	if !strings.Contains(out, "protected from scale-in: web1") {
+		t.Fatalf("status does not show the protection:\n%s", out)
+	}
+	w.cli("scale-in", "web", "web4")
+	if d := w.desired(); d != 3 {
+		t.Fatalf("desired after scale-in of one host: %d, want 3", d)
+	}
+	w.stepUntil(8, "web4 deleted", func() bool { return w.servers() == "web1,web2,web3" })
+	if len(w.deleted) != 1 || w.deleted[0] != "web4" {
+		t.Fatalf("deleted %v, want web4 only (named), not web2 (least loaded)", w.deleted)
+	}
+	// The scale-in key went with the host.
+	snap, err := w.st.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Scaling.ScaleIn["web"]) != 0 || len(snap.Scaling.Drains) != 0 {
+		t.Fatalf("scale-in requests %v and drains %v left after the delete", snap.Scaling.ScaleIn, snap.Scaling.Drains)
+	}
+	// A protected host is refused by name, and skipped by the rule: the
+	// next scale in takes web2 (the least loaded), never web1.
+	var out2, errOut bytes.Buffer
+	code := orchestrate.Run(context.Background(), []string{"scale-in", "web", "web1", "--consul-addr", w.agent.HTTPAddr}, orchestrate.IO{Stdout: &out2, Stderr: &errOut})
+	if code != 2 || !strings.Contains(errOut.String(), "web1 is protected") {
+		t.Fatalf("scale-in of a protected host: exit %d, %s", code, errOut.String())
+	}
+	w.cli("scale", "web", "2")
+	w.stepUntil(8, "2 servers", func() bool { return len(w.sim.Servers()) == 2 })
+	if w.servers() != "web1,web3" {
+		t.Fatalf("servers %s after scaling to 2, want web1 (protected) and web3 (web2 was the least loaded)", w.servers())
+	}
+}
+
+// Lost reports hold the role: no scaling either way while fewer than half
+// of its serving servers have a fresh report, and the decision says why.
+func TestLostMetricHolds(t *testing.T) {
+	t.Parallel()
+	w := newScaleWorld(t, scaleConfig, 4)
+	w.load.SetTotal(4 * 0.6)
+	for range 3 {
+		w.step()
+	}
+	// The reports stop (the nodes' cron died); the load, which no one
+	// sees, would call for 2 servers.
+	w.report = false
+	w.load.SetTotal(0.1)
+	for range 24 { // 12 minutes: past max_age, the window and every cooldown
+		w.step()
+	}
+	if len(w.scaled) != 0 || len(w.deleted) != 0 || w.sim.Creates.Load() != 0 {
+		t.Fatalf("scaled %v, deleted %v, created %d without reports", w.scaled, w.deleted, w.sim.Creates.Load())
+	}
+	if d := w.lastDecision(); d.Result != store.ResultHold || !strings.Contains(d.Reason, "only 0 of 4 serving servers reported load within max_age 2m0s") {
+		t.Fatalf("decision %+v, want a hold naming the missing reports", d)
+	}
+	// One node of four reports: still fewer than half.
+	w.report = true
+	w.load.SetTotal(4 * 0.9)
+	serving := []string{"web1"}
+	if err := w.st.ReportMetric(context.Background(), "web", serving[0], "load", 0.05); err != nil {
+		t.Fatal(err)
+	}
+	w.report = false
+	w.step()
+	if d := w.lastDecision(); d.Result != store.ResultHold || !strings.Contains(d.Reason, "only 1 of 4") {
+		t.Fatalf("decision with one report of four: %+v", d)
+	}
+	// Reports back: the window starts again, so a scale in needs a whole
+	// window of readings; a scale out is at once.
+	w.report = true
+	w.step()
+	if d := w.lastDecision(); d.Result != store.ResultScaleOut {
+		t.Fatalf("decision with reports back at 0.9 per node: %+v, want a scale out", d)
+	}
+}
+
+// Exhausted quota is announced: creates failing for quota publish
+// <prefix>/capacity/web, shown by status and the reaper's check, and the
+// record goes once a created server is ACTIVE.
+func TestCapacityExhaustedIsAnnounced(t *testing.T) {
+	t.Parallel()
+	w := newScaleWorld(t, scaleConfig, 2)
+	w.load.SetTotal(2 * 1.2) // twice the target: scale out to 4
+	w.sim.SetQuota(2)
+	w.stepUntil(6, "the capacity record", func() bool {
+		snap, err := w.st.Snapshot(context.Background())
+		return err == nil && snap.Scaling.Capacity["web"].State == store.CapacityExhausted
+	})
+	snap, _ := w.st.Snapshot(context.Background())
+	c := snap.Scaling.Capacity["web"]
+	if c.Class != "quota" || !strings.Contains(c.Reason, "Quota exceeded") {
+		t.Fatalf("capacity record %+v, want class quota with Nova's message", c)
+	}
+	w.step() // the report of the cycle after the failure carries it
+	status := w.cli("status", "--no-catalog")
+	if !strings.Contains(status, "capacity of role web EXHAUSTED since") || !strings.Contains(status, "capacity EXHAUSTED since") {
+		t.Fatalf("status does not announce the exhausted capacity:\n%s", status)
+	}
+	if m := metricsText(t, w.r); !strings.Contains(m, `reaper_capacity_exhausted{role="web"} 1`) {
+		t.Fatalf("metrics:\n%s", m)
+	}
+	// Quota raised: the backoff ends, a server is made and goes ACTIVE,
+	// and the record is removed.
+	w.sim.SetQuota(0)
+	w.stepUntil(10, "the capacity record removed", func() bool {
+		snap, err := w.st.Snapshot(context.Background())
+		return err == nil && len(snap.Scaling.Capacity) == 0
+	})
+	w.step()
+	if m := metricsText(t, w.r); !strings.Contains(m, `reaper_capacity_exhausted{role="web"} 0`) {
+		t.Fatalf("metrics after the quota was raised:\n%s", m)
+	}
+}
+
+func metricsText(t *testing.T, r *reaper.Reaper) string {
+	t.Helper()
+	var b strings.Builder
+	if _, err := r.Metrics().WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
