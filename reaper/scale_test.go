@@ -60,7 +60,11 @@ func TestAutoscaleDecisions(t *testing.T) {
 		{name: "far above: max_step 2", metrics: all(2.0), prev: long, result: store.ResultScaleOut, newCount: 5, reason: "recommends 8"},
 		{name: "far above, max 4", metrics: all(2.0), prev: long, cfg: func(c *Config) { c.Roles[0].Autoscale.Max = 4 }, result: store.ResultScaleOut, newCount: 4, reason: "recommends 4"},
 		{name: "scale out within its cooldown: hold", metrics: all(0.8),
-			prev: func() *store.AutoscaleReport { r := window(t0.Add(-time.Hour), 3); r.LastScaleOut = t0.Add(-2 * time.Minute); return r }(),
+			prev: func() *store.AutoscaleReport {
+				r := window(t0.Add(-time.Hour), 3)
+				r.LastScaleOut = t0.Add(-2 * time.Minute)
+				return r
+			}(),
 			result: store.ResultHold, newCount: 3, reason: "scale out cooldown 3m0s, 1m0s left"},
 		{name: "below with a whole window behind: scale in by max_step 1", metrics: all(0.2), prev: window(t0.Add(-time.Hour), 2), result: store.ResultScaleIn, newCount: 2, reason: "scale in 3 -> 2"},
 		{name: "below, but a higher recommendation in the window", metrics: all(0.2), prev: long, result: store.ResultHold, reason: "the highest recommendation of the last 5m0s is 3", newCount: 3},
@@ -73,7 +77,11 @@ func TestAutoscaleDecisions(t *testing.T) {
 				return r
 			}(), result: store.ResultHold, newCount: 3, reason: "stabilizing"},
 		{name: "scale in within its cooldown since a scale out: hold", metrics: all(0.2),
-			prev: func() *store.AutoscaleReport { r := window(t0.Add(-time.Hour), 2); r.LastScaleOut = t0.Add(-4 * time.Minute); return r }(),
+			prev: func() *store.AutoscaleReport {
+				r := window(t0.Add(-time.Hour), 2)
+				r.LastScaleOut = t0.Add(-4 * time.Minute)
+				return r
+			}(),
 			result: store.ResultHold, newCount: 3, reason: "scale in cooldown 5m0s, 1m0s left"},
 		{name: "scale in while the role has an entry in flight: hold", metrics: all(0.2), prev: window(t0.Add(-time.Hour), 2),
 			in: func(in *Input) {
@@ -90,18 +98,20 @@ func TestAutoscaleDecisions(t *testing.T) {
 			result: store.ResultScaleIn, newCount: 2, reason: "recommends 2"},
 		{name: "a count set by hand: override", metrics: all(2), prev: long,
 			scaling: func(s *store.Scaling) { s.Overrides["web"] = store.Override{Count: 3, By: "ops", Time: t0} },
-			result: store.ResultOverride, newCount: 3, reason: "orchestrate scale web --auto"},
+			result:  store.ResultOverride, newCount: 3, reason: "orchestrate scale web --auto"},
 		{name: "not armed: hold", metrics: all(2), prev: long, in: func(in *Input) { in.Armed = false; in.ArmKeyWritten = true }, result: store.ResultHold, newCount: 3, reason: "not-armed"},
 		{name: "create backoff: no scale out", metrics: all(2), prev: long, in: func(in *Input) { in.RoleBackoff = map[string]time.Time{"web": t0.Add(time.Minute)} },
 			result: store.ResultHold, newCount: 3, reason: "create-backoff"},
 		{name: "a named scale-in still leaving: no scale out", metrics: all(2), prev: long,
 			scaling: func(s *store.Scaling) { s.ScaleIn["web"] = map[string]store.ScaleInRequest{"web2": {Time: t0}} },
-			result: store.ResultHold, newCount: 3, reason: "hosts named for scale-in are still leaving (web2)"},
+			result:  store.ResultHold, newCount: 3, reason: "hosts named for scale-in are still leaving (web2)"},
 		{name: "prometheus: the query failed: hold", prev: long,
 			cfg: func(c *Config) {
 				c.Roles[0].Autoscale.Metric = MetricSource{Source: SourcePrometheus, Prometheus: &PrometheusSource{URL: "http://127.0.0.1:9090", Query: "avg(x)", Timeout: Duration(time.Second)}}
 			},
-			in:     func(in *Input) { in.Metrics = map[string]MetricReading{"web": {Err: "prometheus query returned no series"}} },
+			in: func(in *Input) {
+				in.Metrics = map[string]MetricReading{"web": {Err: "prometheus query returned no series"}}
+			},
 			result: store.ResultHold, newCount: 3, reason: "metric: prometheus query returned no series"},
 		{name: "prometheus: a value", prev: long,
 			cfg: func(c *Config) {
@@ -168,7 +178,10 @@ func TestScaleInOrder(t *testing.T) {
 		{name: "named first", scaling: func(s *store.Scaling) { s.ScaleIn["web"] = map[string]store.ScaleInRequest{"web5": {}} }, want: "web5"},
 		{name: "unhealthy before the least loaded", checks: []Check{pass("web1"), pass("web2"), pass("web3"), pass("web4"), {Node: "web5", CheckID: "x", Status: "critical", ServiceID: "web"}}, want: "web5"},
 		{name: "protected never", scaling: func(s *store.Scaling) { s.Protected["web3"] = store.Protection{} }, want: "web1"},
-		{name: "equal load: the oldest", scaling: func(s *store.Scaling) { s.Protected["web3"] = store.Protection{}; s.Metrics["web"]["web1"]["load"] = store.MetricReport{Value: 0.9, Time: t0} }, want: "web2"},
+		{name: "equal load: the oldest", scaling: func(s *store.Scaling) {
+			s.Protected["web3"] = store.Protection{}
+			s.Metrics["web"]["web1"]["load"] = store.MetricReport{Value: 0.9, Time: t0}
+		}, want: "web2"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
