@@ -26,8 +26,11 @@ type planner struct {
 	// goneNames holds the names of deleted servers Nova still lists
 	// (soft-deleted): not reused, but no member's.
 	goneNames map[string]bool
-	// oldNames holds the OldName of every journal entry.
-	oldNames map[string]bool
+	// oldNames holds the OldName of every journal entry; deleteAsked
+	// those whose delete Nova accepted (their leaving the list is the
+	// delete's doing).
+	oldNames    map[string]bool
+	deleteAsked map[string]bool
 	// budget is how many destructive actions are still allowed this hour.
 	budget int
 	// backoff: the project-wide quota backoff holds.
@@ -111,20 +114,21 @@ func (in Input) Plan() *Plan {
 
 func newPlanner(in Input) *planner {
 	pl := &planner{
-		in:         in,
-		plan:       &Plan{Memory: newMemory()},
-		byNode:     make(map[string][]Check, len(in.Servers)),
-		byID:       make(map[string]*Server, len(in.Servers)),
-		byJournal:  map[string][]*Server{},
-		used:       make(map[string]bool, len(in.Servers)),
-		goneNames:  map[string]bool{},
-		oldNames:   map[string]bool{},
-		statesOf:   make(map[string]ServerState, len(in.Servers)),
-		inEntry:    map[string]ServerState{},
-		backoff:    in.Now.Before(in.BackoffUntil),
-		budget:     in.Config.MaxActionsPerHour,
-		autoscaled: map[string]*store.AutoscaleReport{},
-		hostLoad:   map[string]map[string]float64{},
+		in:          in,
+		plan:        &Plan{Memory: newMemory()},
+		byNode:      make(map[string][]Check, len(in.Servers)),
+		byID:        make(map[string]*Server, len(in.Servers)),
+		byJournal:   map[string][]*Server{},
+		used:        make(map[string]bool, len(in.Servers)),
+		goneNames:   map[string]bool{},
+		oldNames:    map[string]bool{},
+		deleteAsked: map[string]bool{},
+		statesOf:    make(map[string]ServerState, len(in.Servers)),
+		inEntry:     map[string]ServerState{},
+		backoff:     in.Now.Before(in.BackoffUntil),
+		budget:      in.Config.MaxActionsPerHour,
+		autoscaled:  map[string]*store.AutoscaleReport{},
+		hostLoad:    map[string]map[string]float64{},
 	}
 	pl.plan.Backoff = pl.backoff
 	hourAgo := in.Now.Add(-time.Hour)
@@ -219,6 +223,9 @@ func (pl *planner) assignEntries(roles []*roleServers) {
 		}
 		if e.OldName != "" {
 			pl.oldNames[e.OldName] = true
+			if !e.DeleteAsked.IsZero() {
+				pl.deleteAsked[e.OldName] = true
+			}
 		}
 		if e.NewID != "" {
 			pl.inEntry[e.NewID] = StateNew
@@ -463,6 +470,12 @@ func (pl *planner) freeName(r *Role) string {
 		for name := range pl.goneNames {
 			mark(name)
 		}
+		// Nor the server of an open entry (draining, deleting): a create
+		// after its delete in the same cycle would take its name while
+		// the old node may still be in the catalog.
+		for name := range pl.oldNames {
+			mark(name)
+		}
 		// A name still held by a Consul node (a dead machine's, not yet
 		// reaped) is not reused: the new machine would inherit its checks.
 		for name := range pl.byNode {
@@ -480,7 +493,7 @@ func (pl *planner) freeName(r *Role) string {
 			continue
 		}
 		name := r.ServerName(n)
-		if _, node := pl.byNode[name]; pl.used[name] || pl.goneNames[name] || node || pl.in.Recorded[name] {
+		if _, node := pl.byNode[name]; pl.used[name] || pl.goneNames[name] || pl.oldNames[name] || node || pl.in.Recorded[name] {
 			continue
 		}
 		pl.used[name], taken[n] = true, true

@@ -181,6 +181,16 @@ func TestPlan(t *testing.T) {
 			want: []string{}, wantBlocked: "web1 left the Nova list 1m0s ago without the reaper deleting it",
 		},
 		{
+			// Found by the Prometheus autoscaling test: the server of an
+			// accepted delete leaving the list held the role for a cycle.
+			name:    "a server leaves the Nova list after Nova accepted the reaper's delete: no doubt, the entry finishes, creates go on",
+			servers: web3[:2], checks: web3checks[:2], desired: map[string]int{"web": 3}, listed: map[string]time.Time{"web3": t0.Add(-30 * time.Second)},
+			journal: []Entry{journalEntry(store.KindDelete, store.PhaseDeleting, func(e *Entry) {
+				e.OldName, e.OldID, e.DeleteAsked = "web3", "id-web3", t0.Add(-30*time.Second)
+			})},
+			want: []string{"delete web3", "create web4"},
+		},
+		{
 			name:    "below desired because a server left the Nova list more than absent_grace ago: create",
 			servers: web3[1:], checks: web3checks[1:], listed: map[string]time.Time{"web1": t0.Add(-6 * time.Minute)},
 			want: []string{"create web1"},

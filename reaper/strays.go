@@ -77,7 +77,7 @@ func (r *Role) templateIndex(name string) (string, bool) {
 // assignServers, and a delete the plan makes forgets its name).
 func (pl *planner) rememberListed(roles []*roleServers) {
 	for name, last := range pl.in.Memory.Listed {
-		if pl.used[name] {
+		if pl.used[name] || pl.deleteAsked[name] {
 			continue
 		}
 		for _, rs := range roles {
