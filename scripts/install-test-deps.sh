@@ -7,6 +7,7 @@ set -euo pipefail
 # Debian packages the tests run for real, and a command each provides.
 declare -A need=(
 	[puppet]=puppet
+	[prometheus]=prometheus
 )
 
 missing=()
