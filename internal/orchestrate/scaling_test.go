@@ -1,0 +1,217 @@
+package orchestrate
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/testutil"
+)
+
+// putDrain writes a drain request as the reaper does.
+func putDrain(t *testing.T, a *consultest.Agent, host string, deadline time.Time) {
+	t.Helper()
+	data, _ := json.Marshal(store.DrainRecord{Requested: time.Now().UTC(), Role: "web", Entry: "web.e1", Reason: "surplus", Deadline: deadline})
+	if _, err := a.Client.KV().Put(&api.KVPair{Key: store.DrainKey(store.DefaultPrefix, host), Value: data}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func drainOf(t *testing.T, a *consultest.Agent, host string) *store.DrainRecord {
+	t.Helper()
+	d, _, err := mustStore(t, a).Drain(context.Background(), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// The scaling commands: what each writes, and bad input refused with exit
+// 2 and nothing written.
+func TestScalingCommands(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{NodeName: "web1"})
+	st := mustStore(t, a)
+	ctx := context.Background()
+
+	// report-metric: the node's own key; the role from --role or the
+	// environment.
+	mustCode(t, cli(t, a, "", "report-metric", "load", "0.73", "--role", "web"), 0, "report-metric")
+	t.Setenv("ORCHESTRATE_ROLE", "web")
+	mustCode(t, cli(t, a, "", "report-metric", "queue", "12", "--host", "web2"), 0, "report-metric from the environment")
+	snap, err := st.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := snap.Scaling.Metrics["web"]; m["web1"]["load"].Value != 0.73 || m["web2"]["queue"].Value != 12 || m["web1"]["load"].Time.IsZero() {
+		t.Fatalf("metrics %+v", m)
+	}
+	t.Setenv("ORCHESTRATE_ROLE", "")
+
+	// scale: the count and the override; --auto removes the override.
+	mustCode(t, cli(t, a, "", "scale", "web", "4", "--reason", "launch day"), 0, "scale")
+	snap, _ = st.Snapshot(ctx)
+	if snap.Desired["web"] != 4 || snap.Scaling.Overrides["web"].Count != 4 || snap.Scaling.Overrides["web"].Reason != "launch day" {
+		t.Fatalf("after scale: desired %v, overrides %+v", snap.Desired, snap.Scaling.Overrides)
+	}
+	mustCode(t, cli(t, a, "", "scale", "web", "--auto"), 0, "scale --auto")
+	snap, _ = st.Snapshot(ctx)
+	if snap.Desired["web"] != 4 || len(snap.Scaling.Overrides) != 0 {
+		t.Fatalf("after scale --auto: desired %v, overrides %+v", snap.Desired, snap.Scaling.Overrides)
+	}
+
+	// protect, and scale-in of a protected host refused.
+	mustCode(t, cli(t, a, "", "protect", "web1", "--reason", "batch"), 0, "protect")
+	before := strings.Join(allKeys(t, a.Client), " ")
+	r := cli(t, a, "", "scale-in", "web", "web3", "web1")
+	mustCode(t, r, 2, "scale-in of a protected host")
+	if !strings.Contains(r.stderr, "web1 is protected") {
+		t.Fatalf("stderr: %s", r.stderr)
+	}
+	if after := strings.Join(allKeys(t, a.Client), " "); after != before {
+		t.Fatalf("a refused scale-in wrote: %s -> %s", before, after)
+	}
+	mustCode(t, cli(t, a, "", "unprotect", "web1"), 0, "unprotect")
+
+	// scale-in: count lowered and the hosts named, in one go.
+	mustCode(t, cli(t, a, "", "scale-in", "web", "web3", "web1"), 0, "scale-in")
+	snap, _ = st.Snapshot(ctx)
+	if snap.Desired["web"] != 2 || len(snap.Scaling.ScaleIn["web"]) != 2 {
+		t.Fatalf("after scale-in: desired %v, named %v", snap.Desired, snap.Scaling.ScaleIn)
+	}
+	// The status shows what the platform needs to see.
+	putDrain(t, a, "web3", time.Now().Add(time.Hour))
+	status := cli(t, a, "", "status", "--no-catalog").stdout
+	for _, want := range []string{"role web: named for scale-in: web1, web3", "draining web3 (role web, surplus)", "no answer yet"} {
+		if !strings.Contains(status, want) {
+			t.Fatalf("status lacks %q:\n%s", want, status)
+		}
+	}
+
+	// drained: answers once; the first answer stands.
+	mustCode(t, cli(t, a, "", "drained", "web3", "--detail", "moved to web2"), 0, "drained")
+	mustCode(t, cli(t, a, "", "drained", "web3", "--failed"), 0, "drained again")
+	if d := drainOf(t, a, "web3"); d.Answer == nil || !d.Answer.Drained || d.Answer.Detail != "moved to web2" {
+		t.Fatalf("drain record %+v", d)
+	}
+	r = cli(t, a, "", "drained", "web9")
+	mustCode(t, r, 1, "drained without a request")
+	if !strings.Contains(r.stderr, "no drain was requested for web9") {
+		t.Fatalf("stderr: %s", r.stderr)
+	}
+
+	// Bad input: exit 2, named, nothing written.
+	before = strings.Join(allKeys(t, a.Client), " ")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"report-metric", "load", "NaN", "--role", "web"}, "not a finite number"},
+		{[]string{"report-metric", "load", "high", "--role", "web"}, `"high" is not a number`},
+		{[]string{"report-metric", "load", "0.5"}, "--role (or $ORCHESTRATE_ROLE) is required"},
+		{[]string{"report-metric", "a/b", "0.5", "--role", "web"}, "contains a slash"},
+		{[]string{"report-metric", "load", "0.5", "--role", "%{lookup('x')}/x"}, "contains a slash"},
+		{[]string{"scale", "web", "3", "--auto"}, "--auto takes no count"},
+		{[]string{"scale", "web"}, "give a count"},
+		{[]string{"scale", "web", "many"}, "not a non-negative integer"},
+		{[]string{"scale", "web", "--", "-1"}, "not a non-negative integer"},
+		{[]string{"scale-in", "web", "web5", "web5"}, "named twice"},
+		{[]string{"scale-in", "web", "web5", "web6", "web7"}, "cannot leave it"},
+		{[]string{"scale-in", "web", "web1"}, "already named"},
+		{[]string{"scale-in", "db", "db1"}, "no desired count in Consul"},
+		{[]string{"protect", "a b"}, "white space"},
+		{[]string{"drain"}, "--drain-cmd is required"},
+	} {
+		r := cli(t, a, "", tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("orchestrate %s: exit %d, stderr %q; want 2 naming %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
+		}
+	}
+	if after := strings.Join(allKeys(t, a.Client), " "); after != before {
+		t.Fatalf("bad input wrote: %s -> %s", before, after)
+	}
+}
+
+// The node's drain handler runs the drain command once per request and
+// answers: drained when it succeeded, failed (exit 1) when not; it does
+// nothing when there is no request or it was answered.
+func TestDrainHandler(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{NodeName: "web4"})
+	dir := t.TempDir()
+	log := filepath.Join(dir, "moved")
+	lock := filepath.Join(dir, "drain.lock")
+	cmd := "echo \"moved $ORCHESTRATE_HOST ($ORCHESTRATE_DRAIN_REASON)\" >> " + log + "; echo done; test -z \"$CONSUL_HTTP_TOKEN\""
+	t.Setenv("CONSUL_HTTP_TOKEN", "must-not-reach-the-command")
+	mustCode(t, cli(t, a, "", "drain", "--handler", "--drain-cmd", cmd, "--lock-file", lock), 0, "no request")
+	if _, err := os.Stat(log); err == nil {
+		t.Fatal("the drain command ran without a request")
+	}
+	putDrain(t, a, "web4", time.Now().Add(time.Hour))
+	mustCode(t, cli(t, a, "", "drain", "--handler", "--drain-cmd", cmd, "--lock-file", lock), 0, "drain")
+	d := drainOf(t, a, "web4")
+	if d.Answer == nil || !d.Answer.Drained || d.Answer.Detail != "done" {
+		t.Fatalf("answer %+v", d.Answer)
+	}
+	mustCode(t, cli(t, a, "", "drain", "--handler", "--drain-cmd", cmd, "--lock-file", lock), 0, "answered already")
+	if data, _ := os.ReadFile(log); string(data) != "moved web4 (surplus)\n" {
+		t.Fatalf("the drain command ran %q, want once", data)
+	}
+	// A failing command: answered failed, exit 1, with what it said.
+	putDrain(t, a, "web4", time.Now().Add(time.Hour))
+	r := cli(t, a, "", "drain", "--handler", "--drain-cmd", "echo no capacity elsewhere; exit 3", "--lock-file", lock)
+	mustCode(t, r, 1, "a failing drain command")
+	if d := drainOf(t, a, "web4"); d.Answer == nil || d.Answer.Drained || !strings.Contains(d.Answer.Detail, "--drain-cmd exited 3: no capacity elsewhere") {
+		t.Fatalf("answer %+v", d.Answer)
+	}
+	// A command still running at the deadline is stopped and answered
+	// failed: the reaper deletes the server then anyway.
+	putDrain(t, a, "web4", time.Now().Add(time.Second))
+	start := time.Now()
+	r = cli(t, a, "", "drain", "--handler", "--drain-cmd", "sleep 60", "--lock-file", lock)
+	mustCode(t, r, 1, "a drain command past the deadline")
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("the drain command ran %s past a deadline 1s away", took)
+	}
+}
+
+// watch-config --drain-cmd: the agent runs the drain handler when the
+// reaper writes the host's drain request, and its own answer firing the
+// watch again runs nothing more.
+func TestDrainWatch(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "moved")
+	ws := generatedWatches(t, "--hiera-services", builtBinary(t, "hiera-services"), "--orchestrate", builtBinary(t, "orchestrate"),
+		"--out", filepath.Join(dir, "services.yaml"), "--host", "web7", "--drain-cmd", "echo moved >> "+log)
+	var drainWatch bool
+	for _, w := range ws {
+		if w.Type == "key" && w.Key == store.DrainKey(store.DefaultPrefix, "web7") {
+			drainWatch = true
+		}
+	}
+	if !drainWatch {
+		t.Fatalf("no key watch on the drain key: %+v", ws)
+	}
+	// The handler's lock file default is under /run/lock; the test's own.
+	for i := range ws {
+		if ws[i].Type == "key" && strings.HasSuffix(ws[i].Key, "/drain/web7") {
+			ws[i].Args = append(ws[i].Args, "--lock-file", filepath.Join(dir, "drain.lock"))
+		}
+	}
+	a := consultest.Start(t, consultest.Options{NodeName: "web7", HCL: agentConfig(t, ws), HandlerEnv: true})
+	putDrain(t, a, "web7", time.Now().Add(time.Minute))
+	testutil.Eventually(t, 20*time.Second, "the drain answered by the node's handler", func() bool {
+		d := drainOf(t, a, "web7")
+		return d != nil && d.Answer != nil && d.Answer.Drained
+	}, func() string { b, _ := os.ReadFile(a.LogPath); return string(b) })
+	time.Sleep(2 * time.Second) // the answer fired the watch again
+	if data, _ := os.ReadFile(log); string(data) != "moved\n" {
+		t.Fatalf("the drain command ran %q, want once", data)
+	}
+}
