@@ -60,7 +60,7 @@ roles:
 // test runs one step at a time, and a workload the role's serving nodes
 // report their share of.
 type scaleWorld struct {
-	t     *testing.T
+	t     testing.TB
 	agent *consultest.Agent
 	c     *api.Client
 	sim   *simcloud.Cloud
@@ -93,7 +93,7 @@ func (e scaleEvent) String() string {
 	return fmt.Sprintf("%d->%d at %s", e.from, e.to, e.at.Format(time.TimeOnly))
 }
 
-func newScaleWorld(t *testing.T, config string, servers int) *scaleWorld {
+func newScaleWorld(t testing.TB, config string, servers int) *scaleWorld {
 	t.Helper()
 	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
 	cfg, err := reaper.ParseConfig(strings.NewReader(config))

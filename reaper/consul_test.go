@@ -63,7 +63,7 @@ roles:
 
 // testLogger logs at debug level in verbose runs, unless REAPER_TEST_LOG
 // is "quiet" (`make soak`, whose own trace is what matters).
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() && os.Getenv("REAPER_TEST_LOG") != "quiet" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
 	}
@@ -119,7 +119,7 @@ func (f *fixture) seed(n int) {
 func (f *fixture) arm() { arm(f.t, f.c) }
 
 // arm writes an arm record, as `orchestrate reaper arm` does.
-func arm(t *testing.T, c *api.Client) {
+func arm(t testing.TB, c *api.Client) {
 	t.Helper()
 	rec := []byte(`{"time":"` + time.Now().UTC().Format(time.RFC3339) + `","by":"test","reason":"armed by the test"}`)
 	if _, err := c.KV().Put(&api.KVPair{Key: reaper.ArmKey(prefix), Value: rec}, nil); err != nil {
