@@ -43,6 +43,18 @@ roles:
     boot_timeout: 60s
     boot: {flavor: demo.small, image: demo-image, networks: [none], name_template: "%s{n}"}
 `, r.name, r.count, r.name)
+		if r.name == "compute" {
+			// Step 7: compute follows its nodes' load reports.
+			b.WriteString(`    drain_timeout: 10s
+    autoscale:
+      metric: {source: consul, name: load, max_age: 10s}
+      target: 0.6
+      min: 2
+      max: 6
+      scale_out: {max_step: 2, cooldown: 3s}
+      scale_in: {max_step: 1, cooldown: 4s, stabilization: 5s}
+`)
+		}
 	}
 	return b.String()
 }
@@ -79,7 +91,11 @@ func (d *demo) reaperStep() error {
 		return err
 	}
 	step(6, "60% of the fleet looks unhealthy at once: the reaper pauses instead of reaping")
-	return r.pauseOnPartition()
+	if err := r.pauseOnPartition(); err != nil {
+		return err
+	}
+	step(7, "Autoscaling: compute grows with its load, and shrinks by draining its least loaded servers first")
+	return r.autoscaleStep()
 }
 
 // startReaper fills the simulated cloud with the demo's servers, starts the
@@ -245,12 +261,16 @@ func (d *demo) setHealth(nodes []string, status string) error {
 }
 
 // printLog prints the reaper's log lines containing any of words.
-func printLog(path string, words ...string) {
+func printLog(path string, words ...string) { printLogFrom(path, 0, words...) }
+
+// printLogFrom prints the lines after byte offset from that contain any
+// of words.
+func printLogFrom(path string, from int64, words ...string) {
 	data, err := os.ReadFile(path)
-	if err != nil {
+	if err != nil || from > int64(len(data)) {
 		return
 	}
-	for _, line := range strings.Split(string(data), "\n") {
+	for _, line := range strings.Split(string(data[from:]), "\n") {
 		for _, w := range words {
 			if strings.Contains(line, w) {
 				fmt.Printf("     %s\n", line)

@@ -205,5 +205,11 @@ func decisionLine(d store.ScaleDecision) string {
 	if d.New != d.Desired {
 		what = fmt.Sprintf("%s %d -> %d", d.Result, d.Desired, d.New)
 	}
-	return what + ": " + oneLine(d.Reason)
+	// The reason starts with its kind ("cooldown: ..."), which the
+	// result already says for a change or an override.
+	reason := d.Reason
+	if code, text, ok := strings.Cut(reason, ": "); ok && (code == "scaled" || code == d.Result) {
+		reason = text
+	}
+	return what + ": " + oneLine(reason)
 }
