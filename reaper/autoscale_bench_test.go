@@ -11,7 +11,7 @@ import (
 // new server serving and to the role serving at its new count, for the
 // simulated cloud's build time (boot plus Puppet) as a parameter. A real
 // agent and the simulated cloud in simulated time, as in the autoscaling
-// tests: the load steps from 0.6 to 3.0 on 2 servers (target 0.6), so the
+// tests: the total load steps from 1.2 to 3.0 on 2 servers (target 0.6), so the
 // role must grow to 5 (2 -> 4 at once, 4 -> 5 after the 3 min cooldown).
 func BenchmarkAutoscaleReaction(b *testing.B) {
 	for _, boot := range []time.Duration{0, 30 * time.Second, 90 * time.Second, 5 * time.Minute} {

@@ -149,30 +149,45 @@ func TestLoadConfigRefusesAnEndlessFile(t *testing.T) {
 	}
 }
 
-// The configuration reference in README.md is a valid configuration.
+// Every YAML block of README.md is a valid configuration, and the first,
+// the reference, documents the real defaults.
 func TestREADMEConfigIsValid(t *testing.T) {
 	data, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(data), "```yaml\n")
-	block, _, ok2 := strings.Cut(rest, "```")
-	if !ok || !ok2 {
-		t.Fatal("README.md has no yaml block")
-	}
 	ud := filepath.Join(t.TempDir(), "user-data")
 	os.WriteFile(ud, []byte("#cloud-config\n"), 0o600)
-	block = strings.ReplaceAll(block, "/etc/orchestrate/web-user-data", ud)
-	c, err := ParseConfig(strings.NewReader(block))
-	if err != nil {
-		t.Fatal(err)
+	var blocks []string
+	for rest := string(data); ; {
+		var ok bool
+		if _, rest, ok = strings.Cut(rest, "```yaml\n"); !ok {
+			break
+		}
+		block, after, ok := strings.Cut(rest, "```")
+		if !ok {
+			t.Fatal("README.md has an unterminated yaml block")
+		}
+		blocks, rest = append(blocks, strings.ReplaceAll(block, "/etc/orchestrate/web-user-data", ud)), after
 	}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
+	if len(blocks) < 2 {
+		t.Fatalf("README.md has %d yaml blocks, want the reference and the autoscaling example", len(blocks))
 	}
-	d := DefaultConfig()
-	if !c.IsDryRun() || c.Interval != d.Interval || c.MaxActionsPerHour != d.MaxActionsPerHour ||
-		c.PauseFleetFraction != d.PauseFleetFraction || c.SessionTTL != d.SessionTTL || c.Listen != d.Listen {
-		t.Fatal("README.md's documented defaults differ from DefaultConfig")
+	for i, block := range blocks {
+		c, err := ParseConfig(strings.NewReader(block))
+		if err != nil {
+			t.Fatalf("block %d: %v", i+1, err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("block %d: %v", i+1, err)
+		}
+		if i > 0 {
+			continue
+		}
+		d := DefaultConfig()
+		if !c.IsDryRun() || c.Interval != d.Interval || c.MaxActionsPerHour != d.MaxActionsPerHour ||
+			c.PauseFleetFraction != d.PauseFleetFraction || c.SessionTTL != d.SessionTTL || c.Listen != d.Listen {
+			t.Fatal("README.md's documented defaults differ from DefaultConfig")
+		}
 	}
 }

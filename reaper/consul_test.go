@@ -601,10 +601,29 @@ func TestNoActionOnUnreadableData(t *testing.T) {
 	if n := sim.Creates.Load() + sim.Deletes.Load(); n != 0 {
 		t.Fatalf("%d cloud changes with an unreadable desired count", n)
 	}
-	// Readable again: the replacement goes ahead.
-	if _, err := c.KV().Put(&api.KVPair{Key: prefix + "/roles/web/desired", Value: []byte("3")}, nil); err != nil {
-		t.Fatal(err)
+	// A count readable again, but an override or a named scale-in written
+	// by hand that does not parse: either could change the count the
+	// reaper works to, so still nothing.
+	for _, kv := range [][2]string{{"roles/web/desired", "3"}, {"roles/web/override", "5"}, {"roles/web/scale_in/web1", "yes"}} {
+		if _, err := c.KV().Put(&api.KVPair{Key: prefix + "/" + kv[0], Value: []byte(kv[1])}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if kv[0] == "roles/web/desired" {
+			continue
+		}
+		testutil.Eventually(t, 5*time.Second, "the corrupt "+kv[0]+" reported", func() bool {
+			st, _ = readReport(c)
+			return st != nil && len(st.Errors) > 0 && strings.Contains(st.Errors[0], kv[0])
+		})
+		time.Sleep(time.Second)
+		if n := sim.Creates.Load() + sim.Deletes.Load(); n != 0 {
+			t.Fatalf("%d cloud changes with an unreadable %s", n, kv[0])
+		}
+		if _, err := c.KV().Delete(prefix+"/"+kv[0], nil); err != nil {
+			t.Fatal(err)
+		}
 	}
+	// Readable again: the replacement goes ahead.
 	testutil.Eventually(t, 15*time.Second, "web2 replaced", func() bool {
 		return !catalogHas(t, c, "web2") && len(sim.Servers()) == 3 && len(journalKeys(t, c)) == 0
 	})
