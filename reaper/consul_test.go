@@ -668,6 +668,77 @@ func TestJournalRefusesNonLeader(t *testing.T) {
 	}
 }
 
+// The autoscaler's count is written only if nobody changed the count or set
+// an override since the decision read it: `orchestrate scale` always wins
+// the race, and a non-leader never writes.
+func TestAutoscaleWriteLosesToAHandSetCount(t *testing.T) {
+	t.Parallel()
+	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
+	c := agent.Client
+	ctx := context.Background()
+	cfg := fastConfig(t, "")
+	j := reaper.NewJournal(c, prefix, cfg.LeaderKey())
+	st, err := store.New(c, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader, _, err := c.Session().Create(&api.SessionEntry{TTL: "10s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := c.KV().Acquire(&api.KVPair{Key: cfg.LeaderKey(), Session: leader}, nil); !ok || err != nil {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	desired := func() (string, uint64) {
+		p, _, err := c.KV().Get(prefix+"/roles/web/desired", nil)
+		if err != nil || p == nil {
+			t.Fatalf("read desired: %v %v", p, err)
+		}
+		return string(p.Value), p.ModifyIndex
+	}
+	if err := st.SetDesired(ctx, "web", 3); err != nil {
+		t.Fatal(err)
+	}
+	_, idx := desired()
+	// Someone changes the count after the decision read it.
+	if err := st.SetDesired(ctx, "web", 4); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := j.SetDesired(ctx, leader, reaper.ScaleChange{Role: "web", From: 3, To: 5, Index: idx}); ok || err != nil {
+		t.Fatalf("write over a changed count: %v %v", ok, err)
+	}
+	if v, _ := desired(); v != "4" {
+		t.Fatalf("desired %s, want the hand-set 4", v)
+	}
+	// An override was written with the count: the decision that read
+	// the count afterwards still loses to it.
+	if err := st.Scale(ctx, "web", 4, store.Override{By: "ops", Reason: "freeze"}); err != nil {
+		t.Fatal(err)
+	}
+	_, idx2 := desired()
+	if ok, err := j.SetDesired(ctx, leader, reaper.ScaleChange{Role: "web", From: 4, To: 6, Index: idx2}); ok || err != nil {
+		t.Fatalf("write under an override: %v %v", ok, err)
+	}
+	if _, err := st.ClearOverride(ctx, "web"); err != nil {
+		t.Fatal(err)
+	}
+	// A session that does not hold the lock: refused.
+	other, _, err := c.Session().Create(&api.SessionEntry{TTL: "10s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := j.SetDesired(ctx, other, reaper.ScaleChange{Role: "web", From: 4, To: 6, Index: idx2}); ok || err != reaper.ErrNotLeader {
+		t.Fatalf("write by a non-leader: %v %v, want ErrNotLeader", ok, err)
+	}
+	// Nothing in between: written.
+	if ok, err := j.SetDesired(ctx, leader, reaper.ScaleChange{Role: "web", From: 4, To: 6, Index: idx2}); !ok || err != nil {
+		t.Fatalf("write: %v %v", ok, err)
+	}
+	if v, _ := desired(); v != "6" {
+		t.Fatalf("desired %s, want 6", v)
+	}
+}
+
 // The first quota error of a cycle stops that cycle's other creates: the
 // cloud is not hammered, and the backoff is not doubled once per create.
 func TestQuotaErrorStopsTheCyclesCreates(t *testing.T) {
