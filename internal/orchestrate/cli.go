@@ -223,5 +223,6 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "      %s\n", c.summary)
 	}
 	fmt.Fprintln(w, "\nEvery subcommand takes --consul-addr, --token-file, --prefix; see `orchestrate SUBCOMMAND --help`.")
+	fmt.Fprintln(w, "`orchestrate --version` prints the version.")
 	fmt.Fprintln(w, "Exit codes: 0 yes/done, 1 no, 2 usage or input error, 3 Consul unreachable or refused.")
 }
