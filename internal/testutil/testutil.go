@@ -17,14 +17,37 @@ import (
 // passing.
 func RequirePuppet(t testing.TB) string {
 	t.Helper()
-	p, err := exec.LookPath("puppet")
+	return RequireTool(t, "puppet", "puppet")
+}
+
+// RequireTool returns the path of the command name, which the Debian package
+// pkg provides and scripts/install-test-deps.sh installs. When it is missing
+// the test is skipped with a message saying how to install it, except under
+// CI=true, where it fails.
+func RequireTool(t testing.TB, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
 	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and no puppet binary (make test-deps installs Debian's puppet): %v", err)
+			t.Fatalf("CI=true and no %s binary (make test-deps installs Debian's %s): %v", name, pkg, err)
 		}
-		t.Skipf("skipping: no puppet binary (make test-deps, or apt-get install puppet): %v", err)
+		t.Skipf("skipping: no %s binary (make test-deps, or apt-get install %s): %v", name, pkg, err)
 	}
 	return p
+}
+
+// RequireRoot skips a test that needs root (to install a package, to make a
+// mount namespace), except under CI=true, where it fails: `make test` runs
+// as root, as installing its Debian packages does.
+func RequireRoot(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true and not root: %s needs root", why)
+	}
+	t.Skipf("skipping: %s needs root", why)
 }
 
 // SyncBuffer is a bytes.Buffer that a writer (a logger, a command) and a
