@@ -7,6 +7,10 @@ set -euo pipefail
 # Debian packages the tests run for real, and a command each provides.
 declare -A need=(
 	[puppet]=puppet
+	[puppet-lint]=puppet-lint
+	[lintian]=lintian
+	[man-db]=man
+	[systemd]=systemd-analyze
 )
 
 missing=()
