@@ -172,10 +172,7 @@ func TestHieraLevel(t *testing.T) {
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "services.yaml")
-	hs := filepath.Join(dir, "hiera-services")
-	if b, err := exec.Command("go", "build", "-o", hs, "../cmd/hiera-services").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
+	hs := filepath.Join(testutil.BuildCommands(t, "hiera-services"), "hiera-services")
 	cmd := exec.Command(hs, "--out", out, "--dependencies", "dependencies.yaml")
 	cmd.Env = append(a.Env(), "PATH="+os.Getenv("PATH"))
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,31 +28,6 @@ import (
 // from a shipped policy.
 const mgmtToken = "3f1d2c4b-5a69-4e7f-8a1b-2c3d4e5f6a7b"
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
-)
-
-// binaries builds orchestrate, hiera-services and service-blocker once per
-// test process.
-func nodeBinaries(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "orchestrate-acl-bin-"); binErr != nil {
-			return
-		}
-		out, err := exec.Command("go", "build", "-o", binDir+"/", "../cmd/orchestrate", "../cmd/hiera-services", "../cmd/service-blocker").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binDir
-}
-
 // aclWorld is an ACL-enabled agent (default deny, as production runs) with
 // a web service on two nodes.
 type aclWorld struct {
@@ -65,7 +39,7 @@ type aclWorld struct {
 func newACLWorld(t *testing.T) *aclWorld {
 	t.Helper()
 	a := consultest.Start(t, consultest.Options{ACLToken: mgmtToken})
-	w := &aclWorld{agent: a, admin: a.Client, bin: nodeBinaries(t)}
+	w := &aclWorld{agent: a, admin: a.Client, bin: testutil.BuildCommands(t, "orchestrate", "hiera-services", "service-blocker")}
 	for i, node := range []string{"web1", "web2"} {
 		_, err := w.admin.Catalog().Register(&api.CatalogRegistration{
 			Node: node, Address: fmt.Sprintf("10.0.0.%d", i+1),

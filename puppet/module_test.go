@@ -14,7 +14,6 @@ import (
 	"reflect"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -22,30 +21,6 @@ import (
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
 )
-
-var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
-)
-
-// binaries builds orchestrate, hiera-services and reaper once per process.
-func binaries(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "orchestrate-puppet-bin-"); binErr != nil {
-			return
-		}
-		out, err := exec.Command("go", "build", "-o", binDir+"/", "../cmd/orchestrate", "../cmd/hiera-services", "../cmd/reaper").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binDir
-}
 
 // manifests lists the module's .pp files.
 func manifests(t *testing.T) []string {
@@ -100,7 +75,7 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{root: t.TempDir(), dir: t.TempDir(), bin: binaries(t), puppet: testutil.RequirePuppet(t)}
+	w := &world{root: t.TempDir(), dir: t.TempDir(), bin: testutil.BuildCommands(t, "orchestrate", "hiera-services", "reaper"), puppet: testutil.RequirePuppet(t)}
 	for _, d := range []string{"etc/orchestrate", "etc/consul.d", "var/lib/orchestrate/hiera"} {
 		if err := os.MkdirAll(filepath.Join(w.root, d), 0o755); err != nil {
 			t.Fatal(err)

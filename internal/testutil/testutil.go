@@ -90,3 +90,37 @@ func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool
 	}
 	return time.Since(start)
 }
+
+// builds caches BuildCommands: one directory of binaries per list of
+// commands, built once per test process.
+var builds = struct {
+	sync.Mutex
+	dirs map[string]string
+}{dirs: map[string]string{}}
+
+// BuildCommands builds the project's commands named (orchestrate,
+// hiera-services, ...) with go build into one directory, once per test
+// process, and returns the directory. The directory stays until the
+// process ends: tests running later in the process use the binaries.
+func BuildCommands(t testing.TB, names ...string) string {
+	t.Helper()
+	key := fmt.Sprint(names)
+	builds.Lock()
+	defer builds.Unlock()
+	if dir, ok := builds.dirs[key]; ok {
+		return dir
+	}
+	dir, err := os.MkdirTemp("", "orchestrate-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"build", "-o", dir + "/"}
+	for _, n := range names {
+		args = append(args, "github.com/jiocloud/orchestrate/cmd/"+n)
+	}
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("go %v: %v\n%s", args, err, out)
+	}
+	builds.dirs[key] = dir
+	return dir
+}
