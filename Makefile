@@ -1,20 +1,39 @@
 # orchestrate: Consul as the control plane of a Puppet-built OpenStack cloud.
 #
-#   make demo   build everything and run it against a local dev Consul
-#   make test   install what the tests need, then vet, gofmt and go test -race
-#   make bench  every benchmark, printed as one table
+#   make demo     build everything and run it against a local dev Consul
+#   make test     install what the tests need, then vet, gofmt and go test -race
+#   make bench    every benchmark, printed as one table
+#   make package  the Debian package, dist/orchestrate_<version>_amd64.deb
 
 GO       ?= go
 CONSUL_MOD := internal/consultest/consul
 export CONSUL_BIN := $(CURDIR)/bin/consul
 
-.PHONY: all build consul test-deps test vet fmt-check demo clean
+# VERSION is `git describe` of the tree (scripts/version.sh: v1.2.3,
+# v1.2.3-4-gabcdef0, -dirty with uncommitted changes; v0.0.0-N-gHASH before
+# the first v* tag). Every binary prints it with --version.
+VERSION ?= $(shell scripts/version.sh)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X github.com/jiocloud/orchestrate/internal/cli.version=$(VERSION) -X github.com/jiocloud/orchestrate/internal/cli.commit=$(COMMIT)
+
+# nfpm builds the package; pinned, from the Go module proxy (v2.46 and
+# later need go.digitalxero.dev modules the proxy does not serve).
+NFPM ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+DIST ?= dist
+
+.PHONY: all build consul test-deps test vet fmt-check demo clean package
 
 all: build consul
 
-## build: the project's binaries into bin/
+## build: the project's binaries into bin/, stamped with VERSION and COMMIT
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
+
+## package: dist/orchestrate_<version>_amd64.deb (scripts/package.sh):
+## the four binaries, both systemd units, /etc/orchestrate conffiles, the
+## Consul ACL policies, man pages and documents. Needs no root.
+package:
+	VERSION='$(VERSION)' COMMIT='$(COMMIT)' DIST='$(DIST)' GO='$(GO)' NFPM='$(NFPM)' scripts/package.sh
 
 ## consul: the real Consul agent used by tests and the demo, built from the
 ## Go module proxy (a few minutes the first time; a no-op when up to date).
@@ -47,7 +66,7 @@ demo: build consul
 	$(GO) run ./internal/demo --bin bin $(DEMO_FLAGS)
 
 clean:
-	rm -rf bin
+	rm -rf bin build dist
 
 ## nova-up: install (apt, first time only), configure and start a real
 ## single-host OpenStack for the reaper's end-to-end tests: keystone,

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,9 +51,19 @@ var _ Health = ConsulHealth{}
 // Passing implements Health with /v1/health/service/<service>?passing.
 func (h ConsulHealth) Passing(ctx context.Context, service, tag, datacenter string) (map[string]bool, error) {
 	q := (&api.QueryOptions{Datacenter: datacenter}).WithContext(ctx)
-	entries, _, err := h.Client.Health().Service(service, tag, true, q)
+	entries, meta, err := h.Client.Health().Service(service, tag, true, q)
+	var se api.StatusError
+	if errors.As(err, &se) && se.Code == http.StatusForbidden {
+		return nil, fmt.Errorf("passing instances of %s: %w: %w", service, ErrRefused, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("passing instances of %s: %w", service, err)
+	}
+	// Consul leaves out, with a 200, the instances the token may not read:
+	// counting what is left would take "refused" for "too few" until the
+	// timeout.
+	if meta != nil && meta.ResultsFilteredByACLs {
+		return nil, fmt.Errorf("passing instances of %s: %w: instances hidden by Consul's ACLs (the token needs service:read on %q and node:read on their nodes)", service, ErrRefused, service)
 	}
 	out := make(map[string]bool, len(entries))
 	for _, e := range entries {
@@ -175,6 +186,10 @@ var ErrTimeout = errors.New("timed out")
 // answer for the whole wait.
 var ErrUnanswered = errors.New("DNS never answered")
 
+// ErrRefused is returned (wrapped) at once when Consul's ACLs refused the
+// token a query: waiting longer cannot change that.
+var ErrRefused = errors.New("refused by Consul's ACLs")
+
 // Blocker polls Consul DNS until every requirement is met.
 type Blocker struct {
 	cfg      Config
@@ -233,6 +248,11 @@ func (b *Blocker) Wait(ctx context.Context) (Result, error) {
 		for i := range res.Services {
 			st := &res.Services[i]
 			eps, err := b.check(ctx, st.Requirement)
+			if errors.Is(err, ErrRefused) {
+				st.LastError = err.Error()
+				res.Met, res.Elapsed = false, time.Since(start)
+				return res, err
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					if st.LastError == "" && !st.Answered {

@@ -119,7 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch {
 	case waitErr == nil:
 		return nil
-	case errors.Is(waitErr, ErrUnanswered):
+	case errors.Is(waitErr, ErrUnanswered), errors.Is(waitErr, ErrRefused):
 		return exitcode.Wrap(exitcode.Unavailable, waitErr)
 	default:
 		return exitcode.Wrap(exitcode.No, waitErr)

@@ -15,11 +15,11 @@ import (
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
-// puppetApply starts `puppet apply` of manifest with examples/puppet as the
+// puppetApply starts `puppet apply` of manifest with puppet/ as the
 // module path, with every Puppet directory under a temporary one.
 func puppetApply(t *testing.T, puppet, manifest string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	modules, err := filepath.Abs(filepath.Join("..", "examples", "puppet"))
+	modules, err := filepath.Abs(filepath.Join("..", "puppet"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,15 +102,15 @@ orchestrate::service_blocker { 'web':
 -> notify { 'web is ready': }
 `
 
-// A real `puppet apply` of the example module: the dependent notify runs
+// A real `puppet apply` of the module's defined type: the dependent notify runs
 // only after the service reached its count while the blocker waited, and
 // when it never does the run fails with the blocker's message and skips
 // the notify.
 func TestPuppetApply(t *testing.T) {
 	puppet := testutil.RequirePuppet(t)
 	bin := binary(t)
-	for _, f := range []string{"orchestrate/manifests/service_blocker.pp", "example.pp"} {
-		out, err := exec.Command(puppet, "parser", "validate", filepath.Join("..", "examples", "puppet", f)).CombinedOutput()
+	for _, f := range []string{"orchestrate/manifests/service_blocker.pp", "orchestrate/examples/service_blocker.pp"} {
+		out, err := exec.Command(puppet, "parser", "validate", filepath.Join("..", "puppet", f)).CombinedOutput()
 		if err != nil || len(out) > 0 {
 			t.Fatalf("puppet parser validate %s: %v\n%s", f, err, out)
 		}

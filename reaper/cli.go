@@ -22,6 +22,7 @@ const usageText = `usage: reaper --config FILE [flags]
 Keeps every role at its desired count of healthy, young machines through
 OpenStack Nova, under a Consul session lock (several copies may run; one
 acts). Dry run unless the config says dry_run: false or --dry-run=false.
+reaper --version prints the version.
 
 `
 
@@ -167,7 +168,9 @@ func run(ctx context.Context, args []string, stdio cli.IO, cloud Cloud) error {
 	if err != nil {
 		return exitcode.Wrap(exitcode.Usage, err)
 	}
-	log.Info("reaper starting", "instance", r.ID(), "dry_run", cfg.IsDryRun(), "roles", len(cfg.Roles), "lock", cfg.LeaderKey())
+	b := cli.Build()
+	log.Info("reaper starting", "version", b.Version, "commit", b.Commit, "go", b.GoVersion,
+		"instance", r.ID(), "dry_run", cfg.IsDryRun(), "roles", len(cfg.Roles), "lock", cfg.LeaderKey())
 	if err := r.Run(ctx); err != nil {
 		return exitcode.Wrap(exitcode.Unavailable, err)
 	}

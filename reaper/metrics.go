@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jiocloud/orchestrate/internal/cli"
 )
 
 // Metrics is the reaper's Prometheus exposition, written by hand (text
@@ -122,6 +124,8 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	gauge := func(name, help string, v any) {
 		fmt.Fprintf(&sb, "# HELP %s %s\n# TYPE %s gauge\n%s %v\n", name, help, name, name, v)
 	}
+	b := cli.Build()
+	fmt.Fprintf(&sb, "# HELP reaper_build_info The running reaper's build: version, commit and Go version (always 1).\n# TYPE reaper_build_info gauge\nreaper_build_info{version=%q,commit=%q,goversion=%q} 1\n", b.Version, b.Commit, b.GoVersion)
 	gauge("reaper_leader", "1 when this reaper holds the leader lock.", oneIfTrue(m.leader))
 	gauge("reaper_paused", "1 when destructive actions are paused (too many servers look unhealthy at once).", oneIfTrue(m.paused))
 	gauge("reaper_armed", "1 when the start gate is open (the reaper may destroy).", oneIfTrue(m.armed))

@@ -8,6 +8,10 @@ set -euo pipefail
 declare -A need=(
 	[puppet]=puppet
 	[prometheus]=prometheus
+	[puppet-lint]=puppet-lint
+	[lintian]=lintian
+	[man-db]=man
+	[systemd]=systemd-analyze
 )
 
 missing=()

@@ -24,5 +24,5 @@ func main() {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(memoryLimit)
 	}
-	cli.Main(hiera.Run)
+	cli.Main("hiera-services", hiera.Run)
 }

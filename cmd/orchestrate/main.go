@@ -7,4 +7,4 @@ import (
 	"github.com/jiocloud/orchestrate/internal/orchestrate"
 )
 
-func main() { cli.Main(orchestrate.Run) }
+func main() { cli.Main("orchestrate", orchestrate.Run) }

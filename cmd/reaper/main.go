@@ -8,4 +8,4 @@ import (
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
-func main() { cli.Main(reaper.Run) }
+func main() { cli.Main("reaper", reaper.Run) }

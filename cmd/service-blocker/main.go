@@ -9,4 +9,4 @@ import (
 	"github.com/jiocloud/orchestrate/internal/cli"
 )
 
-func main() { cli.Main(blocker.Run) }
+func main() { cli.Main("service-blocker", blocker.Run) }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -189,7 +190,9 @@ func (f *commonFlags) env(stdio IO, cmd *command) (*env, error) {
 	if cmd.needsHost {
 		host := f.host
 		if host == "" {
-			host = defaultHost(client, logger)
+			if host, err = defaultHost(client, logger); err != nil {
+				return nil, err
+			}
 		}
 		if err := store.ValidName("host", host); err != nil {
 			return nil, exitcode.Usagef("--host: %v", err)
@@ -199,18 +202,25 @@ func (f *commonFlags) env(stdio IO, cmd *command) (*env, error) {
 	return e, nil
 }
 
-// defaultHost is the local agent's node name, else the OS hostname.
-func defaultHost(c *api.Client, log *slog.Logger) string {
+// defaultHost is the local agent's node name, else (no agent answering)
+// the OS hostname. An agent that answers but refuses the token is an error
+// (exit 3): the OS hostname may not be the node's name in Consul, under
+// which the reaper and every other host look for this one.
+func defaultHost(c *api.Client, log *slog.Logger) (string, error) {
 	name, err := c.Agent().NodeName()
 	if err == nil && name != "" {
-		return name
+		return name, nil
+	}
+	var se api.StatusError
+	if errors.As(err, &se) && se.Code == http.StatusForbidden {
+		return "", exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("read this agent's node name for --host: %w (the token needs agent:read on this node, or pass --host)", err))
 	}
 	h, herr := os.Hostname()
 	log.Debug("agent node name unavailable, using OS hostname", "err", err, "hostname", h)
 	if herr != nil {
-		return ""
+		return "", nil
 	}
-	return h
+	return h, nil
 }
 
 func usage(w io.Writer) {
@@ -224,5 +234,6 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "      %s\n", c.summary)
 	}
 	fmt.Fprintln(w, "\nEvery subcommand takes --consul-addr, --token-file, --prefix; see `orchestrate SUBCOMMAND --help`.")
+	fmt.Fprintln(w, "`orchestrate --version` prints the version.")
 	fmt.Fprintln(w, "Exit codes: 0 yes/done, 1 no, 2 usage or input error, 3 Consul unreachable or refused.")
 }

@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -104,9 +105,14 @@ func runStatus(ctx context.Context, e *env, noCatalog bool) error {
 	}
 	catalog := map[string]bool{}
 	if !noCatalog {
-		nodes, _, err := e.client.Catalog().Nodes((&api.QueryOptions{}).WithContext(ctx))
+		nodes, meta, err := e.client.Catalog().Nodes((&api.QueryOptions{}).WithContext(ctx))
 		if err != nil {
 			return fmt.Errorf("list catalog nodes: %w", err)
+		}
+		// A node the token may not read would be missing from the table,
+		// as if it had never joined.
+		if meta != nil && meta.ResultsFilteredByACLs {
+			return exitcode.Wrap(exitcode.Unavailable, errors.New("list catalog nodes: some nodes are hidden from this token by Consul's ACLs: it needs node_prefix \"\" read (or use --no-catalog)"))
 		}
 		for _, n := range nodes {
 			catalog[n.Node] = true

@@ -33,7 +33,7 @@ func (s *Store) ForgetHost(ctx context.Context, host string) error {
 			return fmt.Errorf("forget host %s: %w", host, err)
 		}
 		if !ok {
-			return fmt.Errorf("forget host %s: transaction rolled back: %s", host, TxnErrors(resp))
+			return refusedOr(resp, fmt.Errorf("forget host %s: transaction rolled back: %s", host, TxnErrors(resp)))
 		}
 		keys = keys[n:]
 	}

@@ -181,9 +181,12 @@ func (s *Store) Rollout(ctx context.Context, role string) (*Rollout, error) {
 		return nil, &InputError{Err: err}
 	}
 	dir := s.rolloutDir(role)
-	pairs, _, err := s.kv.List(dir, readOpts(ctx))
+	pairs, meta, err := s.kv.List(dir, readOpts(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	if err := hiddenByACLs(meta, dir); err != nil {
+		return nil, err
 	}
 	return parseRollout(role, dir, pairs)
 }
@@ -191,9 +194,12 @@ func (s *Store) Rollout(ctx context.Context, role string) (*Rollout, error) {
 // Rollouts reads every role's rollout, in one request.
 func (s *Store) Rollouts(ctx context.Context) (map[string]*Rollout, error) {
 	dir := s.key(dirRollout) + "/"
-	pairs, _, err := s.kv.List(dir, readOpts(ctx))
+	pairs, meta, err := s.kv.List(dir, readOpts(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	if err := hiddenByACLs(meta, dir); err != nil {
+		return nil, err
 	}
 	byRole := map[string]api.KVPairs{}
 	for _, p := range pairs {
@@ -467,7 +473,7 @@ func (s *Store) txn(ctx context.Context, ops api.KVTxnOps, what string) (bool, e
 	if allStale(resp) {
 		return false, nil
 	}
-	return false, fmt.Errorf("%s: transaction rolled back: %s", what, TxnErrors(resp))
+	return false, refusedOr(resp, fmt.Errorf("%s: transaction rolled back: %s", what, TxnErrors(resp)))
 }
 
 // backoff waits before check-and-set attempt n (none before the first).

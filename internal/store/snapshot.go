@@ -55,9 +55,12 @@ func (p Problem) String() string { return p.Key + ": " + p.Problem }
 
 // Snapshot reads the whole prefix in one request.
 func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
-	pairs, _, err := s.kv.List(s.prefix+"/", readOpts(ctx))
+	pairs, meta, err := s.kv.List(s.prefix+"/", readOpts(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("read %s/: %w", s.prefix, err)
+	}
+	if err := hiddenByACLs(meta, s.prefix+"/"); err != nil {
+		return nil, err
 	}
 	snap := &Snapshot{Hosts: map[string]*Host{}, Desired: map[string]int{}, Scaling: newScaling()}
 	for _, p := range pairs {

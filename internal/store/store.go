@@ -268,7 +268,7 @@ func (s *Store) move(ctx context.Context, dir, target string, val []byte, mine f
 			continue
 		}
 		if !allStale(resp) {
-			return fmt.Errorf("kv transaction on %s rolled back: %s", target, TxnErrors(resp))
+			return refusedOr(resp, fmt.Errorf("kv transaction on %s rolled back: %s", target, TxnErrors(resp)))
 		}
 	}
 	return fmt.Errorf("%s: %w", target, ErrConflict)
@@ -314,6 +314,31 @@ func TxnErrors(resp *api.KVTxnResponse) string {
 		parts = append(parts, e.What)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// refusedOr returns err, marked as a refusal by Consul (fault.Unavailable,
+// exit 3) when an ACL refused one of the transaction's operations: the
+// token lacks a permission, which is not a bug in orchestrate nor bad input.
+func refusedOr(resp *api.KVTxnResponse, err error) error {
+	if resp != nil {
+		for _, e := range resp.Errors {
+			if strings.Contains(e.What, "Permission denied") {
+				return fault.Unavailable(err)
+			}
+		}
+	}
+	return err
+}
+
+// hiddenByACLs is an error (a refusal, exit 3) when Consul left keys under
+// dir out of a listing because the token may not read them: a reader of
+// the whole prefix would otherwise take "hidden" for "absent" (no hosts,
+// no failures).
+func hiddenByACLs(meta *api.QueryMeta, dir string) error {
+	if meta != nil && meta.ResultsFilteredByACLs {
+		return fault.Unavailable(fmt.Errorf("keys under %s are hidden from this token by Consul's ACLs: it needs key:read on %s", dir, dir))
+	}
+	return nil
 }
 
 // SetDesired sets roles/<role>/desired.

@@ -17,14 +17,37 @@ import (
 // passing.
 func RequirePuppet(t testing.TB) string {
 	t.Helper()
-	p, err := exec.LookPath("puppet")
+	return RequireTool(t, "puppet", "puppet")
+}
+
+// RequireTool returns the path of the command name, which the Debian package
+// pkg provides and scripts/install-test-deps.sh installs. When it is missing
+// the test is skipped with a message saying how to install it, except under
+// CI=true, where it fails.
+func RequireTool(t testing.TB, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
 	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and no puppet binary (make test-deps installs Debian's puppet): %v", err)
+			t.Fatalf("CI=true and no %s binary (make test-deps installs Debian's %s): %v", name, pkg, err)
 		}
-		t.Skipf("skipping: no puppet binary (make test-deps, or apt-get install puppet): %v", err)
+		t.Skipf("skipping: no %s binary (make test-deps, or apt-get install %s): %v", name, pkg, err)
 	}
 	return p
+}
+
+// RequireRoot skips a test that needs root (to install a package, to make a
+// mount namespace), except under CI=true, where it fails: `make test` runs
+// as root, as installing its Debian packages does.
+func RequireRoot(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true and not root: %s needs root", why)
+	}
+	t.Skipf("skipping: %s needs root", why)
 }
 
 // SyncBuffer is a bytes.Buffer that a writer (a logger, a command) and a
@@ -66,4 +89,38 @@ func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool
 		time.Sleep(20 * time.Millisecond)
 	}
 	return time.Since(start)
+}
+
+// builds caches BuildCommands: one directory of binaries per list of
+// commands, built once per test process.
+var builds = struct {
+	sync.Mutex
+	dirs map[string]string
+}{dirs: map[string]string{}}
+
+// BuildCommands builds the project's commands named (orchestrate,
+// hiera-services, ...) with go build into one directory, once per test
+// process, and returns the directory. The directory stays until the
+// process ends: tests running later in the process use the binaries.
+func BuildCommands(t testing.TB, names ...string) string {
+	t.Helper()
+	key := fmt.Sprint(names)
+	builds.Lock()
+	defer builds.Unlock()
+	if dir, ok := builds.dirs[key]; ok {
+		return dir
+	}
+	dir, err := os.MkdirTemp("", "orchestrate-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"build", "-o", dir + "/"}
+	for _, n := range names {
+		args = append(args, "github.com/jiocloud/orchestrate/cmd/"+n)
+	}
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("go %v: %v\n%s", args, err, out)
+	}
+	builds.dirs[key] = dir
+	return dir
 }

@@ -52,7 +52,7 @@ define orchestrate::service_blocker (
   String[1]                         $max_interval  = '5s',
   Integer[1]                        $check_timeout = 2,
   Integer[0]                        $grace         = 30,
-  String[1]                         $binary        = '/usr/local/bin/service-blocker',
+  String[1]                         $binary        = '/usr/bin/service-blocker',
 ) {
   $tag_args = $service_tag ? { undef => [], default => ['--tag', $service_tag] }
   $dc_args = $datacenter ? { undef => [], default => ['--datacenter', $datacenter] }

@@ -1,7 +1,7 @@
 # Example: configure Keystone's database connection only once two MySQL
 # servers accept connections, and start Keystone only once it is set.
 #
-#   puppet apply --modulepath examples/puppet examples/puppet/example.pp
+#   puppet apply --modulepath puppet puppet/orchestrate/examples/service_blocker.pp
 orchestrate::service_blocker { 'mysql':
   count   => 2,
   mode    => 'functional',

@@ -1,0 +1,220 @@
+// Package examples_test checks the files an operator starts from, and the
+// package's default configuration, with the code and the tools that read
+// them: the reaper's config loader, gophercloud's clouds.yaml parser,
+// hiera-services's dependencies loader, Consul's own `consul validate`,
+// sh -n, and a real `puppet lookup` through the example hiera.yaml of data
+// hiera-services rendered from a real agent.
+package examples_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
+	"github.com/hashicorp/consul/api"
+	"gopkg.in/yaml.v3"
+
+	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/hieradata"
+	"github.com/jiocloud/orchestrate/internal/testutil"
+	"github.com/jiocloud/orchestrate/reaper"
+)
+
+// abs is the absolute path of a file in this folder.
+func abs(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// rewrite copies file into a temporary directory with old replaced by new.
+func rewrite(t *testing.T, file, old, new string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(old)) {
+		t.Fatalf("%s does not hold %q", file, old)
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(file))
+	if err := os.WriteFile(out, bytes.ReplaceAll(b, []byte(old), []byte(new)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// examples/reaper.yaml loads and validates as the reaper does (its user
+// data file included), in dry run; the package's default differs only in
+// listing no role, which the reaper refuses by name.
+func TestReaperYAML(t *testing.T) {
+	conf := rewrite(t, "reaper.yaml", "/etc/orchestrate/user-data.yaml", abs(t, "user-data.yaml"))
+	cfg, err := reaper.LoadConfig(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("examples/reaper.yaml: %v", err)
+	}
+	if !cfg.IsDryRun() || len(cfg.Roles) != 2 || cfg.Cloud.Name != "mycloud" {
+		t.Errorf("examples/reaper.yaml loads as %+v", cfg)
+	}
+
+	def, err := reaper.LoadConfig("../packaging/etc/reaper.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !def.IsDryRun() {
+		t.Errorf("the package's reaper.yaml is not in dry run")
+	}
+	if err := def.Validate(); err == nil || !strings.Contains(err.Error(), "roles: at least one role") {
+		t.Errorf("the package's reaper.yaml: %v, want only its missing roles refused", err)
+	}
+}
+
+// examples/clouds.yaml is what gophercloud (and the openstack CLI) read.
+func TestCloudsYAML(t *testing.T) {
+	ao, eo, _, err := clouds.Parse(clouds.WithCloudName("mycloud"), clouds.WithLocations(abs(t, "clouds.yaml")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ao.Username != "orchestrate-reaper" || ao.IdentityEndpoint == "" || eo.Region != "RegionOne" {
+		t.Errorf("clouds.yaml: auth %+v, endpoint %+v", ao, eo)
+	}
+}
+
+// Both dependencies files load as hiera-services and watch-config load
+// them.
+func TestDependenciesYAML(t *testing.T) {
+	deps, err := hieradata.LoadDependencies("dependencies.yaml")
+	if err != nil || len(deps) != 3 {
+		t.Errorf("examples/dependencies.yaml: %v, %v", deps, err)
+	}
+	deps, err = hieradata.LoadDependencies("../packaging/etc/dependencies.yaml")
+	if err != nil || len(deps) != 0 {
+		t.Errorf("the package's dependencies.yaml: %v, %v", deps, err)
+	}
+}
+
+// The user data is cloud-config; the agent configuration it writes passes
+// `consul validate` of the real Consul; every shell command parses.
+func TestUserData(t *testing.T) {
+	bin := consultest.RequireBinary(t)
+	b, err := os.ReadFile("user-data.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte("#cloud-config\n")) {
+		t.Fatalf("user-data.yaml does not start with #cloud-config")
+	}
+	var ud struct {
+		Packages   []string `yaml:"packages"`
+		WriteFiles []struct {
+			Path, Content, Permissions string
+		} `yaml:"write_files"`
+		Runcmd [][]string `yaml:"runcmd"`
+	}
+	if err := yaml.Unmarshal(b, &ud); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(ud.Packages, " ") != "consul orchestrate puppet" {
+		t.Errorf("packages %v", ud.Packages)
+	}
+	files := map[string]string{}
+	for _, f := range ud.WriteFiles {
+		files[f.Path] = f.Content
+	}
+	agent, ok := files["/etc/consul.d/agent.json"]
+	if !ok {
+		t.Fatalf("no /etc/consul.d/agent.json in %v", files)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "agent.json"), []byte(agent), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "validate", dir).CombinedOutput(); err != nil {
+		t.Errorf("consul validate of the agent configuration: %v\n%s", err, out)
+	}
+	if tok := files["/etc/orchestrate/node.token"]; strings.TrimSpace(tok) == "" {
+		t.Errorf("no node token file")
+	}
+	for _, cmd := range ud.Runcmd {
+		if len(cmd) == 3 && cmd[0] == "sh" && cmd[1] == "-c" {
+			if out, err := exec.Command("sh", "-n", "-c", cmd[2]).CombinedOutput(); err != nil {
+				t.Errorf("sh -n %q: %v\n%s", cmd[2], err, out)
+			}
+		}
+	}
+	if !strings.Contains(string(b), "orchestrate update-status --token-file /etc/orchestrate/node.token provisioned success") {
+		t.Errorf("the user data never reports provisioned")
+	}
+}
+
+// Data hiera-services rendered from a real agent, read back by the real
+// `puppet lookup` through the example hiera.yaml's level.
+func TestHieraLevel(t *testing.T) {
+	puppet := testutil.RequirePuppet(t)
+	a := consultest.Start(t, consultest.Options{})
+	_, err := a.Client.Catalog().Register(&api.CatalogRegistration{Node: "db1", Address: "10.0.0.5",
+		Service: &api.AgentService{ID: "mysql", Service: "mysql", Port: 3306}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "services.yaml")
+	hs := filepath.Join(testutil.BuildCommands(t, "hiera-services"), "hiera-services")
+	cmd := exec.Command(hs, "--out", out, "--dependencies", "dependencies.yaml")
+	cmd.Env = append(a.Env(), "PATH="+os.Getenv("PATH"))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hiera-services: %v\n%s", err, b)
+	}
+	hieraYAML := rewrite(t, "hiera.yaml", "/var/lib/orchestrate/hiera/services.yaml", out)
+	facts := filepath.Join(dir, "facts.json")
+	if err := os.WriteFile(facts, []byte(`{"trusted": {"certname": "keystone1"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{
+		"services::mysql::address":         `["10.0.0.5"]`,
+		"orchestrate::dependencies_met":    `false`,
+		"orchestrate::unmet_dependencies":  `["memcached", "mysql", "rabbitmq"]`,
+		"healthy_services::mysql::address": `["10.0.0.5"]`, // no check: passing
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		b, err := exec.CommandContext(ctx, puppet, "lookup", key, "--hiera_config", hieraYAML, "--facts", facts,
+			"--render-as", "json", "--confdir", filepath.Join(dir, "conf"), "--vardir", filepath.Join(dir, "var")).Output()
+		cancel()
+		if err != nil {
+			t.Fatalf("puppet lookup %s: %v\n%s", key, err, b)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		var got, w any
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+			t.Fatalf("puppet lookup %s printed %q", key, b)
+		}
+		if err := json.Unmarshal([]byte(want), &w); err != nil {
+			t.Fatal(err)
+		}
+		if g, _ := json.Marshal(got); string(g) != mustJSON(t, w) {
+			t.Errorf("puppet lookup %s = %s, want %s", key, g, want)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

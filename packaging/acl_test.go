@@ -1,0 +1,372 @@
+package packaging_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/cli"
+	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/testutil"
+	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/reaper/simcloud"
+)
+
+// mgmtToken is the ACL agent's management token: it only sets the scene
+// (policies, tokens, registrations); every binary runs with a token made
+// from a shipped policy.
+const mgmtToken = "3f1d2c4b-5a69-4e7f-8a1b-2c3d4e5f6a7b"
+
+// aclWorld is an ACL-enabled agent (default deny, as production runs) with
+// a web service on two nodes.
+type aclWorld struct {
+	agent *consultest.Agent
+	admin *api.Client
+	bin   string
+}
+
+func newACLWorld(t *testing.T) *aclWorld {
+	t.Helper()
+	a := consultest.Start(t, consultest.Options{ACLToken: mgmtToken})
+	w := &aclWorld{agent: a, admin: a.Client, bin: testutil.BuildCommands(t, "orchestrate", "hiera-services", "service-blocker")}
+	for i, node := range []string{"web1", "web2"} {
+		_, err := w.admin.Catalog().Register(&api.CatalogRegistration{
+			Node: node, Address: fmt.Sprintf("10.0.0.%d", i+1),
+			Service: &api.AgentService{ID: "web", Service: "web", Port: 80},
+			Check:   &api.AgentCheck{CheckID: "web", Name: "web", Status: api.HealthPassing, ServiceID: "web"},
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Consul DNS answers with the agent's DNS token, not the caller's
+	// (README: the agent's tokens): read of the catalog, as Consul's
+	// builtin/dns templated policy grants.
+	dns := w.token(t, "node_prefix \"\" { policy = \"read\" }\nservice_prefix \"\" { policy = \"read\" }\n")
+	secret, err := os.ReadFile(dns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.admin.Agent().UpdateDNSToken(strings.TrimSpace(string(secret)), nil); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// policyText is the shipped policy file name, with the rule whose first
+// line is drop removed ("" keeps every rule).
+func policyText(t *testing.T, name, drop string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("acl", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if drop == "" {
+		return text
+	}
+	// A rule is its first line up to the closing "}" (or the one line of
+	// an "x = y" rule).
+	re := regexp.MustCompile(`(?ms)^` + regexp.QuoteMeta(drop) + `(\s*\{.*?^\}|\s*$)`)
+	if !re.MatchString(text) {
+		t.Fatalf("%s has no rule %q", name, drop)
+	}
+	return re.ReplaceAllString(text, "")
+}
+
+// token makes a policy from rules and a token holding exactly it, and
+// writes the token to a file only the owner reads.
+func (w *aclWorld) token(t *testing.T, rules string) string {
+	t.Helper()
+	pol, _, err := w.admin.ACL().PolicyCreate(&api.ACLPolicy{Name: fmt.Sprintf("p%d", time.Now().UnixNano()), Rules: rules}, nil)
+	if err != nil {
+		t.Fatalf("policy create: %v\n%s", err, rules)
+	}
+	tok, _, err := w.admin.ACL().TokenCreate(&api.ACLToken{Policies: []*api.ACLTokenPolicyLink{{ID: pol.ID}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte(tok.SecretID+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// result is one run of a binary.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// run runs a binary with the token in tokenFile and nothing else: no
+// management token in its environment.
+func (w *aclWorld) run(t *testing.T, tokenFile, name string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(w.bin, name), args...)
+	// The agent's address and nothing of the management token.
+	for _, kv := range w.agent.Env() {
+		if !strings.HasPrefix(kv, "CONSUL_HTTP_TOKEN=") && !strings.HasPrefix(kv, "ORCHESTRATE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "CONSUL_HTTP_TOKEN_FILE="+tokenFile)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("%s: %v", name, err)
+	}
+	return r
+}
+
+// must checks r's exit code and, for a refusal, that stderr names what was
+// refused; the token itself never shows.
+func must(t *testing.T, what string, r result, code int, refused string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("%s: exit %d, want %d\nstdout: %s\nstderr: %s", what, r.code, code, r.stdout, r.stderr)
+		return
+	}
+	if refused != "" && !strings.Contains(r.stderr, refused) {
+		t.Errorf("%s: stderr does not name %q:\n%s", what, refused, r.stderr)
+	}
+}
+
+// The node policy lets orchestrate report this node's version and status
+// and read the desired version, hiera-services render the catalog and
+// service-blocker --passing-only count healthy instances; each permission
+// taken away makes the binary that needs it exit 3 naming it.
+func TestACLNodePolicy(t *testing.T) {
+	t.Parallel()
+	w := newACLWorld(t)
+	if _, err := w.admin.KV().Put(&api.KVPair{Key: "orchestrate/current_version", Value: []byte("v2")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tok := w.token(t, policyText(t, "node.hcl", ""))
+	must(t, "update-status", w.run(t, tok, "orchestrate", "update-status", "--host", "web1", "puppet", "success"), 0, "")
+	must(t, "update-status, host from the agent", w.run(t, tok, "orchestrate", "update-status", "validation", "running"), 0, "")
+	must(t, "report-version", w.run(t, tok, "orchestrate", "report-version", "--host", "web1", "v2"), 0, "")
+	must(t, "report-version again", w.run(t, tok, "orchestrate", "report-version", "--host", "web1", "v3"), 0, "")
+	must(t, "pending-update", w.run(t, tok, "orchestrate", "pending-update", "--host", "web1"), 0, "")
+	if r := w.run(t, tok, "orchestrate", "current-version"); r.code != 0 || strings.TrimSpace(r.stdout) != "v2" {
+		t.Errorf("current-version: exit %d, %q %s", r.code, r.stdout, r.stderr)
+	}
+	out := filepath.Join(t.TempDir(), "services.yaml")
+	must(t, "hiera-services", w.run(t, tok, "hiera-services", "--out", out), 0, "")
+	if b, err := os.ReadFile(out); err != nil || !strings.Contains(string(b), "services::web::address") {
+		t.Errorf("services.yaml: %v\n%s", err, b)
+	}
+	must(t, "service-blocker --passing-only", w.run(t, tok, "service-blocker", "--passing-only", "--timeout", "5s", "--dns", w.agent.DNSAddr, "web:2"), 0, "")
+	must(t, "report-metric", w.run(t, tok, "orchestrate", "report-metric", "--role", "web", "--host", "web1", "load", "0.5"), 0, "")
+	now := time.Now().UTC()
+	drain := fmt.Sprintf(`{"requested": %q, "role": "web", "entry": "web.x.1", "reason": "surplus", "deadline": %q}`, now.Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
+	for _, h := range []string{"web1", "web2"} { // web2's request stays unanswered, for the refusal below
+		if _, err := w.admin.KV().Put(&api.KVPair{Key: "orchestrate/drain/" + h, Value: []byte(drain)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, "drained", w.run(t, tok, "orchestrate", "drained", "web1"), 0, "")
+
+	// What the node wrote, read back with the management token.
+	keys, _, err := w.admin.KV().Keys("orchestrate/", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"orchestrate/current_version", "orchestrate/drain/web1", "orchestrate/drain/web2", "orchestrate/metrics/web/web1/load", "orchestrate/running_version/v3/web1",
+		"orchestrate/status/puppet/success/web1", "orchestrate/status/validation/running/" + w.agent.NodeName}
+	if strings.Join(keys, " ") != strings.Join(want, " ") {
+		t.Errorf("keys %v, want %v", keys, want)
+	}
+
+	for _, tc := range []struct {
+		name, drop string
+		args       []string
+		refused    string
+	}{
+		{"status write", `key_prefix "orchestrate/status/"`, []string{"orchestrate", "update-status", "--host", "web1", "puppet", "failed"}, "lacks permission 'key:write'"},
+		{"version write", `key_prefix "orchestrate/running_version/"`, []string{"orchestrate", "report-version", "--host", "web1", "v4"}, "lacks permission 'key:write'"},
+		{"metric write", `key_prefix "orchestrate/metrics/"`, []string{"orchestrate", "report-metric", "--role", "web", "--host", "web1", "load", "0.7"}, "lacks permission 'key:write'"},
+		{"drain write", `key_prefix "orchestrate/drain/"`, []string{"orchestrate", "drained", "--failed", "web2"}, "lacks permission 'key:write'"},
+		{"key read", `key_prefix "orchestrate/"`, []string{"orchestrate", "current-version"}, "key:read"},
+		{"agent read", `agent_prefix ""`, []string{"orchestrate", "update-status", "puppet", "success"}, "agent:read"},
+		{"service read", `service_prefix ""`, []string{"hiera-services", "--out", filepath.Join(t.TempDir(), "s.yaml")}, "service_prefix"},
+		{"node read", `node_prefix ""`, []string{"hiera-services", "--out", filepath.Join(t.TempDir(), "s.yaml")}, "node_prefix"},
+		{"service read, blocker", `service_prefix ""`, []string{"service-blocker", "--passing-only", "--timeout", "3s", "--dns", w.agent.DNSAddr, "web:2"}, "service:read"},
+	} {
+		t.Run("without "+tc.name, func(t *testing.T) {
+			tok := w.token(t, policyText(t, "node.hcl", tc.drop))
+			must(t, strings.Join(tc.args, " "), w.run(t, tok, tc.args[0], tc.args[1:]...), 3, tc.refused)
+		})
+	}
+	// Nothing the refused runs tried was written.
+	after, _, _ := w.admin.KV().Keys("orchestrate/", "", nil)
+	if strings.Join(after, " ") != strings.Join(want, " ") {
+		t.Errorf("after the refusals: keys %v, want %v", after, want)
+	}
+}
+
+// The operator policy shows everything and changes nothing.
+func TestACLOperatorPolicy(t *testing.T) {
+	t.Parallel()
+	w := newACLWorld(t)
+	node := w.token(t, policyText(t, "node.hcl", ""))
+	must(t, "update-status", w.run(t, node, "orchestrate", "update-status", "--host", "web1", "puppet", "failed"), 0, "")
+
+	tok := w.token(t, policyText(t, "operator.hcl", ""))
+	r := w.run(t, tok, "orchestrate", "status")
+	must(t, "status", r, 0, "")
+	if !strings.Contains(r.stdout, "web1") {
+		t.Errorf("status does not show web1:\n%s", r.stdout)
+	}
+	must(t, "get-failures", w.run(t, tok, "orchestrate", "get-failures"), 1, "")
+	must(t, "reaper status", w.run(t, tok, "orchestrate", "reaper", "status"), 0, "")
+	must(t, "trigger-update", w.run(t, tok, "orchestrate", "trigger-update", "v9"), 3, "lacks permission 'key:write'")
+	must(t, "update-status", w.run(t, tok, "orchestrate", "update-status", "--host", "web1", "puppet", "success"), 3, "lacks permission 'key:write'")
+
+	tok = w.token(t, policyText(t, "operator.hcl", `node_prefix ""`))
+	must(t, "status without node read", w.run(t, tok, "orchestrate", "status"), 3, `node_prefix`)
+	tok = w.token(t, policyText(t, "operator.hcl", `key_prefix "orchestrate/"`))
+	must(t, "status without key read", w.run(t, tok, "orchestrate", "status"), 3, "key:read")
+}
+
+// reaperRun runs the reaper in process (the cloud is simulated; Consul is
+// the real agent) with the token in tokenFile until it wrote a state
+// report or stop says so, then stops it; it returns the exit code and the
+// log.
+func reaperRun(t *testing.T, w *aclWorld, tokenFile string, sim *simcloud.Cloud, until func() bool) (int, string) {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "reaper.yaml")
+	text := `dry_run: false
+interval: 200ms
+session_ttl: 10s
+lock_delay: 1s
+listen: ""
+roles:
+  - name: app
+    desired: 2
+    boot: {flavor: m1, image: debian, name_template: "app{n}"}
+`
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"CONSUL_HTTP_TOKEN", "CONSUL_HTTP_ADDR", "ORCHESTRATE_PREFIX"} {
+		t.Setenv(k, "")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr testutil.SyncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- reaper.RunWithCloud(ctx, []string{"--config", conf, "--consul-addr", w.agent.HTTPAddr, "--token-file", tokenFile},
+			cli.IO{Stdout: &stderr, Stderr: &stderr}, sim)
+	}()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case code := <-done:
+			return code, stderr.String()
+		case <-deadline:
+			cancel()
+			return <-done, stderr.String()
+		case <-time.After(100 * time.Millisecond):
+			if until() {
+				cancel()
+				return <-done, stderr.String()
+			}
+		}
+	}
+}
+
+// The reaper policy lets the reaper lead, journal and boot the missing
+// servers of a role and report its state; without its service rule it
+// cannot register and exits 3 naming service:write.
+func TestACLReaperPolicy(t *testing.T) {
+	w := newACLWorld(t)
+	st, err := store.New(w.admin, "orchestrate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The nodes' records, which a node token wrote, for the reaper to read.
+	node := w.token(t, policyText(t, "node.hcl", ""))
+	for _, h := range []string{"web1", "web2"} {
+		must(t, "report-version", w.run(t, node, "orchestrate", "report-version", "--host", h, "v1"), 0, "")
+	}
+
+	tok := w.token(t, policyText(t, "reaper.hcl", ""))
+	sim := simcloud.New()
+	var report *store.ReaperReport
+	code, log := reaperRun(t, w, tok, sim, func() bool {
+		report, _ = st.ReaperReport(context.Background())
+		return report != nil && sim.Creates.Load() > 0
+	})
+	if code != 0 || report == nil || len(report.Errors) > 0 || sim.Creates.Load() == 0 {
+		t.Fatalf("reaper: exit %d, %d creates, report %+v\n%s", code, sim.Creates.Load(), report, log)
+	}
+	if strings.Contains(log, "Permission denied") {
+		t.Errorf("the reaper was refused something:\n%s", log)
+	}
+
+	tok = w.token(t, policyText(t, "reaper.hcl", `service "reaper"`))
+	code, log = reaperRun(t, w, tok, simcloud.New(), func() bool { return false })
+	if code != 3 || !strings.Contains(log, "service:write") {
+		t.Errorf("reaper without its service rule: exit %d, want 3 naming service:write:\n%s", code, log)
+	}
+}
+
+// hostStatusRules are the per-host status rules README ("Can one node
+// rewrite another's status?") shows: node.hcl without its status/ prefix
+// rule, plus write on the host's own key in each category and state.
+func hostStatusRules(t *testing.T, host string, categories []string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(policyText(t, "node.hcl", `key_prefix "orchestrate/status/"`))
+	for _, c := range categories {
+		for _, s := range store.States {
+			fmt.Fprintf(&b, "key \"orchestrate/status/%s/%s/%s\" { policy = \"write\" }\n", c, s, host)
+		}
+	}
+	return b.String()
+}
+
+// With a per-host policy a node moves its own status and is refused
+// another host's; its version records stay writable by every node (the
+// version, not the host, follows the prefix).
+func TestACLPerHostStatus(t *testing.T) {
+	t.Parallel()
+	w := newACLWorld(t)
+	tok := w.token(t, hostStatusRules(t, "web1", []string{"provisioned", "update", "puppet", "eventual", "validation"}))
+	for _, state := range []string{"running", "failed", "success"} {
+		must(t, "own status "+state, w.run(t, tok, "orchestrate", "update-status", "--host", "web1", "puppet", state), 0, "")
+	}
+	r := w.run(t, tok, "orchestrate", "update-status", "--host", "web2", "puppet", "failed")
+	t.Logf("refused: %s", r.stderr)
+	must(t, "another host's status", r, 3, "lacks permission 'key:write'")
+	must(t, "a category not in the policy", w.run(t, tok, "orchestrate", "update-status", "--host", "web1", "smoke", "failed"), 3, "lacks permission 'key:write'")
+	must(t, "another host's version", w.run(t, tok, "orchestrate", "report-version", "--host", "web2", "v1"), 0, "")
+	keys, _, err := w.admin.KV().Keys("orchestrate/status/", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "orchestrate/status/puppet/success/web1"; strings.Join(keys, " ") != want {
+		t.Errorf("status keys %v, want [%s]", keys, want)
+	}
+}

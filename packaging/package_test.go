@@ -1,0 +1,507 @@
+// Package packaging_test checks the Debian package `make package` builds with
+// the real tools: dpkg-deb, lintian, dpkg (installing into a throw-away
+// root), systemd-analyze and man.
+package packaging_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jiocloud/orchestrate/internal/testutil"
+)
+
+// The package's four binaries and two units.
+var (
+	binaries = []string{"hiera-services", "orchestrate", "reaper", "service-blocker"}
+	units    = []string{"orchestrate-reaper.service", "orchestrate-hiera-services.service"}
+	// conffiles are the files an operator edits and an upgrade keeps.
+	conffiles = []string{
+		"/etc/orchestrate/dependencies.yaml",
+		"/etc/orchestrate/hiera-services.env",
+		"/etc/orchestrate/reaper.env",
+		"/etc/orchestrate/reaper.yaml",
+	}
+)
+
+// builtPackage is a .deb `make package` built, with the version it was
+// built as.
+type builtPackage struct {
+	path       string // dist/orchestrate_<deb version>_amd64.deb
+	version    string // what --version prints (git describe)
+	debVersion string
+}
+
+var (
+	buildOnce sync.Once
+	// built: the tree's own version (make package as a user runs it), and a
+	// later one to upgrade to.
+	built, upgrade builtPackage
+	buildErr       error
+)
+
+// packages builds the package twice, once per test binary: as `make
+// package` builds it from this tree, and as version v99.0.0 for the upgrade.
+func packages(t *testing.T) (builtPackage, builtPackage) {
+	t.Helper()
+	testutil.RequireTool(t, "make", "make")
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "orchestrate-package-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		// The packages stay until the process ends: every test uses them.
+		if built, buildErr = makePackage(filepath.Join(dir, "cur")); buildErr != nil {
+			return
+		}
+		upgrade, buildErr = makePackage(filepath.Join(dir, "next"), "VERSION=v99.0.0")
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return built, upgrade
+}
+
+// makePackage runs `make package` at the repository root with DIST=dist and
+// the given make variables.
+func makePackage(dist string, vars ...string) (builtPackage, error) {
+	args := append([]string{"-C", "..", "--no-print-directory", "package", "DIST=" + dist}, vars...)
+	out, err := exec.Command("make", args...).CombinedOutput()
+	if err != nil {
+		return builtPackage{}, fmt.Errorf("make %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	path := lines[len(lines)-1]
+	m := regexp.MustCompile(`/orchestrate_([^_]+)_amd64\.deb$`).FindStringSubmatch(path)
+	if m == nil {
+		return builtPackage{}, fmt.Errorf("make package printed %q last, want the .deb's path", path)
+	}
+	version := ""
+	for _, v := range vars {
+		if s, ok := strings.CutPrefix(v, "VERSION="); ok {
+			version = s
+		}
+	}
+	if version == "" {
+		v, err := exec.Command("../scripts/version.sh").Output()
+		if err != nil {
+			return builtPackage{}, fmt.Errorf("scripts/version.sh: %v", err)
+		}
+		version = strings.TrimSpace(string(v))
+	}
+	return builtPackage{path: path, version: version, debVersion: m[1]}, nil
+}
+
+// run runs a command and returns its combined output; a failure is fatal.
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// extract unpacks the package's files (no scripts run) into a new directory.
+func extract(t *testing.T, deb string) string {
+	t.Helper()
+	dir := t.TempDir()
+	run(t, "dpkg-deb", "-x", deb, dir)
+	return dir
+}
+
+// The control fields, the maintainer scripts and the conffiles as
+// dpkg-deb --info reads them.
+func TestPackageInfo(t *testing.T) {
+	testutil.RequireTool(t, "dpkg-deb", "dpkg")
+	pkg, _ := packages(t)
+	if want := "orchestrate_" + pkg.debVersion + "_amd64.deb"; filepath.Base(pkg.path) != want {
+		t.Fatalf("package file %s, want %s", filepath.Base(pkg.path), want)
+	}
+	deb, err := exec.Command("../scripts/version.sh", "--deb", pkg.version).Output()
+	if err != nil || strings.TrimSpace(string(deb)) != pkg.debVersion {
+		t.Fatalf("package version %s, want scripts/version.sh --deb %s = %s (%v)", pkg.debVersion, pkg.version, deb, err)
+	}
+	fields := map[string]string{}
+	for _, f := range []string{"Package", "Version", "Architecture", "Depends", "Section", "Maintainer", "Description"} {
+		fields[f] = strings.TrimSpace(run(t, "dpkg-deb", "--field", pkg.path, f))
+	}
+	for f, want := range map[string]string{
+		"Package": "orchestrate", "Version": pkg.debVersion, "Architecture": "amd64", "Section": "admin",
+		"Depends": "systemd | systemd-standalone-sysusers | systemd-sysusers",
+	} {
+		if fields[f] != want {
+			t.Errorf("%s: %q, want %q", f, fields[f], want)
+		}
+	}
+	if !strings.HasPrefix(fields["Description"], "Consul as the control plane") || !strings.Contains(fields["Description"], "installed disabled") {
+		t.Errorf("Description: %q", fields["Description"])
+	}
+	info := run(t, "dpkg-deb", "--info", pkg.path)
+	for _, script := range []string{"postinst", "prerm", "postrm"} {
+		if !regexp.MustCompile(`(?m)^\s+\d+ bytes,\s+\d+ lines\s+\*\s+` + script + `\s+#!/bin/sh$`).MatchString(info) {
+			t.Errorf("dpkg-deb --info shows no executable %s:\n%s", script, info)
+		}
+	}
+	dir := t.TempDir()
+	run(t, "dpkg-deb", "--control", pkg.path, dir)
+	got, err := os.ReadFile(filepath.Join(dir, "conffiles"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := strings.Fields(string(got)); strings.Join(g, " ") != strings.Join(conffiles, " ") {
+		t.Errorf("conffiles %q, want %q", g, conffiles)
+	}
+}
+
+// Every file the package installs, with its mode and owner, as dpkg-deb
+// --contents lists them; nothing outside the expected places.
+func TestPackageContents(t *testing.T) {
+	testutil.RequireTool(t, "dpkg-deb", "dpkg")
+	pkg, _ := packages(t)
+	want := map[string]string{} // path: mode and owner
+	for _, b := range binaries {
+		want["/usr/bin/"+b] = "-rwxr-xr-x root/root"
+		want["/usr/share/man/man1/"+b+".1.gz"] = "-rw-r--r-- root/root"
+	}
+	for _, u := range units {
+		want["/lib/systemd/system/"+u] = "-rw-r--r-- root/root"
+	}
+	for _, c := range conffiles {
+		want[c] = "-rw-r--r-- root/root"
+	}
+	for _, f := range []string{
+		"/usr/lib/sysusers.d/orchestrate.conf",
+		"/usr/share/orchestrate/acl/node.hcl", "/usr/share/orchestrate/acl/reaper.hcl", "/usr/share/orchestrate/acl/operator.hcl",
+		"/usr/share/doc/orchestrate/copyright", "/usr/share/doc/orchestrate/changelog.gz",
+		"/usr/share/doc/orchestrate/README.md.gz", "/usr/share/doc/orchestrate/reaper.md.gz",
+		"/usr/share/doc/orchestrate/puppet/README.md.gz",
+		"/usr/share/doc/orchestrate/examples/reaper.yaml.gz", "/usr/share/doc/orchestrate/examples/user-data.yaml.gz",
+		"/usr/share/doc/orchestrate/examples/clouds.yaml.gz", "/usr/share/doc/orchestrate/examples/hiera.yaml.gz", "/usr/share/doc/orchestrate/examples/dependencies.yaml.gz",
+		"/usr/share/lintian/overrides/orchestrate",
+	} {
+		want[f] = "-rw-r--r-- root/root"
+	}
+	allowed := regexp.MustCompile(`^/(usr/bin/|usr/share/(man/man1|doc/orchestrate|orchestrate/acl|lintian/overrides)/|usr/lib/sysusers\.d/|lib/systemd/system/|etc/orchestrate/)`)
+	got := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(run(t, "dpkg-deb", "--contents", pkg.path)))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 {
+			t.Fatalf("dpkg-deb --contents line %q", sc.Text())
+		}
+		path := strings.TrimPrefix(f[len(f)-1], ".")
+		if strings.HasPrefix(f[0], "d") {
+			if f[0] != "drwxr-xr-x" || f[1] != "root/root" {
+				t.Errorf("directory %s: %s %s, want drwxr-xr-x root/root", path, f[0], f[1])
+			}
+			continue
+		}
+		got[path] = f[0] + " " + f[1]
+		if !allowed.MatchString(path) {
+			t.Errorf("unexpected file %s", path)
+		}
+	}
+	for path, mode := range want {
+		if got[path] != mode {
+			t.Errorf("%s: %q, want %q", path, got[path], mode)
+		}
+	}
+}
+
+// lintian, Debian's package checker, finds no error. Its warnings and
+// informational tags are logged.
+func TestLintian(t *testing.T) {
+	lintian := testutil.RequireTool(t, "lintian", "lintian")
+	pkg, _ := packages(t)
+	out, err := exec.Command(lintian, "--info", "--display-level", ">=pedantic", "--fail-on", "error", pkg.path).CombinedOutput()
+	t.Logf("lintian:\n%s", out)
+	if err != nil {
+		t.Fatalf("lintian --fail-on error: %v", err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "E: ") {
+			t.Errorf("lintian error: %s", l)
+		}
+	}
+}
+
+// The packaged binaries say the package's version and the commit, and their
+// man pages render without a warning from man.
+func TestPackagedBinaries(t *testing.T) {
+	testutil.RequireTool(t, "dpkg-deb", "dpkg")
+	man := testutil.RequireTool(t, "man", "man-db")
+	pkg, _ := packages(t)
+	root := extract(t, pkg.path)
+	commit := strings.TrimSpace(run(t, "git", "rev-parse", "HEAD"))
+	for _, b := range binaries {
+		got := strings.TrimSpace(run(t, filepath.Join(root, "usr/bin", b), "--version"))
+		if want := fmt.Sprintf("%s %s (commit %s, go", b, pkg.version, commit); !strings.HasPrefix(got, want) {
+			t.Errorf("%s --version = %q, want it to start %q", b, got, want)
+		}
+		cmd := exec.Command(man, "--warnings", "-E", "UTF-8", "-l", filepath.Join(root, "usr/share/man/man1", b+".1.gz"))
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.Env = append(os.Environ(), "MANWIDTH=80")
+		if err := cmd.Run(); err != nil || stderr.Len() > 0 {
+			t.Errorf("man -l %s.1.gz: %v\n%s", b, err, stderr.String())
+		}
+		if !strings.Contains(stdout.String(), b+" --version") || !strings.Contains(stdout.String(), "EXIT STATUS") {
+			t.Errorf("man page of %s lacks its --version or EXIT STATUS section:\n%s", b, stdout.String())
+		}
+	}
+}
+
+// unitRoot is a directory holding the package's files and the host's own
+// systemd units (the targets the package's units name), for systemd-analyze
+// --root: it checks each ExecStart binary and each Documentation= man page
+// in that root.
+func unitRoot(t *testing.T, deb string) string {
+	t.Helper()
+	root := extract(t, deb)
+	hostUnits := "/lib/systemd/system"
+	if _, err := os.Stat(filepath.Join(hostUnits, "multi-user.target")); err != nil {
+		hostUnits = "/usr/lib/systemd/system"
+	}
+	// -n: the package's own units are kept.
+	run(t, "cp", "-rn", hostUnits+"/.", filepath.Join(root, "lib/systemd/system"))
+	return root
+}
+
+// systemd-analyze verify finds nothing to say about either unit, and the
+// reaper's sandbox has an exposure level of at most OK.
+func TestUnits(t *testing.T) {
+	sa := testutil.RequireTool(t, "systemd-analyze", "systemd")
+	testutil.RequireTool(t, "man", "man-db")
+	pkg, _ := packages(t)
+	root := unitRoot(t, pkg.path)
+	for _, u := range units {
+		cmd := exec.Command(sa, "verify", "--root="+root, "/lib/systemd/system/"+u)
+		// man(1) looks for the Documentation= pages in the root's man pages.
+		cmd.Env = append(os.Environ(), "MANPATH="+filepath.Join(root, "usr/share/man"))
+		// verify exits 0 after some complaints (a value it ignores): any
+		// output is a failure.
+		if out, err := cmd.CombinedOutput(); err != nil || len(out) > 0 {
+			t.Errorf("systemd-analyze verify %s: %v\n%s", u, err, out)
+		}
+	}
+	levels := map[string]int{"PERFECT": 0, "SAFE": 1, "OK": 2, "MEDIUM": 3, "EXPOSED": 4, "UNSAFE": 5, "DANGEROUS": 6}
+	for _, u := range units {
+		out := run(t, sa, "security", "--offline=true", "--root="+root, u)
+		m := regexp.MustCompile(`Overall exposure level for ` + regexp.QuoteMeta(u) + `: ([0-9.]+) ([A-Z]+)`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("systemd-analyze security %s printed no exposure level:\n%s", u, out)
+		}
+		score, _ := strconv.ParseFloat(m[1], 64)
+		level, ok := levels[m[2]]
+		t.Logf("%s: exposure %s %s", u, m[1], m[2])
+		if !ok || level > levels["OK"] || score >= 5 {
+			t.Errorf("%s: exposure %s %s, want at most OK:\n%s", u, m[1], m[2], out)
+		}
+	}
+}
+
+// dpkgRoot is a throw-away root for dpkg --root: an empty dpkg database
+// whose one installed package is a stand-in for systemd, which the package
+// depends on (the host provides systemd-sysusers; the scripts run without
+// chroot, honouring DPKG_ROOT).
+func dpkgRoot(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	admin := filepath.Join(root, "var/lib/dpkg")
+	for _, d := range []string{"info", "updates"} {
+		if err := os.MkdirAll(filepath.Join(admin, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := "Package: systemd\nStatus: install ok installed\nPriority: important\nSection: admin\n" +
+		"Maintainer: stand-in <root@localhost>\nArchitecture: amd64\nVersion: 252\nDescription: stands in for the host's systemd\n\n"
+	for name, text := range map[string]string{"status": status, "available": "", "info/systemd.list": ""} {
+		if err := os.WriteFile(filepath.Join(admin, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// dpkg runs dpkg on the throw-away root.
+func dpkg(t *testing.T, root string, args ...string) string {
+	t.Helper()
+	return run(t, "dpkg", append([]string{"--root=" + root, "--force-script-chrootless"}, args...)...)
+}
+
+// files lists every path under root except dpkg's own database.
+func files(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.Walk(root, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == "var/lib/dpkg" {
+			return filepath.SkipDir
+		}
+		if rel != "." {
+			out = append(out, "/"+rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// dpkg -i into a throw-away root: the files, the conffiles, the user, no
+// service enabled; an upgrade keeps an operator's edit of a conffile; dpkg
+// --purge leaves only what policy keeps: the system user (and the lock file
+// systemd-sysusers took to add it).
+func TestInstallUpgradePurge(t *testing.T) {
+	testutil.RequireTool(t, "dpkg", "dpkg")
+	testutil.RequireTool(t, "systemd-sysusers", "systemd")
+	testutil.RequireRoot(t, "dpkg -i")
+	pkg, next := packages(t)
+	root := dpkgRoot(t)
+	before := files(t, root)
+
+	dpkg(t, root, "-i", pkg.path)
+	for _, f := range append([]string{"/usr/bin/reaper", "/usr/bin/orchestrate", "/usr/bin/hiera-services", "/usr/bin/service-blocker",
+		"/lib/systemd/system/orchestrate-reaper.service", "/usr/share/orchestrate/acl/reaper.hcl"}, conffiles...) {
+		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+			t.Errorf("installed: %v", err)
+		}
+	}
+	admin := "--admindir=" + filepath.Join(root, "var/lib/dpkg")
+	status := run(t, "dpkg-query", admin, "-W", "-f=${Status} ${Version}\n${Conffiles}\n", "orchestrate")
+	if !strings.HasPrefix(status, "install ok installed "+pkg.debVersion+"\n") {
+		t.Errorf("dpkg-query: %s", status)
+	}
+	for _, c := range conffiles {
+		if !strings.Contains(status, " "+c+" ") {
+			t.Errorf("%s is not a conffile:\n%s", c, status)
+		}
+	}
+	passwd, err := os.ReadFile(filepath.Join(root, "etc/passwd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^orchestrate:x:\d+:\d+:[^:]*:/var/lib/orchestrate:/usr/sbin/nologin$`).Match(passwd) {
+		t.Errorf("no unprivileged user orchestrate in the root's /etc/passwd:\n%s", passwd)
+	}
+	for _, f := range files(t, root) {
+		if strings.Contains(f, ".wants/") || strings.HasPrefix(f, "/etc/systemd") {
+			t.Errorf("installing enabled a unit: %s", f)
+		}
+	}
+
+	// An operator's edit survives an upgrade to a new version.
+	conf := filepath.Join(root, "etc/orchestrate/reaper.yaml")
+	edited, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited = append(edited, []byte("# edited by the operator\n")...)
+	if err := os.WriteFile(conf, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dpkg(t, root, "-i", next.path)
+	if got, _ := os.ReadFile(conf); !bytes.Equal(got, edited) {
+		t.Errorf("the upgrade to %s replaced the operator's reaper.yaml", next.debVersion)
+	}
+	if got := run(t, filepath.Join(root, "usr/bin/reaper"), "--version"); !strings.HasPrefix(got, "reaper v99.0.0 ") {
+		t.Errorf("after the upgrade reaper --version = %q", got)
+	}
+
+	dpkg(t, root, "--purge", "orchestrate")
+	kept := map[string]bool{"/etc": true, "/etc/passwd": true, "/etc/group": true, "/etc/shadow": true, "/etc/gshadow": true, "/etc/.pwd.lock": true}
+	was := map[string]bool{}
+	for _, f := range before {
+		was[f] = true
+	}
+	for _, f := range files(t, root) {
+		if !was[f] && !kept[f] {
+			t.Errorf("left after dpkg --purge: %s", f)
+		}
+	}
+	if p, _ := os.ReadFile(filepath.Join(root, "etc/passwd")); !bytes.Contains(p, []byte("orchestrate:")) {
+		t.Errorf("the purge removed the system user (policy keeps it)")
+	}
+}
+
+// The maintainer scripts on a host where systemd runs: they never start or
+// enable a service on install or upgrade, stop both on removal, and clean
+// up on purge. PID 1 here is not systemd, so the test gives the scripts a
+// mount namespace in which /run/systemd/system exists (what they test for),
+// and stand-ins on PATH for systemctl, deb-systemd-invoke,
+// deb-systemd-helper and systemd-sysusers that record how they were called.
+func TestMaintainerScriptsUnderSystemd(t *testing.T) {
+	testutil.RequireRoot(t, "a mount namespace (unshare)")
+	unshare := testutil.RequireTool(t, "unshare", "util-linux")
+	pkg, _ := packages(t)
+	control := t.TempDir()
+	run(t, "dpkg-deb", "--control", pkg.path, control)
+	stubs := t.TempDir()
+	calls := filepath.Join(t.TempDir(), "calls")
+	for _, name := range []string{"systemctl", "deb-systemd-invoke", "deb-systemd-helper", "systemd-sysusers"} {
+		stub := "#!/bin/sh\necho \"" + name + " $*\" >>" + calls + "\n"
+		if err := os.WriteFile(filepath.Join(stubs, name), []byte(stub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fakeRoot := t.TempDir() // DPKG_ROOT for the purge, which removes files
+	if err := os.MkdirAll(filepath.Join(fakeRoot, "var/lib/orchestrate/hiera"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, script, arg string
+		dpkgRoot          string
+		want              []string
+	}{
+		{"install", "postinst", "configure", "", []string{"systemd-sysusers orchestrate.conf", "systemctl --system daemon-reload"}},
+		{"upgrade: prerm", "prerm", "upgrade", "", nil},
+		{"upgrade: postinst", "postinst", "configure", "", []string{"systemd-sysusers orchestrate.conf", "systemctl --system daemon-reload"}},
+		{"remove: prerm", "prerm", "remove", "", []string{"deb-systemd-invoke stop orchestrate-reaper.service orchestrate-hiera-services.service"}},
+		{"remove: postrm", "postrm", "remove", "", []string{"systemctl --system daemon-reload"}},
+		{"purge: postrm", "postrm", "purge", fakeRoot, []string{
+			"deb-systemd-helper purge orchestrate-reaper.service orchestrate-hiera-services.service",
+			"deb-systemd-helper unmask orchestrate-reaper.service orchestrate-hiera-services.service"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(calls)
+			script := "mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/system && exec sh -e \"$0\" \"$1\""
+			cmd := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c", script, filepath.Join(control, tc.script), tc.arg)
+			cmd.Env = append(os.Environ(), "PATH="+stubs+":"+os.Getenv("PATH"), "DPKG_ROOT="+tc.dpkgRoot)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%s %s: %v\n%s", tc.script, tc.arg, err, out)
+			}
+			got, _ := os.ReadFile(calls)
+			lines := strings.Split(strings.TrimSpace(string(got)), "\n")
+			if len(got) == 0 {
+				lines = nil
+			}
+			if strings.Join(lines, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("%s %s called:\n%s\nwant:\n%s", tc.script, tc.arg, got, strings.Join(tc.want, "\n"))
+			}
+			for _, l := range lines {
+				if regexp.MustCompile(`\b(start|restart|enable|reload-or-restart|try-restart)\b`).MatchString(l) {
+					t.Errorf("%s %s started or enabled a service: %s", tc.script, tc.arg, l)
+				}
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(fakeRoot, "var/lib/orchestrate")); !os.IsNotExist(err) {
+		t.Errorf("postrm purge left DPKG_ROOT/var/lib/orchestrate: %v", err)
+	}
+}

@@ -1,0 +1,68 @@
+#!/bin/sh
+# `make package`: builds orchestrate_<version>_amd64.deb into $DIST (default
+# dist/) with nfpm, from the binaries, man pages and documents it stages in
+# build/package/. Reproducible: every timestamp is the commit's
+# (SOURCE_DATE_EPOCH), binaries are built with -trimpath.
+#
+# Environment: VERSION (default scripts/version.sh), COMMIT (default
+# git rev-parse HEAD), DIST, GO (default go), NFPM (the nfpm command).
+set -eu
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+DIST=${DIST:-dist}
+NFPM=${NFPM:?NFPM is the nfpm command; run make package}
+VERSION=${VERSION:-$(scripts/version.sh)}
+COMMIT=${COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+case "$VERSION$COMMIT" in
+*[!0-9A-Za-z.+~-]*)
+	echo "package: VERSION and COMMIT may hold only letters, digits and . + ~ -" >&2
+	exit 2
+	;;
+esac
+DEB_VERSION=$(scripts/version.sh --deb "$VERSION")
+SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
+export DEB_VERSION SOURCE_DATE_EPOCH
+
+stage=build/package
+rm -rf "$stage"
+mkdir -p "$stage/bin" "$stage/man" "$stage/doc/examples" "$stage/doc/puppet" "$DIST"
+
+# Static, position-independent (static-pie: ASLR without a C toolchain or a
+# libc dependency), stripped binaries stamped with the version.
+ldflags="-s -w -X github.com/jiocloud/orchestrate/internal/cli.version=$VERSION -X github.com/jiocloud/orchestrate/internal/cli.commit=$COMMIT"
+CGO_ENABLED=0 "$GO" build -trimpath -buildmode=pie -ldflags "$ldflags" -o "$stage/bin/" ./cmd/...
+
+# Man pages from each binary's own --help.
+while read -r bin summary; do
+	packaging/manpage.sh "$stage/bin/$bin" "$summary" | gzip -9n >"$stage/man/$bin.1.gz"
+done <<'LIST'
+hiera-services render Puppet hiera data from the Consul catalog
+orchestrate versions, per-host status and the node update loop over Consul KV
+reaper keep every role at its count of healthy machines through OpenStack Nova
+service-blocker wait until enough endpoints of a service exist in Consul
+LIST
+
+# Documents (compressed, as Debian policy asks of anything but copyright).
+doc=$stage/doc
+gzip -9nc README.md >"$doc/README.md.gz"
+gzip -9nc reaper/README.md >"$doc/reaper.md.gz"
+gzip -9nc puppet/orchestrate/README.md >"$doc/puppet/README.md.gz"
+for f in examples/*.yaml; do
+	[ -f "$f" ] && gzip -9nc "$f" >"$doc/examples/$(basename "$f").gz"
+done
+when=$(date -u -R -d "@$SOURCE_DATE_EPOCH")
+{
+	echo "orchestrate ($DEB_VERSION) unstable; urgency=medium"
+	echo
+	echo "  * $VERSION, built from commit"
+	echo "    $COMMIT."
+	echo
+	echo " -- orchestrate developers <orchestrate@jiocloud.example>  $when"
+} | gzip -9n >"$doc/changelog.gz"
+packaging/copyright.sh "$GO" >"$doc/copyright"
+
+touch -d "@$SOURCE_DATE_EPOCH" $(find "$stage" -type f)
+out=$DIST/orchestrate_${DEB_VERSION}_amd64.deb
+rm -f "$out"
+$NFPM package --config packaging/nfpm.yaml --packager deb --target "$out" >"$stage/nfpm.log" 2>&1 || { cat "$stage/nfpm.log" >&2; exit 1; }
+echo "$out"
