@@ -117,7 +117,10 @@ func newScaleWorld(t testing.TB, config string, servers int) *scaleWorld {
 	w.sim.OnDelete = func(s reaper.Server) { w.deleted = append(w.deleted, s.Name) }
 	for i := 1; i <= servers; i++ {
 		name := "web" + string(rune('0'+i))
-		w.sim.Add(reaper.Server{Name: name, Created: w.clock().Add(-24 * time.Hour), Metadata: map[string]string{reaper.MetaRole: "web"}})
+		// The higher the number, the older: the oldest-first tie-break
+		// never agrees with a choice by load by chance.
+		created := w.clock().Add(-24*time.Hour - time.Duration(i)*time.Minute)
+		w.sim.Add(reaper.Server{Name: name, Created: created, Metadata: map[string]string{reaper.MetaRole: "web"}})
 		if err := simcloud.RegisterNode(context.Background(), w.c, name, "web", api.HealthPassing); err != nil {
 			t.Fatal(err)
 		}

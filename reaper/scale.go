@@ -156,13 +156,15 @@ func (pl *planner) hold(rep *store.AutoscaleReport, d store.ScaleDecision, reset
 func (pl *planner) decide(rs *roleServers, rep *store.AutoscaleReport) store.ScaleDecision {
 	r, a, now := rs.role, rs.role.Autoscale, pl.in.Now
 	d := store.ScaleDecision{Time: now, Desired: pl.desired(r), Serving: pl.servingCount(rs)}
+	// Read before the override: a count set by hand still scales in the
+	// least loaded host, which needs each host's load.
+	value, reports, why := pl.metric(rs, d.Serving)
 	if o, ok := pl.in.Scaling.Overrides[r.Name]; ok {
 		rep.Override = &o
 		d = pl.hold(rep, d, true, whyOverride, "the count was set by hand (%d, by %s at %s); `orchestrate scale %s --auto` gives it back to the autoscaler", o.Count, o.By, o.Time.UTC().Format(time.RFC3339), r.Name)
 		d.Result = store.ResultOverride
 		return d
 	}
-	value, reports, why := pl.metric(rs, d.Serving)
 	if why == "" {
 		d.Value, d.Reports = &value, reports
 	}
