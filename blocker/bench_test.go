@@ -50,7 +50,7 @@ func BenchmarkLatency(b *testing.B) {
 				register(b, a, service{id: fmt.Sprintf("web-%d", i), name: "web", port: 8000 + i, ttl: api.HealthPassing})
 			}
 			cfg := Config{DNS: a.DNSAddr, Domain: "consul.", Mode: Addressable, Timeout: time.Minute,
-				Interval: DefaultInterval, MaxInterval: bc.max, Requirements: []Requirement{{"web", 5}}}
+				Interval: DefaultInterval, MaxInterval: bc.max, Requirements: []Requirement{{Service: "web", Count: 5}}}
 			var lat []time.Duration
 			for range b.N {
 				for range benchTrials {

@@ -27,9 +27,9 @@ func TestParseRequirement(t *testing.T) {
 		want      Requirement
 		err       string
 	}{
-		{name: "default count", arg: "mysql", want: Requirement{"mysql", 3}},
-		{name: "explicit count", arg: "mysql:2", want: Requirement{"mysql", 2}},
-		{name: "underscore and dash", arg: "rabbit_mq-x:1", want: Requirement{"rabbit_mq-x", 1}},
+		{name: "default count", arg: "mysql", want: Requirement{Service: "mysql", Count: 3}},
+		{name: "explicit count", arg: "mysql:2", want: Requirement{Service: "mysql", Count: 2}},
+		{name: "underscore and dash", arg: "rabbit_mq-x:1", want: Requirement{Service: "rabbit_mq-x", Count: 1}},
 		{name: "zero", arg: "mysql:0", err: "count 0 is below 1"},
 		{name: "negative", arg: "mysql:-1", err: "count -1 is below 1"},
 		{name: "not a number", arg: "mysql:two", err: `count "two" is not a whole number`},
@@ -129,7 +129,7 @@ func TestCountsAgainstConsulDNS(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			waitCatalog(t, a, name, "", n)
 			if n > 0 {
-				r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", fmt.Sprintf("%s:%d", name, n))
+				r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", fmt.Sprintf("%s:%d", name, n))
 				if r.code != 0 {
 					t.Fatalf("%s:%d exit %d, want 0", name, n, r.code)
 				}
@@ -144,7 +144,7 @@ func TestCountsAgainstConsulDNS(t *testing.T) {
 					}
 				}
 			}
-			r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "1s", "--interval", "100ms", fmt.Sprintf("%s:%d", name, n+1))
+			r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "1s", "--interval", "100ms", fmt.Sprintf("%s:%d", name, n+1))
 			if r.code != 1 {
 				t.Fatalf("%s:%d exit %d, want 1", name, n+1, r.code)
 			}
@@ -175,7 +175,7 @@ func TestCountsAgainstConsulDNS(t *testing.T) {
 func TestJSONOutput(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	registerN(t, a, "web", 2, 30000)
-	r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "--json", "web:2")
+	r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "--json", "web:2")
 	if r.code != 0 {
 		t.Fatalf("exit %d", r.code)
 	}
@@ -195,7 +195,7 @@ func TestJSONOutput(t *testing.T) {
 	}
 
 	// On timeout --json still prints where things stood, for machines.
-	r = runCLI(t, "--dns", a.DNSAddr, "--timeout", "500ms", "--json", "web:3")
+	r = runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "500ms", "--json", "web:3")
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1", r.code)
 	}
@@ -214,18 +214,18 @@ func TestTags(t *testing.T) {
 	register(t, a, service{id: "db-3", name: "db", port: 3308, tags: []string{"replica", "slow"}})
 	waitCatalog(t, a, "db", "", 3)
 
-	r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "--tag", "replica", "db:2")
+	r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "--tag", "replica", "db:2")
 	if r.code != 0 {
 		t.Fatalf("exit %d", r.code)
 	}
 	if got := endpointLines(r.stdout, "db"); len(got) != 2 || !strings.HasPrefix(got[0], "db 127.0.0.1:3307 ") || !strings.HasPrefix(got[1], "db 127.0.0.1:3308 ") {
 		t.Fatalf("endpoints %q, want the two replicas", got)
 	}
-	r = runCLI(t, "--dns", a.DNSAddr, "--timeout", "1s", "--tag", "primary", "db:2")
+	r = runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "1s", "--tag", "primary", "db:2")
 	if r.code != 1 || !strings.Contains(r.stderr, "db: 1/2 after 1s") {
 		t.Fatalf("primary db:2: exit %d, want 1 naming db: 1/2", r.code)
 	}
-	r = runCLI(t, "--dns", a.DNSAddr, "--timeout", "1s", "--tag", "nosuchtag", "db")
+	r = runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "1s", "--tag", "nosuchtag", "db")
 	if r.code != 1 || !strings.Contains(r.stderr, "db: 0/1 after 1s") {
 		t.Fatalf("unknown tag: exit %d, want 1 naming db: 0/1", r.code)
 	}
@@ -254,7 +254,7 @@ func TestSecondDatacenter(t *testing.T) {
 	}
 	waitCatalog(t, dc1, "api", "dc2", 2)
 
-	r := runCLI(t, "--dns", dc1.DNSAddr, "--timeout", "20s", "--datacenter", "dc2", "api:2")
+	r := runCLI(t, "--dns", dc1.DNSAddr, "--consul-addr", dc1.HTTPAddr, "--timeout", "20s", "--datacenter", "dc2", "api:2")
 	if r.code != 0 {
 		t.Fatalf("exit %d", r.code)
 	}
@@ -262,7 +262,7 @@ func TestSecondDatacenter(t *testing.T) {
 		t.Fatalf("endpoints %q, want dc2's two", got)
 	}
 	// dc1's own single instance is what the agent's datacenter answers.
-	r = runCLI(t, "--dns", dc1.DNSAddr, "--timeout", "1s", "api:2")
+	r = runCLI(t, "--dns", dc1.DNSAddr, "--consul-addr", dc1.HTTPAddr, "--timeout", "1s", "api:2")
 	if r.code != 1 || !strings.Contains(r.stderr, "api: 1/2 after 1s") {
 		t.Fatalf("dc1 api:2: exit %d, want 1 naming api: 1/2", r.code)
 	}
@@ -276,7 +276,7 @@ func TestHealthChecks(t *testing.T) {
 		register(t, a, service{id: fmt.Sprintf("web-%d", i), name: "web", port: 8000 + i, ttl: api.HealthPassing})
 	}
 	waitCatalog(t, a, "web", "", 3)
-	if r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "web:3"); r.code != 0 {
+	if r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "web:3"); r.code != 0 {
 		t.Fatalf("3 passing: exit %d", r.code)
 	}
 
@@ -284,11 +284,11 @@ func TestHealthChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCatalog(t, a, "web", "", 2)
-	r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "1s", "web:3")
+	r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "1s", "web:3")
 	if r.code != 1 || !strings.Contains(r.stderr, "web: 2/3 after 1s") {
 		t.Fatalf("one critical: exit %d, want 1 naming web: 2/3", r.code)
 	}
-	r = runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "web:2")
+	r = runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "web:2")
 	if r.code != 0 || strings.Contains(r.stdout, ":8002") {
 		t.Fatalf("web:2 exit %d, stdout %q: want 0 without the critical instance", r.code, r.stdout)
 	}
@@ -297,7 +297,7 @@ func TestHealthChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitHealth(t, a, "web-3-ttl", api.HealthWarning)
-	if r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "web:2"); r.code != 0 {
+	if r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "web:2"); r.code != 0 {
 		t.Fatalf("warning counts in DNS: exit %d", r.code)
 	}
 	args := []string{"--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--passing-only", "--timeout", "1s", "web:2"}
@@ -357,10 +357,10 @@ func TestFunctionalMode(t *testing.T) {
 	register(t, a, service{id: "mysql-dead", name: "mysql", port: deadPort})
 	waitCatalog(t, a, "mysql", "", 2)
 
-	if r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "mysql:2"); r.code != 0 {
+	if r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "mysql:2"); r.code != 0 {
 		t.Fatalf("addressable mysql:2: exit %d", r.code)
 	}
-	r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "--mode", "functional", "--connect-timeout", "500ms", "mysql:1")
+	r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "--mode", "functional", "--connect-timeout", "500ms", "mysql:1")
 	if r.code != 0 {
 		t.Fatalf("functional mysql:1: exit %d", r.code)
 	}
@@ -370,7 +370,7 @@ func TestFunctionalMode(t *testing.T) {
 	if !strings.Contains(r.stderr, "mysql: 1/1 functional") {
 		t.Fatalf("progress line missing: %q", r.stderr)
 	}
-	r = runCLI(t, "--dns", a.DNSAddr, "--timeout", "1500ms", "--mode", "functional", "--connect-timeout", "500ms", "mysql:2")
+	r = runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "1500ms", "--mode", "functional", "--connect-timeout", "500ms", "mysql:2")
 	if r.code != 1 || !strings.Contains(r.stderr, "mysql: 1/2 after 1.5s") {
 		t.Fatalf("functional mysql:2: exit %d, want 1 naming mysql: 1/2", r.code)
 	}
@@ -385,7 +385,7 @@ func TestRegistrationWhileWaiting(t *testing.T) {
 	var stdout, stderr testutil.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Run(context.Background(), []string{"--dns", a.DNSAddr, "--timeout", "30s",
+		done <- Run(context.Background(), []string{"--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "30s",
 			"--interval", interval.String(), "--max-interval", interval.String(), "late:2"}, cli.IO{Stdout: &stdout, Stderr: &stderr})
 	}()
 	register(t, a, service{id: "late-1", name: "late", port: 9001})
@@ -440,7 +440,7 @@ func TestQuiet(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	registerN(t, a, "web", 1, 31000)
 	waitCatalog(t, a, "web", "", 1)
-	r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "--quiet", "web")
+	r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "--quiet", "web")
 	if r.code != 0 || r.stderr != "" || len(endpointLines(r.stdout, "web")) != 1 {
 		t.Fatalf("exit %d stderr %q stdout %q", r.code, r.stderr, r.stdout)
 	}
@@ -455,7 +455,7 @@ func TestDNSNeverAnswers(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	r := runCLI(t, "--dns", addr, "--timeout", "1s", "--interval", "100ms", "web:2")
+	r := runCLI(t, "--dns", addr, "--no-watch", "--timeout", "1s", "--interval", "100ms", "web:2")
 	if r.code != 3 {
 		t.Fatalf("exit %d, want 3", r.code)
 	}
@@ -525,7 +525,7 @@ func TestTransientFailuresRetried(t *testing.T) {
 			var logs bytes.Buffer
 			b, err := New(Config{DNS: addr, Domain: "consul.", Mode: Addressable, Timeout: 10 * time.Second,
 				Interval: 20 * time.Millisecond, MaxInterval: 20 * time.Millisecond, QueryTimeout: 100 * time.Millisecond,
-				Requirements: []Requirement{{"web", 2}}}, nil, slogText(&logs), nil)
+				Requirements: []Requirement{{Service: "web", Count: 2}}}, nil, slogText(&logs), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -551,7 +551,7 @@ func TestTransientFailuresRetried(t *testing.T) {
 // answer: exit 3, not 1.
 func TestServfailForeverIsUnavailable(t *testing.T) {
 	addr := fakeDNS(t, 1<<30, true)
-	r := runCLI(t, "--dns", addr, "--timeout", "1s", "--interval", "100ms", "web")
+	r := runCLI(t, "--dns", addr, "--no-watch", "--timeout", "1s", "--interval", "100ms", "web")
 	if r.code != 3 || !strings.Contains(r.stderr, "SERVFAIL") {
 		t.Fatalf("exit %d, want 3 mentioning SERVFAIL", r.code)
 	}
@@ -564,7 +564,7 @@ func TestInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
 	var out, errb bytes.Buffer
-	code := Run(ctx, []string{"--dns", addr, "--interval", "50ms", "web:3"}, cli.IO{Stdout: &out, Stderr: &errb})
+	code := Run(ctx, []string{"--dns", addr, "--no-watch", "--interval", "50ms", "web:3"}, cli.IO{Stdout: &out, Stderr: &errb})
 	if code != 1 || !strings.Contains(errb.String(), "interrupted") || !strings.Contains(errb.String(), "web: 2/3 after") {
 		t.Fatalf("exit %d, stderr %q: want 1, interrupted, web: 2/3", code, errb.String())
 	}
@@ -592,7 +592,7 @@ func TestSortEndpoints(t *testing.T) {
 // instead of ending in "(last error: )".
 func TestSilentDNSNamesTheError(t *testing.T) {
 	addr := fakeDNS(t, 1<<30, false)
-	r := runCLI(t, "--dns", addr, "--timeout", "500ms", "web:2")
+	r := runCLI(t, "--dns", addr, "--no-watch", "--timeout", "500ms", "web:2")
 	if r.code != 3 {
 		t.Fatalf("exit %d, want 3; stderr:\n%s", r.code, r.stderr)
 	}
