@@ -173,7 +173,7 @@ var ErrUnanswered = errors.New("DNS never answered")
 // ErrHealthUnanswered is returned (wrapped) when DNS answered but the Consul
 // HTTP API never told which instances pass, for the whole wait, where that
 // counts (functional mode, --passing-only).
-var ErrHealthUnanswered = errors.New("Consul HTTP API never answered")
+var ErrHealthUnanswered = errors.New("the Consul HTTP API never answered")
 
 // Blocker waits until every requirement is met, waking on Consul's change
 // notification and asking Consul DNS.
@@ -313,7 +313,12 @@ func (b *Blocker) Wait(ctx context.Context) (Result, error) {
 	}()
 	if b.cfg.Watch {
 		for _, rq := range reqs {
-			wg.Go(func() { rq.w.runWatch(watchCtx) })
+			wctx, stop := context.WithCancel(watchCtx)
+			rq.w.stop = stop
+			wg.Go(func() {
+				defer stop()
+				rq.w.runWatch(wctx)
+			})
 		}
 		if b.cfg.needsHealth() {
 			// The first poll needs to know which instances pass: wait
@@ -610,13 +615,14 @@ func (b *Blocker) check(ctx context.Context, rq *req) (answer, error) {
 		if v := rq.w.view(); v.state == watchOK {
 			h, known = v.snap, true
 			a.dnsBehind = len(eps) < h.nPassing
+			if len(eps) > h.nAddressable {
+				h, known = b.checkWatch(ctx, rq, len(eps), h)
+			}
 		}
 	}
 	if b.cfg.needsHealth() && len(eps) > 0 {
 		if !known {
-			qctx, cancel := context.WithTimeout(ctx, b.queryTimeout())
-			h, _, err = fetchHealth(qctx, b.consul, rq.Requirement, b.cfg.Tag, rq.dc, 0, 0)
-			cancel()
+			h, err = b.healthNow(ctx, rq, true)
 			if err != nil {
 				return answer{}, err
 			}
@@ -635,6 +641,37 @@ func (b *Blocker) check(ctx context.Context, rq *req) (answer, error) {
 	}
 	a.endpoints = eps
 	return a, nil
+}
+
+// healthNow asks for rq's health once, without blocking.
+func (b *Blocker) healthNow(ctx context.Context, rq *req, stale bool) (health, error) {
+	qctx, cancel := context.WithTimeout(ctx, b.queryTimeout())
+	defer cancel()
+	h, _, err := fetchHealth(qctx, b.consul, rq.Requirement, b.cfg.Tag, rq.dc, 0, 0, stale)
+	return h, err
+}
+
+// checkWatch runs when DNS returned more instances (n) than the watch's
+// answer h holds. The watch may just be behind (it wakes in a moment), or
+// blind: Consul answers a blocking query from a token that may not read the
+// service with nothing, never waking it, and an agent other than the one
+// DNS asks knows other instances. One consistent query tells: an answer
+// filtered by ACL, or one that also lacks the instances, ends the watch
+// (the blocker polls, and says why). It returns the health to use for this
+// poll, and whether it is known.
+func (b *Blocker) checkWatch(ctx context.Context, rq *req, n int, h health) (health, bool) {
+	fresh, err := b.healthNow(ctx, rq, false)
+	switch {
+	case err != nil && permanent(err):
+		rq.w.deny(err)
+		return health{}, false
+	case err != nil:
+		return h, true // the API failed for now: the watcher will say so
+	case n > fresh.nAddressable:
+		rq.w.deny(&healthError{Service: rq.Name(), Err: errDisagree})
+		return health{}, false
+	}
+	return fresh, true
 }
 
 // reachable keeps the endpoints that accept a TCP connection within the

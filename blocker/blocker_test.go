@@ -38,6 +38,12 @@ func TestParseRequirement(t *testing.T) {
 		{name: "empty service", arg: ":2", err: "empty service name"},
 		{name: "dot in name", arg: "my.sql:2", err: `has '.'`},
 		{name: "too long", arg: strings.Repeat("a", 64), err: "longer than 63"},
+		{name: "datacenter", arg: "mysql@dc2", want: Requirement{Service: "mysql", Datacenter: "dc2", Count: 3}},
+		{name: "datacenter and count", arg: "mysql@dc2:2", want: Requirement{Service: "mysql", Datacenter: "dc2", Count: 2}},
+		{name: "empty datacenter", arg: "mysql@:2", err: "empty datacenter name"},
+		{name: "datacenter without service", arg: "@dc2", err: "empty service name"},
+		{name: "two datacenters", arg: "mysql@dc2@dc3", err: `datacenter name "dc2@dc3" has '@'`},
+		{name: "dot in datacenter", arg: "mysql@dc.2", err: `datacenter name "dc.2" has '.'`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseRequirement(tc.arg, 3)
@@ -81,6 +87,8 @@ func TestRunUsageErrors(t *testing.T) {
 		{name: "empty service", args: []string{":3"}, want: "empty service name"},
 		{name: "second argument bad", args: []string{"web:2", "db:-3"}, want: `"db:-3": count -3 is below 1`},
 		{name: "twice", args: []string{"web:2", "web:3"}, want: "service web given twice"},
+		{name: "twice in a datacenter", args: []string{"web@dc2:2", "web", "web@dc2:3"}, want: "service web@dc2 given twice"},
+		{name: "bad datacenter", args: []string{"web@dc/2"}, want: `"web@dc/2": datacenter name "dc/2" has '/'`},
 		{name: "flag count zero", args: []string{"--count", "0", "web"}, want: "--count 0"},
 		{name: "dns no port", args: []string{"--dns", "localhost", "web"}, want: `--dns: "localhost" is not host:port`},
 		{name: "dns bad port", args: []string{"--dns", "127.0.0.1:99999", "web"}, want: `port "99999"`},
@@ -266,6 +274,37 @@ func TestSecondDatacenter(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "api: 1/2 after 1s") {
 		t.Fatalf("dc1 api:2: exit %d, want 1 naming api: 1/2", r.code)
 	}
+
+	// SERVICE@DC beside the agent's own: each asks its datacenter, and
+	// names it.
+	r = runCLI(t, "--dns", dc1.DNSAddr, "--consul-addr", dc1.HTTPAddr, "--timeout", "20s", "api@dc2:2", "api:1")
+	if r.code != 0 {
+		t.Fatalf("api@dc2:2 api:1: exit %d", r.code)
+	}
+	if got := endpointLines(r.stdout, "api@dc2"); len(got) != 2 || !strings.HasPrefix(got[0], "api@dc2 127.0.0.1:40001 ") {
+		t.Fatalf("api@dc2 endpoints %q, want dc2's two", got)
+	}
+	if got := endpointLines(r.stdout, "api"); len(got) != 1 || !strings.HasPrefix(got[0], "api 127.0.0.1:41001 ") {
+		t.Fatalf("api endpoints %q, want dc1's one", got)
+	}
+	r = runCLI(t, "--dns", dc1.DNSAddr, "--consul-addr", dc1.HTTPAddr, "--timeout", "1s", "api@dc2:3")
+	if r.code != 1 || !strings.Contains(r.stderr, "api@dc2: 2/3 after 1s") {
+		t.Fatalf("api@dc2:3: exit %d, want 1 naming api@dc2: 2/3", r.code)
+	}
+
+	// The blocker waiting on dc2 wakes on dc2's change, through dc1's
+	// agent, long before its 20 s intervals.
+	bg := start(t, append([]string{"--dns", dc1.DNSAddr, "--consul-addr", dc1.HTTPAddr, "--timeout", "30s", "api@dc2:3"}, slow...)...)
+	waitFor(t, &bg.stderr, "api@dc2: 2/3 addressable")
+	time.Sleep(300 * time.Millisecond)
+	register(t, dc2, service{id: "api-3", name: "api", port: 40003})
+	code, took := bg.exit(t, time.Now(), 15*time.Second)
+	if code != 0 || took > 3*time.Second {
+		t.Fatalf("exit %d %s after dc2's registration, want 0 woken by the watch on dc2 (intervals 20s)", code, took)
+	}
+	if got := endpointLines(bg.stdout.String(), "api@dc2"); len(got) != 3 {
+		t.Fatalf("endpoints %q, want dc2's three", got)
+	}
 }
 
 // Consul DNS leaves out instances whose check is critical, and keeps those
@@ -376,9 +415,9 @@ func TestFunctionalMode(t *testing.T) {
 	}
 }
 
-// A registration while the blocker waits ends the wait within one poll
-// interval of it showing up, and the blocker printed one progress line per
-// change, not one per poll.
+// Polling (--no-watch, or no usable HTTP API): a registration while the
+// blocker waits ends the wait within one poll interval of it showing up,
+// and the blocker printed one progress line per change, not one per poll.
 func TestRegistrationWhileWaiting(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	const interval = 500 * time.Millisecond
@@ -386,7 +425,7 @@ func TestRegistrationWhileWaiting(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(context.Background(), []string{"--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "30s",
-			"--interval", interval.String(), "--max-interval", interval.String(), "late:2"}, cli.IO{Stdout: &stdout, Stderr: &stderr})
+			"--interval", interval.String(), "--max-interval", interval.String(), "--no-watch", "--log-level", "warn", "late:2"}, cli.IO{Stdout: &stdout, Stderr: &stderr})
 	}()
 	register(t, a, service{id: "late-1", name: "late", port: 9001})
 	waitFor(t, &stderr, "late: 1/2 addressable (127.0.0.1:9001)")

@@ -118,7 +118,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else if waitErr == nil {
 		for _, st := range res.Services {
 			for _, e := range st.Endpoints {
-				fmt.Fprintf(stdout, "%s %s %s\n", st.Service, e, e.Target)
+				fmt.Fprintf(stdout, "%s %s %s\n", st.Name(), e, e.Target)
 			}
 		}
 	}

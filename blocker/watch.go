@@ -62,6 +62,10 @@ type health struct {
 	// returns at least these (and warning ones unless only_passing is
 	// set), so a DNS answer with fewer is behind the watch.
 	nPassing int
+	// nAddressable is how many are passing or warning: DNS returns no
+	// more than these, so a DNS answer with more is ahead of the watch, or
+	// the watch is blind (see errBlind).
+	nAddressable int
 	// fingerprint is what DNS could answer from this state: address,
 	// port, aggregate status and tagged addresses of every instance. An
 	// index that moves without it changing (a check's output, a
@@ -69,9 +73,14 @@ type health struct {
 	fingerprint string
 }
 
-// errFilteredByACLs: the token may read the service but not every node of
-// it, so the answer (and the changes it would wake on) are incomplete.
-var errFilteredByACLs = errors.New("the ACL token cannot read every node of the service (the agent filtered the answer): node:read is needed")
+// errFilteredByACLs: the agent left instances out of the answer because
+// the token may not read them. Consul answers a blocking query from such a
+// token with nothing, and never wakes it.
+var errFilteredByACLs = errors.New("the agent filtered the answer by ACL: the token needs service:read on the service and node:read on its nodes")
+
+// errDisagree: Consul DNS returns instances the HTTP API, asked
+// consistently, does not know: they are not the same Consul.
+var errDisagree = errors.New("DNS returns instances the Consul HTTP API, asked consistently, does not know: do --dns and --consul-addr reach the same Consul?")
 
 // healthError is a failed health query to the Consul HTTP API.
 type healthError struct {
@@ -101,8 +110,15 @@ func shorten(s string, n int) string {
 // fetchHealth asks the agent for every instance of service (with tag, in
 // dc) and its health. With index > 0 it is a blocking query: the agent
 // answers when the index moves past index, or after wait.
-func fetchHealth(ctx context.Context, c *api.Client, r Requirement, tag, dc string, index uint64, wait time.Duration) (health, uint64, error) {
-	q := (&api.QueryOptions{Datacenter: dc, WaitIndex: index, WaitTime: wait, AllowStale: true}).WithContext(ctx)
+//
+// Watching and polling read from any server (stale); the check of a watch
+// that may be blind reads from the leader, which no DNS answer is ahead of.
+func fetchHealth(ctx context.Context, c *api.Client, r Requirement, tag, dc string, index uint64, wait time.Duration, stale bool) (health, uint64, error) {
+	q := &api.QueryOptions{Datacenter: dc, AllowStale: stale}
+	if index > 0 {
+		q.WaitIndex, q.WaitTime = index, wait
+	}
+	q = q.WithContext(ctx)
 	entries, meta, err := c.Health().Service(r.Service, tag, false, q)
 	if err != nil {
 		return health{}, 0, &healthError{Service: r.Name(), Err: err}
@@ -147,6 +163,9 @@ func summarize(entries []*api.ServiceEntry) health {
 		}
 		slices.Sort(names)
 		names = slices.Compact(names)
+		if status == api.HealthPassing || status == api.HealthWarning {
+			h.nAddressable++
+		}
 		if status == api.HealthPassing {
 			h.nPassing++
 			for _, n := range names {
@@ -195,6 +214,8 @@ type watcher struct {
 	notify func()
 	// startedCh is closed once the first query is answered or failed.
 	startedCh chan struct{}
+	// stop ends runWatch (set by the blocker before it starts it).
+	stop context.CancelFunc
 
 	// mu guards the fields below.
 	mu    sync.Mutex
@@ -235,7 +256,7 @@ func (w *watcher) runWatch(ctx context.Context) {
 			limit = w.wait + w.wait/16 + requestSlack
 		}
 		rctx, cancel := context.WithTimeout(ctx, limit)
-		snap, newIndex, err := fetchHealth(rctx, w.client, w.req, w.tag, w.dc, index, w.wait)
+		snap, newIndex, err := fetchHealth(rctx, w.client, w.req, w.tag, w.dc, index, w.wait, true)
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -274,6 +295,10 @@ func (w *watcher) answered(snap health, index uint64) {
 	// (a restored snapshot, another server) is taken as it is.
 	index = max(index, 1)
 	w.mu.Lock()
+	if w.state == watchDenied { // by the blocker, while this query ran
+		w.mu.Unlock()
+		return
+	}
 	changed := w.state != watchOK || snap.fingerprint != w.snap.fingerprint
 	w.state, w.err, w.index, w.snap = watchOK, nil, index, snap
 	if changed {
@@ -292,6 +317,10 @@ func (w *watcher) failed(err error, perm bool) {
 		state = watchDenied
 	}
 	w.mu.Lock()
+	if w.state == watchDenied {
+		w.mu.Unlock()
+		return
+	}
 	changed := w.state != state
 	w.state, w.err = state, err
 	if changed {
@@ -301,4 +330,10 @@ func (w *watcher) failed(err error, perm bool) {
 	if changed {
 		w.notify()
 	}
+}
+
+// deny ends the watch for the rest of the wait: the blocker found it blind.
+func (w *watcher) deny(err error) {
+	w.failed(err, true)
+	w.stop()
 }
