@@ -43,6 +43,15 @@ const (
 // the max interval.
 const dnsLagRetry = 25 * time.Millisecond
 
+// disagreeGrace is how long DNS may keep returning instances a consistent
+// health query does not know before the watch is taken for blind and
+// given up. A deregistration racing the two queries, or a DNS server a
+// moment behind, agrees again within milliseconds; a token that cannot
+// read the service, or DNS and HTTP API of two different Consuls, never
+// do. Until then DNS, the judge, is asked at the lag retry, so nothing is
+// missed meanwhile.
+const disagreeGrace = 2 * time.Second
+
 // Config is what a Blocker waits for and how.
 type Config struct {
 	// DNS is the server's host:port; Domain is fully qualified ("consul.").
@@ -254,6 +263,7 @@ type req struct {
 	lagBackoff  time.Duration
 	candidates  []Endpoint // functional: passed DNS and health, before TCP
 	failing     bool       // in a streak of failed polls, logged once
+	disagreed   time.Time  // since when DNS is ahead of a consistent health query
 	dnsAnswered bool       // DNS ever answered, whatever health did
 }
 
@@ -469,13 +479,13 @@ func (b *Blocker) schedule(rq *req, a answer, failed, changed, woke bool) {
 		return t
 	}
 	rq.probe = false
-	if !a.dnsBehind {
+	if !a.dnsBehind && !a.disagree {
 		rq.lagBackoff = dnsLagRetry
 	}
 	switch {
 	case failed || !rq.watching():
 		rq.next = backoff()
-	case a.dnsBehind:
+	case a.dnsBehind || a.disagree:
 		rq.next = now.Add(rq.lagBackoff)
 		rq.lagBackoff = min(rq.lagBackoff*2, b.cfg.MaxInterval)
 	case b.cfg.Mode == Functional && len(a.candidates) >= rq.Count && len(a.endpoints) < rq.Count:
@@ -597,6 +607,9 @@ type answer struct {
 	candidates []Endpoint
 	// dnsBehind: DNS returned fewer instances than the watch saw passing.
 	dnsBehind bool
+	// disagree: DNS returned more instances than a consistent health
+	// query, once; asked again shortly before the watch is given up.
+	disagree bool
 }
 
 // check asks DNS for one requirement, keeps the instances that pass where
@@ -616,7 +629,9 @@ func (b *Blocker) check(ctx context.Context, rq *req) (answer, error) {
 			h, known = v.snap, true
 			a.dnsBehind = len(eps) < h.nPassing
 			if len(eps) > h.nAddressable {
-				h, known = b.checkWatch(ctx, rq, len(eps), h)
+				h, known, a.disagree = b.checkWatch(ctx, rq, len(eps), h)
+			} else {
+				rq.disagreed = time.Time{}
 			}
 		}
 	}
@@ -656,22 +671,33 @@ func (b *Blocker) healthNow(ctx context.Context, rq *req, stale bool) (health, e
 // blind: Consul answers a blocking query from a token that may not read the
 // service with nothing, never waking it, and an agent other than the one
 // DNS asks knows other instances. One consistent query tells: an answer
-// filtered by ACL, or one that also lacks the instances, ends the watch
-// (the blocker polls, and says why). It returns the health to use for this
-// poll, and whether it is known.
-func (b *Blocker) checkWatch(ctx context.Context, rq *req, n int, h health) (health, bool) {
+// filtered by ACL ends the watch (the blocker polls, and says why). One
+// that also lacks the instances may have raced a deregistration or a check
+// turning critical between the two queries, or come from a DNS server
+// behind the agent: DNS is asked again shortly (disagree), and only a
+// disagreement lasting disagreeGrace ends the watch. It returns the health
+// to use for this poll, whether it is known, and whether DNS is to be
+// asked again shortly.
+func (b *Blocker) checkWatch(ctx context.Context, rq *req, n int, h health) (_ health, known, disagree bool) {
 	fresh, err := b.healthNow(ctx, rq, false)
 	switch {
 	case err != nil && permanent(err):
 		rq.w.deny(err)
-		return health{}, false
+		return health{}, false, false
 	case err != nil:
-		return h, true // the API failed for now: the watcher will say so
-	case n > fresh.nAddressable:
+		return h, true, false // the API failed for now: the watcher will say so
+	case n > fresh.nAddressable && rq.disagreed.IsZero():
+		rq.disagreed = time.Now()
+		return fresh, true, true
+	case n > fresh.nAddressable && time.Since(rq.disagreed) >= disagreeGrace:
+		rq.disagreed = time.Time{}
 		rq.w.deny(&healthError{Service: rq.Name(), Err: errDisagree})
-		return health{}, false
+		return health{}, false, false
+	case n > fresh.nAddressable:
+		return fresh, true, true
 	}
-	return fresh, true
+	rq.disagreed = time.Time{}
+	return fresh, true, false
 }
 
 // reachable keeps the endpoints that accept a TCP connection within the

@@ -182,6 +182,34 @@ func TestDNSBehindTheWatch(t *testing.T) {
 	}
 }
 
+// DNS behind a deregistration: for a moment DNS returns an instance that
+// the watch, and a consistent query, no longer know. That is not a blind
+// watch: the blocker asks DNS again shortly, keeps watching (nothing
+// said), and still wakes on the next registrations.
+func TestDNSBehindADeregistration(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	fdns := forwardDNS(t, a.DNSAddr, 400*time.Millisecond)
+	registerN(t, a, "dereg", 2, 9250)
+	waitCatalog(t, a, "dereg", "", 2)
+	bg := start(t, append([]string{"--dns", fdns.Addr, "--consul-addr", a.HTTPAddr, "--timeout", "30s", "dereg:3"}, slow...)...)
+	waitFor(t, &bg.stderr, "dereg: 2/3 addressable")
+	time.Sleep(time.Second) // the forwarder's history covers the lag
+	if err := a.Client.Agent().ServiceDeregister("dereg-2"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, &bg.stderr, "dereg: 1/3 addressable")
+	time.Sleep(2500 * time.Millisecond) // past disagreeGrace
+	register(t, a, service{id: "dereg-2", name: "dereg", port: 9252})
+	register(t, a, service{id: "dereg-3", name: "dereg", port: 9253})
+	code, took := bg.exit(t, time.Now(), 10*time.Second)
+	if code != 0 || took > 3*time.Second {
+		t.Fatalf("exit %d %s after the registrations, want 0 woken by the watch (intervals 20s)", code, took)
+	}
+	if errs := bg.stderr.String(); strings.Contains(errs, "cannot watch") {
+		t.Fatalf("a DNS server behind a deregistration was taken for a blind watch:\n%s", errs)
+	}
+}
+
 // No usable HTTP API: the blocker says once that it polls DNS instead, and
 // still ends when the service appears. In functional mode, where passing
 // health counts, an API that never answers is exit 3, naming it.
