@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -293,6 +294,8 @@ func countHTTP(t testing.TB, upstream string) *httpCounter {
 	c := &httpCounter{}
 	target := &url.URL{Scheme: "http", Host: upstream}
 	proxy := httputil.NewSingleHostReverseProxy(target)
+	// A blocking query the blocker cancels is no error worth a line.
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
