@@ -200,7 +200,8 @@ func benchClient(b *testing.B, addr string, src net.IP) *api.Client {
 }
 
 // BenchmarkWaitingFootprint runs the real binary waiting, with the default
-// intervals, for a service that never appears, and samples its resident
+// intervals and watching its agent's HTTP API, for a service that never
+// appears, and samples its resident
 // memory every second and its CPU time over the window (after a 2 s
 // warm-up). BLOCKER_BENCH_WAIT sets the window (default 20s).
 //
@@ -218,7 +219,7 @@ func BenchmarkWaitingFootprint(b *testing.B) {
 	a := consultest.Start(b, consultest.Options{})
 	hz := clockTicks(b)
 	for range b.N {
-		cmd := exec.Command(bin, "--dns", a.DNSAddr, "--timeout", "0", "--quiet", "never-registered")
+		cmd := exec.Command(bin, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "0", "--quiet", "never-registered")
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
