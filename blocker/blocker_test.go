@@ -371,27 +371,7 @@ func waitHealth(t *testing.T, a *consultest.Agent, checkID, status string) {
 // nothing listens does not.
 func TestFunctionalMode(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadPort := closed.Addr().(*net.TCPAddr).Port
-	closed.Close()
-	livePort := ln.Addr().(*net.TCPAddr).Port
+	livePort, deadPort := listen(t, "127.0.0.1:0"), closedPort(t).Port
 	register(t, a, service{id: "mysql-live", name: "mysql", port: livePort})
 	register(t, a, service{id: "mysql-dead", name: "mysql", port: deadPort})
 	waitCatalog(t, a, "mysql", "", 2)

@@ -315,13 +315,13 @@ func (c *httpCounter) Requests() int64 { return c.requests.Load() }
 
 // closedPort is a loopback address where nothing listens (it did a moment
 // ago).
-func closedPort(t testing.TB) string {
+func closedPort(t testing.TB) *net.TCPAddr {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
+	addr := l.Addr().(*net.TCPAddr)
 	l.Close()
 	return addr
 }

@@ -215,7 +215,7 @@ func TestDNSBehindADeregistration(t *testing.T) {
 // health counts, an API that never answers is exit 3, naming it.
 func TestFallbackWhenHTTPRefused(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
-	refused := closedPort(t)
+	refused := closedPort(t).String()
 
 	t.Run("addressable polls DNS", func(t *testing.T) {
 		bg := start(t, "--dns", a.DNSAddr, "--consul-addr", refused, "--timeout", "30s", "--interval", "100ms", "--max-interval", "200ms", "fb:1")
@@ -436,10 +436,7 @@ func TestWatchSurvivesAgentRestart(t *testing.T) {
 func TestFunctionalMeaning(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	live, warn := listen(t, "127.0.0.1:0"), listen(t, "127.0.0.1:0")
-	dead, err := strconv.Atoi(strings.TrimPrefix(closedPort(t), "127.0.0.1:"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dead := closedPort(t).Port
 	register(t, a, service{id: "db-ok", name: "db", port: live, ttl: api.HealthPassing})
 	register(t, a, service{id: "db-warn", name: "db", port: warn, ttl: api.HealthWarning})
 	register(t, a, service{id: "db-dead", name: "db", port: dead, ttl: api.HealthPassing})
