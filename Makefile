@@ -90,10 +90,13 @@ nova-down:
 e2e-nova:
 	NOVA_E2E_DIR=$(NOVA_E2E_DIR) GO=$(GO) scripts/nova/e2e.sh
 
-## bench-blocker: service-blocker's benchmarks against a real dev agent:
-## latency from the 5th instance passing to the blocker's exit (median, p99
-## over 50 trials) and the waiting binary's RSS and CPU over
-## BLOCKER_BENCH_WAIT (default 20s). Takes about 3-4 minutes.
+## bench-blocker: service-blocker's benchmarks against real agents: latency
+## from the 5th instance passing to the blocker's exit (median, p99 over 50
+## trials), polling (--no-watch) beside watching, fresh and after 30 s of
+## waiting; DNS queries and HTTP requests per minute of one waiting blocker;
+## a client agent's and its server's CPU and RSS with 500 blockers waiting;
+## the waiting binary's RSS and CPU over BLOCKER_BENCH_WAIT (default 20s).
+## Takes about 3.5 minutes.
 .PHONY: bench-blocker
 bench-blocker: consul
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./blocker

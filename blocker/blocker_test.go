@@ -27,9 +27,9 @@ func TestParseRequirement(t *testing.T) {
 		want      Requirement
 		err       string
 	}{
-		{name: "default count", arg: "mysql", want: Requirement{"mysql", 3}},
-		{name: "explicit count", arg: "mysql:2", want: Requirement{"mysql", 2}},
-		{name: "underscore and dash", arg: "rabbit_mq-x:1", want: Requirement{"rabbit_mq-x", 1}},
+		{name: "default count", arg: "mysql", want: Requirement{Service: "mysql", Count: 3}},
+		{name: "explicit count", arg: "mysql:2", want: Requirement{Service: "mysql", Count: 2}},
+		{name: "underscore and dash", arg: "rabbit_mq-x:1", want: Requirement{Service: "rabbit_mq-x", Count: 1}},
 		{name: "zero", arg: "mysql:0", err: "count 0 is below 1"},
 		{name: "negative", arg: "mysql:-1", err: "count -1 is below 1"},
 		{name: "not a number", arg: "mysql:two", err: `count "two" is not a whole number`},
@@ -38,6 +38,12 @@ func TestParseRequirement(t *testing.T) {
 		{name: "empty service", arg: ":2", err: "empty service name"},
 		{name: "dot in name", arg: "my.sql:2", err: `has '.'`},
 		{name: "too long", arg: strings.Repeat("a", 64), err: "longer than 63"},
+		{name: "datacenter", arg: "mysql@dc2", want: Requirement{Service: "mysql", Datacenter: "dc2", Count: 3}},
+		{name: "datacenter and count", arg: "mysql@dc2:2", want: Requirement{Service: "mysql", Datacenter: "dc2", Count: 2}},
+		{name: "empty datacenter", arg: "mysql@:2", err: "empty datacenter name"},
+		{name: "datacenter without service", arg: "@dc2", err: "empty service name"},
+		{name: "two datacenters", arg: "mysql@dc2@dc3", err: `datacenter name "dc2@dc3" has '@'`},
+		{name: "dot in datacenter", arg: "mysql@dc.2", err: `datacenter name "dc.2" has '.'`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseRequirement(tc.arg, 3)
@@ -81,6 +87,8 @@ func TestRunUsageErrors(t *testing.T) {
 		{name: "empty service", args: []string{":3"}, want: "empty service name"},
 		{name: "second argument bad", args: []string{"web:2", "db:-3"}, want: `"db:-3": count -3 is below 1`},
 		{name: "twice", args: []string{"web:2", "web:3"}, want: "service web given twice"},
+		{name: "twice in a datacenter", args: []string{"web@dc2:2", "web", "web@dc2:3"}, want: "service web@dc2 given twice"},
+		{name: "bad datacenter", args: []string{"web@dc/2"}, want: `"web@dc/2": datacenter name "dc/2" has '/'`},
 		{name: "flag count zero", args: []string{"--count", "0", "web"}, want: "--count 0"},
 		{name: "dns no port", args: []string{"--dns", "localhost", "web"}, want: `--dns: "localhost" is not host:port`},
 		{name: "dns bad port", args: []string{"--dns", "127.0.0.1:99999", "web"}, want: `port "99999"`},
@@ -129,7 +137,7 @@ func TestCountsAgainstConsulDNS(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			waitCatalog(t, a, name, "", n)
 			if n > 0 {
-				r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", fmt.Sprintf("%s:%d", name, n))
+				r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", fmt.Sprintf("%s:%d", name, n))
 				if r.code != 0 {
 					t.Fatalf("%s:%d exit %d, want 0", name, n, r.code)
 				}
@@ -144,7 +152,7 @@ func TestCountsAgainstConsulDNS(t *testing.T) {
 					}
 				}
 			}
-			r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "1s", "--interval", "100ms", fmt.Sprintf("%s:%d", name, n+1))
+			r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "1s", "--interval", "100ms", fmt.Sprintf("%s:%d", name, n+1))
 			if r.code != 1 {
 				t.Fatalf("%s:%d exit %d, want 1", name, n+1, r.code)
 			}
@@ -175,7 +183,7 @@ func TestCountsAgainstConsulDNS(t *testing.T) {
 func TestJSONOutput(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	registerN(t, a, "web", 2, 30000)
-	r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "--json", "web:2")
+	r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "--json", "web:2")
 	if r.code != 0 {
 		t.Fatalf("exit %d", r.code)
 	}
@@ -195,7 +203,7 @@ func TestJSONOutput(t *testing.T) {
 	}
 
 	// On timeout --json still prints where things stood, for machines.
-	r = runCLI(t, "--dns", a.DNSAddr, "--timeout", "500ms", "--json", "web:3")
+	r = runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "500ms", "--json", "web:3")
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1", r.code)
 	}
@@ -214,18 +222,18 @@ func TestTags(t *testing.T) {
 	register(t, a, service{id: "db-3", name: "db", port: 3308, tags: []string{"replica", "slow"}})
 	waitCatalog(t, a, "db", "", 3)
 
-	r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "--tag", "replica", "db:2")
+	r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "--tag", "replica", "db:2")
 	if r.code != 0 {
 		t.Fatalf("exit %d", r.code)
 	}
 	if got := endpointLines(r.stdout, "db"); len(got) != 2 || !strings.HasPrefix(got[0], "db 127.0.0.1:3307 ") || !strings.HasPrefix(got[1], "db 127.0.0.1:3308 ") {
 		t.Fatalf("endpoints %q, want the two replicas", got)
 	}
-	r = runCLI(t, "--dns", a.DNSAddr, "--timeout", "1s", "--tag", "primary", "db:2")
+	r = runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "1s", "--tag", "primary", "db:2")
 	if r.code != 1 || !strings.Contains(r.stderr, "db: 1/2 after 1s") {
 		t.Fatalf("primary db:2: exit %d, want 1 naming db: 1/2", r.code)
 	}
-	r = runCLI(t, "--dns", a.DNSAddr, "--timeout", "1s", "--tag", "nosuchtag", "db")
+	r = runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "1s", "--tag", "nosuchtag", "db")
 	if r.code != 1 || !strings.Contains(r.stderr, "db: 0/1 after 1s") {
 		t.Fatalf("unknown tag: exit %d, want 1 naming db: 0/1", r.code)
 	}
@@ -254,7 +262,7 @@ func TestSecondDatacenter(t *testing.T) {
 	}
 	waitCatalog(t, dc1, "api", "dc2", 2)
 
-	r := runCLI(t, "--dns", dc1.DNSAddr, "--timeout", "20s", "--datacenter", "dc2", "api:2")
+	r := runCLI(t, "--dns", dc1.DNSAddr, "--consul-addr", dc1.HTTPAddr, "--timeout", "20s", "--datacenter", "dc2", "api:2")
 	if r.code != 0 {
 		t.Fatalf("exit %d", r.code)
 	}
@@ -262,9 +270,40 @@ func TestSecondDatacenter(t *testing.T) {
 		t.Fatalf("endpoints %q, want dc2's two", got)
 	}
 	// dc1's own single instance is what the agent's datacenter answers.
-	r = runCLI(t, "--dns", dc1.DNSAddr, "--timeout", "1s", "api:2")
+	r = runCLI(t, "--dns", dc1.DNSAddr, "--consul-addr", dc1.HTTPAddr, "--timeout", "1s", "api:2")
 	if r.code != 1 || !strings.Contains(r.stderr, "api: 1/2 after 1s") {
 		t.Fatalf("dc1 api:2: exit %d, want 1 naming api: 1/2", r.code)
+	}
+
+	// SERVICE@DC beside the agent's own: each asks its datacenter, and
+	// names it.
+	r = runCLI(t, "--dns", dc1.DNSAddr, "--consul-addr", dc1.HTTPAddr, "--timeout", "20s", "api@dc2:2", "api:1")
+	if r.code != 0 {
+		t.Fatalf("api@dc2:2 api:1: exit %d", r.code)
+	}
+	if got := endpointLines(r.stdout, "api@dc2"); len(got) != 2 || !strings.HasPrefix(got[0], "api@dc2 127.0.0.1:40001 ") {
+		t.Fatalf("api@dc2 endpoints %q, want dc2's two", got)
+	}
+	if got := endpointLines(r.stdout, "api"); len(got) != 1 || !strings.HasPrefix(got[0], "api 127.0.0.1:41001 ") {
+		t.Fatalf("api endpoints %q, want dc1's one", got)
+	}
+	r = runCLI(t, "--dns", dc1.DNSAddr, "--consul-addr", dc1.HTTPAddr, "--timeout", "1s", "api@dc2:3")
+	if r.code != 1 || !strings.Contains(r.stderr, "api@dc2: 2/3 after 1s") {
+		t.Fatalf("api@dc2:3: exit %d, want 1 naming api@dc2: 2/3", r.code)
+	}
+
+	// The blocker waiting on dc2 wakes on dc2's change, through dc1's
+	// agent, long before its 20 s intervals.
+	bg := start(t, append([]string{"--dns", dc1.DNSAddr, "--consul-addr", dc1.HTTPAddr, "--timeout", "30s", "api@dc2:3"}, slow...)...)
+	waitFor(t, &bg.stderr, "api@dc2: 2/3 addressable")
+	time.Sleep(300 * time.Millisecond)
+	register(t, dc2, service{id: "api-3", name: "api", port: 40003})
+	code, took := bg.exit(t, time.Now(), 15*time.Second)
+	if code != 0 || took > 3*time.Second {
+		t.Fatalf("exit %d %s after dc2's registration, want 0 woken by the watch on dc2 (intervals 20s)", code, took)
+	}
+	if got := endpointLines(bg.stdout.String(), "api@dc2"); len(got) != 3 {
+		t.Fatalf("endpoints %q, want dc2's three", got)
 	}
 }
 
@@ -276,7 +315,7 @@ func TestHealthChecks(t *testing.T) {
 		register(t, a, service{id: fmt.Sprintf("web-%d", i), name: "web", port: 8000 + i, ttl: api.HealthPassing})
 	}
 	waitCatalog(t, a, "web", "", 3)
-	if r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "web:3"); r.code != 0 {
+	if r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "web:3"); r.code != 0 {
 		t.Fatalf("3 passing: exit %d", r.code)
 	}
 
@@ -284,11 +323,11 @@ func TestHealthChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCatalog(t, a, "web", "", 2)
-	r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "1s", "web:3")
+	r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "1s", "web:3")
 	if r.code != 1 || !strings.Contains(r.stderr, "web: 2/3 after 1s") {
 		t.Fatalf("one critical: exit %d, want 1 naming web: 2/3", r.code)
 	}
-	r = runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "web:2")
+	r = runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "web:2")
 	if r.code != 0 || strings.Contains(r.stdout, ":8002") {
 		t.Fatalf("web:2 exit %d, stdout %q: want 0 without the critical instance", r.code, r.stdout)
 	}
@@ -297,7 +336,7 @@ func TestHealthChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitHealth(t, a, "web-3-ttl", api.HealthWarning)
-	if r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "web:2"); r.code != 0 {
+	if r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "web:2"); r.code != 0 {
 		t.Fatalf("warning counts in DNS: exit %d", r.code)
 	}
 	args := []string{"--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--passing-only", "--timeout", "1s", "web:2"}
@@ -332,35 +371,15 @@ func waitHealth(t *testing.T, a *consultest.Agent, checkID, status string) {
 // nothing listens does not.
 func TestFunctionalMode(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadPort := closed.Addr().(*net.TCPAddr).Port
-	closed.Close()
-	livePort := ln.Addr().(*net.TCPAddr).Port
+	livePort, deadPort := listen(t, "127.0.0.1:0"), closedPort(t).Port
 	register(t, a, service{id: "mysql-live", name: "mysql", port: livePort})
 	register(t, a, service{id: "mysql-dead", name: "mysql", port: deadPort})
 	waitCatalog(t, a, "mysql", "", 2)
 
-	if r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "mysql:2"); r.code != 0 {
+	if r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "mysql:2"); r.code != 0 {
 		t.Fatalf("addressable mysql:2: exit %d", r.code)
 	}
-	r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "--mode", "functional", "--connect-timeout", "500ms", "mysql:1")
+	r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "--mode", "functional", "--connect-timeout", "500ms", "mysql:1")
 	if r.code != 0 {
 		t.Fatalf("functional mysql:1: exit %d", r.code)
 	}
@@ -370,23 +389,23 @@ func TestFunctionalMode(t *testing.T) {
 	if !strings.Contains(r.stderr, "mysql: 1/1 functional") {
 		t.Fatalf("progress line missing: %q", r.stderr)
 	}
-	r = runCLI(t, "--dns", a.DNSAddr, "--timeout", "1500ms", "--mode", "functional", "--connect-timeout", "500ms", "mysql:2")
+	r = runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "1500ms", "--mode", "functional", "--connect-timeout", "500ms", "mysql:2")
 	if r.code != 1 || !strings.Contains(r.stderr, "mysql: 1/2 after 1.5s") {
 		t.Fatalf("functional mysql:2: exit %d, want 1 naming mysql: 1/2", r.code)
 	}
 }
 
-// A registration while the blocker waits ends the wait within one poll
-// interval of it showing up, and the blocker printed one progress line per
-// change, not one per poll.
+// Polling (--no-watch, or no usable HTTP API): a registration while the
+// blocker waits ends the wait within one poll interval of it showing up,
+// and the blocker printed one progress line per change, not one per poll.
 func TestRegistrationWhileWaiting(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	const interval = 500 * time.Millisecond
 	var stdout, stderr testutil.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Run(context.Background(), []string{"--dns", a.DNSAddr, "--timeout", "30s",
-			"--interval", interval.String(), "--max-interval", interval.String(), "late:2"}, cli.IO{Stdout: &stdout, Stderr: &stderr})
+		done <- Run(context.Background(), []string{"--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "30s",
+			"--interval", interval.String(), "--max-interval", interval.String(), "--no-watch", "--log-level", "warn", "late:2"}, cli.IO{Stdout: &stdout, Stderr: &stderr})
 	}()
 	register(t, a, service{id: "late-1", name: "late", port: 9001})
 	waitFor(t, &stderr, "late: 1/2 addressable (127.0.0.1:9001)")
@@ -440,7 +459,7 @@ func TestQuiet(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	registerN(t, a, "web", 1, 31000)
 	waitCatalog(t, a, "web", "", 1)
-	r := runCLI(t, "--dns", a.DNSAddr, "--timeout", "10s", "--quiet", "web")
+	r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "10s", "--quiet", "web")
 	if r.code != 0 || r.stderr != "" || len(endpointLines(r.stdout, "web")) != 1 {
 		t.Fatalf("exit %d stderr %q stdout %q", r.code, r.stderr, r.stdout)
 	}
@@ -455,7 +474,7 @@ func TestDNSNeverAnswers(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	r := runCLI(t, "--dns", addr, "--timeout", "1s", "--interval", "100ms", "web:2")
+	r := runCLI(t, "--dns", addr, "--no-watch", "--timeout", "1s", "--interval", "100ms", "web:2")
 	if r.code != 3 {
 		t.Fatalf("exit %d, want 3", r.code)
 	}
@@ -525,7 +544,7 @@ func TestTransientFailuresRetried(t *testing.T) {
 			var logs bytes.Buffer
 			b, err := New(Config{DNS: addr, Domain: "consul.", Mode: Addressable, Timeout: 10 * time.Second,
 				Interval: 20 * time.Millisecond, MaxInterval: 20 * time.Millisecond, QueryTimeout: 100 * time.Millisecond,
-				Requirements: []Requirement{{"web", 2}}}, nil, slogText(&logs), nil)
+				Requirements: []Requirement{{Service: "web", Count: 2}}}, nil, slogText(&logs), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -551,7 +570,7 @@ func TestTransientFailuresRetried(t *testing.T) {
 // answer: exit 3, not 1.
 func TestServfailForeverIsUnavailable(t *testing.T) {
 	addr := fakeDNS(t, 1<<30, true)
-	r := runCLI(t, "--dns", addr, "--timeout", "1s", "--interval", "100ms", "web")
+	r := runCLI(t, "--dns", addr, "--no-watch", "--timeout", "1s", "--interval", "100ms", "web")
 	if r.code != 3 || !strings.Contains(r.stderr, "SERVFAIL") {
 		t.Fatalf("exit %d, want 3 mentioning SERVFAIL", r.code)
 	}
@@ -564,7 +583,7 @@ func TestInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
 	var out, errb bytes.Buffer
-	code := Run(ctx, []string{"--dns", addr, "--interval", "50ms", "web:3"}, cli.IO{Stdout: &out, Stderr: &errb})
+	code := Run(ctx, []string{"--dns", addr, "--no-watch", "--interval", "50ms", "web:3"}, cli.IO{Stdout: &out, Stderr: &errb})
 	if code != 1 || !strings.Contains(errb.String(), "interrupted") || !strings.Contains(errb.String(), "web: 2/3 after") {
 		t.Fatalf("exit %d, stderr %q: want 1, interrupted, web: 2/3", code, errb.String())
 	}
@@ -592,7 +611,7 @@ func TestSortEndpoints(t *testing.T) {
 // instead of ending in "(last error: )".
 func TestSilentDNSNamesTheError(t *testing.T) {
 	addr := fakeDNS(t, 1<<30, false)
-	r := runCLI(t, "--dns", addr, "--timeout", "500ms", "web:2")
+	r := runCLI(t, "--dns", addr, "--no-watch", "--timeout", "500ms", "web:2")
 	if r.code != 3 {
 		t.Fatalf("exit %d, want 3; stderr:\n%s", r.code, r.stderr)
 	}

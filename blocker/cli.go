@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/spf13/pflag"
 
 	"github.com/jiocloud/orchestrate/internal/consulclient"
@@ -19,13 +20,19 @@ import (
 	"github.com/jiocloud/orchestrate/internal/cli"
 )
 
-const usageText = `usage: service-blocker [flags] SERVICE[:N] [SERVICE[:N] ...]
+const usageText = `usage: service-blocker [flags] SERVICE[@DC][:N] [SERVICE[@DC][:N] ...]
 
 Waits until at least N endpoints (default --count) of every SERVICE resolve in
-Consul DNS (--mode addressable), or also accept a TCP connection on their SRV
-port (--mode functional). Exits 0 when all are met and prints the endpoints;
+Consul DNS (--mode addressable), or also pass all their health checks and
+accept a TCP connection on their SRV port (--mode functional). SERVICE@DC asks
+datacenter DC (default --datacenter, else the agent's). While waiting it holds
+one blocking query per SERVICE on the agent's HTTP API and asks DNS again the
+moment Consul reports a change; without a usable HTTP API (or with
+--no-watch) it polls DNS. Exits 0 when all are met and prints the endpoints;
 1 on timeout, naming each service still short; 2 on a usage error; 3 when the
-DNS server never answered for the whole timeout.
+DNS server (or, where health counts, the HTTP API) never answered for the
+whole timeout, and at once when Consul's ACLs refuse the token the health
+that counts (the message names the permission).
 
 Flags:
 `
@@ -47,6 +54,7 @@ type options struct {
 	dns, domain   string
 	tag, mode     string
 	passingOnly   bool
+	noWatch       bool
 	quiet, asJSON bool
 	count         int
 	cfg           Config
@@ -60,12 +68,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.dns, "dns", "127.0.0.1:8600", "DNS server to query, host:port (the local Consul agent's DNS)")
 	fs.StringVar(&o.domain, "domain", "consul.", "Consul DNS domain")
 	fs.StringVar(&o.tag, "tag", "", "only instances with this tag (queries TAG.SERVICE.service[.DC].DOMAIN)")
-	fs.StringVar(&o.mode, "mode", string(Addressable), "addressable: an endpoint counts when Consul DNS returns it; functional: it must also accept a TCP connection on its SRV port")
+	fs.StringVar(&o.mode, "mode", string(Addressable), "addressable: an endpoint counts when Consul DNS returns it; functional: all its checks must also pass (HTTP API) and it must accept a TCP connection on its SRV port")
 	fs.DurationVar(&o.cfg.ConnectTimeout, "connect-timeout", DefaultConnectTimeout, "TCP connect timeout per endpoint in functional mode")
-	fs.BoolVar(&o.passingOnly, "passing-only", false, "count only instances whose checks all pass, asking the agent's HTTP API (Consul DNS also returns warning instances)")
+	fs.BoolVar(&o.passingOnly, "passing-only", false, "addressable mode: count only instances whose checks all pass, from the agent's HTTP API (Consul DNS also returns warning instances); functional mode always does")
+	fs.BoolVar(&o.noWatch, "no-watch", false, "do not hold a blocking query on the agent's HTTP API: poll DNS with backoff (health, where it counts, is asked at each poll)")
 	fs.DurationVar(&o.cfg.Timeout, "timeout", DefaultTimeout, "give up after this long (0: wait for ever)")
-	fs.DurationVar(&o.cfg.Interval, "interval", DefaultInterval, "first pause between polls; doubles while nothing changes")
-	fs.DurationVar(&o.cfg.MaxInterval, "max-interval", DefaultMaxInterval, "longest pause between polls")
+	fs.DurationVar(&o.cfg.Interval, "interval", DefaultInterval, "first pause between polls (while watching: between TCP probes and retries); doubles while nothing changes")
+	fs.DurationVar(&o.cfg.MaxInterval, "max-interval", DefaultMaxInterval, "longest pause between polls; while watching, DNS is still asked this often")
 	fs.IntVar(&o.count, "count", 1, "endpoints needed for a SERVICE given without :N")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "no progress lines on stderr")
 	fs.BoolVar(&o.asJSON, "json", false, "print the result as JSON on stdout")
@@ -86,19 +95,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var health Health
-	if cfg.PassingOnly {
-		client, err := o.conn.Client()
-		if err != nil {
+	var consul *api.Client
+	if cfg.Watch || cfg.needsHealth() {
+		if consul, err = o.conn.Client(); err != nil {
 			return err
 		}
-		health = ConsulHealth{Client: client}
 	}
 	var progress io.Writer = stderr
 	if o.quiet {
 		progress = nil
 	}
-	b, err := New(cfg, health, logger, progress)
+	b, err := New(cfg, consul, logger, progress)
 	if err != nil {
 		return exitcode.Wrap(exitcode.Usage, err)
 	}
@@ -112,14 +119,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else if waitErr == nil {
 		for _, st := range res.Services {
 			for _, e := range st.Endpoints {
-				fmt.Fprintf(stdout, "%s %s %s\n", st.Service, e, e.Target)
+				fmt.Fprintf(stdout, "%s %s %s\n", st.Name(), e, e.Target)
 			}
 		}
 	}
 	switch {
 	case waitErr == nil:
 		return nil
-	case errors.Is(waitErr, ErrUnanswered), errors.Is(waitErr, ErrRefused):
+	case errors.Is(waitErr, ErrUnanswered), errors.Is(waitErr, ErrHealthUnanswered), errors.Is(waitErr, ErrRefused):
 		return exitcode.Wrap(exitcode.Unavailable, waitErr)
 	default:
 		return exitcode.Wrap(exitcode.No, waitErr)
@@ -155,6 +162,7 @@ func (o *options) config(args []string) (Config, error) {
 		return Config{}, fmt.Errorf("--mode %q: want addressable or functional", o.mode)
 	}
 	cfg.PassingOnly = o.passingOnly
+	cfg.Watch = !o.noWatch
 	switch {
 	case o.count < 1:
 		return Config{}, fmt.Errorf("--count %d: must be at least 1", o.count)
@@ -176,10 +184,10 @@ func (o *options) config(args []string) (Config, error) {
 		if err != nil {
 			return Config{}, err
 		}
-		if seen[r.Service] {
-			return Config{}, fmt.Errorf("%q: service %s given twice", a, r.Service)
+		if seen[r.Name()] {
+			return Config{}, fmt.Errorf("%q: service %s given twice", a, r.Name())
 		}
-		seen[r.Service] = true
+		seen[r.Name()] = true
 		cfg.Requirements = append(cfg.Requirements, r)
 	}
 	return cfg, cfg.Validate()

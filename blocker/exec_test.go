@@ -43,7 +43,7 @@ func TestDoneWhen(t *testing.T) {
 	waitCatalog(t, a, "web", "", 5)
 
 	t.Run("web:5 exits 0 within a second with 5 endpoints", func(t *testing.T) {
-		r := execBlocker(t, "--dns", a.DNSAddr, "web:5")
+		r := execBlocker(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "web:5")
 		if r.code != 0 {
 			t.Fatalf("exit %d, want 0", r.code)
 		}
@@ -55,7 +55,7 @@ func TestDoneWhen(t *testing.T) {
 		}
 	})
 	t.Run("web:6 --timeout 3s exits 1 after about 3s naming web: 5/6", func(t *testing.T) {
-		r := execBlocker(t, "--dns", a.DNSAddr, "web:6", "--timeout", "3s")
+		r := execBlocker(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "web:6", "--timeout", "3s")
 		if r.code != 1 {
 			t.Fatalf("exit %d, want 1", r.code)
 		}

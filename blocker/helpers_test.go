@@ -5,16 +5,23 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/miekg/dns"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 
@@ -145,4 +152,176 @@ func endpointLines(out, service string) []string {
 
 func slogText(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+// dnsForwarder is a real DNS server on 127.0.0.1 (TCP) that forwards every
+// query to a Consul agent's DNS and counts them. With lag, it answers SRV
+// queries as the agent answered lag ago: a DNS server behind the one the
+// watch hears from, as a stale read from a follower would be.
+type dnsForwarder struct {
+	Addr    string
+	queries atomic.Int64
+	lag     time.Duration
+	up      string
+
+	mu      sync.Mutex // guards history
+	history map[string][]dnsAt
+}
+
+type dnsAt struct {
+	at  time.Time
+	msg *dns.Msg
+}
+
+func forwardDNS(t testing.TB, upstream string, lag time.Duration) *dnsForwarder {
+	t.Helper()
+	f := &dnsForwarder{up: upstream, lag: lag, history: map[string][]dnsAt{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Addr = ln.Addr().String()
+	srv := &dns.Server{Listener: ln, Handler: dns.HandlerFunc(f.serve)}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go srv.ActivateAndServe()
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	if lag > 0 {
+		wg.Go(func() { f.record(ctx) })
+	}
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		srv.Shutdown()
+	})
+	return f
+}
+
+// Queries is how many queries the forwarder served.
+func (f *dnsForwarder) Queries() int64 { return f.queries.Load() }
+
+func (f *dnsForwarder) exchange(req *dns.Msg) (*dns.Msg, error) {
+	resp, _, err := (&dns.Client{Net: "tcp", Timeout: 2 * time.Second}).Exchange(req, f.up)
+	return resp, err
+}
+
+func (f *dnsForwarder) serve(w dns.ResponseWriter, req *dns.Msg) {
+	f.queries.Add(1)
+	q := req.Question[0]
+	if f.lag > 0 && q.Qtype == dns.TypeSRV {
+		if resp := f.lagged(q.Name); resp != nil {
+			resp = resp.Copy()
+			resp.Id = req.Id
+			w.WriteMsg(resp)
+			return
+		}
+	}
+	resp, err := f.exchange(req)
+	if err != nil {
+		m := new(dns.Msg)
+		m.SetRcode(req, dns.RcodeServerFailure)
+		w.WriteMsg(m)
+		return
+	}
+	w.WriteMsg(resp)
+	if f.lag > 0 && q.Qtype == dns.TypeSRV {
+		f.mu.Lock()
+		if _, ok := f.history[q.Name]; !ok {
+			f.history[q.Name] = []dnsAt{{time.Now(), resp}}
+		}
+		f.mu.Unlock()
+	}
+}
+
+// lagged is the newest recorded answer for name at least lag old.
+func (f *dnsForwarder) lagged(name string) *dns.Msg {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	hist := f.history[name]
+	var best *dns.Msg
+	for _, h := range hist {
+		if time.Since(h.at) >= f.lag || best == nil {
+			best = h.msg
+		}
+	}
+	return best
+}
+
+// record asks the agent every 10 ms for every name queried so far, keeping
+// the answers of the last few seconds.
+func (f *dnsForwarder) record(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+		f.mu.Lock()
+		var names []string
+		for n := range f.history {
+			names = append(names, n)
+		}
+		f.mu.Unlock()
+		for _, n := range names {
+			m := new(dns.Msg)
+			m.SetQuestion(n, dns.TypeSRV)
+			resp, err := f.exchange(m)
+			if err != nil {
+				continue
+			}
+			f.mu.Lock()
+			hist := append(f.history[n], dnsAt{time.Now(), resp})
+			for len(hist) > 1 && time.Since(hist[1].at) > f.lag+2*time.Second {
+				hist = hist[1:]
+			}
+			f.history[n] = hist
+			f.mu.Unlock()
+		}
+	}
+}
+
+// httpCounter is a reverse proxy on 127.0.0.1 in front of a Consul agent's
+// HTTP API that counts the requests it forwards.
+type httpCounter struct {
+	Addr     string
+	requests atomic.Int64
+}
+
+func countHTTP(t testing.TB, upstream string) *httpCounter {
+	t.Helper()
+	c := &httpCounter{}
+	target := &url.URL{Scheme: "http", Host: upstream}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	// A blocking query the blocker cancels is no error worth a line.
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Addr = ln.Addr().String()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.requests.Add(1)
+		proxy.ServeHTTP(w, r)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return c
+}
+
+// Requests is how many requests the proxy received.
+func (c *httpCounter) Requests() int64 { return c.requests.Load() }
+
+// closedPort is a loopback address where nothing listens (it did a moment
+// ago).
+func closedPort(t testing.TB) *net.TCPAddr {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().(*net.TCPAddr)
+	l.Close()
+	return addr
 }

@@ -94,6 +94,7 @@ orchestrate::service_blocker { 'web':
   count         => %d,
   binary        => '%s',
   dns           => '%s',
+  consul_addr   => '%s',
   timeout       => %d,
   interval      => '200ms',
   max_interval  => '1s',
@@ -120,7 +121,7 @@ func TestPuppetApply(t *testing.T) {
 	waitCatalog(t, a, "web", "", 1)
 
 	t.Run("waits for the second instance", func(t *testing.T) {
-		cmd, out := puppetApply(t, puppet, fmt.Sprintf(blockerManifest, 2, bin, a.DNSAddr, 60))
+		cmd, out := puppetApply(t, puppet, fmt.Sprintf(blockerManifest, 2, bin, a.DNSAddr, a.HTTPAddr, 60))
 		// The unless check (1s) found 1/2, so the exec now waits.
 		waitRunning(t, bin, "--timeout 60s", "web:2")
 		time.Sleep(500 * time.Millisecond)
@@ -139,7 +140,7 @@ func TestPuppetApply(t *testing.T) {
 
 	t.Run("already met: no change from the blocker", func(t *testing.T) {
 		waitCatalog(t, a, "web", "", 2)
-		cmd, out := puppetApply(t, puppet, fmt.Sprintf(blockerManifest, 2, bin, a.DNSAddr, 60))
+		cmd, out := puppetApply(t, puppet, fmt.Sprintf(blockerManifest, 2, bin, a.DNSAddr, a.HTTPAddr, 60))
 		code, text := puppetWait(t, cmd, out)
 		if code != 2 || !strings.Contains(text, "Notice: web is ready") {
 			t.Fatalf("puppet apply exit %d, want 2 with the notify", code)
@@ -150,7 +151,7 @@ func TestPuppetApply(t *testing.T) {
 	})
 
 	t.Run("never enough: the run fails with the blocker's message", func(t *testing.T) {
-		cmd, out := puppetApply(t, puppet, fmt.Sprintf(blockerManifest, 3, bin, a.DNSAddr, 2))
+		cmd, out := puppetApply(t, puppet, fmt.Sprintf(blockerManifest, 3, bin, a.DNSAddr, a.HTTPAddr, 2))
 		code, text := puppetWait(t, cmd, out)
 		if code != 4 && code != 6 { // --detailed-exitcodes: failures
 			t.Fatalf("puppet apply exit %d, want 4 or 6 (failures)", code)

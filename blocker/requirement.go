@@ -8,21 +8,39 @@ import (
 	"github.com/miekg/dns"
 )
 
-// Requirement is one SERVICE[:N] argument: at least Count endpoints of
-// Service.
+// Requirement is one SERVICE[@DC][:N] argument: at least Count endpoints of
+// Service, in Datacenter when given (else the blocker's --datacenter, else
+// the agent's own).
 type Requirement struct {
-	Service string `json:"service"`
-	Count   int    `json:"required"`
+	Service    string `json:"service"`
+	Datacenter string `json:"datacenter,omitempty"`
+	Count      int    `json:"required"`
 }
 
-// ParseRequirement parses "SERVICE" (meaning def endpoints) or "SERVICE:N".
-// The error names what is wrong: an empty or non-DNS-label service name, a
-// count that is not a number, or one below 1.
+// Name is how messages name the requirement: "SERVICE", or "SERVICE@DC"
+// when it was given with its own datacenter.
+func (r Requirement) Name() string {
+	if r.Datacenter == "" {
+		return r.Service
+	}
+	return r.Service + "@" + r.Datacenter
+}
+
+// ParseRequirement parses "SERVICE", "SERVICE:N", "SERVICE@DC" or
+// "SERVICE@DC:N" (def endpoints when N is not given). The error names what
+// is wrong: an empty or non-DNS-label service or datacenter name, a count
+// that is not a number, or one below 1.
 func ParseRequirement(arg string, def int) (Requirement, error) {
 	name, count, hasCount := strings.Cut(arg, ":")
-	r := Requirement{Service: name, Count: def}
-	if err := validLabel("service", name); err != nil {
+	service, dc, hasDC := strings.Cut(name, "@")
+	r := Requirement{Service: service, Datacenter: dc, Count: def}
+	if err := validLabel("service", service); err != nil {
 		return Requirement{}, fmt.Errorf("%q: %w", arg, err)
+	}
+	if hasDC {
+		if err := validLabel("datacenter", dc); err != nil {
+			return Requirement{}, fmt.Errorf("%q: %w", arg, err)
+		}
 	}
 	if hasCount {
 		n, err := strconv.Atoi(count)

@@ -229,7 +229,7 @@ func TestAutoscaleOnPrometheus(t *testing.T) {
 
 	// The right password: at 0.6 per node the role holds at 2.
 	f.cfg.Roles[0].Autoscale = promPolicy(t, prom.url, caFile, passwordFile)
-	r = f.start(nil)
+	f.start(nil) // runs until the test ends
 	testutil.Eventually(t, 15*time.Second, "a reading within the tolerance", func() bool {
 		d := decision()
 		return d.Value != nil && strings.HasPrefix(d.Reason, "within-tolerance")

@@ -31,7 +31,7 @@ type suite struct {
 var suites = []suite{
 	{what: "hiera-services (agent with default limits) vs consul-template, 1,000 services x 5 instances, 50 runs and 50 changes each", pkg: "./hiera", bench: "Catalog1000x5", extra: []string{"-benchtime", "50x"}},
 	{what: "hiera-services --watch on 8 default client agents, 500 services x 2, one check change every 200 ms", pkg: "./hiera", bench: "EightNodesTrickle", extra: []string{"-benchtime", "50x"}},
-	{what: "service-blocker, Nth instance passing -> exit, 50 trials", pkg: "./blocker", bench: ".", extra: []string{"-benchtime", "1x"}},
+	{what: "service-blocker: Nth instance passing -> exit, 50 trials each, polling (--no-watch) beside watching; load of one waiting blocker; an agent with 500 waiting", pkg: "./blocker", bench: ".", extra: []string{"-benchtime", "1x"}},
 	{what: "reaper planner, 10,000 servers and nodes", pkg: "./reaper", bench: "Plan10k", extra: []string{"-benchtime", "20x", "-benchmem"}},
 	{what: "reaper, one full cycle, real agent + simulated cloud, 2,000 nodes", pkg: "./reaper", bench: "Cycle2000", extra: []string{"-benchtime", "10x", "-benchmem"}},
 	{what: "autoscaler, total load 1.2 -> 3.0 on 2 servers (target 0.6/node: 5 needed), 30 s cycles in simulated time, by build time", pkg: "./reaper", bench: "AutoscaleReaction", extra: []string{"-benchtime", "1x"}},

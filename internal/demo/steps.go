@@ -93,7 +93,7 @@ func (d *demo) hieraStep() error {
 
 // blockerStep: service-blocker waits for a third functional db.
 func (d *demo) blockerStep() error {
-	step(3, "service-blocker waits for 3 functional db endpoints (Consul DNS + TCP)")
+	step(3, "service-blocker waits for 3 functional db endpoints (Consul DNS, passing checks, TCP)")
 	b, err := d.start("service-blocker", "--dns", d.agent.DNSAddr, "--mode", "functional", "--timeout", "60s", "db:3")
 	if err != nil {
 		return err

@@ -1,9 +1,10 @@
 # @summary Blocks the catalog until enough endpoints of a service exist in Consul.
 #
-# Execs orchestrate's service-blocker, which polls the local Consul agent's
-# DNS until at least `count` instances of `service` resolve (mode
-# `addressable`) or also accept a TCP connection on their port (mode
-# `functional`). Resources that need the service go after it:
+# Execs orchestrate's service-blocker, which waits, woken by the local Consul
+# agent's change notification, until at least `count` instances of `service`
+# resolve in its DNS (mode `addressable`) or also pass all their checks and
+# accept a TCP connection on their port (mode `functional`). Resources that
+# need the service go after it:
 #
 #   orchestrate::service_blocker { 'mysql': count => 2, mode => 'functional' }
 #   -> Keystone_config['database/connection']
@@ -28,8 +29,9 @@
 # @param passing_only count only instances whose checks all pass (asks the
 #                     agent's HTTP API; Consul DNS also returns warning ones)
 # @param dns          the Consul agent's DNS address
-# @param consul_addr  the agent's HTTP address, for passing_only
-# @param token_file   file with a Consul ACL token, for passing_only; the
+# @param consul_addr  the agent's HTTP address (watching, functional mode,
+#                     passing_only)
+# @param token_file   file with a Consul ACL token for that address; the
 #                     token itself never appears in the command line
 # @param timeout      seconds to wait in all; 0 waits for ever
 # @param interval     first pause between polls (a Go duration)
