@@ -36,7 +36,10 @@
 # @param token_owner  owner of `token_file` (the user the Consul agent runs
 #   the handlers as); mode 0600
 # @param token_group  group of `token_file`
-# @param consul_reload command run after the watch configuration changed
+# @param consul_reload command run after the watch configuration changed;
+#   the default signals the agent (SIGHUP through its unit's ExecReload),
+#   which needs no ACL token: `consul reload` would need one with agent
+#   write, which the node token (node.hcl) does not have
 # @param orchestrate_bin    the orchestrate binary
 # @param hiera_services_bin the hiera-services binary
 # @param file_owner owner of the configuration files
@@ -55,7 +58,7 @@ class orchestrate (
   Optional[Sensitive[String[1]]]         $consul_token       = undef,
   String[1]                              $token_owner        = 'consul',
   String[1]                              $token_group        = 'consul',
-  Optional[String[1]]                    $consul_reload      = 'consul reload',
+  Optional[String[1]]                    $consul_reload      = 'systemctl reload consul',
   Orchestrate::Absolutepath              $orchestrate_bin    = '/usr/bin/orchestrate',
   Orchestrate::Absolutepath              $hiera_services_bin = '/usr/bin/hiera-services',
   String[1]                              $file_owner         = 'root',
@@ -102,15 +105,20 @@ class orchestrate (
         '--orchestrate', $orchestrate_bin, '--hiera-services', $hiera_services_bin,
       '--out', $hiera_data_file, '--dependencies', $dependencies_file] + $token_args + $watch_args)
     $file_q = shellquote([$watch_config_file])
+    # watch-config asks the local agent for this node's name: with ACLs on,
+    # Puppet's environment holds no token, so it uses the node's.
+    $token_env = $token_file ? { undef => [], default => ["CONSUL_HTTP_TOKEN_FILE=${token_file}"] }
+    $watch_needs = $consul_token ? { undef => File[$dependencies_file], default => [File[$dependencies_file], File[$token_file]] }
     # The file is the command's output; rewritten only when that changes,
     # through a temporary file so the agent never reads half of it.
     exec { 'orchestrate watch-config':
-      command   => "${watch_cmd} > ${file_q}.tmp && chmod 0644 ${file_q}.tmp && mv ${file_q}.tmp ${file_q}",
-      unless    => "${watch_cmd} | cmp -s - ${file_q}",
-      provider  => shell,
-      path      => ['/usr/sbin', '/usr/bin', '/sbin', '/bin'],
-      require   => File[$dependencies_file],
-      logoutput => on_failure,
+      command     => "${watch_cmd} > ${file_q}.tmp && chmod 0644 ${file_q}.tmp && mv ${file_q}.tmp ${file_q}",
+      unless      => "${watch_cmd} | cmp -s - ${file_q}",
+      environment => $token_env,
+      provider    => shell,
+      path        => ['/usr/sbin', '/usr/bin', '/sbin', '/bin'],
+      require     => $watch_needs,
+      logoutput   => on_failure,
     }
     if $consul_reload != undef {
       exec { 'orchestrate: consul reload':
