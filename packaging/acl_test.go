@@ -3,6 +3,7 @@ package packaging_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -38,7 +39,14 @@ type aclWorld struct {
 
 func newACLWorld(t *testing.T) *aclWorld {
 	t.Helper()
-	a := consultest.Start(t, consultest.Options{ACLToken: mgmtToken})
+	return newACLWorldWith(t, consultest.Options{})
+}
+
+// newACLWorldWith is newACLWorld on an agent shaped by opts (ACLs added).
+func newACLWorldWith(t *testing.T, opts consultest.Options) *aclWorld {
+	t.Helper()
+	opts.ACLToken = mgmtToken
+	a := consultest.Start(t, opts)
 	w := &aclWorld{agent: a, admin: a.Client, bin: testutil.BuildCommands(t, "orchestrate", "hiera-services", "service-blocker")}
 	for i, node := range []string{"web1", "web2"} {
 		_, err := w.admin.Catalog().Register(&api.CatalogRegistration{
@@ -369,4 +377,87 @@ func TestACLPerHostStatus(t *testing.T) {
 	if want := "orchestrate/status/puppet/success/web1"; strings.Join(keys, " ") != want {
 		t.Errorf("status keys %v, want [%s]", keys, want)
 	}
+}
+
+// The watches `orchestrate watch-config` writes are queries the agent makes
+// itself, with its default token (acl.tokens.default), before any handler
+// runs with the node token: with ACLs on (default deny) and no default
+// token they are refused and no handler ever runs. A default token of the
+// shipped read-only operator.hcl is enough (README: Consul ACL tokens).
+func TestACLGeneratedWatchesRunOnTheAgentsDefaultToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	deps := filepath.Join(dir, "dependencies.yaml")
+	if err := os.WriteFile(deps, []byte("web:\n  addressable: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nodeToken := filepath.Join(dir, "node.token") // filled once the agent runs
+	out := filepath.Join(dir, "services.yaml")
+	bin := testutil.BuildCommands(t, "orchestrate", "hiera-services", "service-blocker")
+	gen := exec.Command(filepath.Join(bin, "orchestrate"), "watch-config", "--host", "app1",
+		"--orchestrate", filepath.Join(bin, "orchestrate"), "--hiera-services", filepath.Join(bin, "hiera-services"),
+		"--out", out, "--dependencies", deps, "--handler-token-file", nodeToken, "--consistent-cmd", "/bin/true")
+	watches, err := gen.Output()
+	if err != nil {
+		t.Fatalf("watch-config: %v", err)
+	}
+	// The agent's configuration names its default token, as README says;
+	// the token itself is made once ACLs are up, below.
+	const defaultSecret = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
+	var cfg map[string]any
+	if err := json.Unmarshal(watches, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["acl"] = map[string]any{"tokens": map[string]any{"default": defaultSecret}}
+	agentCfg, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newACLWorldWith(t, consultest.Options{NodeName: "app1", HCL: string(agentCfg), HandlerEnv: true})
+	node := w.token(t, policyText(t, "node.hcl", ""))
+	b, err := os.ReadFile(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(nodeToken, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.admin.KV().Put(&api.KVPair{Key: "orchestrate/current_version", Value: []byte("v1")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Until the default token exists the agent's own watch queries are
+	// refused (retried every 5 s): the node never converges, however
+	// good the handlers' token.
+	time.Sleep(3 * time.Second)
+	if p, _, err := w.admin.KV().Get("orchestrate/running_version/v1/app1", nil); err != nil || p != nil {
+		t.Fatalf("converged without a default token for the watches (%v)", err)
+	}
+	pol, _, err := w.admin.ACL().PolicyCreate(&api.ACLPolicy{Name: "agent-default", Rules: policyText(t, "operator.hcl", "")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.admin.ACL().TokenCreate(&api.ACLToken{SecretID: defaultSecret, Policies: []*api.ACLTokenPolicyLink{{ID: pol.ID}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "app1 converged to v1 by the current_version watch's handler", func() bool {
+		p, _, err := w.admin.KV().Get("orchestrate/running_version/v1/app1", nil)
+		return err == nil && p != nil
+	})
+	testutil.Eventually(t, 30*time.Second, "services.yaml with both web instances", func() bool {
+		b, err := os.ReadFile(out)
+		return err == nil && strings.Contains(string(b), `"services::web::address": ["10.0.0.1", "10.0.0.2"]`)
+	}, func() string { b, _ := os.ReadFile(out); return string(b) })
+	// A new instance reaches services.yaml through the web service watch.
+	_, err = w.admin.Catalog().Register(&api.CatalogRegistration{
+		Node: "web3", Address: "10.0.0.3",
+		Service: &api.AgentService{ID: "web", Service: "web", Port: 80},
+		Check:   &api.AgentCheck{CheckID: "web", Name: "web", Status: api.HealthPassing, ServiceID: "web"},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "web3 in services.yaml", func() bool {
+		b, err := os.ReadFile(out)
+		return err == nil && strings.Contains(string(b), `"services::web::address": ["10.0.0.1", "10.0.0.2", "10.0.0.3"]`)
+	}, func() string { b, _ := os.ReadFile(out); return string(b) })
 }
