@@ -31,8 +31,9 @@ func (pl *planner) balance(rs *roleServers) {
 	}
 }
 
-// worstFirst sorts servers by their state's rank, then oldest first: the
-// order in which servers are scaled in or replaced. Never newest first.
+// worstFirst sorts servers by their state's rank, then oldest first (then
+// by name): the order in which servers are scaled in or replaced. Never
+// newest first.
 func (pl *planner) worstFirst(servers []*Server) []*Server {
 	out := append([]*Server(nil), servers...)
 	sort.SliceStable(out, func(i, j int) bool {
@@ -40,7 +41,10 @@ func (pl *planner) worstFirst(servers []*Server) []*Server {
 		if a != b {
 			return a < b
 		}
-		return out[i].Created.Before(out[j].Created)
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.Before(out[j].Created)
+		}
+		return out[i].Name < out[j].Name // never Nova's list order, which varies
 	})
 	return out
 }

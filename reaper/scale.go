@@ -325,7 +325,8 @@ func (pl *planner) namedWaiting(rs *roleServers) []string {
 
 // scaleInOrder orders the role's free servers for scale in: hosts named
 // for it first (`orchestrate scale-in`), then worst state first, then the
-// least loaded by the role's metric (where known), then the oldest.
+// least loaded by the role's metric (where known), then the oldest, then
+// by name.
 // Protected hosts and servers in an unknown state are left out; the
 // reasons they were are returned for the report.
 func (pl *planner) scaleInOrder(rs *roleServers) (order []*Server, skipped []string) {
@@ -360,7 +361,10 @@ func (pl *planner) scaleInOrder(rs *roleServers) (order []*Server, skipped []str
 		if la, lb := loadOf(a), loadOf(b); la != lb {
 			return la < lb
 		}
-		return a.Created.Before(b.Created)
+		if !a.Created.Equal(b.Created) {
+			return a.Created.Before(b.Created)
+		}
+		return a.Name < b.Name // never Nova's list order, which varies
 	})
 	return order, skipped
 }
