@@ -14,6 +14,9 @@ const (
 	// MetaJournal names the journal entry that created the server, so a
 	// retried create finds its server instead of making another.
 	MetaJournal = "reaper-journal"
+	// MetaStandby marks a standby of its role's warm pool (the value is
+	// the role); a claim removes it.
+	MetaStandby = "reaper-standby"
 )
 
 // Nova server statuses the reaper looks at.
@@ -82,6 +85,9 @@ type Cloud interface {
 	Create(ctx context.Context, req CreateRequest) (Server, error)
 	// Delete asks for a server's deletion; NotFound means already gone.
 	Delete(ctx context.Context, id string) error
+	// UnsetMetadata removes one metadata key of a server; a key that is
+	// not there is no error.
+	UnsetMetadata(ctx context.Context, id, key string) error
 }
 
 // ErrorClass says how the reaper handles a cloud error.

@@ -67,6 +67,9 @@ type ReaperKeys struct {
 	Problems []string
 	// Report is the last leader's report, nil when none could be read.
 	Report *store.ReaperReport
+	// Pool holds the standby records, by key; a value that does not parse
+	// is a zero record (the next sync rewrites or removes it).
+	Pool map[string]store.StandbyRecord
 }
 
 // Read lists <prefix>/reaper/ in one request.
@@ -75,10 +78,14 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", j.key(store.ReaperDir), err)
 	}
-	out := &ReaperKeys{}
+	out := &ReaperKeys{Pool: map[string]store.StandbyRecord{}}
 	for _, p := range pairs {
 		rel := strings.TrimPrefix(p.Key, j.prefix+"/")
 		switch {
+		case strings.HasPrefix(rel, store.ReaperPoolDir):
+			var rec store.StandbyRecord
+			_ = json.Unmarshal(p.Value, &rec)
+			out.Pool[p.Key] = rec
 		case strings.HasPrefix(rel, keyJournal):
 			var e Entry
 			if err := json.Unmarshal(p.Value, &e); err != nil || e.ID == "" || rel != keyJournal+e.ID {
@@ -173,6 +180,46 @@ func (j *Journal) Put(ctx context.Context, session string, e Entry, budget []tim
 // Remove deletes a finished entry, and runs extra, in one transaction.
 func (j *Journal) Remove(ctx context.Context, session, id string, extra ...*api.KVTxnOp) error {
 	return j.txn(ctx, session, append([]*api.KVTxnOp{{Verb: api.KVDelete, Key: j.key(keyJournal + id)}}, extra...)...)
+}
+
+// poolDeleteOp removes host's standby record from role's pool.
+func (j *Journal) poolDeleteOp(role, host string) *api.KVTxnOp {
+	return &api.KVTxnOp{Verb: api.KVDelete, Key: store.PoolKey(j.prefix, role, host)}
+}
+
+// poolOpsPerTxn bounds the pool records written in one transaction:
+// Consul takes at most 64 operations, one of which is the leader check.
+const poolOpsPerTxn = 60
+
+// SyncPool makes the pool records under <prefix>/reaper/pool/ what the
+// plan saw (have is what the cycle read): changed records are written,
+// records of servers no longer standbys removed, in transactions under
+// the leader check.
+func (j *Journal) SyncPool(ctx context.Context, session string, want []store.StandbyRecord, have map[string]store.StandbyRecord) error {
+	var ops []*api.KVTxnOp
+	seen := map[string]bool{}
+	for _, rec := range want {
+		key := store.PoolKey(j.prefix, rec.Role, rec.Host)
+		seen[key] = true
+		if old, ok := have[key]; ok && old == rec {
+			continue
+		}
+		data, _ := json.Marshal(rec)
+		ops = append(ops, &api.KVTxnOp{Verb: api.KVSet, Key: key, Value: data})
+	}
+	for key := range have {
+		if !seen[key] {
+			ops = append(ops, &api.KVTxnOp{Verb: api.KVDelete, Key: key})
+		}
+	}
+	for len(ops) > 0 {
+		n := min(len(ops), poolOpsPerTxn)
+		if err := j.txn(ctx, session, ops[:n]...); err != nil {
+			return err
+		}
+		ops = ops[n:]
+	}
+	return nil
 }
 
 // drainRequestOp writes the drain request of entry e's old server, for

@@ -37,6 +37,8 @@ type Cloud struct {
 
 	// Lists, Gets, Creates and Deletes count calls.
 	Lists, Gets, Creates, Deletes atomic.Int64
+	// MetaUnsets counts UnsetMetadata calls.
+	MetaUnsets atomic.Int64
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -400,6 +402,23 @@ func (c *Cloud) Delete(ctx context.Context, id string) error {
 	gone := c.remove(id)
 	c.mu.Unlock()
 	c.fire(nil, []reaper.Server{gone})
+	return nil
+}
+
+// UnsetMetadata removes one metadata key of a server; NotFound when
+// there is no such server.
+func (c *Cloud) UnsetMetadata(ctx context.Context, id, key string) error {
+	c.MetaUnsets.Add(1)
+	if err := ctx.Err(); err != nil {
+		return &reaper.CloudError{Class: reaper.Transient, Op: "unset metadata", Err: err}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.servers[id]
+	if !ok || c.hidden(id) {
+		return &reaper.CloudError{Class: reaper.NotFound, Op: "unset metadata of server " + id, Err: errors.New("404 not found")}
+	}
+	delete(s.Metadata, key)
 	return nil
 }
 
