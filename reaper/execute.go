@@ -71,7 +71,7 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 	case OpClaim:
 		return r.claim(ctx, t, e, put)
 	case OpStandbyMaintain:
-		return r.setMaintenance(ctx, e.OldName, "reaper: standby of the warm pool of role "+e.Role+" (kept out of service until claimed)")
+		return r.setMaintenance(ctx, e.OldName, store.StandbyNotesPrefix+" the reaper keeps this node out of service as a standby of the warm pool of role "+e.Role+" until it is claimed")
 	case OpDelete:
 		if err := put(e, nil); err != nil {
 			return err

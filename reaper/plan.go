@@ -22,7 +22,7 @@ type Check struct {
 const (
 	checkCritical = "critical"
 	// maintNodeCheck is the check Consul uses for node maintenance mode.
-	maintNodeCheck = "_node_maintenance"
+	maintNodeCheck = store.NodeMaintenanceCheck
 	// maintServicePrefix starts service maintenance check IDs.
 	maintServicePrefix = "_service_maintenance:"
 )

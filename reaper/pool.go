@@ -79,6 +79,14 @@ func (pl *planner) standbyState(rs *roleServers, s *Server) string {
 		if pl.in.Now.Sub(s.Created) < rs.role.BootTimeout.D() {
 			return store.StandbyConverging
 		}
+		// Converged once, failing now: failed only once its checks have
+		// failed for critical_grace without a break (a flap is not a
+		// death, for a standby as for a member).
+		if !h.maintenance {
+			if since := pl.since(pl.in.Memory.Critical, pl.plan.Memory.Critical, s.Name); pl.in.Now.Sub(since) < rs.role.CriticalGrace.D() {
+				return store.StandbyConverging
+			}
+		}
 	}
 	return store.StandbyFailed
 }

@@ -288,7 +288,8 @@ func (w *poolWorld) checkStandbys() {
 		}
 		inMaint := false
 		for _, c := range checks {
-			inMaint = inMaint || c.CheckID == "_node_maintenance"
+			// hiera-services knows a standby by these notes.
+			inMaint = inMaint || (c.CheckID == store.NodeMaintenanceCheck && strings.HasPrefix(c.Notes, store.StandbyNotesPrefix))
 		}
 		if len(checks) > 0 && !inMaint {
 			w.t.Errorf("standby %s is not in maintenance", s.Name)

@@ -44,6 +44,17 @@ type StandbyRecord struct {
 	Created time.Time `json:"created"`
 }
 
+// StandbyNotesPrefix starts the notes of the node maintenance check
+// (_node_maintenance) of a standby, whoever sets it: the reaper through
+// the catalog, or the node's own agent (`consul maint -enable -reason
+// "orchestrate standby: ..."`). hiera-services leaves a node whose
+// maintenance says so out of every key: a standby is no member of its
+// service, unlike a node an operator put in maintenance.
+const StandbyNotesPrefix = "orchestrate standby:"
+
+// NodeMaintenanceCheck is the ID of Consul's node maintenance check.
+const NodeMaintenanceCheck = "_node_maintenance"
+
 // PoolKey is the key of host's standby record in role's pool.
 func PoolKey(prefix, role, host string) string {
 	return ReaperKey(prefix, ReaperPoolDir+role+"/"+host)
