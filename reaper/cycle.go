@@ -57,7 +57,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *Plan {
 		Desired: obs.desired, Journal: obs.keys.Entries, Armed: obs.keys.Armed != nil,
 		ArmKeyWritten: obs.keys.ArmKeyWritten, ArmProblem: obs.keys.ArmProblem,
 		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: obs.recorded, Suspect: obs.suspect, Memory: t.memory, Destructive: obs.keys.Destructive,
-		BackoffUntil: t.quota.until, PoolBackoffUntil: t.pool.until, RoleBackoff: t.roleBackoffs(), DeleteBackoff: t.deleteBackoffs(obs.keys.Entries),
+		BackoffUntil: t.quota.until, PoolBackoffUntil: t.pool.until, PoolFlush: obs.keys.Flush, PoolFlushProblems: obs.keys.FlushProblems, RoleBackoff: t.roleBackoffs(), DeleteBackoff: t.deleteBackoffs(obs.keys.Entries),
 		TermStart: t.started,
 		Scaling:   obs.scaling, Metrics: obs.metrics, Autoscale: t.autoscale,
 	}
@@ -141,6 +141,26 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *Plan, obs *observ
 	if ctx.Err() == nil {
 		if err := r.journal.SyncPool(ctx, t.session, plan.Standbys, obs.keys.Pool); err != nil {
 			errs = append(errs, "warm pool records: "+err.Error())
+		}
+	}
+	for _, f := range plan.FlushSeen {
+		if dry || ctx.Err() != nil {
+			break
+		}
+		if err := r.journal.Flush(ctx, t.session, f, false); err != nil {
+			errs = append(errs, "pool flush of "+f.Role+": "+err.Error())
+		} else {
+			r.log.Info("warm pool flush: replacing every standby made before now, one at a time", "role", f.Role, "requested_by", f.Record.By, "reason", f.Record.Reason)
+		}
+	}
+	for _, f := range plan.FlushDone {
+		if dry || ctx.Err() != nil {
+			break
+		}
+		if err := r.journal.Flush(ctx, t.session, f, true); err != nil {
+			errs = append(errs, "pool flush of "+f.Role+": "+err.Error())
+		} else {
+			r.log.Info("warm pool flushed: every standby made before the request was replaced", "role", f.Role, "requested_by", f.Record.By)
 		}
 	}
 	t.noteClaims(plan.Claims, start)

@@ -70,6 +70,10 @@ type ReaperKeys struct {
 	// Pool holds the standby records, by key; a value that does not parse
 	// is a zero record (the next sync rewrites or removes it).
 	Pool map[string]store.StandbyRecord
+	// Flush holds the pool flush requests, by role; FlushProblems the
+	// ones that cannot be read.
+	Flush         map[string]store.PoolFlushRecord
+	FlushProblems []string
 }
 
 // Read lists <prefix>/reaper/ in one request.
@@ -78,7 +82,7 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", j.key(store.ReaperDir), err)
 	}
-	out := &ReaperKeys{Pool: map[string]store.StandbyRecord{}}
+	out := &ReaperKeys{Pool: map[string]store.StandbyRecord{}, Flush: map[string]store.PoolFlushRecord{}}
 	for _, p := range pairs {
 		rel := strings.TrimPrefix(p.Key, j.prefix+"/")
 		switch {
@@ -86,6 +90,15 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 			var rec store.StandbyRecord
 			_ = json.Unmarshal(p.Value, &rec)
 			out.Pool[p.Key] = rec
+		case strings.HasPrefix(rel, store.ReaperPoolFlushDir):
+			rec, err := store.ParsePoolFlush(p)
+			if err != nil {
+				// Written by hand: reported in the state, nothing flushed
+				// for it; the rest of the cycle goes on.
+				out.FlushProblems = append(out.FlushProblems, err.Error())
+				continue
+			}
+			out.Flush[strings.TrimPrefix(rel, store.ReaperPoolFlushDir)] = rec
 		case strings.HasPrefix(rel, keyJournal):
 			var e Entry
 			if err := json.Unmarshal(p.Value, &e); err != nil || e.ID == "" || rel != keyJournal+e.ID {
@@ -185,6 +198,23 @@ func (j *Journal) Remove(ctx context.Context, session, id string, extra ...*api.
 // poolDeleteOp removes host's standby record from role's pool.
 func (j *Journal) poolDeleteOp(role, host string) *api.KVTxnOp {
 	return &api.KVTxnOp{Verb: api.KVDelete, Key: store.PoolKey(j.prefix, role, host)}
+}
+
+// Flush writes a role's flush request back with its Seen time, or (done)
+// removes it, in either case only if it is still the request read (its
+// index), under the leader check.
+func (j *Journal) Flush(ctx context.Context, session string, f PoolFlush, done bool) error {
+	op := &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: store.PoolFlushKey(j.prefix, f.Role), Index: f.Record.Index}
+	if !done {
+		data, _ := json.Marshal(f.Record)
+		op.Verb, op.Value = api.KVCAS, data
+	}
+	err := j.txn(ctx, session, op)
+	var refused *txnRefused
+	if errors.As(err, &refused) {
+		return nil // a newer request: the next cycles carry it out
+	}
+	return err
 }
 
 // poolOpsPerTxn bounds the pool records written in one transaction:

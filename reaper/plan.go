@@ -74,6 +74,12 @@ type Input struct {
 	// PoolBackoffUntil: no standby is created before it (a quota or
 	// capacity error backs off the warm pools first, and longer).
 	PoolBackoffUntil time.Time
+	// PoolFlush holds each role's pool flush request: every standby made
+	// before its time is replaced, one at a time.
+	PoolFlush map[string]store.PoolFlushRecord
+	// PoolFlushProblems are flush requests that cannot be read (held
+	// back, named in the state).
+	PoolFlushProblems []string
 	// RoleBackoff: per-role backoff after capacity ("No valid host") or
 	// fatal create errors (a bad flavor or image); no creates of the role.
 	RoleBackoff map[string]time.Time
@@ -206,6 +212,10 @@ type Plan struct {
 	// Standbys are the warm pools' standbys as this plan sees them, for
 	// their records under <prefix>/reaper/pool/.
 	Standbys []store.StandbyRecord `json:"standbys,omitempty"`
+	// FlushSeen lists the pool flush requests this plan acknowledges
+	// (stamped with its time); FlushDone those carried out.
+	FlushSeen []PoolFlush `json:"-"`
+	FlushDone []PoolFlush `json:"-"`
 	// Claims are the claims whose standby served this cycle.
 	Claims []PoolClaimDone `json:"claims,omitempty"`
 	// CapacityClear lists the roles whose exhausted capacity is over: a

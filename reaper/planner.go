@@ -105,6 +105,9 @@ func (in Input) Plan() *Plan {
 	pl.pause(roles)
 	pl.startGate(roles)
 	short := pl.belowCount(roles)
+	for _, p := range in.PoolFlushProblems {
+		pl.block("%s: no flush carried out for it (`consul kv delete` it, or run orchestrate pool flush again)", p)
+	}
 	for _, rs := range roles {
 		pl.autoscale(rs)
 		if !pl.deleteDuplicates(rs) {

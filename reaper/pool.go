@@ -3,6 +3,7 @@ package reaper
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
 )
@@ -161,11 +162,32 @@ func (pl *planner) pool(rs *roleServers, short string) {
 	}
 	rs.pool = rep
 	have := len(rs.standbys) + creating
+	flush, flushing := pl.in.PoolFlush[rs.role.Name]
+	if flushing && flush.Seen.IsZero() {
+		// Acknowledged first (by this reaper's clock); carried out from
+		// the next cycle.
+		flush.Seen = pl.in.Now
+		pl.plan.FlushSeen = append(pl.plan.FlushSeen, PoolFlush{Role: rs.role.Name, Record: flush})
+		flushing = false
+	}
+	var stale []*Server
+	for _, s := range rs.standbys {
+		if flushing && s.Created.Before(flush.Seen) {
+			stale = append(stale, s)
+		}
+	}
+	if flushing && len(stale) == 0 && deleting == 0 {
+		pl.plan.FlushDone = append(pl.plan.FlushDone, PoolFlush{Role: rs.role.Name, Record: flush})
+	}
 	switch {
 	case deleting > 0:
 		// One standby deleted at a time.
 	case len(failed) > 0:
 		pl.deleteStandby(rs, failed[0], "standby failed (Nova ERROR, or not converged within boot_timeout)")
+	case len(stale) > 0 && creating == 0:
+		// A flush: one standby at a time, each replaced (by the refill)
+		// before the next goes, so the pool keeps its other standbys.
+		pl.deleteStandby(rs, stale[0], fmt.Sprintf("pool flush requested by %s, seen at %s", flush.By, flush.Seen.UTC().Format(time.RFC3339)))
 	case have > size && creating == 0:
 		victim := rs.standbys[0] // the oldest; a not-ready one first
 		for _, s := range rs.standbys {
@@ -210,6 +232,13 @@ func (pl *planner) deleteStandby(rs *roleServers, s *Server, why string) {
 	e := pl.newEntry(rs.role, store.KindDelete, why)
 	e.Phase, e.OldName, e.OldID, e.Standby = store.PhaseDeleting, s.Name, s.ID, true
 	pl.add(OpDelete, e, why)
+}
+
+// PoolFlush is a role's pool flush request, as a plan acknowledges or
+// ends it.
+type PoolFlush struct {
+	Role   string
+	Record store.PoolFlushRecord
 }
 
 // inMaintenance reports whether node has Consul's node maintenance check.

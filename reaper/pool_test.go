@@ -1,6 +1,7 @@
 package reaper_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/orchestrate"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
@@ -358,6 +360,16 @@ func TestWarmPoolReplacesFromTheStandbys(t *testing.T) {
 	if m := w.members(); len(m) != 3 {
 		t.Fatalf("members %v, want 3", m)
 	}
+	var metrics strings.Builder
+	if _, err := w.r.Metrics().WriteTo(&metrics); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`reaper_pool_size{role="web"} 2`, `reaper_pool_standbys{role="web",state="ready"} 2`,
+		`reaper_pool_claim_seconds_count{role="web"} 1`, fmt.Sprintf(`reaper_pool_claim_seconds_sum{role="web"} %v`, (time.Duration(steps) * w.cfg.Interval.D()).Seconds())} {
+		if !strings.Contains(metrics.String(), want+"\n") {
+			t.Errorf("metrics lack %s:\n%s", want, metrics.String())
+		}
+	}
 	if w.sim.Creates.Load() != creates+1 {
 		t.Fatalf("%d creates, want %d and one (the refill)", w.sim.Creates.Load(), creates)
 	}
@@ -482,4 +494,87 @@ func TestClaimSurvivesLeaderKilledAtEachStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// orchestrate runs the orchestrate command against the world's agent and
+// returns its exit code and output.
+func (w *poolWorld) orchestrate(args ...string) (int, string) {
+	var out, errOut bytes.Buffer
+	args = append(args, "--consul-addr", w.agent.HTTPAddr, "--prefix", prefix, "--log-level", "warn")
+	code := orchestrate.Run(context.Background(), args, orchestrate.IO{Stdout: &out, Stderr: &errOut})
+	return code, out.String() + errOut.String()
+}
+
+// TestPoolFlushAndStatus: `orchestrate pool status` reads the pool from
+// KV; `orchestrate pool flush web` has the reaper replace both standbys,
+// one at a time, while no member is drained or deleted and the role
+// keeps serving; the request is removed once done.
+func TestPoolFlushAndStatus(t *testing.T) {
+	w := newPoolWorld(t, 2, 60*time.Second, 60*time.Second)
+	w.stepUntil(20, "two ready standbys", func() bool { return w.ready() == 2 })
+	w.step() // the state report after the pool is full
+	code, out := w.orchestrate("pool", "status", "web", "--json")
+	if code != 0 {
+		t.Fatalf("pool status: exit %d: %s", code, out)
+	}
+	var st []struct {
+		Role     string                `json:"role"`
+		Report   *store.PoolReport     `json:"report"`
+		Standbys []store.StandbyRecord `json:"standbys"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("pool status --json: %v: %s", err, out)
+	}
+	if len(st) != 1 || st[0].Report == nil || st[0].Report.States[store.StandbyReady] != 2 || len(st[0].Standbys) != 2 {
+		t.Fatalf("pool status: %s", out)
+	}
+	if code, out := w.orchestrate("status"); code != 0 || !strings.Contains(out, "warm pool (standbys, not counted above): 2 ready of 2") {
+		t.Errorf("orchestrate status: exit %d, no warm pool line: %s", code, out)
+	}
+	if code, out := w.orchestrate("pool", "flush", "db"); code != 2 || !strings.Contains(out, `no warm pool for role "db"`) {
+		t.Errorf("pool flush of a role without a pool: exit %d: %s", code, out)
+	}
+	old := map[string]bool{}
+	for _, s := range st[0].Standbys {
+		old[s.ID] = true
+	}
+	w.mu.Lock()
+	w.now = w.now.Add(time.Second) // the request postdates the standbys
+	w.mu.Unlock()
+	if code, out := w.orchestrate("pool", "flush", "web", "--reason", "new image"); code != 0 {
+		t.Fatalf("pool flush: exit %d: %s", code, out)
+	}
+	members := strings.Join(w.members(), ",")
+	w.stepUntil(40, "both standbys replaced and the request removed", func() bool {
+		if s := w.serving(); len(s) != 3 {
+			t.Fatalf("serving %v during the flush", s)
+		}
+		deletes := 0
+		for _, a := range w.lastPlan.Actions {
+			if a.Op == reaper.OpDelete || a.Op == reaper.OpDrain {
+				if !a.Entry.Standby {
+					t.Fatalf("the flush touched a member: %s", a)
+				}
+				deletes++
+			}
+		}
+		if deletes > 1 {
+			t.Fatalf("%d standbys deleted at once: %s", deletes, describePlan(w.lastPlan))
+		}
+		p, _, err := w.c.KV().Get(store.PoolFlushKey(prefix, "web"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs := w.pool()
+		for _, r := range recs {
+			if old[r.ID] {
+				return false
+			}
+		}
+		return p == nil && w.ready() == 2
+	})
+	if got := strings.Join(w.members(), ","); got != members {
+		t.Errorf("members %s after the flush, were %s", got, members)
+	}
+	w.checkStandbys()
 }

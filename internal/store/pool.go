@@ -1,9 +1,14 @@
 package store
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/consul/api"
 )
 
 // The reaper's warm pool: standby servers of a role, built and converged
@@ -113,4 +118,88 @@ func (p *PoolReport) String() string {
 		parts = []string{"empty"}
 	}
 	return strings.Join(parts, ", ") + fmt.Sprintf(" of %d", p.Size)
+}
+
+// PoolFlushRecord is the value of <prefix>/reaper/pool-flush/<role>: an
+// operator's request that every standby of the role made before Time be
+// replaced (`orchestrate pool flush ROLE`). The reaper removes it once no
+// such standby is left.
+type PoolFlushRecord struct {
+	Time   time.Time `json:"time"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	// Seen is when the reaper's leader first read the request, by its own
+	// clock: the standbys made before it are replaced, so a request from a
+	// host whose clock runs ahead does not rebuild the pool over and over.
+	Seen time.Time `json:"seen,omitzero"`
+	// Index is the key's modify index, as read (not stored): the reaper
+	// removes the request only if it is still the one it carried out.
+	Index uint64 `json:"-"`
+}
+
+// RequestPoolFlush writes role's flush request.
+func (s *Store) RequestPoolFlush(ctx context.Context, role string, rec PoolFlushRecord) error {
+	if err := ValidName("role", role); err != nil {
+		return &InputError{Err: err}
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode the flush request: %w", err)
+	}
+	key := PoolFlushKey(s.prefix, role)
+	if _, err := s.kv.Put(&api.KVPair{Key: key, Value: data}, writeOpts(ctx)); err != nil {
+		return fmt.Errorf("write %s: %w", key, err)
+	}
+	return nil
+}
+
+// PoolState is what the KV prefix holds of the warm pools.
+type PoolState struct {
+	// Standbys by role, sorted by host.
+	Standbys map[string][]StandbyRecord `json:"standbys"`
+	// Flushes are the flush requests not yet carried out, by role.
+	Flushes map[string]PoolFlushRecord `json:"flushes,omitempty"`
+}
+
+// Pool reads the standby records and flush requests in one request; a
+// value the reaper did not write is an InputError naming its key.
+func (s *Store) Pool(ctx context.Context) (*PoolState, error) {
+	dir := ReaperKey(s.prefix, ReaperDir)
+	pairs, _, err := s.kv.List(dir, readOpts(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	out := &PoolState{Standbys: map[string][]StandbyRecord{}, Flushes: map[string]PoolFlushRecord{}}
+	for _, p := range pairs {
+		rel := strings.TrimPrefix(p.Key, s.prefix+"/")
+		if _, _, ok := ParsePoolKey(rel); ok {
+			var rec StandbyRecord
+			if err := json.Unmarshal(p.Value, &rec); err != nil || PoolKey(s.prefix, rec.Role, rec.Host) != p.Key {
+				return nil, &InputError{Err: fmt.Errorf("%s holds a value the reaper did not write", p.Key)}
+			}
+			out.Standbys[rec.Role] = append(out.Standbys[rec.Role], rec)
+			continue
+		}
+		if role, ok := strings.CutPrefix(rel, ReaperPoolFlushDir); ok {
+			rec, err := ParsePoolFlush(p)
+			if err != nil {
+				return nil, &InputError{Err: err}
+			}
+			out.Flushes[role] = rec
+		}
+	}
+	for _, recs := range out.Standbys {
+		sort.Slice(recs, func(i, j int) bool { return recs[i].Host < recs[j].Host })
+	}
+	return out, nil
+}
+
+// ParsePoolFlush reads a flush request.
+func ParsePoolFlush(p *api.KVPair) (PoolFlushRecord, error) {
+	var rec PoolFlushRecord
+	if err := json.Unmarshal(p.Value, &rec); err != nil || rec.Time.IsZero() {
+		return rec, fmt.Errorf("%s: not a flush request (want the JSON `orchestrate pool flush` writes)", p.Key)
+	}
+	rec.Index = p.ModifyIndex
+	return rec, nil
 }
