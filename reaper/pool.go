@@ -96,7 +96,8 @@ func (pl *planner) standbyState(rs *roleServers, s *Server) string {
 // in this plan, or nil.
 func (pl *planner) readyStandby(rs *roleServers) *Server {
 	for _, s := range rs.standbys {
-		if pl.standbyState(rs, s) == store.StandbyReady {
+		expired := rs.role.MaxAge > 0 && !pl.in.Now.Before(expiry(rs.role, s))
+		if !expired && pl.standbyState(rs, s) == store.StandbyReady {
 			return s
 		}
 	}
@@ -171,12 +172,22 @@ func (pl *planner) pool(rs *roleServers, short string) {
 		flushing = false
 	}
 	var stale []*Server
+	var staleWhy []string
+	flushed := 0
 	for _, s := range rs.standbys {
-		if flushing && s.Created.Before(flush.Seen) {
+		switch {
+		case flushing && s.Created.Before(flush.Seen):
 			stale = append(stale, s)
+			staleWhy = append(staleWhy, fmt.Sprintf("pool flush requested by %s, seen at %s", flush.By, flush.Seen.UTC().Format(time.RFC3339)))
+			flushed++
+		case rs.role.MaxAge > 0 && !pl.in.Now.Before(expiry(rs.role, s)):
+			// A standby expires as a member does; replaced before it
+			// could be claimed at its age.
+			stale = append(stale, s)
+			staleWhy = append(staleWhy, "standby past max_age")
 		}
 	}
-	if flushing && len(stale) == 0 && deleting == 0 {
+	if flushing && flushed == 0 && deleting == 0 {
 		pl.plan.FlushDone = append(pl.plan.FlushDone, PoolFlush{Role: rs.role.Name, Record: flush})
 	}
 	switch {
@@ -185,9 +196,9 @@ func (pl *planner) pool(rs *roleServers, short string) {
 	case len(failed) > 0:
 		pl.deleteStandby(rs, failed[0], "standby failed (Nova ERROR, or not converged within boot_timeout)")
 	case len(stale) > 0 && creating == 0:
-		// A flush: one standby at a time, each replaced (by the refill)
+		// A flush, or standbys past max_age: one standby at a time, each replaced (by the refill)
 		// before the next goes, so the pool keeps its other standbys.
-		pl.deleteStandby(rs, stale[0], fmt.Sprintf("pool flush requested by %s, seen at %s", flush.By, flush.Seen.UTC().Format(time.RFC3339)))
+		pl.deleteStandby(rs, stale[0], staleWhy[0])
 	case have > size && creating == 0:
 		victim := rs.standbys[0] // the oldest; a not-ready one first
 		for _, s := range rs.standbys {
