@@ -33,6 +33,8 @@ const (
 	// Either is gone for the reaper: not running, not a server of a role.
 	StatusSoftDeleted = "SOFT_DELETED"
 	StatusDeleted     = "DELETED"
+	// StatusShutoff: powered off (a stopped standby).
+	StatusShutoff = "SHUTOFF"
 )
 
 // knownStatus holds the Nova server statuses the planner understands (the
@@ -88,6 +90,11 @@ type Cloud interface {
 	// UnsetMetadata removes one metadata key of a server; a key that is
 	// not there is no error.
 	UnsetMetadata(ctx context.Context, id, key string) error
+	// Stop powers a server off (Nova's os-stop: it keeps its disk);
+	// Start powers it on. Either is a Conflict when the server is already
+	// in that state (or in a task).
+	Stop(ctx context.Context, id string) error
+	Start(ctx context.Context, id string) error
 }
 
 // ErrorClass says how the reaper handles a cloud error.

@@ -241,7 +241,6 @@ func (w *WarmPool) validate(field string) error {
 		w.State = PoolRunning
 	case PoolRunning:
 	case PoolStopped:
-		return fmt.Errorf("%s.warm_pool.state: %q is not supported by this version of the reaper (standbys are kept running); use %q", field, w.State, PoolRunning)
 	default:
 		return fmt.Errorf("%s.warm_pool.state: want %s or %s, got %q", field, PoolRunning, PoolStopped, w.State)
 	}

@@ -57,7 +57,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *Plan {
 		Desired: obs.desired, Journal: obs.keys.Entries, Armed: obs.keys.Armed != nil,
 		ArmKeyWritten: obs.keys.ArmKeyWritten, ArmProblem: obs.keys.ArmProblem,
 		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: obs.recorded, Suspect: obs.suspect, Memory: t.memory, Destructive: obs.keys.Destructive,
-		BackoffUntil: t.quota.until, PoolBackoffUntil: t.pool.until, PoolFlush: obs.keys.Flush, PoolFlushProblems: obs.keys.FlushProblems, RoleBackoff: t.roleBackoffs(), DeleteBackoff: t.deleteBackoffs(obs.keys.Entries),
+		BackoffUntil: t.quota.until, PoolBackoffUntil: t.pool.until, PoolFlush: obs.keys.Flush, PoolFlushProblems: obs.keys.FlushProblems, PoolRecords: poolByHost(obs.keys.Pool), RoleBackoff: t.roleBackoffs(), DeleteBackoff: t.deleteBackoffs(obs.keys.Entries),
 		TermStart: t.started,
 		Scaling:   obs.scaling, Metrics: obs.metrics, Autoscale: t.autoscale,
 	}
@@ -209,6 +209,15 @@ func (r *Reaper) cycleSkipped(ctx context.Context, t *leaderTerm, start time.Tim
 	if perr := r.journal.PutState(ctx, t.session, st); perr != nil {
 		r.log.Debug("write state", "err", perr)
 	}
+}
+
+// poolByHost indexes the standby records by host.
+func poolByHost(recs map[string]store.StandbyRecord) map[string]store.StandbyRecord {
+	out := make(map[string]store.StandbyRecord, len(recs))
+	for _, rec := range recs {
+		out[rec.Host] = rec
+	}
+	return out
 }
 
 // recent is the destructive actions started within the budget window.

@@ -70,6 +70,21 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 		return r.create(ctx, t, role, e, put)
 	case OpClaim:
 		return r.claim(ctx, t, e, put)
+	case OpStandbyStop:
+		// Started carries the standby's creation time (no entry is
+		// written for a stop).
+		rec := store.StandbyRecord{Role: e.Role, Host: e.OldName, ID: e.OldID, State: store.StandbyStopped, Created: e.Started}
+		if err := r.journal.SetStandby(ctx, t.session, rec); err != nil {
+			return err
+		}
+		sctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := r.cloud.Stop(sctx, e.OldID)
+		cancel()
+		if err != nil && ClassOf(err) != Conflict {
+			r.metrics.cloudError(err)
+			return err
+		}
+		return nil
 	case OpStandbyMaintain:
 		return r.setMaintenance(ctx, e.OldName, store.StandbyNotesPrefix+" the reaper keeps this node out of service as a standby of the warm pool of role "+e.Role+" until it is claimed")
 	case OpDelete:
@@ -189,6 +204,14 @@ func (r *Reaper) claim(ctx context.Context, t *leaderTerm, e Entry, put func(Ent
 	err := r.cloud.UnsetMetadata(cctx, e.NewID, MetaStandby)
 	cancel()
 	if err != nil && ClassOf(err) != NotFound {
+		r.metrics.cloudError(err)
+		return err
+	}
+	// A stopped standby is powered on; a running one answers Conflict.
+	sctx, scancel := context.WithTimeout(ctx, callTimeout)
+	err = r.cloud.Start(sctx, e.NewID)
+	scancel()
+	if err != nil && ClassOf(err) != Conflict && ClassOf(err) != NotFound {
 		r.metrics.cloudError(err)
 		return err
 	}

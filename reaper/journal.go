@@ -217,6 +217,13 @@ func (j *Journal) Flush(ctx context.Context, session string, f PoolFlush, done b
 	return err
 }
 
+// SetStandby writes one standby record under the leader check (before a
+// cloud call on the standby, as a journal entry is).
+func (j *Journal) SetStandby(ctx context.Context, session string, rec store.StandbyRecord) error {
+	data, _ := json.Marshal(rec)
+	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVSet, Key: store.PoolKey(j.prefix, rec.Role, rec.Host), Value: data})
+}
+
 // poolOpsPerTxn bounds the pool records written in one transaction:
 // Consul takes at most 64 operations, one of which is the leader check.
 const poolOpsPerTxn = 60

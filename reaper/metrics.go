@@ -93,7 +93,7 @@ func (m *Metrics) cycle(p *Plan, dryRun bool, backoff time.Duration, roleBackoff
 	for _, r := range p.Roles {
 		if r.Pool != nil {
 			m.poolSize[r.Name] = r.Pool.Size
-			for _, st := range []string{store.StandbyBuilding, store.StandbyConverging, store.StandbyReady, store.StandbyFailed} {
+			for _, st := range []string{store.StandbyBuilding, store.StandbyConverging, store.StandbyReady, store.StandbyStopped, store.StandbyFailed} {
 				m.standbys[[2]string{r.Name, st}] = r.Pool.States[st]
 			}
 		}

@@ -280,6 +280,22 @@ func (n *Nova) UnsetMetadata(ctx context.Context, id, key string) error {
 	return nil
 }
 
+// Stop powers a server off (os-stop).
+func (n *Nova) Stop(ctx context.Context, id string) error {
+	if err := servers.Stop(ctx, n.compute, id).ExtractErr(); err != nil {
+		return classify("stop server "+id, err)
+	}
+	return nil
+}
+
+// Start powers a server on (os-start).
+func (n *Nova) Start(ctx context.Context, id string) error {
+	if err := servers.Start(ctx, n.compute, id).ExtractErr(); err != nil {
+		return classify("start server "+id, err)
+	}
+	return nil
+}
+
 // ref resolves a flavor or image name (or ID) to its ID, afresh for every
 // create: an image rotated under the same name (the old one deleted or
 // hidden, a new one uploaded) is the new one from the next create on, and

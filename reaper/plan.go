@@ -80,6 +80,9 @@ type Input struct {
 	// PoolFlushProblems are flush requests that cannot be read (held
 	// back, named in the state).
 	PoolFlushProblems []string
+	// PoolRecords are the standby records the cycle read, by host: a
+	// stopped standby was ready when its record says so.
+	PoolRecords map[string]store.StandbyRecord
 	// RoleBackoff: per-role backoff after capacity ("No valid host") or
 	// fatal create errors (a bad flavor or image); no creates of the role.
 	RoleBackoff map[string]time.Time

@@ -25,6 +25,10 @@ const (
 	// the standby's pool record in one transaction, clears its standby
 	// mark in Nova, ends its node's maintenance, and writes phase booting.
 	OpClaim Op = "claim"
+	// OpStandbyStop writes the standby's pool record as stopped (under
+	// the leader check) and powers it off: a pool with state stopped keeps
+	// its ready standbys off until a claim starts one.
+	OpStandbyStop Op = "standby-stop"
 	// OpStandbyMaintain puts a standby's node (OldName) in maintenance
 	// (it writes no entry): a standby is never returned by DNS.
 	OpStandbyMaintain Op = "standby-maintain"
@@ -70,6 +74,13 @@ func (pl *planner) splitStandbys(roles []*roleServers) {
 // boot_timeout after create).
 func (pl *planner) standbyState(rs *roleServers, s *Server) string {
 	switch {
+	case s.Status == StatusShutoff:
+		// Powered off by the reaper once ready (its record says so), or
+		// by someone else, when it is of no known use.
+		if rec, ok := pl.in.PoolRecords[s.Name]; ok && rec.ID == s.ID && (rec.State == store.StandbyReady || rec.State == store.StandbyStopped) {
+			return store.StandbyStopped
+		}
+		return store.StandbyFailed
 	case s.Status == StatusBuild && pl.in.Now.Sub(s.Created) < rs.role.BootTimeout.D():
 		return store.StandbyBuilding
 	case s.Status == StatusActive:
@@ -78,6 +89,12 @@ func (pl *planner) standbyState(rs *roleServers, s *Server) string {
 			return store.StandbyReady
 		}
 		if pl.in.Now.Sub(s.Created) < rs.role.BootTimeout.D() {
+			return store.StandbyConverging
+		}
+		if h.checkedIn && !h.critical && !h.maintenance {
+			// It passes but has not validated the current version (a
+			// new version is out): it converges in place; not claimed
+			// meanwhile.
 			return store.StandbyConverging
 		}
 		// Converged once, failing now: failed only once its checks have
@@ -97,7 +114,7 @@ func (pl *planner) standbyState(rs *roleServers, s *Server) string {
 func (pl *planner) readyStandby(rs *roleServers) *Server {
 	for _, s := range rs.standbys {
 		expired := rs.role.MaxAge > 0 && !pl.in.Now.Before(expiry(rs.role, s))
-		if !expired && pl.standbyState(rs, s) == store.StandbyReady {
+		if st := pl.standbyState(rs, s); !expired && (st == store.StandbyReady || st == store.StandbyStopped) {
 			return s
 		}
 	}
@@ -156,6 +173,9 @@ func (pl *planner) pool(rs *roleServers, short string) {
 		if st == store.StandbyFailed {
 			failed = append(failed, s)
 			continue
+		}
+		if st == store.StandbyReady && rs.role.WarmPool != nil && rs.role.WarmPool.State == PoolStopped {
+			pl.add(OpStandbyStop, Entry{Role: rs.role.Name, OldName: s.Name, OldID: s.ID, Started: s.Created}, "ready standby of a stopped warm pool: powered off until claimed")
 		}
 		if _, node := pl.byNode[s.Name]; node && !pl.inMaintenance(s.Name) {
 			pl.add(OpStandbyMaintain, Entry{Role: rs.role.Name, OldName: s.Name, OldID: s.ID}, "standby of the warm pool: kept out of DNS")

@@ -57,6 +57,26 @@ func TestPoolUpkeep(t *testing.T) {
 			t.Fatalf("role report %+v pool %+v", r, r.Pool)
 		}
 	})
+	t.Run("a standby that has not validated the current version is not claimed", func(t *testing.T) {
+		in := in
+		in.Checks = append([]Check{crit("web1")}, in.Checks[1:]...)
+		in.Memory = Memory{Critical: map[string]time.Time{"web1": t0.Add(-time.Hour)}}
+		in.ReportingValidation = map[string]bool{"web2": true, "web3": true, "web5": true}
+		in.Validated = map[string]bool{"web2": true, "web3": true}
+		p := in.Plan()
+		for _, a := range p.Actions {
+			if a.Op == OpClaim {
+				t.Fatalf("claimed a standby of an older version: %v", a)
+			}
+			if a.Op == OpDelete && a.Entry.OldName == "web5" {
+				t.Fatalf("deleted a standby converging in place: %v", a)
+			}
+		}
+		// web4 has not validated either (and is past max_age).
+		if p.Roles[0].Pool.States[store.StandbyConverging] != 2 {
+			t.Fatalf("pool %v, want both converging", p.Roles[0].Pool)
+		}
+	})
 	t.Run("disarmed: the expired standby is not deleted", func(t *testing.T) {
 		in := in
 		in.Armed = false

@@ -48,11 +48,11 @@ roles:
     boot: {flavor: m1, image: debian, name_template: "web{n}"}
 `
 
-func poolConfigOf(size int) string {
+func poolConfigOf(size int, state string) string {
 	if size == 0 {
 		return poolConfig
 	}
-	return poolConfig + fmt.Sprintf("    warm_pool: {size: %d, claim_timeout: 3m}\n", size)
+	return poolConfig + fmt.Sprintf("    warm_pool: {size: %d, state: %s, claim_timeout: 3m}\n", size, state)
 }
 
 // poolWorld is one warm pool scenario.
@@ -81,9 +81,16 @@ type poolWorld struct {
 }
 
 func newPoolWorld(t testing.TB, size int, boot, converge time.Duration, opts ...reaper.Option) *poolWorld {
+	return newPoolWorldIn(t, reaper.PoolRunning, size, boot, converge, opts...)
+}
+
+// newPoolWorldIn is newPoolWorld with the pool's state (running or
+// stopped): a stopped machine's agent leaves (its check goes critical), a
+// started one rejoins passing (it converged before it was stopped).
+func newPoolWorldIn(t testing.TB, state string, size int, boot, converge time.Duration, opts ...reaper.Option) *poolWorld {
 	t.Helper()
 	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	cfg, err := reaper.ParseConfig(strings.NewReader(poolConfigOf(size)))
+	cfg, err := reaper.ParseConfig(strings.NewReader(poolConfigOf(size, state)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +111,16 @@ func newPoolWorld(t testing.TB, size int, boot, converge time.Duration, opts ...
 		w.mu.Unlock()
 		if err := simcloud.RegisterNode(context.Background(), w.c, s.Name, "web", api.HealthCritical); err != nil {
 			t.Errorf("register node %s: %v", s.Name, err)
+		}
+	}
+	w.sim.OnStop = func(s reaper.Server) {
+		if err := simcloud.RegisterNode(context.Background(), w.c, s.Name, "web", api.HealthCritical); err != nil {
+			t.Errorf("stop node %s: %v", s.Name, err)
+		}
+	}
+	w.sim.OnStart = func(s reaper.Server) {
+		if err := simcloud.RegisterNode(context.Background(), w.c, s.Name, "web", api.HealthPassing); err != nil {
+			t.Errorf("start node %s: %v", s.Name, err)
 		}
 	}
 	for i := 1; i <= 3; i++ {
@@ -577,4 +594,91 @@ func TestPoolFlushAndStatus(t *testing.T) {
 		t.Errorf("members %s after the flush, were %s", got, members)
 	}
 	w.checkStandbys()
+
+	// Values written by hand: a flush request that does not parse is named
+	// and flushes nothing; a standby record that does not parse is
+	// rewritten; a record of no standby is removed. The cycle goes on.
+	for key, v := range map[string]string{
+		store.PoolFlushKey(prefix, "web"):        "yes please",
+		store.PoolKey(prefix, "web", "web9"):     `{"role":"web","host":"web9","id":"x","state":"ready"}`,
+		store.PoolKey(prefix, "web", w.pool2()): "garbage",
+	} {
+		if _, err := w.c.KV().Put(&api.KVPair{Key: key, Value: []byte(v)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	creates, deletes := w.sim.Creates.Load(), w.sim.Deletes.Load()
+	p := w.step()
+	if !strings.Contains(strings.Join(p.Blocked, "; "), "not a flush request") {
+		t.Errorf("the bad flush request is not named: %v", p.Blocked)
+	}
+	w.step()
+	w.checkStandbys()
+	if w.ready() != 2 || w.sim.Creates.Load() != creates || w.sim.Deletes.Load() != deletes {
+		t.Errorf("hand-written pool values moved the pool: %d ready, %d creates, %d deletes", w.ready(), w.sim.Creates.Load()-creates, w.sim.Deletes.Load()-deletes)
+	}
+}
+
+// pool2 names one standby.
+func (w *poolWorld) pool2() string {
+	for host := range w.pool() {
+		return host
+	}
+	w.t.Fatal("no standby")
+	return ""
+}
+
+// stopped counts the standby records in state stopped whose server Nova
+// has SHUTOFF.
+func (w *poolWorld) stopped() int {
+	recs, n := w.pool(), 0
+	for _, s := range w.sim.Servers() {
+		if rec, ok := recs[s.Name]; ok && rec.State == store.StandbyStopped && s.Status == reaper.StatusShutoff {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWarmPoolStopped: with state stopped, a ready standby is powered off
+// (Nova stop) and kept in the pool as stopped; a replacement claims it,
+// starts it, and it serves; the refill is stopped in its turn.
+func TestWarmPoolStopped(t *testing.T) {
+	w := newPoolWorldIn(t, reaper.PoolStopped, 2, 60*time.Second, 60*time.Second)
+	w.stepUntil(20, "two stopped standbys", func() bool { return w.stopped() == 2 })
+	w.step()
+	w.checkStandbys()
+	if r := w.lastPlan.Roles[0]; r.Pool == nil || r.Pool.States[store.StandbyStopped] != 2 || r.Count != 3 {
+		t.Fatalf("role %+v, pool %v", r, r.Pool)
+	}
+	w.kill("web3")
+	var claimed string
+	w.stepUntil(12, "a claim replacing web3", func() bool {
+		for _, a := range w.actions {
+			if a.Op == reaper.OpClaim && a.Entry.OldName == "web3" {
+				claimed = a.Entry.NewName
+				return true
+			}
+		}
+		return false
+	})
+	if w.sim.Starts.Load() != 1 {
+		t.Fatalf("%d starts for one claim", w.sim.Starts.Load())
+	}
+	steps := w.stepUntil(4, "the claimed standby serving", func() bool {
+		return strings.Contains(","+strings.Join(w.serving(), ",")+",", ","+claimed+",")
+	})
+	t.Logf("claimed stopped standby %s served after %d cycles", claimed, steps)
+	w.stepUntil(20, "web3 deleted and the pool refilled and stopped", func() bool {
+		for _, s := range w.sim.Servers() {
+			if s.Name == "web3" {
+				return false
+			}
+		}
+		return w.stopped() == 2
+	})
+	w.checkStandbys()
+	if m := w.members(); len(m) != 3 {
+		t.Fatalf("members %v", m)
+	}
 }

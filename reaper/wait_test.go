@@ -29,6 +29,8 @@ func (f *fake) Delete(ctx context.Context, id string) error { return f.del(ctx, 
 func (f *fake) UnsetMetadata(context.Context, string, string) error {
 	return errors.New("fake: no metadata")
 }
+func (f *fake) Stop(context.Context, string) error  { return errors.New("fake: no stop") }
+func (f *fake) Start(context.Context, string) error { return errors.New("fake: no start") }
 
 func fakeReaper(t *testing.T, f *fake) *Reaper {
 	cfg := testConfig(t)

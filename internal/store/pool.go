@@ -35,6 +35,9 @@ const (
 	StandbyConverging = "converging"
 	// StandbyReady: it converged; a claim takes it.
 	StandbyReady = "ready"
+	// StandbyStopped: it was ready and is powered off (a pool with state
+	// stopped); a claim starts it.
+	StandbyStopped = "stopped"
 	// StandbyFailed: Nova put it in ERROR, or it did not converge within
 	// its role's boot_timeout; it is deleted and rebuilt.
 	StandbyFailed = "failed"
@@ -106,7 +109,7 @@ type PoolClaim struct {
 // String is a one-line summary: "2 ready, 1 converging of 3".
 func (p *PoolReport) String() string {
 	var parts []string
-	for _, st := range []string{StandbyReady, StandbyConverging, StandbyBuilding, StandbyFailed} {
+	for _, st := range []string{StandbyReady, StandbyStopped, StandbyConverging, StandbyBuilding, StandbyFailed} {
 		if n := p.States[st]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, st))
 		}
