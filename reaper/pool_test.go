@@ -599,8 +599,8 @@ func TestPoolFlushAndStatus(t *testing.T) {
 	// and flushes nothing; a standby record that does not parse is
 	// rewritten; a record of no standby is removed. The cycle goes on.
 	for key, v := range map[string]string{
-		store.PoolFlushKey(prefix, "web"):        "yes please",
-		store.PoolKey(prefix, "web", "web9"):     `{"role":"web","host":"web9","id":"x","state":"ready"}`,
+		store.PoolFlushKey(prefix, "web"):       "yes please",
+		store.PoolKey(prefix, "web", "web9"):    `{"role":"web","host":"web9","id":"x","state":"ready"}`,
 		store.PoolKey(prefix, "web", w.pool2()): "garbage",
 	} {
 		if _, err := w.c.KV().Put(&api.KVPair{Key: key, Value: []byte(v)}, nil); err != nil {
