@@ -143,24 +143,19 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *Plan, obs *observ
 			errs = append(errs, "warm pool records: "+err.Error())
 		}
 	}
-	for _, f := range plan.FlushSeen {
+	for i, f := range append(plan.FlushSeen[:len(plan.FlushSeen):len(plan.FlushSeen)], plan.FlushDone...) {
 		if dry || ctx.Err() != nil {
 			break
 		}
-		if err := r.journal.Flush(ctx, t.session, f, false); err != nil {
+		done := i >= len(plan.FlushSeen)
+		msg := "warm pool flush: replacing every standby made before now, one at a time"
+		if done {
+			msg = "warm pool flushed: every standby made before the request was replaced"
+		}
+		if err := r.journal.Flush(ctx, t.session, f, done); err != nil {
 			errs = append(errs, "pool flush of "+f.Role+": "+err.Error())
 		} else {
-			r.log.Info("warm pool flush: replacing every standby made before now, one at a time", "role", f.Role, "requested_by", f.Record.By, "reason", f.Record.Reason)
-		}
-	}
-	for _, f := range plan.FlushDone {
-		if dry || ctx.Err() != nil {
-			break
-		}
-		if err := r.journal.Flush(ctx, t.session, f, true); err != nil {
-			errs = append(errs, "pool flush of "+f.Role+": "+err.Error())
-		} else {
-			r.log.Info("warm pool flushed: every standby made before the request was replaced", "role", f.Role, "requested_by", f.Record.By)
+			r.log.Info(msg, "role", f.Role, "requested_by", f.Record.By, "reason", f.Record.Reason)
 		}
 	}
 	t.noteClaims(plan.Claims, start)
