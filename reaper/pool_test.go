@@ -682,3 +682,54 @@ func TestWarmPoolStopped(t *testing.T) {
 		t.Fatalf("members %v", m)
 	}
 }
+
+// TestClaimedStandbyThatDoesNotServeIsRolledBack: a claimed standby whose
+// service stays critical after its claim (Puppet broke it, say) is rolled
+// back at claim_timeout like a failed create: deleted, and the replacement
+// goes on with the next standby or a create.
+func TestClaimedStandbyThatDoesNotServeIsRolledBack(t *testing.T) {
+	var w *poolWorld
+	broken, brokenID := "", ""
+	w = newPoolWorld(t, 1, 60*time.Second, 60*time.Second, reaper.ClaimStep(func(step int) error {
+		if step == 3 && broken == "" {
+			// The claim ended the standby's maintenance; its service
+			// fails from now on.
+			// the claimed one: no member before, its mark just cleared.
+			for _, s := range w.sim.Servers() {
+				if _, standby := s.Metadata[reaper.MetaStandby]; !standby && s.Name != "web1" && s.Name != "web2" && s.Name != "web3" {
+					broken, brokenID = s.Name, s.ID
+				}
+			}
+			if broken == "" {
+				return errors.New("no claimed server found")
+			}
+			w.kill(broken)
+		}
+		return nil
+	}))
+	w.stepUntil(20, "a ready standby", func() bool { return w.ready() == 1 })
+	w.kill("web1")
+	w.stepUntil(10, "the claim", func() bool { return broken != "" })
+	claimedAt := w.clock()
+	w.stepUntil(12, "the broken standby rolled back", func() bool {
+		for _, a := range w.actions {
+			if a.Op == reaper.OpRollback && a.Entry.NewName == broken {
+				return true
+			}
+		}
+		return false
+	})
+	if waited := w.clock().Sub(claimedAt); waited < 3*time.Minute {
+		t.Errorf("rolled back %s after the claim, before claim_timeout 3m", waited)
+	}
+	delete(w.dead, broken) // its name may be given to a new server
+	w.stepUntil(20, "web1 replaced by a serving server and the pool full", func() bool {
+		for _, s := range w.sim.Servers() {
+			if s.Name == "web1" || s.ID == brokenID {
+				return false
+			}
+		}
+		return len(w.serving()) == 3 && w.ready() == 1
+	})
+	w.checkStandbys()
+}
