@@ -114,11 +114,18 @@ func (pl *planner) standbyState(rs *roleServers, s *Server) string {
 func (pl *planner) readyStandby(rs *roleServers) *Server {
 	for _, s := range rs.standbys {
 		expired := rs.role.MaxAge > 0 && !pl.in.Now.Before(expiry(rs.role, s))
-		if st := pl.standbyState(rs, s); !expired && (st == store.StandbyReady || st == store.StandbyStopped) {
+		if st := pl.standbyState(rs, s); !expired && (st == store.StandbyReady || (st == store.StandbyStopped && !pl.olderVersion(rs, s))) {
 			return s
 		}
 	}
 	return nil
+}
+
+// olderVersion reports whether s is a stopped standby of a role that
+// reports validation which has not validated the current version: it
+// converged an older one before it was stopped.
+func (pl *planner) olderVersion(rs *roleServers, s *Server) bool {
+	return s.Status == StatusShutoff && rs.validating && !pl.in.Validated[s.Name] && pl.standbyState(rs, s) == store.StandbyStopped
 }
 
 // claim makes e take standby s instead of creating a server: s leaves the
@@ -205,6 +212,11 @@ func (pl *planner) pool(rs *roleServers, short string) {
 			// could be claimed at its age.
 			stale = append(stale, s)
 			staleWhy = append(staleWhy, "standby past max_age")
+		case pl.olderVersion(rs, s):
+			// Powered off, it cannot converge to the new version in
+			// place as a running standby does: rebuilt.
+			stale = append(stale, s)
+			staleWhy = append(staleWhy, "stopped standby of an older version")
 		}
 	}
 	if flushing && flushed == 0 && deleting == 0 {

@@ -77,6 +77,29 @@ func TestPoolUpkeep(t *testing.T) {
 			t.Fatalf("pool %v, want both converging", p.Roles[0].Pool)
 		}
 	})
+	t.Run("a stopped standby of an older version is rebuilt, never claimed", func(t *testing.T) {
+		in := in
+		in.Config = testConfig(t, pool, func(c *Config) { c.Roles[0].WarmPool.State = PoolStopped })
+		in.Servers = append([]Server{}, in.Servers...)
+		in.Servers[4] = withStatus(in.Servers[4], StatusShutoff) // web5, stopped once ready
+		in.PoolRecords = map[string]store.StandbyRecord{"web5": {Role: "web", Host: "web5", ID: "id-web5", State: store.StandbyStopped}}
+		in.ReportingValidation = map[string]bool{"web1": true, "web2": true, "web3": true, "web5": true}
+		in.Validated = map[string]bool{"web1": true, "web2": true, "web3": true}
+		in.Servers[3].Created = t0.Add(-day) // web4 young: only web5 is stale
+		p := in.Plan()
+		var del *Action
+		for i, a := range p.Actions {
+			if a.Op == OpClaim {
+				t.Fatalf("claimed: %v", a)
+			}
+			if a.Op == OpDelete {
+				del = &p.Actions[i]
+			}
+		}
+		if del == nil || del.Entry.OldName != "web5" || del.Reason != "stopped standby of an older version" {
+			t.Fatalf("delete %v, want web5 rebuilt: %v", del, p.Actions)
+		}
+	})
 	t.Run("disarmed: the expired standby is not deleted", func(t *testing.T) {
 		in := in
 		in.Armed = false
