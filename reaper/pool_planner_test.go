@@ -100,6 +100,36 @@ func TestPoolUpkeep(t *testing.T) {
 			t.Fatalf("delete %v, want web5 rebuilt: %v", del, p.Actions)
 		}
 	})
+	t.Run("a delete-first replacement whose old server is gone claims a standby", func(t *testing.T) {
+		in := in
+		in.Config = testConfig(t, pool, func(c *Config) { c.Roles[0].ReplaceMode = ModeDeleteFirst })
+		in.Servers = append([]Server{}, in.Servers[1:]...) // web1 deleted
+		in.Checks = in.Checks[1:]
+		in.Journal = []Entry{{ID: "web.1.1", Kind: store.KindReplace, Role: "web", Mode: ModeDeleteFirst, Phase: store.PhaseCreating,
+			NewName: "web6", Reason: "unhealthy", Started: t0.Add(-time.Minute), Updated: t0.Add(-time.Minute)}}
+		p := in.Plan()
+		var claims int
+		for _, a := range p.Actions {
+			switch {
+			case a.Op == OpClaim && a.Entry.ID == "web.1.1" && a.Entry.NewName == "web5" && a.Entry.NewID == "id-web5":
+				claims++
+			case a.Op == OpClaim, a.Op == OpCreate && !a.Entry.Standby:
+				t.Fatalf("unexpected %v", a)
+			}
+		}
+		if claims != 1 {
+			t.Fatalf("%d claims of web5 by the entry: %v", claims, p.Actions)
+		}
+		// Once a create was tried, a server may still appear for it: no
+		// claim then.
+		in.Journal[0].Attempts = 1
+		in.Journal[0].Updated = t0.Add(-time.Hour)
+		for _, a := range in.Plan().Actions {
+			if a.Op == OpClaim {
+				t.Fatalf("claimed after a create attempt: %v", a)
+			}
+		}
+	})
 	t.Run("disarmed: the expired standby is not deleted", func(t *testing.T) {
 		in := in
 		in.Armed = false
