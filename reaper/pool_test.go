@@ -90,13 +90,7 @@ func newPoolWorld(t testing.TB, size int, boot, converge time.Duration, opts ...
 func newPoolWorldIn(t testing.TB, state string, size int, boot, converge time.Duration, opts ...reaper.Option) *poolWorld {
 	t.Helper()
 	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	cfg, err := reaper.ParseConfig(strings.NewReader(poolConfigOf(size, state)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseConfig(t, poolConfigOf(size, state))
 	w := &poolWorld{t: t, agent: agent, c: agent.Client, cfg: cfg, converge: converge, ctx: context.Background(),
 		now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC), booted: map[string]time.Time{}, dead: map[string]bool{}}
 	w.sim = simcloud.New()
@@ -210,14 +204,9 @@ func (w *poolWorld) step() *reaper.Plan {
 
 func (w *poolWorld) stepUntil(max int, what string, cond func() bool) int {
 	w.t.Helper()
-	for i := 1; i <= max; i++ {
-		w.step()
-		if cond() {
-			return i
-		}
-	}
-	w.t.Fatalf("%s: not after %d steps; servers %s; last plan: %s", what, max, names(w.sim.Servers()), describePlan(w.lastPlan))
-	return 0
+	return stepUntil(w.t, max, what, func() { w.step() }, cond, func() string {
+		return fmt.Sprintf("servers %s; last plan: %s", names(w.sim.Servers()), describePlan(w.lastPlan))
+	})
 }
 
 // kill makes a machine's service check critical for good.
