@@ -171,6 +171,13 @@ func (r *Reaper) create(ctx context.Context, t *leaderTerm, role *Role, e Entry,
 	// each cycle's list (ACTIVE and checked in, ERROR, or past
 	// boot_timeout), so no cycle waits for one server to boot.
 	e.Phase, e.NewID = store.PhaseBooting, s.ID
+	if e.Standby {
+		// Its record from the start, so the machine's own `orchestrate
+		// standby` watch finds it and holds the node's maintenance before
+		// Puppet registers its services.
+		e.Updated = r.now()
+		return r.journal.Put(ctx, t.session, e, nil, r.journal.standbyOp(store.StandbyRecord{Role: role.Name, Host: s.Name, ID: s.ID, State: store.StandbyBuilding, Created: s.Created}))
+	}
 	return put(e, nil)
 }
 

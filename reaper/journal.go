@@ -220,8 +220,13 @@ func (j *Journal) Flush(ctx context.Context, session string, f PoolFlush, done b
 // SetStandby writes one standby record under the leader check (before a
 // cloud call on the standby, as a journal entry is).
 func (j *Journal) SetStandby(ctx context.Context, session string, rec store.StandbyRecord) error {
+	return j.txn(ctx, session, j.standbyOp(rec))
+}
+
+// standbyOp writes a standby record.
+func (j *Journal) standbyOp(rec store.StandbyRecord) *api.KVTxnOp {
 	data, _ := json.Marshal(rec)
-	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVSet, Key: store.PoolKey(j.prefix, rec.Role, rec.Host), Value: data})
+	return &api.KVTxnOp{Verb: api.KVSet, Key: store.PoolKey(j.prefix, rec.Role, rec.Host), Value: data}
 }
 
 // poolOpsPerTxn bounds the pool records written in one transaction:

@@ -172,6 +172,12 @@ func (pl *planner) pool(rs *roleServers, short string) {
 		return
 	}
 	rep := &store.PoolReport{Size: size, States: map[string]int{}, Creating: creating}
+	for _, e := range rs.entries {
+		// A standby being created keeps the record its create wrote.
+		if s := pl.byID[e.NewID]; e.Standby && e.Kind == store.KindCreate && s != nil {
+			pl.plan.Standbys = append(pl.plan.Standbys, store.StandbyRecord{Role: rs.role.Name, Host: s.Name, ID: s.ID, State: store.StandbyBuilding, Created: s.Created})
+		}
+	}
 	var failed []*Server
 	for _, s := range rs.standbys {
 		st := pl.standbyState(rs, s)
