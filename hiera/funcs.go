@@ -16,6 +16,9 @@ import (
 	"text/template"
 
 	dep "github.com/hashicorp/consul-template/dependency"
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/store"
 )
 
 // Selection says which services a render puts into the output and what it
@@ -223,7 +226,7 @@ func (c *Collector) Add(name string, services []*dep.HealthService) (string, err
 func (f *Funcs) instances(e entry) []Instance {
 	insts := make([]Instance, 0, len(e.services))
 	for _, s := range e.services {
-		if s == nil {
+		if s == nil || isStandby(s.Checks) {
 			continue
 		}
 		i := Instance{Node: s.Node, Address: s.Address, Port: s.Port, Status: s.Status}
@@ -240,6 +243,18 @@ func (f *Funcs) instances(e entry) []Instance {
 		insts = append(insts, i)
 	}
 	return insts
+}
+
+// isStandby reports whether a node's checks say it is a warm pool standby
+// of the reaper: its node maintenance check's notes say so. A standby is no
+// member of its service: it is in no key and no dependency count.
+func isStandby(checks api.HealthChecks) bool {
+	for _, c := range checks {
+		if c != nil && c.CheckID == store.NodeMaintenanceCheck && strings.HasPrefix(c.Notes, store.StandbyNotesPrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // all returns the collected entries and, for every expected service the

@@ -26,11 +26,19 @@ func (pl *planner) advance(rs *roleServers, e *Entry) {
 	case store.PhaseCreating:
 		pl.advanceCreating(rs, e, next, newS, oldS)
 	case store.PhaseBooting:
+		if e.Standby {
+			pl.advanceStandby(rs, e, next, newS)
+			return
+		}
 		pl.advanceBooting(rs, e, next, newS, oldS)
 	case store.PhaseDraining:
 		pl.advanceDraining(rs, e, next, oldS)
 	case store.PhaseDeleting:
 		pl.advanceDeleting(rs, e, next, oldS)
+	case store.PhaseClaiming:
+		// The claim was journalled (and the standby's pool record
+		// removed with it): its remaining steps are idempotent.
+		pl.add(OpClaim, next, "finish the recorded claim of "+e.NewName)
 	case store.PhaseRollback:
 		if why := pl.deleteWaits(e, e.NewName, newS); why != "" {
 			pl.block("%s: rollback of %s waits: %s", e.ID, e.NewName, why)
@@ -62,7 +70,19 @@ func (pl *planner) advanceCreating(rs *roleServers, e *Entry, next Entry, newS, 
 		pl.add(OpFinish, next, e.OldName+" is healthy again; its replacement is not created")
 		return
 	}
-	if why := pl.gate(rs, need{create: true, unpaused: surge}); why != "" {
+	if standby := pl.readyStandby(rs); standby != nil && e.Attempts == 0 && !e.Standby {
+		// No create was tried, so no server can appear for the entry:
+		// a ready standby is claimed instead (a delete-first
+		// replacement whose old server is gone).
+		if why := pl.gate(rs, need{claim: true, unpaused: surge}); why != "" {
+			pl.block("%s: claim of a standby for %s waits: %s", e.ID, e.NewName, why)
+			return
+		}
+		pl.claim(rs, &next, standby)
+		pl.add(OpClaim, next, "claim standby "+standby.Name+" instead of creating "+e.NewName)
+		return
+	}
+	if why := pl.gate(rs, need{create: true, unpaused: surge, pool: e.Standby}); why != "" {
 		pl.block("%s: create of %s waits: %s", e.ID, e.NewName, why)
 		return
 	}
@@ -120,13 +140,20 @@ func (pl *planner) advanceBooting(rs *roleServers, e *Entry, next Entry, newS, o
 		next.Phase = store.PhaseRollback
 		pl.add(OpRollback, next, pl.recovered(rs, e, oldS)+"; its replacement "+e.NewName+" is not needed")
 	case pl.serves(rs, newS):
+		served := func() {
+			if !e.Claimed.IsZero() {
+				pl.plan.Claims = append(pl.plan.Claims, PoolClaimDone{Role: e.Role, Claim: store.PoolClaim{Host: e.NewName, Time: e.Claimed, Serving: pl.in.Now.Sub(e.Claimed)}})
+			}
+		}
 		if e.Kind != store.KindReplace || oldS == nil {
+			served()
 			pl.add(OpFinish, next, e.NewName+" checked in passing")
 			return
 		}
 		if why := pl.recovered(rs, e, oldS); why != "" {
 			// Both serve: neither is drained for this entry; the role's
 			// count decides, through a scale in and its gate.
+			served()
 			pl.add(OpFinish, next, why+" and "+e.NewName+" serves: both kept")
 			return
 		}
@@ -134,10 +161,20 @@ func (pl *planner) advanceBooting(rs *roleServers, e *Entry, next Entry, newS, o
 			pl.block("%s: drain of %s waits: %s", e.ID, e.OldName, why)
 			return
 		}
+		served()
 		next.Phase = store.PhaseDraining
 		pl.startDrain(&next, oldS)
 		pl.add(OpDrain, next, e.NewName+" checked in passing; draining "+e.OldName)
-	case pl.in.Now.Sub(newS.Created) >= rs.role.BootTimeout.D():
+	case !e.Claimed.IsZero() && pl.in.Now.Sub(e.Claimed) >= rs.role.WarmPool.claimTimeout():
+		// A claimed standby that does not serve is a failed create.
+		if why := pl.gate(rs, need{unpaused: true, victim: newS}); why != "" {
+			pl.block("%s: rollback of claimed standby %s waits: %s", e.ID, e.NewName, why)
+			return
+		}
+		next.Phase = store.PhaseRollback
+		next.Error = "claimed standby did not serve within claim_timeout"
+		pl.add(OpRollback, next, "claimed standby "+e.NewName+" did not serve within claim_timeout")
+	case e.Claimed.IsZero() && pl.in.Now.Sub(newS.Created) >= rs.role.BootTimeout.D():
 		if e.Kind == store.KindCreate {
 			// Left to the rules for unaccounted servers, which need the
 			// start gate open.
@@ -151,6 +188,28 @@ func (pl *planner) advanceBooting(rs *roleServers, e *Entry, next Entry, newS, o
 		next.Phase = store.PhaseRollback
 		next.Error = "did not check in passing within boot_timeout"
 		pl.add(OpRollback, next, e.NewName+" did not check in passing within boot_timeout")
+	}
+}
+
+// advanceStandby: a standby's create entry ends once Nova made the
+// server ACTIVE (the pool follows its convergence); a standby Nova put in
+// ERROR, or still not ACTIVE at boot_timeout, is rolled back.
+func (pl *planner) advanceStandby(rs *roleServers, e *Entry, next Entry, newS *Server) {
+	switch {
+	case newS == nil:
+		pl.add(OpFinish, next, "the standby "+e.NewName+" is gone")
+	case newS.Status == StatusActive:
+		pl.add(OpFinish, next, "standby "+e.NewName+" is ACTIVE: converging in the warm pool")
+	case newS.Status == StatusError || pl.in.Now.Sub(newS.Created) >= rs.role.BootTimeout.D():
+		if why := pl.gate(rs, need{unpaused: true}); why != "" {
+			pl.block("%s: rollback of standby %s waits: %s", e.ID, e.NewName, why)
+			return
+		}
+		next.Phase, next.Fault = store.PhaseRollback, newS.Fault
+		if newS.Status == StatusError && next.Fault == "" {
+			next.Fault = "no fault given"
+		}
+		pl.add(OpRollback, next, "standby "+e.NewName+" did not become ACTIVE")
 	}
 }
 

@@ -96,13 +96,8 @@ func (e scaleEvent) String() string {
 func newScaleWorld(t testing.TB, config string, servers int) *scaleWorld {
 	t.Helper()
 	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	cfg, err := reaper.ParseConfig(strings.NewReader(config))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseConfig(t, config)
+	var err error
 	w := &scaleWorld{t: t, agent: agent, c: agent.Client, cfg: cfg, load: simcloud.NewWorkload(0), report: true, answer: true,
 		now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
 	w.sim = simcloud.New()
@@ -185,14 +180,37 @@ func (w *scaleWorld) step() *reaper.Plan {
 // steps taken.
 func (w *scaleWorld) stepUntil(max int, what string, cond func() bool) int {
 	w.t.Helper()
+	return stepUntil(w.t, max, what, func() { w.step() }, cond, func() string {
+		return fmt.Sprintf("%s of simulated time; last plan: %s", time.Duration(max)*w.cfg.Interval.D(), describePlan(w.lastPlan))
+	})
+}
+
+// stepUntil runs step until cond holds, at most max times, and returns
+// the steps taken; else it fails the test, saying what it waited for and
+// what where tells of the world.
+func stepUntil(t testing.TB, max int, what string, step func(), cond func() bool, where func() string) int {
+	t.Helper()
 	for i := 1; i <= max; i++ {
-		w.step()
+		step()
 		if cond() {
 			return i
 		}
 	}
-	w.t.Fatalf("%s: not after %d steps (%s of simulated time); last plan: %s", what, max, time.Duration(max)*w.cfg.Interval.D(), describePlan(w.lastPlan))
+	t.Fatalf("%s: not after %d steps (%s)", what, max, where())
 	return 0
+}
+
+// parseConfig parses and validates a test configuration.
+func parseConfig(t testing.TB, text string) *reaper.Config {
+	t.Helper()
+	cfg, err := reaper.ParseConfig(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 func describePlan(p *reaper.Plan) string {

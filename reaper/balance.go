@@ -13,12 +13,7 @@ import (
 // the count, replaces bad servers, then expired ones.
 func (pl *planner) balance(rs *roleServers) {
 	want := pl.desired(rs.role)
-	count := len(rs.free)
-	for _, e := range rs.entries {
-		if e.Kind != store.KindDelete {
-			count++
-		}
-	}
+	count := pl.count(rs)
 	switch {
 	case count < want:
 		pl.scaleOut(rs, count, want)
@@ -29,6 +24,18 @@ func (pl *planner) balance(rs *roleServers) {
 			pl.replaceExpired(rs)
 		}
 	}
+}
+
+// count is the role's members in no entry, plus the entries that bring
+// one (creates, replacements, claims); standbys are no members.
+func (pl *planner) count(rs *roleServers) int {
+	n := len(rs.free)
+	for _, e := range rs.entries {
+		if e.Kind != store.KindDelete && !e.Standby {
+			n++
+		}
+	}
+	return n
 }
 
 // worstFirst sorts servers by their state's rank, then oldest first (then
@@ -56,7 +63,7 @@ func (pl *planner) worstFirst(servers []*Server) []*Server {
 func (pl *planner) inFlight(rs *roleServers) int {
 	n := 0
 	for _, e := range rs.entries {
-		if e.Kind != store.KindCreate && !pl.in.Now.Before(pl.in.DeleteBackoff[e.ID]) && !pl.deleteStalled(*e) {
+		if e.Kind != store.KindCreate && !e.Standby && !pl.in.Now.Before(pl.in.DeleteBackoff[e.ID]) && !pl.deleteStalled(*e) {
 			n++
 		}
 	}
@@ -79,11 +86,17 @@ func (pl *planner) scaleOut(rs *roleServers, count, want int) {
 		return
 	}
 	for i := count; i < want; i++ {
-		if why := pl.gate(rs, need{create: true}); why != "" {
+		standby := pl.readyStandby(rs)
+		if why := pl.gate(rs, need{create: standby == nil, claim: standby != nil}); why != "" {
 			pl.block("%s: %d below desired %d; creates wait: %s", r.Name, want-i, want, why)
 			return
 		}
 		e := pl.newEntry(r, store.KindCreate, fmt.Sprintf("%d of desired %d", count, want))
+		if standby != nil {
+			pl.claim(rs, &e, standby)
+			pl.add(OpClaim, e, e.Reason+": claim standby "+standby.Name)
+			continue
+		}
 		e.Phase, e.NewName = store.PhaseCreating, pl.freeName(r)
 		pl.add(OpCreate, e, e.Reason)
 	}
@@ -178,8 +191,11 @@ func (pl *planner) replaceExpired(rs *roleServers) {
 func (pl *planner) replace(rs *roleServers, s *Server, why ServerState) bool {
 	r := rs.role
 	n := need{armed: true, unpaused: true, create: true, budget: true}
+	var standby *Server
 	if r.ReplaceMode == ModeDeleteFirst {
 		n.victim = s
+	} else if standby = pl.readyStandby(rs); standby != nil {
+		n.create, n.claim = false, true
 	}
 	if gate := pl.gate(rs, n); gate != "" {
 		pl.block("%s: replacement of %s (%s) waits: %s", r.Name, s.Name, why, gate)
@@ -187,6 +203,12 @@ func (pl *planner) replace(rs *roleServers, s *Server, why ServerState) bool {
 	}
 	e := pl.newEntry(r, store.KindReplace, string(why))
 	e.OldName, e.OldID = s.Name, s.ID
+	if standby != nil {
+		pl.claim(rs, &e, standby)
+		pl.inEntry[s.ID] = StateReplacing
+		pl.add(OpClaim, e, fmt.Sprintf("replace %s (%s): claim standby %s", s.Name, why, standby.Name))
+		return true
+	}
 	e.NewName = pl.freeName(r)
 	if r.ReplaceMode == ModeDeleteFirst {
 		e.Phase = store.PhaseDraining

@@ -14,6 +14,9 @@ const (
 	// MetaJournal names the journal entry that created the server, so a
 	// retried create finds its server instead of making another.
 	MetaJournal = "reaper-journal"
+	// MetaStandby marks a standby of its role's warm pool (the value is
+	// the role); a claim removes it.
+	MetaStandby = "reaper-standby"
 )
 
 // Nova server statuses the reaper looks at.
@@ -30,6 +33,8 @@ const (
 	// Either is gone for the reaper: not running, not a server of a role.
 	StatusSoftDeleted = "SOFT_DELETED"
 	StatusDeleted     = "DELETED"
+	// StatusShutoff: powered off (a stopped standby).
+	StatusShutoff = "SHUTOFF"
 )
 
 // knownStatus holds the Nova server statuses the planner understands (the
@@ -82,6 +87,14 @@ type Cloud interface {
 	Create(ctx context.Context, req CreateRequest) (Server, error)
 	// Delete asks for a server's deletion; NotFound means already gone.
 	Delete(ctx context.Context, id string) error
+	// UnsetMetadata removes one metadata key of a server; a key that is
+	// not there is no error.
+	UnsetMetadata(ctx context.Context, id, key string) error
+	// Stop powers a server off (Nova's os-stop: it keeps its disk);
+	// Start powers it on. Either is a Conflict when the server is already
+	// in that state (or in a task).
+	Stop(ctx context.Context, id string) error
+	Start(ctx context.Context, id string) error
 }
 
 // ErrorClass says how the reaper handles a cloud error.

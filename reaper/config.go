@@ -162,6 +162,10 @@ type Role struct {
 	// Autoscale, when set, makes the role's desired count follow a
 	// metric; absent, the count is fixed (desired, or orchestrate scale).
 	Autoscale *Autoscale `yaml:"autoscale"`
+	// WarmPool, when set with a size, keeps standby servers of the role
+	// built and converged, claimed instead of created; absent or size 0:
+	// every server is created when needed.
+	WarmPool *WarmPool `yaml:"warm_pool"`
 	// Boot is how to create a server of this role.
 	Boot BootSpec `yaml:"boot"`
 
@@ -170,6 +174,83 @@ type Role struct {
 	// after the first {n}, with {role} filled in: parsed once by validate,
 	// read by every plan to find free and stray names.
 	namePrefix, nameSuffix string
+}
+
+// Warm pool standby states.
+const (
+	// PoolRunning keeps standbys running (in Consul maintenance).
+	PoolRunning = "running"
+	// PoolStopped stops ready standbys through Nova; a claim starts them.
+	PoolStopped = "stopped"
+)
+
+// maxPoolSize bounds a role's warm pool: standbys cost quota and money,
+// and the pool's records are synced in one Consul transaction per cycle
+// (Consul takes at most 64 operations in one).
+const maxPoolSize = 20
+
+// defaultClaimTimeout is how long a claimed standby has to serve: it is
+// converged already, so it needs its node out of maintenance and a check
+// interval or two; 5m also covers a stopped standby's start.
+const defaultClaimTimeout = 5 * time.Minute
+
+// WarmPool is a role's pool of standby servers.
+type WarmPool struct {
+	// Size is the number of standbys kept (0: no pool).
+	Size int `yaml:"size"`
+	// State is running (default) or stopped.
+	State string `yaml:"state"`
+	// ClaimTimeout: a claimed standby that does not serve this long after
+	// its claim is rolled back like a failed create (default 5m).
+	ClaimTimeout Duration `yaml:"claim_timeout"`
+}
+
+// hasPool reports whether any role has a warm pool.
+func (c *Config) hasPool() bool {
+	for i := range c.Roles {
+		if c.Roles[i].PoolSize() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// PoolSize is the role's warm pool size (0 without one).
+func (r *Role) PoolSize() int {
+	if r.WarmPool == nil {
+		return 0
+	}
+	return r.WarmPool.Size
+}
+
+// claimTimeout is the pool's claim timeout (the default without a pool:
+// a claim entry outlives a pool removed from the configuration).
+func (w *WarmPool) claimTimeout() time.Duration {
+	if w == nil || w.ClaimTimeout == 0 {
+		return defaultClaimTimeout
+	}
+	return w.ClaimTimeout.D()
+}
+
+func (w *WarmPool) validate(field string) error {
+	if w.Size < 0 || w.Size > maxPoolSize {
+		return fmt.Errorf("%s.warm_pool.size: must be between 0 and %d, got %d", field, maxPoolSize, w.Size)
+	}
+	switch w.State {
+	case "":
+		w.State = PoolRunning
+	case PoolRunning:
+	case PoolStopped:
+	default:
+		return fmt.Errorf("%s.warm_pool.state: want %s or %s, got %q", field, PoolRunning, PoolStopped, w.State)
+	}
+	if w.ClaimTimeout == 0 {
+		w.ClaimTimeout = Duration(defaultClaimTimeout)
+	}
+	if w.ClaimTimeout < 0 {
+		return fmt.Errorf("%s.warm_pool.claim_timeout: must be a positive duration, got %s", field, w.ClaimTimeout.D())
+	}
+	return nil
 }
 
 // BootSpec is what Nova needs to create a server.
@@ -493,6 +574,11 @@ func (r *Role) validate(field string) error {
 			return err
 		}
 	}
+	if r.WarmPool != nil {
+		if err := r.WarmPool.validate(field); err != nil {
+			return err
+		}
+	}
 	for j, c := range r.Checks {
 		if strings.TrimSpace(c) == "" {
 			return fmt.Errorf("%s.checks[%d]: empty check name", field, j)
@@ -531,7 +617,7 @@ func (r *Role) validateBoot(field string) error {
 	}
 	r.namePrefix, r.nameSuffix, _ = strings.Cut(strings.ReplaceAll(b.NameTemplate, "{role}", r.Name), "{n}")
 	for k, v := range b.Metadata {
-		if k == MetaRole || k == MetaJournal {
+		if k == MetaRole || k == MetaJournal || k == MetaStandby {
 			return fmt.Errorf("%s.boot.metadata.%s: reserved for the reaper", field, k)
 		}
 		if len(k) > 255 || len(v) > 255 {

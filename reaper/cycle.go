@@ -57,7 +57,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *Plan {
 		Desired: obs.desired, Journal: obs.keys.Entries, Armed: obs.keys.Armed != nil,
 		ArmKeyWritten: obs.keys.ArmKeyWritten, ArmProblem: obs.keys.ArmProblem,
 		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: obs.recorded, Suspect: obs.suspect, Memory: t.memory, Destructive: obs.keys.Destructive,
-		BackoffUntil: t.quota.until, RoleBackoff: t.roleBackoffs(), DeleteBackoff: t.deleteBackoffs(obs.keys.Entries),
+		BackoffUntil: t.quota.until, PoolBackoffUntil: t.pool.until, PoolFlush: obs.keys.Flush, PoolFlushProblems: obs.keys.FlushProblems, PoolRecords: poolByHost(obs.keys.Pool), RoleBackoff: t.roleBackoffs(), DeleteBackoff: t.deleteBackoffs(obs.keys.Entries),
 		TermStart: t.started,
 		Scaling:   obs.scaling, Metrics: obs.metrics, Autoscale: t.autoscale,
 	}
@@ -108,7 +108,7 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *Plan, obs *observ
 		if ctx.Err() != nil {
 			break
 		}
-		if a.Op == OpCreate && t.createHeldBack(a.Entry.Role, start) {
+		if a.Op == OpCreate && (t.createHeldBack(a.Entry.Role, start) || (a.Entry.Standby && start.Before(t.pool.until))) {
 			r.metrics.action(a.Op, "skipped")
 			continue
 		}
@@ -138,6 +138,27 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *Plan, obs *observ
 			r.opts.afterAction(a)
 		}
 	}
+	if ctx.Err() == nil {
+		if err := r.journal.SyncPool(ctx, t.session, plan.Standbys, obs.keys.Pool); err != nil {
+			errs = append(errs, "warm pool records: "+err.Error())
+		}
+	}
+	for i, f := range append(plan.FlushSeen[:len(plan.FlushSeen):len(plan.FlushSeen)], plan.FlushDone...) {
+		if dry || ctx.Err() != nil {
+			break
+		}
+		done := i >= len(plan.FlushSeen)
+		msg := "warm pool flush: replacing every standby made before now, one at a time"
+		if done {
+			msg = "warm pool flushed: every standby made before the request was replaced"
+		}
+		if err := r.journal.Flush(ctx, t.session, f, done); err != nil {
+			errs = append(errs, "pool flush of "+f.Role+": "+err.Error())
+		} else {
+			r.log.Info(msg, "role", f.Role, "requested_by", f.Record.By, "reason", f.Record.Reason)
+		}
+	}
+	t.noteClaims(plan.Claims, start)
 	return errs
 }
 
@@ -185,6 +206,15 @@ func (r *Reaper) cycleSkipped(ctx context.Context, t *leaderTerm, start time.Tim
 	}
 }
 
+// poolByHost indexes the standby records by host.
+func poolByHost(recs map[string]store.StandbyRecord) map[string]store.StandbyRecord {
+	out := make(map[string]store.StandbyRecord, len(recs))
+	for _, rec := range recs {
+		out[rec.Host] = rec
+	}
+	return out
+}
+
 // recent is the destructive actions started within the budget window.
 func recent(ts []time.Time, now time.Time) []time.Time {
 	out := []time.Time{}
@@ -218,6 +248,11 @@ func (r *Reaper) state(t *leaderTerm, p *Plan, journal []Entry, now time.Time, e
 	// The capacity records as they stand after this cycle's creates.
 	st.Roles = append([]store.RoleReport(nil), st.Roles...)
 	for i := range st.Roles {
+		if pool := st.Roles[i].Pool; pool != nil {
+			c := *pool
+			c.Claims = t.claims[st.Roles[i].Name]
+			st.Roles[i].Pool = &c
+		}
 		st.Roles[i].Capacity = nil
 		if c, ok := t.capacity[st.Roles[i].Name]; ok {
 			st.Roles[i].Capacity = &c

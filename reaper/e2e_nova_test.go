@@ -21,6 +21,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/novatest"
+	"github.com/jiocloud/orchestrate/internal/orchestrate"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
@@ -476,4 +477,109 @@ func TestNovaPartialRecordHoldsDestruction(t *testing.T) {
 		_, old := ss["web2"]
 		return !old && len(ss) == 3 && ss["web4"].Status == "ACTIVE" && len(journalKeys(t, e.agent.Client)) == 0
 	})
+}
+
+// A warm pool of 2 stopped standbys on the real Nova (its fake driver
+// stops and starts servers): a replacement claims one and starts it, the
+// pool refills, and `orchestrate pool flush` rebuilds both standbys.
+func TestNovaWarmPoolStopped(t *testing.T) {
+	t.Parallel()
+	e := startNova(t, false)
+	cfg := e.config("    warm_pool: {size: 2, state: stopped}\n")
+	var mu sync.Mutex
+	claimed := map[string]bool{} // standby IDs claimed
+	e.runReaper(cfg, e.nova, func(_ *running, a reaper.Action) {
+		if a.Op == reaper.OpClaim {
+			mu.Lock()
+			claimed[a.Entry.NewID] = true
+			mu.Unlock()
+		}
+	})
+	// The role is built first (the pool never refills while a role is
+	// below its count); buildRole would count the standbys as members.
+	testutil.Eventually(t, 90*time.Second, "web1..web3 ACTIVE, checked in", func() bool {
+		ss := e.servers()
+		for _, n := range []string{"web1", "web2", "web3"} {
+			if ss[n].Status != "ACTIVE" || ss[n].Metadata[reaper.MetaStandby] != "" || !catalogHas(t, e.agent.Client, n) {
+				return false
+			}
+		}
+		return true
+	})
+	arm(t, e.agent.Client)
+	// standbys are the role's servers with the standby mark, by name.
+	standbys := func() map[string]servers.Server {
+		out := map[string]servers.Server{}
+		for n, s := range e.servers() {
+			if _, ok := s.Metadata[reaper.MetaStandby]; ok && s.Metadata[reaper.MetaRole] == "web" {
+				out[n] = s
+			}
+		}
+		return out
+	}
+	stoppedPool := func() map[string]servers.Server {
+		ss := standbys()
+		for _, s := range ss {
+			if s.Status != "SHUTOFF" {
+				return nil
+			}
+		}
+		if len(ss) != 2 {
+			return nil
+		}
+		return ss
+	}
+	var pool map[string]servers.Server
+	testutil.Eventually(t, 120*time.Second, "two stopped standbys", func() bool { pool = stoppedPool(); return pool != nil })
+	setCritical(t, e.agent.Client, "web2")
+	var started string
+	testutil.Eventually(t, 90*time.Second, "web2 replaced by a standby, started", func() bool {
+		ss := e.servers()
+		if _, old := ss["web2"]; old || len(journalKeys(t, e.agent.Client)) != 0 {
+			return false
+		}
+		for n, s := range pool {
+			if now, ok := ss[n]; ok && now.ID == s.ID && now.Status == "ACTIVE" && now.Metadata[reaper.MetaStandby] == "" {
+				started = n
+			}
+		}
+		return started != ""
+	})
+	mu.Lock()
+	n := len(claimed)
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d standbys claimed for one replacement", n)
+	}
+	testutil.Eventually(t, 120*time.Second, "the pool refilled and stopped", func() bool { pool = stoppedPool(); return pool != nil })
+	var out, errOut strings.Builder
+	args := []string{"pool", "flush", "web", "--consul-addr", e.agent.HTTPAddr, "--prefix", prefix, "--log-level", "warn"}
+	if code := orchestrate.Run(context.Background(), args, orchestrate.IO{Stdout: &out, Stderr: &errOut}); code != 0 {
+		t.Fatalf("orchestrate pool flush: exit %d: %s", code, errOut.String())
+	}
+	old := pool
+	testutil.Eventually(t, 180*time.Second, "both standbys rebuilt and stopped", func() bool {
+		pool = stoppedPool()
+		if pool == nil {
+			return false
+		}
+		for _, s := range pool {
+			for _, o := range old {
+				if s.ID == o.ID {
+					return false
+				}
+			}
+		}
+		p, _, err := e.agent.Client.KV().Get(store.PoolFlushKey(prefix, "web"), nil)
+		return err == nil && p == nil
+	})
+	members := 0
+	for _, s := range e.servers() {
+		if _, standby := s.Metadata[reaper.MetaStandby]; !standby && s.Metadata[reaper.MetaRole] == "web" && s.Status == "ACTIVE" {
+			members++
+		}
+	}
+	if members != 3 {
+		t.Fatalf("%d members after the flush, want 3: %s", members, serverNames(e.servers()))
+	}
 }

@@ -68,6 +68,25 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 		return r.maintenance(ctx, e)
 	case OpCreate:
 		return r.create(ctx, t, role, e, put)
+	case OpClaim:
+		return r.claim(ctx, t, e, put)
+	case OpStandbyStop:
+		// Started carries the standby's creation time (no entry is
+		// written for a stop).
+		rec := store.StandbyRecord{Role: e.Role, Host: e.OldName, ID: e.OldID, State: store.StandbyStopped, Created: e.Started}
+		if err := r.journal.SetStandby(ctx, t.session, rec); err != nil {
+			return err
+		}
+		sctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := r.cloud.Stop(sctx, e.OldID)
+		cancel()
+		if err != nil && ClassOf(err) != Conflict {
+			r.metrics.cloudError(err)
+			return err
+		}
+		return nil
+	case OpStandbyMaintain:
+		return r.setMaintenance(ctx, e.OldName, store.StandbyNotesPrefix+" the reaper keeps this node out of service as a standby of the warm pool of role "+e.Role+" until it is claimed")
 	case OpDelete:
 		if err := put(e, nil); err != nil {
 			return err
@@ -110,7 +129,9 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 		if err := r.journal.Remove(ctx, t.session, e.ID); err != nil {
 			return err
 		}
-		if e.Fault != "" {
+		if e.Fault != "" && e.Standby {
+			r.poolBackoff(t, bootFailed(e.NewName, e.Fault))
+		} else if e.Fault != "" {
 			// Once, when the rollback is done: a retried rollback does
 			// not double the role's backoff.
 			ferr := bootFailed(e.NewName, e.Fault)
@@ -136,6 +157,9 @@ func (r *Reaper) create(ctx context.Context, t *leaderTerm, role *Role, e Entry,
 		meta = map[string]string{}
 	}
 	meta[MetaRole], meta[MetaJournal] = role.Name, e.ID
+	if e.Standby {
+		meta[MetaStandby] = role.Name
+	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	s, err := r.cloud.Create(cctx, CreateRequest{Name: e.NewName, Role: role, Metadata: meta, Tags: role.Boot.Tags})
 	cancel()
@@ -147,6 +171,67 @@ func (r *Reaper) create(ctx context.Context, t *leaderTerm, role *Role, e Entry,
 	// each cycle's list (ACTIVE and checked in, ERROR, or past
 	// boot_timeout), so no cycle waits for one server to boot.
 	e.Phase, e.NewID = store.PhaseBooting, s.ID
+	if e.Standby {
+		// Its record from the start, so the machine's own `orchestrate
+		// standby` watch finds it and holds the node's maintenance before
+		// Puppet registers its services.
+		e.Updated = r.now()
+		return r.journal.Put(ctx, t.session, e, nil, r.journal.standbyOp(store.StandbyRecord{Role: role.Name, Host: s.Name, ID: s.ID, State: store.StandbyBuilding, Created: s.Created}))
+	}
+	return put(e, nil)
+}
+
+// claim carries out a claim of a warm pool standby: the entry (phase
+// claiming, NewID the standby) is written in one transaction with the
+// removal of the standby's pool record, so no other entry claims it;
+// then its standby mark in Nova is cleared and its node taken out of
+// maintenance, and the entry waits in booting for it to serve, as a
+// create's does. Each step after the first is idempotent: a leader
+// killed at any of them leaves the entry in claiming, and the next
+// leader runs them again.
+func (r *Reaper) claim(ctx context.Context, t *leaderTerm, e Entry, put func(Entry, []time.Time) error) error {
+	step := func(n int) error {
+		if r.opts.claimStep == nil {
+			return nil
+		}
+		return r.opts.claimStep(n)
+	}
+	if err := step(0); err != nil {
+		return err
+	}
+	e.Phase = store.PhaseClaiming
+	e.Updated = r.now()
+	if err := r.journal.Put(ctx, t.session, e, nil, r.journal.poolDeleteOp(e.Role, e.NewName)); err != nil {
+		return err
+	}
+	if err := step(1); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	err := r.cloud.UnsetMetadata(cctx, e.NewID, MetaStandby)
+	cancel()
+	if err != nil && ClassOf(err) != NotFound {
+		r.metrics.cloudError(err)
+		return err
+	}
+	// A stopped standby is powered on; a running one answers Conflict.
+	sctx, scancel := context.WithTimeout(ctx, callTimeout)
+	err = r.cloud.Start(sctx, e.NewID)
+	scancel()
+	if err != nil && ClassOf(err) != Conflict && ClassOf(err) != NotFound {
+		r.metrics.cloudError(err)
+		return err
+	}
+	if err := step(2); err != nil {
+		return err
+	}
+	if err := r.endMaintenance(ctx, e.NewName); err != nil {
+		return err
+	}
+	if err := step(3); err != nil {
+		return err
+	}
+	e.Phase = store.PhaseBooting
 	return put(e, nil)
 }
 
@@ -167,6 +252,15 @@ func (r *Reaper) createFailed(ctx context.Context, t *leaderTerm, role *Role, e 
 	if class == Transient {
 		// The server may have been made: the entry stays, and the next
 		// cycle finds the server by its metadata or creates it again.
+		return err
+	}
+	r.poolBackoff(t, err)
+	if e.Standby {
+		// The pools back off first: a standby's failed create holds
+		// only the pools, real demand's creates go on trying.
+		if rerr := r.journal.Remove(ctx, t.session, e.ID); rerr != nil {
+			return errors.Join(err, rerr)
+		}
 		return err
 	}
 	r.backoff(t, role.Name, err)
@@ -244,9 +338,15 @@ func (r *Reaper) deleteNotYet(t *leaderTerm, e Entry, name, id string, put func(
 // removes checks it does not own within a minute or so, so the reaper
 // re-asserts it every cycle while the node drains.
 func (r *Reaper) maintenance(ctx context.Context, e Entry) error {
-	node, _, err := r.client.Catalog().Node(e.OldName, (&api.QueryOptions{}).WithContext(ctx))
+	return r.setMaintenance(ctx, e.OldName, "reaper: draining until "+e.DrainUntil.UTC().Format(time.RFC3339)+" ("+e.Reason+", entry "+e.ID+")")
+}
+
+// setMaintenance registers Consul's node maintenance check on name,
+// critical, with notes, through the catalog.
+func (r *Reaper) setMaintenance(ctx context.Context, name, notes string) error {
+	node, _, err := r.client.Catalog().Node(name, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		return fmt.Errorf("read node %s: %w", e.OldName, err)
+		return fmt.Errorf("read node %s: %w", name, err)
 	}
 	if node == nil || node.Node == nil {
 		return nil // nothing in the catalog to drain
@@ -260,11 +360,11 @@ func (r *Reaper) maintenance(ctx context.Context, e Entry) error {
 			CheckID: maintNodeCheck,
 			Name:    "Node Maintenance Mode",
 			Status:  api.HealthCritical,
-			Notes:   "reaper: draining until " + e.DrainUntil.UTC().Format(time.RFC3339) + " (" + e.Reason + ", entry " + e.ID + ")",
+			Notes:   notes,
 		},
 	}, (&api.WriteOptions{}).WithContext(ctx))
 	if err != nil {
-		return fmt.Errorf("maintenance mode on %s: %w", e.OldName, err)
+		return fmt.Errorf("maintenance mode on %s: %w", name, err)
 	}
 	return nil
 }

@@ -11,5 +11,9 @@ var AfterAction = withAfterAction
 // killed process would.
 var AbandonWhen = withAbandon
 
+// ClaimStep is an option setting a hook called before each step of a
+// claim; an error it returns stops the claim there.
+var ClaimStep = withClaimStep
+
 // Leading reports whether the reaper currently runs cycles as leader.
 func (r *Reaper) Leading() bool { return r.status.isLeading() }

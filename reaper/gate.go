@@ -13,6 +13,13 @@ type need struct {
 	// create: the step creates a server; it waits for the quota backoff,
 	// the role's own backoff, and while Nova lists partial records.
 	create bool
+	// claim: the step claims a standby of the role's warm pool in place
+	// of a create: it adds a member as a create does (so it waits while
+	// Nova lists partial records) but needs no quota.
+	claim bool
+	// pool: the step creates a standby; it waits for the warm pools'
+	// own backoff too.
+	pool bool
 	// budget: the step spends one of max_actions_per_hour.
 	budget bool
 	// victim: the step takes this server out of its role; if it serves,
@@ -36,7 +43,9 @@ func (pl *planner) gate(rs *roleServers, n need) string {
 		return pl.unknown(n.victim)
 	case n.create && pl.backedOff(rs.role.Name):
 		return "the create backoff holds (quota, capacity or a failed create)"
-	case n.create && pl.plan.Partial > 0:
+	case n.pool && pl.in.Now.Before(pl.in.PoolBackoffUntil):
+		return "the warm pool's backoff holds (a quota or capacity error)"
+	case (n.create || n.claim) && pl.plan.Partial > 0:
 		// A partial record may be a server of this role whose node is
 		// not in sight either (a blip, a new leader with no memory of
 		// the list): a create could double the role, reuse its name.

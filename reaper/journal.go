@@ -67,6 +67,13 @@ type ReaperKeys struct {
 	Problems []string
 	// Report is the last leader's report, nil when none could be read.
 	Report *store.ReaperReport
+	// Pool holds the standby records, by key; a value that does not parse
+	// is a zero record (the next sync rewrites or removes it).
+	Pool map[string]store.StandbyRecord
+	// Flush holds the pool flush requests, by role; FlushProblems the
+	// ones that cannot be read.
+	Flush         map[string]store.PoolFlushRecord
+	FlushProblems []string
 }
 
 // Read lists <prefix>/reaper/ in one request.
@@ -75,10 +82,23 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", j.key(store.ReaperDir), err)
 	}
-	out := &ReaperKeys{}
+	out := &ReaperKeys{Pool: map[string]store.StandbyRecord{}, Flush: map[string]store.PoolFlushRecord{}}
 	for _, p := range pairs {
 		rel := strings.TrimPrefix(p.Key, j.prefix+"/")
 		switch {
+		case strings.HasPrefix(rel, store.ReaperPoolDir):
+			var rec store.StandbyRecord
+			_ = json.Unmarshal(p.Value, &rec)
+			out.Pool[p.Key] = rec
+		case strings.HasPrefix(rel, store.ReaperPoolFlushDir):
+			rec, err := store.ParsePoolFlush(p)
+			if err != nil {
+				// Written by hand: reported in the state, nothing flushed
+				// for it; the rest of the cycle goes on.
+				out.FlushProblems = append(out.FlushProblems, err.Error())
+				continue
+			}
+			out.Flush[strings.TrimPrefix(rel, store.ReaperPoolFlushDir)] = rec
 		case strings.HasPrefix(rel, keyJournal):
 			var e Entry
 			if err := json.Unmarshal(p.Value, &e); err != nil || e.ID == "" || rel != keyJournal+e.ID {
@@ -173,6 +193,75 @@ func (j *Journal) Put(ctx context.Context, session string, e Entry, budget []tim
 // Remove deletes a finished entry, and runs extra, in one transaction.
 func (j *Journal) Remove(ctx context.Context, session, id string, extra ...*api.KVTxnOp) error {
 	return j.txn(ctx, session, append([]*api.KVTxnOp{{Verb: api.KVDelete, Key: j.key(keyJournal + id)}}, extra...)...)
+}
+
+// poolDeleteOp removes host's standby record from role's pool.
+func (j *Journal) poolDeleteOp(role, host string) *api.KVTxnOp {
+	return &api.KVTxnOp{Verb: api.KVDelete, Key: store.PoolKey(j.prefix, role, host)}
+}
+
+// Flush writes a role's flush request back with its Seen time, or (done)
+// removes it, in either case only if it is still the request read (its
+// index), under the leader check.
+func (j *Journal) Flush(ctx context.Context, session string, f PoolFlush, done bool) error {
+	op := &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: store.PoolFlushKey(j.prefix, f.Role), Index: f.Record.Index}
+	if !done {
+		data, _ := json.Marshal(f.Record)
+		op.Verb, op.Value = api.KVCAS, data
+	}
+	err := j.txn(ctx, session, op)
+	var refused *txnRefused
+	if errors.As(err, &refused) {
+		return nil // a newer request: the next cycles carry it out
+	}
+	return err
+}
+
+// SetStandby writes one standby record under the leader check (before a
+// cloud call on the standby, as a journal entry is).
+func (j *Journal) SetStandby(ctx context.Context, session string, rec store.StandbyRecord) error {
+	return j.txn(ctx, session, j.standbyOp(rec))
+}
+
+// standbyOp writes a standby record.
+func (j *Journal) standbyOp(rec store.StandbyRecord) *api.KVTxnOp {
+	data, _ := json.Marshal(rec)
+	return &api.KVTxnOp{Verb: api.KVSet, Key: store.PoolKey(j.prefix, rec.Role, rec.Host), Value: data}
+}
+
+// poolOpsPerTxn bounds the pool records written in one transaction:
+// Consul takes at most 64 operations, one of which is the leader check.
+const poolOpsPerTxn = 60
+
+// SyncPool makes the pool records under <prefix>/reaper/pool/ what the
+// plan saw (have is what the cycle read): changed records are written,
+// records of servers no longer standbys removed, in transactions under
+// the leader check.
+func (j *Journal) SyncPool(ctx context.Context, session string, want []store.StandbyRecord, have map[string]store.StandbyRecord) error {
+	var ops []*api.KVTxnOp
+	seen := map[string]bool{}
+	for _, rec := range want {
+		key := store.PoolKey(j.prefix, rec.Role, rec.Host)
+		seen[key] = true
+		if old, ok := have[key]; ok && old == rec {
+			continue
+		}
+		data, _ := json.Marshal(rec)
+		ops = append(ops, &api.KVTxnOp{Verb: api.KVSet, Key: key, Value: data})
+	}
+	for key := range have {
+		if !seen[key] {
+			ops = append(ops, &api.KVTxnOp{Verb: api.KVDelete, Key: key})
+		}
+	}
+	for len(ops) > 0 {
+		n := min(len(ops), poolOpsPerTxn)
+		if err := j.txn(ctx, session, ops[:n]...); err != nil {
+			return err
+		}
+		ops = ops[n:]
+	}
+	return nil
 }
 
 // drainRequestOp writes the drain request of entry e's old server, for

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/cli"
+	"github.com/jiocloud/orchestrate/internal/store"
 )
 
 // Metrics is the reaper's Prometheus exposition, written by hand (text
@@ -38,11 +39,19 @@ type Metrics struct {
 	exhausted   map[string]bool
 	scaleValue  map[string]float64
 	recommended map[string]int
+	// Per role with a warm pool: its size, its standbys by state, and
+	// the claims whose standby served (count, and seconds from claim to
+	// serving, summed).
+	poolSize  map[string]int
+	standbys  map[[2]string]int // role, state
+	claims    map[string]int
+	claimSecs map[string]float64
 }
 
 // NewMetrics returns empty metrics.
 func NewMetrics() *Metrics {
-	return &Metrics{nodes: map[[2]string]int{}, actions: map[[2]string]int{}, cloudErrors: map[string]int{}}
+	return &Metrics{nodes: map[[2]string]int{}, actions: map[[2]string]int{}, cloudErrors: map[string]int{},
+		claims: map[string]int{}, claimSecs: map[string]float64{}}
 }
 
 func (m *Metrics) setLeader(v bool) {
@@ -76,7 +85,18 @@ func (m *Metrics) cycle(p *Plan, dryRun bool, backoff time.Duration, roleBackoff
 	m.paused, m.armed = p.Paused, p.Armed
 	m.nodes = map[[2]string]int{}
 	m.desired, m.exhausted, m.scaleValue, m.recommended = map[string]int{}, map[string]bool{}, map[string]float64{}, map[string]int{}
+	m.poolSize, m.standbys = map[string]int{}, map[[2]string]int{}
+	for _, c := range p.Claims {
+		m.claims[c.Role]++
+		m.claimSecs[c.Role] += c.Claim.Serving.Seconds()
+	}
 	for _, r := range p.Roles {
+		if r.Pool != nil {
+			m.poolSize[r.Name] = r.Pool.Size
+			for _, st := range []string{store.StandbyBuilding, store.StandbyConverging, store.StandbyReady, store.StandbyStopped, store.StandbyFailed} {
+				m.standbys[[2]string{r.Name, st}] = r.Pool.States[st]
+			}
+		}
 		for st, n := range r.States {
 			m.nodes[[2]string{r.Name, string(st)}] = n
 		}
@@ -166,6 +186,15 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	perRole("reaper_capacity_exhausted", "1 while creates of the role fail for quota or capacity (no valid host); the reason is in <prefix>/capacity/<role>.", mapValues(m.exhausted, func(b bool) string { return fmt.Sprint(oneIfTrue(b)) }))
 	perRole("reaper_autoscale_value", "An autoscaled role's metric as its last decision used it.", mapValues(m.scaleValue, func(v float64) string { return fmt.Sprint(v) }))
 	perRole("reaper_autoscale_recommended", "An autoscaled role's recommended count at its last decision.", mapValues(m.recommended, func(n int) string { return fmt.Sprint(n) }))
+	perRole("reaper_pool_size", "A role's warm pool size, as configured.", mapValues(m.poolSize, func(n int) string { return fmt.Sprint(n) }))
+	sb.WriteString("# HELP reaper_pool_standbys A role's warm pool standbys by state (building, converging, ready, failed), as the last cycle saw them.\n# TYPE reaper_pool_standbys gauge\n")
+	for _, k := range sortedKeys(m.standbys) {
+		fmt.Fprintf(&sb, "reaper_pool_standbys{role=%q,state=%q} %d\n", k[0], k[1], m.standbys[k])
+	}
+	sb.WriteString("# HELP reaper_pool_claim_seconds Time from the claim of a warm pool standby to its serving, by role.\n# TYPE reaper_pool_claim_seconds summary\n")
+	for _, r := range slices.Sorted(maps.Keys(m.claims)) {
+		fmt.Fprintf(&sb, "reaper_pool_claim_seconds_sum{role=%q} %v\nreaper_pool_claim_seconds_count{role=%q} %d\n", r, m.claimSecs[r], r, m.claims[r])
+	}
 	sb.WriteString("# HELP reaper_cloud_errors_total Cloud errors by class.\n# TYPE reaper_cloud_errors_total counter\n")
 	classes := make([]string, 0, len(m.cloudErrors))
 	for c := range m.cloudErrors {

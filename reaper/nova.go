@@ -269,6 +269,33 @@ func (n *Nova) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
+// UnsetMetadata removes one metadata key of a server; Nova answers 404
+// both for a missing server and a missing key, and either leaves the key
+// gone, which is what was asked.
+func (n *Nova) UnsetMetadata(ctx context.Context, id, key string) error {
+	err := servers.DeleteMetadatum(ctx, n.compute, id, key).ExtractErr()
+	if err != nil && ClassOf(classify("unset metadata", err)) != NotFound {
+		return classify("unset metadata "+key+" of server "+id, err)
+	}
+	return nil
+}
+
+// Stop powers a server off (os-stop).
+func (n *Nova) Stop(ctx context.Context, id string) error {
+	if err := servers.Stop(ctx, n.compute, id).ExtractErr(); err != nil {
+		return classify("stop server "+id, err)
+	}
+	return nil
+}
+
+// Start powers a server on (os-start).
+func (n *Nova) Start(ctx context.Context, id string) error {
+	if err := servers.Start(ctx, n.compute, id).ExtractErr(); err != nil {
+		return classify("start server "+id, err)
+	}
+	return nil
+}
+
 // ref resolves a flavor or image name (or ID) to its ID, afresh for every
 // create: an image rotated under the same name (the old one deleted or
 // hidden, a new one uploaded) is the new one from the next create on, and

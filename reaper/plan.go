@@ -22,7 +22,7 @@ type Check struct {
 const (
 	checkCritical = "critical"
 	// maintNodeCheck is the check Consul uses for node maintenance mode.
-	maintNodeCheck = "_node_maintenance"
+	maintNodeCheck = store.NodeMaintenanceCheck
 	// maintServicePrefix starts service maintenance check IDs.
 	maintServicePrefix = "_service_maintenance:"
 )
@@ -71,6 +71,18 @@ type Input struct {
 	Destructive []time.Time
 	// BackoffUntil: quota backoff (project-wide); no creates before it.
 	BackoffUntil time.Time
+	// PoolBackoffUntil: no standby is created before it (a quota or
+	// capacity error backs off the warm pools first, and longer).
+	PoolBackoffUntil time.Time
+	// PoolFlush holds each role's pool flush request: every standby made
+	// before its time is replaced, one at a time.
+	PoolFlush map[string]store.PoolFlushRecord
+	// PoolFlushProblems are flush requests that cannot be read (held
+	// back, named in the state).
+	PoolFlushProblems []string
+	// PoolRecords are the standby records the cycle read, by host: a
+	// stopped standby was ready when its record says so.
+	PoolRecords map[string]store.StandbyRecord
 	// RoleBackoff: per-role backoff after capacity ("No valid host") or
 	// fatal create errors (a bad flavor or image); no creates of the role.
 	RoleBackoff map[string]time.Time
@@ -148,6 +160,12 @@ const (
 	OpDeregister Op = "deregister"
 )
 
+// PoolClaimDone is a claim whose standby served (or whose entry ended).
+type PoolClaimDone struct {
+	Role  string          `json:"role"`
+	Claim store.PoolClaim `json:"claim"`
+}
+
 // Action is one step the executor takes. Entry is the entry as it should be
 // written before the step's cloud call.
 type Action struct {
@@ -194,6 +212,15 @@ type Plan struct {
 	// Scale holds the desired counts the autoscaler changes; the next
 	// cycle acts on them.
 	Scale []ScaleChange `json:"scale,omitempty"`
+	// Standbys are the warm pools' standbys as this plan sees them, for
+	// their records under <prefix>/reaper/pool/.
+	Standbys []store.StandbyRecord `json:"standbys,omitempty"`
+	// FlushSeen lists the pool flush requests this plan acknowledges
+	// (stamped with its time); FlushDone those carried out.
+	FlushSeen []PoolFlush `json:"-"`
+	FlushDone []PoolFlush `json:"-"`
+	// Claims are the claims whose standby served this cycle.
+	Claims []PoolClaimDone `json:"claims,omitempty"`
 	// CapacityClear lists the roles whose exhausted capacity is over: a
 	// server created for them went ACTIVE.
 	CapacityClear []string `json:"capacity_clear,omitempty"`

@@ -70,6 +70,11 @@ type roleServers struct {
 	// validating: one of the role's servers reports validation, so a
 	// server of the role serves only once validated.
 	validating bool
+	// standbys are the role's warm pool standbys in no entry (see
+	// splitStandbys), oldest first; claims take them out during the plan.
+	standbys []*Server
+	// pool is the role's warm pool report (nil without a pool).
+	pool *store.PoolReport
 	// deadStrays are the role's dead stray nodes (see strays), found once
 	// per plan by doubtLists.
 	deadStrays []string
@@ -93,11 +98,16 @@ func (in Input) Plan() *Plan {
 	roles := pl.assignServers()
 	pl.dedupe(roles)
 	pl.assignEntries(roles)
+	pl.splitStandbys(roles)
 	pl.rememberListed(roles)
 	pl.classifyAll(roles)
 	pl.doubtLists(roles)
 	pl.pause(roles)
 	pl.startGate(roles)
+	short := pl.belowCount(roles)
+	for _, p := range in.PoolFlushProblems {
+		pl.block("%s: no flush carried out for it (`consul kv delete` it, or run orchestrate pool flush again)", p)
+	}
 	for _, rs := range roles {
 		pl.autoscale(rs)
 		if !pl.deleteDuplicates(rs) {
@@ -106,6 +116,7 @@ func (in Input) Plan() *Plan {
 			}
 			pl.balance(rs)
 			pl.deregisterDead(rs)
+			pl.pool(rs, short)
 		}
 		pl.plan.Roles = append(pl.plan.Roles, pl.view(rs))
 	}
@@ -337,7 +348,7 @@ func (pl *planner) pause(roles []*roleServers) {
 	}
 	var fleetTotal, fleetBad int
 	for _, rs := range roles {
-		var total, bad int
+		var total, bad int // standbys are no members: split off before
 		for _, s := range rs.all {
 			st := pl.statesOf[s.ID]
 			if st == StateBooting || pl.inEntry[s.ID] == StateNew {
@@ -504,7 +515,7 @@ func (pl *planner) freeName(r *Role) string {
 
 // view is a role's part of the report.
 func (pl *planner) view(rs *roleServers) store.RoleReport {
-	v := store.RoleReport{Name: rs.role.Name, Desired: pl.desired(rs.role), Count: len(rs.all), States: map[string]int{}, Autoscale: pl.autoscaled[rs.role.Name]}
+	v := store.RoleReport{Name: rs.role.Name, Desired: pl.desired(rs.role), Count: len(rs.all), States: map[string]int{}, Autoscale: pl.autoscaled[rs.role.Name], Pool: rs.pool}
 	if c, ok := pl.in.Scaling.Capacity[rs.role.Name]; ok {
 		v.Capacity = &c
 	}

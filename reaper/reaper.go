@@ -82,12 +82,19 @@ type options struct {
 	// session and service registration behind as a killed process would
 	// (tests).
 	abandon func() bool
+	// claimStep, when set, is called before each step of a claim (0: the
+	// journal write, 1: the Nova mark, 2: the maintenance, 3: the phase
+	// booting write); an error stops the claim there, as a leader killed
+	// at that step would (tests).
+	claimStep func(step int) error
 }
 
 // WithClock sets the clock the planner is given (default time.Now).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 func withAfterAction(f func(Action)) Option { return func(o *options) { o.afterAction = f } }
+
+func withClaimStep(f func(int) error) Option { return func(o *options) { o.claimStep = f } }
 
 func withAbandon(f func() bool) Option { return func(o *options) { o.abandon = f } }
 

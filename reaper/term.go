@@ -20,6 +20,12 @@ type leaderTerm struct {
 	memory Memory
 	// quota is the project-wide backoff after a quota error.
 	quota backoffState
+	// pool is the warm pools' backoff: any failed create (of a standby
+	// or not, but for a transient error) starts or extends it, so the
+	// pools back off first and stay off longest.
+	pool backoffState
+	// claims holds each role's claims of the last hour, newest last.
+	claims map[string][]store.PoolClaim
 	// roleBackoff holds each role's backoff after a capacity or fatal
 	// create error.
 	roleBackoff map[string]*backoffState
@@ -48,6 +54,37 @@ func newTerm(session string, now time.Time) *leaderTerm {
 		autoscale: map[string]*store.AutoscaleReport{}, lastDecision: map[string]string{}}
 }
 
+// claimWindow is how long claims are kept for the pool's report
+// (claimed in the last hour, average claim time); maxClaims bounds them
+// per role, for the state key's size.
+const (
+	claimWindow = time.Hour
+	maxClaims   = 50
+)
+
+// noteClaims adds the claims whose standby served this cycle to each
+// role's claims of the last hour.
+func (t *leaderTerm) noteClaims(done []PoolClaimDone, now time.Time) {
+	if t.claims == nil {
+		t.claims = map[string][]store.PoolClaim{}
+	}
+	for _, d := range done {
+		t.claims[d.Role] = append(t.claims[d.Role], d.Claim)
+	}
+	for role, cs := range t.claims {
+		kept := cs[:0]
+		for _, c := range cs {
+			if now.Sub(c.Time) < claimWindow {
+				kept = append(kept, c)
+			}
+		}
+		if len(kept) > maxClaims {
+			kept = kept[len(kept)-maxClaims:]
+		}
+		t.claims[role] = kept
+	}
+}
+
 // seedAutoscale takes the autoscalers' memory from the last leader's
 // report, once per term (carryAutoscale judges whether it is recent
 // enough to go on from).
@@ -62,6 +99,12 @@ func (t *leaderTerm) seedAutoscale(rep *store.ReaperReport) {
 	for _, r := range rep.Roles {
 		if r.Autoscale != nil {
 			t.autoscale[r.Name] = r.Autoscale
+		}
+		if r.Pool != nil && len(r.Pool.Claims) > 0 {
+			if t.claims == nil {
+				t.claims = map[string][]store.PoolClaim{}
+			}
+			t.claims[r.Name] = r.Pool.Claims
 		}
 	}
 }
@@ -123,6 +166,16 @@ func (r *Reaper) backoff(t *leaderTerm, role string, err error) {
 	r.log.Warn("create failed: backing off creates", "of", what, "for", d, "class", ClassOf(err).String(), "err", err)
 }
 
+// poolBackoff starts or extends the warm pools' backoff after err: its
+// first step is twice quota_backoff, so the pools stay off longer than
+// the creates of real demand.
+func (r *Reaper) poolBackoff(t *leaderTerm, err error) {
+	d := t.pool.bump(r.now(), 2*r.cfg.QuotaBackoff.D(), max(r.cfg.QuotaBackoffMax.D(), 2*r.cfg.QuotaBackoff.D()), err)
+	if r.cfg.hasPool() {
+		r.log.Warn("create failed: backing off the warm pools", "for", d, "class", ClassOf(err).String(), "err", err)
+	}
+}
+
 // deleteRefused starts or extends the backoff of entry id's delete after
 // the cloud refused it (409) or did not carry it out (stalled); the first
 // refusal is logged and counted in the cloud errors metric, later ones are
@@ -173,5 +226,6 @@ func (e *refusedError) Unwrap() error { return e.err }
 // backoffReset ends the backoff steps after a create succeeded.
 func (t *leaderTerm) backoffReset(role string) {
 	t.quota.step = 0
+	t.pool.step = 0
 	t.backoffOf(role).step = 0
 }

@@ -26,6 +26,11 @@ func (f *fake) Create(ctx context.Context, req CreateRequest) (Server, error) {
 	return f.create(ctx, req)
 }
 func (f *fake) Delete(ctx context.Context, id string) error { return f.del(ctx, id) }
+func (f *fake) UnsetMetadata(context.Context, string, string) error {
+	return errors.New("fake: no metadata")
+}
+func (f *fake) Stop(context.Context, string) error  { return errors.New("fake: no stop") }
+func (f *fake) Start(context.Context, string) error { return errors.New("fake: no start") }
 
 func fakeReaper(t *testing.T, f *fake) *Reaper {
 	cfg := testConfig(t)

@@ -35,6 +35,7 @@ var suites = []suite{
 	{what: "reaper planner, 10,000 servers and nodes", pkg: "./reaper", bench: "Plan10k", extra: []string{"-benchtime", "20x", "-benchmem"}},
 	{what: "reaper, one full cycle, real agent + simulated cloud, 2,000 nodes", pkg: "./reaper", bench: "Cycle2000", extra: []string{"-benchtime", "10x", "-benchmem"}},
 	{what: "autoscaler, total load 1.2 -> 3.0 on 2 servers (target 0.6/node: 5 needed), 30 s cycles in simulated time, by build time", pkg: "./reaper", bench: "AutoscaleReaction", extra: []string{"-benchtime", "1x"}},
+	{what: "replacement of a critical node, decision -> replacement serving, without a warm pool (built) beside with one (a standby claimed), 30 s cycles in simulated time, by build time (1/3 boot, 2/3 Puppet)", pkg: "./reaper", bench: "ReplacementTime", extra: []string{"-benchtime", "1x"}},
 }
 
 // row is one benchmark result line.

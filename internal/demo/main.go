@@ -75,6 +75,6 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	step(8, "Stop everything this demo started")
+	step(9, "Stop everything this demo started")
 	return nil
 }

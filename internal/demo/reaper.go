@@ -43,6 +43,10 @@ roles:
     boot_timeout: 60s
     boot: {flavor: demo.small, image: demo-image, networks: [none], name_template: "%s{n}"}
 `, r.name, r.count, r.name)
+		if r.name == "lb" {
+			// Step 8: lb keeps one standby, claimed instead of a build.
+			b.WriteString("    warm_pool: {size: 1}\n")
+		}
 		if r.name == "compute" {
 			// Step 7: compute follows its nodes' load reports.
 			b.WriteString(`    drain_timeout: 10s
@@ -67,6 +71,75 @@ type reaperRun struct {
 	logPath string
 	mu      sync.Mutex
 	booted  []string // guarded by mu: servers the cloud brought up
+	// builtIn is how long step 5's replacement by a build took.
+	builtIn time.Duration
+}
+
+// poolStep: lb keeps a standby (warm_pool: {size: 1}); lb2's checks die
+// and the reaper claims the standby instead of building a server.
+func (r *reaperRun) poolStep() error {
+	d := r.d
+	if err := d.waitFor("lb's standby to be ready", 30*time.Second, func() bool {
+		st := r.state()
+		return st != nil && len(st.Roles) > 0 && poolOf(st, "lb") != nil && poolOf(st, "lb").States[store.StandbyReady] == 1
+	}); err != nil {
+		printLogTail(r.logPath)
+		return err
+	}
+	say("lb's pool holds one ready standby, kept in Consul maintenance (no DNS answer, in no hiera key):")
+	if _, err := d.orch(0, "pool", "status"); err != nil {
+		return err
+	}
+	logFrom := fileSize(r.logPath)
+	say("lb2's checks turn critical")
+	killed := time.Now()
+	if err := d.sim.setHealth(d.ctx, "lb2", "lb", api.HealthCritical); err != nil {
+		return err
+	}
+	var claim store.PoolClaim
+	if err := d.waitFor("lb2 to be replaced from the pool", 60*time.Second, func() bool {
+		st := r.state()
+		if st == nil || len(st.Journal) > 0 {
+			return false
+		}
+		for _, s := range r.cloud.Servers() {
+			if s.Name == "lb2" {
+				return false
+			}
+		}
+		p := poolOf(st, "lb")
+		if p == nil || len(p.Claims) == 0 || p.Claims[0].Serving == 0 {
+			return false
+		}
+		claim = p.Claims[0]
+		return true
+	}); err != nil {
+		printLogTail(r.logPath)
+		return err
+	}
+	took := time.Since(killed)
+	printLogFrom(r.logPath, logFrom, "claim", "drain", "delete", "refill")
+	say("the standby %s served %s after its claim; lb2 was replaced %s after its checks turned critical, against %s for compute3's replacement by a build in step 5",
+		claim.Host, claim.Serving.Round(100*time.Millisecond), took.Round(100*time.Millisecond), r.builtIn.Round(100*time.Millisecond))
+	if err := d.waitFor("the pool to refill", 30*time.Second, func() bool {
+		st := r.state()
+		return st != nil && poolOf(st, "lb") != nil && poolOf(st, "lb").States[store.StandbyReady] == 1
+	}); err != nil {
+		return err
+	}
+	say("the pool refilled (a standby is created only while every role is at its count):")
+	_, err := d.orch(0, "pool", "status", "lb")
+	return err
+}
+
+// poolOf is role's warm pool in the report, or nil.
+func poolOf(st *store.ReaperReport, role string) *store.PoolReport {
+	for _, r := range st.Roles {
+		if r.Name == role {
+			return r.Pool
+		}
+	}
+	return nil
 }
 
 // state reads the reaper's report of its last cycle (nil when none).
@@ -95,7 +168,11 @@ func (d *demo) reaperStep() error {
 		return err
 	}
 	step(7, "Autoscaling: compute grows with its load, and shrinks by draining its least loaded servers first")
-	return r.autoscaleStep()
+	if err := r.autoscaleStep(); err != nil {
+		return err
+	}
+	step(8, "Warm pool: lb2 is replaced by a standby, claimed instead of built")
+	return r.poolStep()
 }
 
 // startReaper fills the simulated cloud with the demo's servers, starts the
@@ -165,6 +242,7 @@ func (d *demo) startReaper() (*reaperRun, error) {
 func (r *reaperRun) replaceDead() error {
 	d := r.d
 	say("compute3's checks turn critical (its machine died)")
+	killed := time.Now()
 	if err := d.sim.setHealth(d.ctx, "compute3", "compute", api.HealthCritical); err != nil {
 		return err
 	}
@@ -188,8 +266,10 @@ func (r *reaperRun) replaceDead() error {
 		printLogTail(r.logPath)
 		return err
 	}
+	r.builtIn = time.Since(killed)
 	say("the reaper's log (one line per state change):")
 	printLog(r.logPath, "replace", "create", "drain", "delete", "deregister", "journal", "action")
+	say("compute3 was replaced by a build %s after its checks turned critical (critical grace 3s, boot 2s, converge, drain 2s)", r.builtIn.Round(100*time.Millisecond))
 	var names []string
 	for _, s := range r.cloud.Servers() {
 		names = append(names, s.Name+" "+s.Status)

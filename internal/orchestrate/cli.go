@@ -75,7 +75,7 @@ func commands() []*command {
 		cmdReportMetric, cmdScaleIn, cmdDrained, cmdProtect, cmdUnprotect, cmdDrain,
 		cmdConverge,
 		cmdWatchConfig,
-		cmdReaper,
+		cmdReaper, cmdPool, cmdStandby,
 	}
 }
 

@@ -125,6 +125,12 @@ func writeReaperBody(w io.Writer, st *store.ReaperReport, history bool) {
 			states = append(states, fmt.Sprintf("%s %d", k, r.States[k]))
 		}
 		fmt.Fprintf(w, "  role %s: desired %d, servers %d, healthy %d (%s)\n", r.Name, r.Desired, r.Count, r.Healthy, strings.Join(states, ", "))
+		if p := r.Pool; p != nil {
+			fmt.Fprintf(w, "    warm pool (standbys, not counted above): %s\n", p.String())
+			if p.Why != "" {
+				fmt.Fprintf(w, "      not refilled: %s\n", p.Why)
+			}
+		}
 		if c := r.Capacity; c != nil {
 			fmt.Fprintf(w, "    capacity EXHAUSTED since %s (%s): %s\n", c.Since.UTC().Format(time.RFC3339), c.Class, oneLine(c.Reason))
 		}

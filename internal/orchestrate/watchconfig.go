@@ -38,6 +38,10 @@ type watchConfigOptions struct {
 	// drainCmd is `orchestrate drain`'s --drain-cmd; drainKey, this host's
 	// drain request, is watched so the command runs when the reaper asks.
 	drainCmd, drainKey, host string
+	// standby: a key watch on this host's warm pool record runs
+	// `orchestrate standby`, which holds the node's maintenance while it
+	// is a standby (needs role).
+	standby bool
 }
 
 var cmdWatchConfig = &command{
@@ -58,6 +62,7 @@ var cmdWatchConfig = &command{
 		fs.StringArrayVar(&o.convergeArgs, "converge-arg", nil, "one more converge argument, e.g. --converge-arg=--validate-dir=/usr/lib/jiocloud/tests (repeatable)")
 		fs.StringVar(&o.role, "role", "", "this node's role: converge takes one of its update slots before the consistent step (`orchestrate rollout`), and a keyprefix watch on the role's rollout keys runs converge again whenever a slot may have freed")
 		fs.StringVar(&o.drainCmd, "drain-cmd", "", "command that moves this host's work away when the reaper drains it (scale in, replacement): a key watch on <prefix>/drain/HOST runs `orchestrate drain --drain-cmd CMD`, which answers the reaper when it succeeded")
+		fs.BoolVar(&o.standby, "standby", false, "this node may be a reaper warm pool standby: a key watch on <prefix>/reaper/pool/ROLE/HOST runs `orchestrate standby`, which keeps the node in Consul maintenance while it is one and ends it when the reaper claims it (needs --role)")
 		fs.StringArrayVar(&o.watchServices, "watch-service", nil, "also re-render when this service's health changes, to keep its healthy_services:: keys fresh (repeatable; the dependencies file's services are watched already)")
 		return func(ctx context.Context, e *env, _ []string) error { return runWatchConfig(ctx, e, *o) }
 	},
@@ -141,6 +146,14 @@ func watchEntries(o watchConfigOptions, deps hieradata.Dependencies, prefix stri
 		// own answer firing the watch again does nothing).
 		args := o.withConnection([]string{o.orchestrate, "drain", "--handler", "--host", o.host, "--drain-cmd", o.drainCmd}, prefix)
 		ws = append(ws, watch.Watch{Type: "key", Key: o.drainKey, Args: args})
+	}
+	if o.standby {
+		// The reaper holds this host as a standby (or claimed it): the
+		// handler sets or ends the node's maintenance to match. A key
+		// watch fires when the agent starts too, before Puppet registers
+		// the node's services.
+		args := o.withConnection([]string{o.orchestrate, "standby", "--handler", "--host", o.host, "--role", o.role}, prefix)
+		ws = append(ws, watch.Watch{Type: "key", Key: store.PoolKey(prefix, o.role, o.host), Args: args})
 	}
 	return ws
 }
@@ -232,6 +245,9 @@ func (o watchConfigOptions) validate() error {
 		if err := store.ValidName("--role", o.role); err != nil {
 			return err
 		}
+	}
+	if o.standby && o.role == "" {
+		return fmt.Errorf("--standby needs --role (the standby's record is under its role)")
 	}
 	for _, s := range o.watchServices {
 		if err := hieradata.ValidServiceName(s); err != nil {

@@ -42,6 +42,10 @@ const (
 	PhaseDeleting Phase = "deleting"
 	// PhaseRollback: about to delete NewID, a replacement that failed.
 	PhaseRollback Phase = "rollback"
+	// PhaseClaiming: NewID is a standby of the role's warm pool taken by
+	// this entry (its pool record was removed with the entry's write);
+	// about to clear its standby mark in Nova and end its maintenance.
+	PhaseClaiming Phase = "claiming"
 )
 
 // JournalEntry is the value of <prefix>/reaper/journal/<id>: an operation
@@ -75,6 +79,13 @@ type JournalEntry struct {
 	// Fault is Nova's message for a new server it put in ERROR; a rollback
 	// with one backs off the role's creates.
 	Fault string `json:"fault,omitempty"`
+	// Standby: the entry creates (or deletes) a standby of the role's warm
+	// pool, not a member of the role: it counts neither towards the role's
+	// count nor against max_in_flight.
+	Standby bool `json:"standby,omitempty"`
+	// Claimed is when the entry claimed NewID from the warm pool instead of
+	// creating a server (zero for a create); the claim's timeout runs from it.
+	Claimed time.Time `json:"claimed,omitzero"`
 }
 
 // Server states in the reaper's report, in the order `orchestrate status`
@@ -152,6 +163,9 @@ type RoleReport struct {
 	Autoscale *AutoscaleReport `json:"autoscale,omitempty"`
 	// Capacity is set while the role's creates fail for quota or capacity.
 	Capacity *CapacityRecord `json:"capacity,omitempty"`
+	// Pool is the role's warm pool, when it has one; its standbys are in
+	// none of the counts above.
+	Pool *PoolReport `json:"pool,omitempty"`
 }
 
 // AutoscaleReport is an autoscaled role's part of the report, and the

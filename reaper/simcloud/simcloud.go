@@ -32,11 +32,17 @@ type Cloud struct {
 	OnActive func(s reaper.Server)
 	// OnDelete is called when a server is deleted.
 	OnDelete func(s reaper.Server)
+	// OnStop and OnStart are called when a server is stopped (its
+	// machine's agent leaves) or started again (it rejoins), outside the
+	// lock.
+	OnStop, OnStart func(s reaper.Server)
 	// Now is the clock.
 	Now func() time.Time
 
 	// Lists, Gets, Creates and Deletes count calls.
 	Lists, Gets, Creates, Deletes atomic.Int64
+	// MetaUnsets counts UnsetMetadata calls; Stops and Starts those.
+	MetaUnsets, Stops, Starts atomic.Int64
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -400,6 +406,60 @@ func (c *Cloud) Delete(ctx context.Context, id string) error {
 	gone := c.remove(id)
 	c.mu.Unlock()
 	c.fire(nil, []reaper.Server{gone})
+	return nil
+}
+
+// UnsetMetadata removes one metadata key of a server; NotFound when
+// there is no such server.
+func (c *Cloud) UnsetMetadata(ctx context.Context, id, key string) error {
+	c.MetaUnsets.Add(1)
+	if err := ctx.Err(); err != nil {
+		return &reaper.CloudError{Class: reaper.Transient, Op: "unset metadata", Err: err}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.servers[id]
+	if !ok || c.hidden(id) {
+		return &reaper.CloudError{Class: reaper.NotFound, Op: "unset metadata of server " + id, Err: errors.New("404 not found")}
+	}
+	delete(s.Metadata, key)
+	return nil
+}
+
+// Stop powers an ACTIVE server off (SHUTOFF); Conflict in any other
+// status, as Nova answers 409.
+func (c *Cloud) Stop(ctx context.Context, id string) error {
+	c.Stops.Add(1)
+	return c.power(ctx, id, "stop", reaper.StatusActive, reaper.StatusShutoff, c.OnStop)
+}
+
+// Start powers a SHUTOFF server on (ACTIVE); Conflict in any other status.
+func (c *Cloud) Start(ctx context.Context, id string) error {
+	c.Starts.Add(1)
+	return c.power(ctx, id, "start", reaper.StatusShutoff, reaper.StatusActive, c.OnStart)
+}
+
+func (c *Cloud) power(ctx context.Context, id, op, from, to string, hook func(reaper.Server)) error {
+	if err := ctx.Err(); err != nil {
+		return &reaper.CloudError{Class: reaper.Transient, Op: op + " server", Err: err}
+	}
+	c.mu.Lock()
+	s, ok := c.servers[id]
+	switch {
+	case !ok || c.hidden(id):
+		c.mu.Unlock()
+		return &reaper.CloudError{Class: reaper.NotFound, Op: op + " server " + id, Err: errors.New("404 not found")}
+	case s.Status != from:
+		st := s.Status
+		c.mu.Unlock()
+		return &reaper.CloudError{Class: reaper.Conflict, Op: op + " server " + id, Err: fmt.Errorf("409 Cannot '%s' instance %s while it is in vm_state %s", op, id, st)}
+	}
+	s.Status = to
+	out := copyServer(s)
+	c.mu.Unlock()
+	if hook != nil {
+		hook(out)
+	}
 	return nil
 }
 

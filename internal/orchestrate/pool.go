@@ -1,0 +1,194 @@
+package orchestrate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+// The warm pool commands read and write Consul KV only: the reaper
+// publishes each standby under <prefix>/reaper/pool/<role>/<host> and its
+// pools' report in its state, and carries out a flush request written
+// under <prefix>/reaper/pool-flush/<role>. This binary never links the
+// cloud client.
+
+var cmdPool = &command{
+	name: "pool", minArgs: 1, maxArgs: 2, usage: "status [ROLE] | flush ROLE", json: true,
+	summary: "Print the reaper's warm pools (status: per role the standbys ready, converging and failed, claims in the last hour, average claim time), or ask the reaper to replace every standby of a role, one at a time, never a serving server (flush).",
+	setup: func(fs *pflag.FlagSet) runFunc {
+		reason := fs.String("reason", "", "why the pool is flushed (recorded with the request)")
+		return func(ctx context.Context, e *env, args []string) error { return runPool(ctx, e, args, *reason) }
+	},
+}
+
+// poolRole is one role's pool in `pool status`.
+type poolRole struct {
+	Role     string                 `json:"role"`
+	Report   *store.PoolReport      `json:"report,omitempty"`
+	Standbys []store.StandbyRecord  `json:"standbys"`
+	Flush    *store.PoolFlushRecord `json:"flush,omitempty"`
+	// ClaimsLastHour and AvgClaim summarise the report's claims.
+	ClaimsLastHour int    `json:"claims_last_hour"`
+	AvgClaim       string `json:"avg_claim,omitempty"`
+}
+
+func runPool(ctx context.Context, e *env, args []string, reason string) error {
+	switch args[0] {
+	case "status":
+		role := ""
+		if len(args) == 2 {
+			role = args[1]
+		}
+		return poolStatus(ctx, e, role)
+	case "flush":
+		if len(args) != 2 {
+			return exitcode.Usagef("pool flush: name the role")
+		}
+		return poolFlush(ctx, e, args[1], reason)
+	}
+	return exitcode.Usagef("pool: unknown action %q (want status or flush)", args[0])
+}
+
+// pools returns each role with a pool (or standbys, or a flush request),
+// from the reaper's state and the pool records.
+func pools(ctx context.Context, e *env) ([]poolRole, *store.ReaperReport, error) {
+	st, err := e.store.ReaperReport(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	ps, err := e.store.Pool(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	seen := map[string]bool{}
+	var out []poolRole
+	add := func(role string, rep *store.PoolReport) {
+		if seen[role] {
+			return
+		}
+		seen[role] = true
+		pr := poolRole{Role: role, Report: rep, Standbys: ps.Standbys[role]}
+		if pr.Standbys == nil {
+			pr.Standbys = []store.StandbyRecord{}
+		}
+		if f, ok := ps.Flushes[role]; ok {
+			pr.Flush = &f
+		}
+		if rep != nil {
+			var total time.Duration
+			for _, c := range rep.Claims {
+				if e.store.Now().Sub(c.Time) < time.Hour {
+					pr.ClaimsLastHour++
+					total += c.Serving
+				}
+			}
+			if pr.ClaimsLastHour > 0 {
+				pr.AvgClaim = (total / time.Duration(pr.ClaimsLastHour)).Round(time.Second).String()
+			}
+		}
+		out = append(out, pr)
+	}
+	if st != nil {
+		for _, r := range st.Roles {
+			if r.Pool != nil {
+				add(r.Name, r.Pool)
+			}
+		}
+	}
+	for _, role := range sortedKeys(ps.Standbys) {
+		add(role, nil)
+	}
+	for _, role := range sortedKeys(ps.Flushes) {
+		add(role, nil)
+	}
+	return out, st, nil
+}
+
+func poolStatus(ctx context.Context, e *env, role string) error {
+	all, st, err := pools(ctx, e)
+	if err != nil {
+		return err
+	}
+	if role != "" {
+		var one []poolRole
+		for _, p := range all {
+			if p.Role == role {
+				one = append(one, p)
+			}
+		}
+		if len(one) == 0 {
+			return exitcode.Usagef("pool status: role %q has no warm pool (the reaper reports none, and no standby is recorded)", role)
+		}
+		all = one
+	}
+	if e.json {
+		if all == nil {
+			all = []poolRole{}
+		}
+		return e.printJSON(all)
+	}
+	if st == nil {
+		fmt.Fprintln(e.Stdout, "reaper: no state yet (no reaper has led a cycle under this prefix)")
+	}
+	if len(all) == 0 {
+		fmt.Fprintln(e.Stdout, "no warm pool")
+	}
+	for _, p := range all {
+		writePool(e.Stdout, p, e.store.Now())
+	}
+	return nil
+}
+
+// writePool is the text form of one role's pool.
+func writePool(w io.Writer, p poolRole, now time.Time) {
+	summary := "no report from the reaper"
+	if p.Report != nil {
+		summary = p.Report.String()
+	}
+	fmt.Fprintf(w, "role %s: %s; claimed in the last hour: %d", p.Role, summary, p.ClaimsLastHour)
+	if p.AvgClaim != "" {
+		fmt.Fprintf(w, ", average claim time %s", p.AvgClaim)
+	}
+	fmt.Fprintln(w)
+	if p.Report != nil && p.Report.Why != "" {
+		fmt.Fprintf(w, "  not refilled: %s\n", p.Report.Why)
+	}
+	if f := p.Flush; f != nil {
+		fmt.Fprintf(w, "  flush requested by %s at %s (%s): in progress\n", f.By, f.Time.UTC().Format(time.RFC3339), f.Reason)
+	}
+	for _, s := range p.Standbys {
+		fmt.Fprintf(w, "  %s %s %s (made %s ago)\n", s.Host, s.ID, s.State, now.Sub(s.Created).Round(time.Second))
+	}
+}
+
+func poolFlush(ctx context.Context, e *env, role, reason string) error {
+	if err := store.ValidName("role", role); err != nil {
+		return exitcode.Usagef("pool flush: %v", err)
+	}
+	all, _, err := pools(ctx, e)
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, p := range all {
+		found = found || (p.Role == role && p.Report != nil)
+	}
+	if !found {
+		return exitcode.Usagef("pool flush: the reaper reports no warm pool for role %q (is warm_pool set for it, and a reaper leading?)", role)
+	}
+	if reason == "" {
+		reason = "flushed by hand with orchestrate pool flush"
+	}
+	rec := store.PoolFlushRecord{Time: e.store.Now().UTC(), By: whoAmI(), Reason: reason}
+	if err := e.store.RequestPoolFlush(ctx, role, rec); err != nil {
+		return err
+	}
+	e.log.Info("pool flush requested: the reaper replaces every standby of the role made before now, one at a time", "role", role, "key", store.PoolFlushKey(e.store.Prefix(), role))
+	return nil
+}

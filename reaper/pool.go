@@ -1,0 +1,301 @@
+package reaper
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+// The warm pool, as the planner keeps it. A standby is a server of a role
+// with the standby mark (MetaStandby) in Nova and in no journal entry that
+// claimed it: it is no member of its role (no count, no min_healthy, no
+// pause, no budget), its node is kept in Consul maintenance, and when the
+// role needs a server (a replacement, a count below desired, a scale out)
+// a ready standby is claimed instead of a server created. The claim is a
+// journal entry like a create: the standby's pool record goes in the
+// transaction that writes the entry, so no other entry can claim it, and a
+// leader killed at any step of the claim leaves an entry the next leader
+// finishes.
+
+// Op values of the warm pool.
+const (
+	// OpClaim writes Entry (phase claiming, NewID the standby) and removes
+	// the standby's pool record in one transaction, clears its standby
+	// mark in Nova, ends its node's maintenance, and writes phase booting.
+	OpClaim Op = "claim"
+	// OpStandbyStop writes the standby's pool record as stopped (under
+	// the leader check) and powers it off: a pool with state stopped keeps
+	// its ready standbys off until a claim starts one.
+	OpStandbyStop Op = "standby-stop"
+	// OpStandbyMaintain puts a standby's node (OldName) in maintenance
+	// (it writes no entry): a standby is never returned by DNS.
+	OpStandbyMaintain Op = "standby-maintain"
+)
+
+// splitStandbys moves the servers that are standbys of their role out of
+// its members, before anything counts them. A server with the standby
+// mark that an entry claimed is a member (the claim is finishing); one a
+// standby entry creates or deletes belongs to that entry, neither a member
+// nor a standby.
+func (pl *planner) splitStandbys(roles []*roleServers) {
+	claimed, pooled := map[string]bool{}, map[string]bool{}
+	for _, e := range pl.in.Journal {
+		switch {
+		case !e.Claimed.IsZero():
+			claimed[e.NewID] = true
+		case e.Standby:
+			pooled[e.NewID], pooled[e.OldID], pooled["journal:"+e.ID] = true, true, true
+		}
+	}
+	for _, rs := range roles {
+		members := rs.all[:0]
+		for _, s := range rs.all {
+			_, marked := s.Metadata[MetaStandby]
+			switch {
+			case !marked || claimed[s.ID]:
+				members = append(members, s)
+			case pooled[s.ID] || pooled["journal:"+s.Metadata[MetaJournal]]:
+				// The entry's own server.
+			default:
+				rs.standbys = append(rs.standbys, s)
+			}
+		}
+		rs.all = members
+		sort.Slice(rs.standbys, func(i, j int) bool { return rs.standbys[i].Created.Before(rs.standbys[j].Created) })
+	}
+}
+
+// standbyState says where a standby is: building (not ACTIVE yet), ready
+// (its role's checks pass, its own drain maintenance aside, and it
+// validated the current version in a role that validates), converging,
+// or failed (Nova ERROR, a status the reaper cannot act on, or not ready
+// boot_timeout after create).
+func (pl *planner) standbyState(rs *roleServers, s *Server) string {
+	switch {
+	case s.Status == StatusShutoff:
+		// Powered off by the reaper once ready (its record says so), or
+		// by someone else, when it is of no known use.
+		if rec, ok := pl.in.PoolRecords[s.Name]; ok && rec.ID == s.ID && (rec.State == store.StandbyReady || rec.State == store.StandbyStopped) {
+			return store.StandbyStopped
+		}
+		return store.StandbyFailed
+	case s.Status == StatusBuild && pl.in.Now.Sub(s.Created) < rs.role.BootTimeout.D():
+		return store.StandbyBuilding
+	case s.Status == StatusActive:
+		h := pl.health(rs.role, s.Name, true)
+		if h.checkedIn && !h.critical && !h.maintenance && (!rs.validating || pl.in.Validated[s.Name]) {
+			return store.StandbyReady
+		}
+		if pl.in.Now.Sub(s.Created) < rs.role.BootTimeout.D() {
+			return store.StandbyConverging
+		}
+		if h.checkedIn && !h.critical && !h.maintenance {
+			// It passes but has not validated the current version (a
+			// new version is out): it converges in place; not claimed
+			// meanwhile.
+			return store.StandbyConverging
+		}
+		// Converged once, failing now: failed only once its checks have
+		// failed for critical_grace without a break (a flap is not a
+		// death, for a standby as for a member).
+		if !h.maintenance {
+			if since := pl.since(pl.in.Memory.Critical, pl.plan.Memory.Critical, s.Name); pl.in.Now.Sub(since) < rs.role.CriticalGrace.D() {
+				return store.StandbyConverging
+			}
+		}
+	}
+	return store.StandbyFailed
+}
+
+// readyStandby returns the role's oldest ready standby not yet claimed
+// in this plan, or nil.
+func (pl *planner) readyStandby(rs *roleServers) *Server {
+	for _, s := range rs.standbys {
+		expired := rs.role.MaxAge > 0 && !pl.in.Now.Before(expiry(rs.role, s))
+		if st := pl.standbyState(rs, s); !expired && (st == store.StandbyReady || (st == store.StandbyStopped && !pl.olderVersion(rs, s))) {
+			return s
+		}
+	}
+	return nil
+}
+
+// olderVersion reports whether s is a stopped standby of a role that
+// reports validation which has not validated the current version: it
+// converged an older one before it was stopped.
+func (pl *planner) olderVersion(rs *roleServers, s *Server) bool {
+	return s.Status == StatusShutoff && rs.validating && !pl.in.Validated[s.Name] && pl.standbyState(rs, s) == store.StandbyStopped
+}
+
+// claim makes e take standby s instead of creating a server: s leaves the
+// pool for the rest of the plan, and the entry's server is s.
+func (pl *planner) claim(rs *roleServers, e *Entry, s *Server) {
+	for i, p := range rs.standbys {
+		if p == s {
+			rs.standbys = append(rs.standbys[:i:i], rs.standbys[i+1:]...)
+			break
+		}
+	}
+	e.Phase, e.NewName, e.NewID, e.Claimed = store.PhaseClaiming, s.Name, s.ID, pl.in.Now
+	pl.inEntry[s.ID] = StateNew
+}
+
+// belowCount reports whether any role has fewer members (and entries
+// bringing members) than its desired count: no standby is created then.
+func (pl *planner) belowCount(roles []*roleServers) string {
+	for _, rs := range roles {
+		if n, want := pl.count(rs), pl.desired(rs.role); n < want {
+			return fmt.Sprintf("role %s is below its count (%d of %d)", rs.role.Name, n, want)
+		}
+	}
+	return ""
+}
+
+// pool keeps the role's warm pool after the role's own work: it keeps the
+// standbys' nodes in maintenance, deletes failed standbys (and standbys
+// over the size) one at a time, and creates one standby at a time while
+// the pool is short, never while any role is below its count (short
+// says which), nor while the pool's backoff or a create gate holds.
+func (pl *planner) pool(rs *roleServers, short string) {
+	size := rs.role.PoolSize()
+	var creating, deleting int
+	for _, e := range rs.entries {
+		switch {
+		case e.Standby && e.Kind == store.KindCreate:
+			creating++
+		case e.Standby:
+			deleting++
+		}
+	}
+	if size == 0 && len(rs.standbys) == 0 && creating == 0 && deleting == 0 {
+		return
+	}
+	rep := &store.PoolReport{Size: size, States: map[string]int{}, Creating: creating}
+	for _, e := range rs.entries {
+		// A standby being created keeps the record its create wrote.
+		if s := pl.byID[e.NewID]; e.Standby && e.Kind == store.KindCreate && s != nil {
+			pl.plan.Standbys = append(pl.plan.Standbys, store.StandbyRecord{Role: rs.role.Name, Host: s.Name, ID: s.ID, State: store.StandbyBuilding, Created: s.Created})
+		}
+	}
+	var failed []*Server
+	for _, s := range rs.standbys {
+		st := pl.standbyState(rs, s)
+		rep.States[st]++
+		pl.plan.Standbys = append(pl.plan.Standbys, store.StandbyRecord{Role: rs.role.Name, Host: s.Name, ID: s.ID, State: st, Created: s.Created})
+		if st == store.StandbyFailed {
+			failed = append(failed, s)
+			continue
+		}
+		if st == store.StandbyReady && rs.role.WarmPool != nil && rs.role.WarmPool.State == PoolStopped {
+			pl.add(OpStandbyStop, Entry{Role: rs.role.Name, OldName: s.Name, OldID: s.ID, Started: s.Created}, "ready standby of a stopped warm pool: powered off until claimed")
+		}
+		if _, node := pl.byNode[s.Name]; node && !pl.inMaintenance(s.Name) {
+			pl.add(OpStandbyMaintain, Entry{Role: rs.role.Name, OldName: s.Name, OldID: s.ID}, "standby of the warm pool: kept out of DNS")
+		}
+	}
+	rs.pool = rep
+	have := len(rs.standbys) + creating
+	flush, flushing := pl.in.PoolFlush[rs.role.Name]
+	if flushing && flush.Seen.IsZero() {
+		// Acknowledged first (by this reaper's clock); carried out from
+		// the next cycle.
+		flush.Seen = pl.in.Now
+		pl.plan.FlushSeen = append(pl.plan.FlushSeen, PoolFlush{Role: rs.role.Name, Record: flush})
+		flushing = false
+	}
+	var stale []*Server
+	var staleWhy []string
+	flushed := 0
+	for _, s := range rs.standbys {
+		switch {
+		case flushing && s.Created.Before(flush.Seen):
+			stale = append(stale, s)
+			staleWhy = append(staleWhy, fmt.Sprintf("pool flush requested by %s, seen at %s", flush.By, flush.Seen.UTC().Format(time.RFC3339)))
+			flushed++
+		case rs.role.MaxAge > 0 && !pl.in.Now.Before(expiry(rs.role, s)):
+			// A standby expires as a member does; replaced before it
+			// could be claimed at its age.
+			stale = append(stale, s)
+			staleWhy = append(staleWhy, "standby past max_age")
+		case pl.olderVersion(rs, s):
+			// Powered off, it cannot converge to the new version in
+			// place as a running standby does: rebuilt.
+			stale = append(stale, s)
+			staleWhy = append(staleWhy, "stopped standby of an older version")
+		}
+	}
+	if flushing && flushed == 0 && deleting == 0 {
+		pl.plan.FlushDone = append(pl.plan.FlushDone, PoolFlush{Role: rs.role.Name, Record: flush})
+	}
+	switch {
+	case deleting > 0:
+		// One standby deleted at a time.
+	case len(failed) > 0:
+		pl.deleteStandby(rs, failed[0], "standby failed (Nova ERROR, or not converged within boot_timeout)")
+	case len(stale) > 0 && creating == 0:
+		// A flush, or standbys past max_age: one standby at a time, each replaced (by the refill)
+		// before the next goes, so the pool keeps its other standbys.
+		pl.deleteStandby(rs, stale[0], staleWhy[0])
+	case have > size && creating == 0:
+		victim := rs.standbys[0] // the oldest; a not-ready one first
+		for _, s := range rs.standbys {
+			if pl.standbyState(rs, s) != store.StandbyReady {
+				victim = s
+				break
+			}
+		}
+		pl.deleteStandby(rs, victim, fmt.Sprintf("warm pool over its size %d", size))
+	}
+	if have >= size {
+		return
+	}
+	why := short
+	if why == "" {
+		why = rs.doubt
+	}
+	if why == "" && creating > 0 {
+		return // one at a time; not held back
+	}
+	if why == "" {
+		why = pl.gate(rs, need{create: true, pool: true})
+	}
+	if why != "" {
+		rep.Why = why
+		return
+	}
+	e := pl.newEntry(rs.role, store.KindCreate, fmt.Sprintf("warm pool refill: %d of %d", have, size))
+	e.Phase, e.NewName, e.Standby = store.PhaseCreating, pl.freeName(rs.role), true
+	rep.Creating++
+	pl.add(OpCreate, e, e.Reason)
+}
+
+// deleteStandby deletes standby s through a journal entry; it serves
+// nothing, so it spends no budget and needs no min_healthy, but a
+// disarmed or paused reaper deletes nothing.
+func (pl *planner) deleteStandby(rs *roleServers, s *Server, why string) {
+	if g := pl.gate(rs, need{armed: true, unpaused: true, victim: s}); g != "" {
+		pl.block("%s: delete of standby %s waits: %s", rs.role.Name, s.Name, g)
+		return
+	}
+	e := pl.newEntry(rs.role, store.KindDelete, why)
+	e.Phase, e.OldName, e.OldID, e.Standby = store.PhaseDeleting, s.Name, s.ID, true
+	pl.add(OpDelete, e, why)
+}
+
+// PoolFlush is a role's pool flush request, as a plan acknowledges or
+// ends it.
+type PoolFlush struct {
+	Role   string
+	Record store.PoolFlushRecord
+}
+
+// inMaintenance reports whether node has Consul's node maintenance check.
+func (pl *planner) inMaintenance(node string) bool {
+	for _, c := range pl.byNode[node] {
+		if c.CheckID == maintNodeCheck {
+			return true
+		}
+	}
+	return false
+}
