@@ -461,3 +461,61 @@ func TestACLGeneratedWatchesRunOnTheAgentsDefaultToken(t *testing.T) {
 		return err == nil && strings.Contains(string(b), `"services::web::address": ["10.0.0.1", "10.0.0.2", "10.0.0.3"]`)
 	}, func() string { b, _ := os.ReadFile(out); return string(b) })
 }
+
+// `orchestrate standby` holds the node's maintenance through its own agent,
+// which needs node write on that node: node.hcl alone refuses it (exit 3
+// naming node:write), the node's token given the node identity of its host
+// (`consul acl token create -policy-name orchestrate-node -node-identity
+// HOST:DC`, README) does it.
+func TestACLStandbyNeedsTheNodeIdentity(t *testing.T) {
+	t.Parallel()
+	w := newACLWorld(t)
+	host := w.agent.NodeName
+	rec, err := json.Marshal(store.StandbyRecord{Role: "web", Host: host, ID: "id-1", State: store.StandbyReady, Created: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.admin.KV().Put(&api.KVPair{Key: store.PoolKey("orchestrate", "web", host), Value: rec}, nil); err != nil {
+		t.Fatal(err)
+	}
+	inMaintenance := func() bool {
+		checks, err := w.admin.Agent().Checks()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return checks[store.NodeMaintenanceCheck] != nil
+	}
+	plain := w.token(t, policyText(t, "node.hcl", ""))
+	must(t, "standby with node.hcl alone", w.run(t, plain, "orchestrate", "standby", "--role", "web"), 3, "node:write")
+	if inMaintenance() {
+		t.Fatal("maintenance set by a refused token")
+	}
+
+	pol, _, err := w.admin.ACL().PolicyCreate(&api.ACLPolicy{Name: "orchestrate-node", Rules: policyText(t, "node.hcl", "")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := w.admin.ACL().TokenCreate(&api.ACLToken{
+		Policies:       []*api.ACLTokenPolicyLink{{ID: pol.ID}},
+		NodeIdentities: []*api.ACLNodeIdentity{{NodeName: host, Datacenter: w.agent.Datacenter}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte(tok.SecretID+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "standby with the node identity", w.run(t, file, "orchestrate", "standby", "--role", "web"), 0, "")
+	if !inMaintenance() {
+		t.Fatal("a standby's node is not in maintenance after orchestrate standby")
+	}
+	// Claimed: the record goes, the maintenance with it.
+	if _, err := w.admin.KV().Delete(store.PoolKey("orchestrate", "web", host), nil); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "standby after the claim", w.run(t, file, "orchestrate", "standby", "--role", "web"), 0, "")
+	if inMaintenance() {
+		t.Fatal("maintenance left after the claim")
+	}
+}
