@@ -51,14 +51,7 @@ roles:
     boot_timeout: 20s
     boot: {flavor: m1, image: debian, name_template: "web{n}"}
 ` + extra
-	c, err := reaper.ParseConfig(strings.NewReader(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return parseConfig(t, text)
 }
 
 // testLogger logs at debug level in verbose runs, unless REAPER_TEST_LOG

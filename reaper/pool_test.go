@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -251,6 +252,14 @@ func (w *poolWorld) ready() int {
 }
 
 // serving is the web nodes Consul returns as passing (DNS's answer).
+// serves: name is among the role's serving nodes.
+func (w *poolWorld) serves(name string) bool { return slices.Contains(w.serving(), name) }
+
+// exists: the cloud still holds a server called name.
+func (w *poolWorld) exists(name string) bool {
+	return slices.ContainsFunc(w.sim.Servers(), func(s reaper.Server) bool { return s.Name == name })
+}
+
 func (w *poolWorld) serving() []string {
 	s, err := simcloud.ServingNodes(context.Background(), w.c, "web")
 	if err != nil {
@@ -348,19 +357,14 @@ func TestWarmPoolReplacesFromTheStandbys(t *testing.T) {
 	}
 	decided := w.clock()
 	steps := w.stepUntil(4, "the claimed standby serving", func() bool {
-		return strings.Contains(","+strings.Join(w.serving(), ",")+",", ","+claimed+",")
+		return w.serves(claimed)
 	})
 	t.Logf("claimed %s served %s after the decision (%d cycles)", claimed, w.clock().Sub(decided), steps)
 	if steps > 2 {
 		t.Errorf("the claimed standby served after %d cycles, want at most 2", steps)
 	}
 	w.stepUntil(10, "web2 deleted and the pool refilled", func() bool {
-		for _, s := range w.sim.Servers() {
-			if s.Name == "web2" {
-				return false
-			}
-		}
-		return w.ready() == 2
+		return !w.exists("web2") && w.ready() == 2
 	})
 	w.checkStandbys()
 	if m := w.members(); len(m) != 3 {
@@ -459,12 +463,7 @@ func TestClaimSurvivesLeaderKilledAtEachStep(t *testing.T) {
 			w.ctx = context.Background()
 			w.newLeader()
 			w.stepUntil(12, "web1 replaced and the pool refilled", func() bool {
-				for _, s := range w.sim.Servers() {
-					if s.Name == "web1" {
-						return false
-					}
-				}
-				return len(w.serving()) == 3 && w.ready() == 1
+				return !w.exists("web1") && len(w.serving()) == 3 && w.ready() == 1
 			})
 			w.checkStandbys()
 			claimedIDs := map[string]bool{}
@@ -655,16 +654,11 @@ func TestWarmPoolStopped(t *testing.T) {
 		t.Fatalf("%d starts for one claim", w.sim.Starts.Load())
 	}
 	steps := w.stepUntil(4, "the claimed standby serving", func() bool {
-		return strings.Contains(","+strings.Join(w.serving(), ",")+",", ","+claimed+",")
+		return w.serves(claimed)
 	})
 	t.Logf("claimed stopped standby %s served after %d cycles", claimed, steps)
 	w.stepUntil(20, "web3 deleted and the pool refilled and stopped", func() bool {
-		for _, s := range w.sim.Servers() {
-			if s.Name == "web3" {
-				return false
-			}
-		}
-		return w.stopped() == 2
+		return !w.exists("web3") && w.stopped() == 2
 	})
 	w.checkStandbys()
 	if m := w.members(); len(m) != 3 {
