@@ -141,12 +141,30 @@ func (pl *planner) claim(rs *roleServers, e *Entry, s *Server) {
 	pl.inEntry[s.ID] = StateNew
 }
 
-// belowCount reports whether any role has fewer members (and entries
-// bringing members) than its desired count: no standby is created then.
-func (pl *planner) belowCount(roles []*roleServers) string {
+// refillHeld says why no standby may be created this cycle, or "": any
+// role has a member awaiting replacement (a state that is replaced, or
+// past max_age), a replacement under way, a create of a member not made
+// yet, or fewer members than its count. The quota is the project's: a
+// slot a delete frees goes to real demand, never to the pool first.
+func (pl *planner) refillHeld(roles []*roleServers) string {
 	for _, rs := range roles {
-		if n, want := pl.count(rs), pl.desired(rs.role); n < want {
-			return fmt.Sprintf("role %s is below its count (%d of %d)", rs.role.Name, n, want)
+		r := rs.role
+		for _, e := range rs.entries {
+			switch {
+			case e.Standby || e.Kind == store.KindDelete:
+			case e.Kind == store.KindReplace:
+				return fmt.Sprintf("role %s is replacing %s (entry %s)", r.Name, e.OldName, e.ID)
+			case e.Phase == store.PhaseCreating || e.Phase == store.PhaseClaiming:
+				return fmt.Sprintf("role %s is creating %s (entry %s)", r.Name, e.NewName, e.ID)
+			}
+		}
+		for _, s := range pl.worstFirst(rs.free) {
+			if st := pl.statesOf[s.ID]; st.props().replace || st == StateExpired {
+				return fmt.Sprintf("role %s has a member awaiting replacement (%s, %s)", r.Name, s.Name, st)
+			}
+		}
+		if n, want := pl.count(rs), pl.desired(r); n < want {
+			return fmt.Sprintf("role %s is below its count (%d of %d)", r.Name, n, want)
 		}
 	}
 	return ""
@@ -155,8 +173,9 @@ func (pl *planner) belowCount(roles []*roleServers) string {
 // pool keeps the role's warm pool after the role's own work: it keeps the
 // standbys' nodes in maintenance, deletes failed standbys (and standbys
 // over the size) one at a time, and creates one standby at a time while
-// the pool is short, never while any role is below its count (short
-// says which), nor while the pool's backoff or a create gate holds.
+// the pool is short, never while any role needs a server (short says
+// why: see refillHeld), nor while the pool's backoff or a create gate
+// holds.
 func (pl *planner) pool(rs *roleServers, short string) {
 	size := rs.role.PoolSize()
 	var creating, deleting int
