@@ -215,6 +215,37 @@ func (pl *planner) pool(rs *roleServers, short string) {
 	}
 	rs.pool = rep
 	have := len(rs.standbys) + creating
+	stale, staleWhy := pl.staleStandbys(rs, deleting)
+	switch {
+	case deleting > 0:
+		// One standby deleted at a time.
+	case len(failed) > 0:
+		pl.deleteStandby(rs, failed[0], "standby failed (Nova ERROR, or not converged within boot_timeout)")
+	case len(stale) > 0 && creating == 0:
+		// A flush, or standbys past max_age: one standby at a time, each replaced (by the refill)
+		// before the next goes, so the pool keeps its other standbys.
+		pl.deleteStandby(rs, stale[0], staleWhy[0])
+	case have > size && creating == 0:
+		victim := rs.standbys[0] // the oldest; a not-ready one first
+		for _, s := range rs.standbys {
+			if pl.standbyState(rs, s) != store.StandbyReady {
+				victim = s
+				break
+			}
+		}
+		pl.deleteStandby(rs, victim, fmt.Sprintf("warm pool over its size %d", size))
+	}
+	if have < size {
+		pl.refill(rs, have, creating, short)
+	}
+}
+
+// staleStandbys lists the role's standbys to rebuild, with why: made
+// before a pool flush request, past max_age, or stopped on an older
+// version. A new flush request is acknowledged (stamped with this
+// reaper's clock) and carried out from the next cycle; one with nothing
+// left to rebuild, and no standby delete under way, is done.
+func (pl *planner) staleStandbys(rs *roleServers, deleting int) (stale []*Server, staleWhy []string) {
 	flush, flushing := pl.in.PoolFlush[rs.role.Name]
 	if flushing && flush.Seen.IsZero() {
 		// Acknowledged first (by this reaper's clock); carried out from
@@ -223,8 +254,6 @@ func (pl *planner) pool(rs *roleServers, short string) {
 		pl.plan.FlushSeen = append(pl.plan.FlushSeen, PoolFlush{Role: rs.role.Name, Record: flush})
 		flushing = false
 	}
-	var stale []*Server
-	var staleWhy []string
 	flushed := 0
 	for _, s := range rs.standbys {
 		switch {
@@ -247,28 +276,14 @@ func (pl *planner) pool(rs *roleServers, short string) {
 	if flushing && flushed == 0 && deleting == 0 {
 		pl.plan.FlushDone = append(pl.plan.FlushDone, PoolFlush{Role: rs.role.Name, Record: flush})
 	}
-	switch {
-	case deleting > 0:
-		// One standby deleted at a time.
-	case len(failed) > 0:
-		pl.deleteStandby(rs, failed[0], "standby failed (Nova ERROR, or not converged within boot_timeout)")
-	case len(stale) > 0 && creating == 0:
-		// A flush, or standbys past max_age: one standby at a time, each replaced (by the refill)
-		// before the next goes, so the pool keeps its other standbys.
-		pl.deleteStandby(rs, stale[0], staleWhy[0])
-	case have > size && creating == 0:
-		victim := rs.standbys[0] // the oldest; a not-ready one first
-		for _, s := range rs.standbys {
-			if pl.standbyState(rs, s) != store.StandbyReady {
-				victim = s
-				break
-			}
-		}
-		pl.deleteStandby(rs, victim, fmt.Sprintf("warm pool over its size %d", size))
-	}
-	if have >= size {
-		return
-	}
+	return stale, staleWhy
+}
+
+// refill creates one standby for the role's short pool (have of its
+// size, creating of them being created), unless short says why no
+// standby may be created (see refillHeld), the role's Nova list is in
+// doubt, or the gate holds creates; why goes in the pool's report.
+func (pl *planner) refill(rs *roleServers, have, creating int, short string) {
 	why := short
 	if why == "" {
 		why = rs.doubt
@@ -280,12 +295,12 @@ func (pl *planner) pool(rs *roleServers, short string) {
 		why = pl.gate(rs, need{create: true, pool: true})
 	}
 	if why != "" {
-		rep.Why = why
+		rs.pool.Why = why
 		return
 	}
-	e := pl.newEntry(rs.role, store.KindCreate, fmt.Sprintf("warm pool refill: %d of %d", have, size))
+	e := pl.newEntry(rs.role, store.KindCreate, fmt.Sprintf("warm pool refill: %d of %d", have, rs.role.PoolSize()))
 	e.Phase, e.NewName, e.Standby = store.PhaseCreating, pl.freeName(rs.role), true
-	rep.Creating++
+	rs.pool.Creating++
 	pl.add(OpCreate, e, e.Reason)
 }
 
