@@ -503,8 +503,9 @@ func (w *scaleWorld) runCLI(args ...string) (int, string) {
 // negative one does not shrink: the huge report counts at the role's
 // plausible_max (4 x target), the negative one (refused by `orchestrate
 // report-metric`, written past it straight into KV) counts as no report;
-// the decision and the metrics say so. With every report unusable the
-// metric is in doubt: the role holds, and the hold is counted. On main,
+// the decision and the metrics say so. With every report unusable
+// (negative, or a value JSON cannot carry) the metric is in doubt: the
+// role holds, and the hold is counted. On main,
 // serving x value / target overflowed an int and recommended min.
 func TestImplausibleReportsNeverShrinkARoleAtMax(t *testing.T) {
 	t.Parallel()
@@ -562,10 +563,17 @@ func TestImplausibleReportsNeverShrinkARoleAtMax(t *testing.T) {
 		t.Fatalf("reaper status does not show the clamped report:\n%s", out)
 	}
 
-	// Every report negative: fewer than half usable, the metric is in
-	// doubt: hold, counted.
+	// No usable report: negative ones, and values JSON cannot carry (an
+	// overflowing number, NaN) written by hand. Fewer than half usable,
+	// the metric is in doubt: hold, counted; the cycles go on.
 	for range 12 {
-		report(map[string]float64{"web1": -1e300, "web2": -50, "web3": -50, "web4": -50})
+		report(map[string]float64{"web1": -1e300, "web2": -50})
+		for host, v := range map[string]string{"web3": "1e999", "web4": "NaN"} {
+			rec := fmt.Sprintf(`{"value":%s,"time":%q}`, v, w.clock().UTC().Format(time.RFC3339))
+			if _, err := w.c.KV().Put(&api.KVPair{Key: store.MetricKey(prefix, "web", host, "load"), Value: []byte(rec)}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
 		w.step()
 	}
 	d = w.lastDecision()
