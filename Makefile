@@ -56,9 +56,11 @@ fmt-check:
 ## test: what CI runs. CI=true makes every test that needs Consul, Puppet or
 ## Nova fail rather than skip when its tool is missing. The whole suite runs
 ## with the real-Nova test cloud up (see nova-up below), which is stopped
-## afterwards unless it was already running.
+## afterwards unless it was already running. Then the autoscaling decision
+## is fuzzed for 20 s (its seeds, reaper/testdata/fuzz, run with the suite).
 test: test-deps vet fmt-check
 	NOVA_E2E_DIR=$(NOVA_E2E_DIR) GO=$(GO) scripts/nova/e2e.sh ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzAutoscaleDecision$$' -fuzztime 20s ./reaper
 
 ## demo: build everything, start a dev Consul on free loopback ports and run
 ## a short orchestrate session against it; stops what it started.

@@ -63,6 +63,11 @@ type MetricSource struct {
 	MaxAge Duration `yaml:"max_age"`
 	// Prometheus is the query and how to reach the server (prometheus).
 	Prometheus *PrometheusSource `yaml:"prometheus"`
+	// PlausibleMax is the most one node's value can be: a node's report
+	// above it is taken at it (one node's report is one vote), and a
+	// Prometheus value above it puts the metric in doubt. Default
+	// defaultPlausibleFactor x target.
+	PlausibleMax float64 `yaml:"plausible_max"`
 }
 
 // PrometheusSource evaluates PromQL through Prometheus' HTTP API
@@ -103,6 +108,15 @@ const (
 	// 3m: a node reporting every minute misses two reports before it is
 	// left out of the average.
 	defaultMetricMaxAge = 3 * time.Minute
+	// 4 x target: a node at four times its target is past saturation for
+	// a utilization target (0.25 to 0.8 of a resource puts it at 1.0 to
+	// 3.2), so an honest report is rarely clamped; and one node's report
+	// adds at most 4 x target to the role's total, so one lying node moves
+	// the recommendation at most 4 servers above what the others' load
+	// needs (alone, it reaches max only where max is within 4 of that).
+	// A role whose honest values run higher (a rate, a queue length)
+	// sets plausible_max.
+	defaultPlausibleFactor = 4
 	// 10s per Prometheus query: a cycle must not wait on a slow server.
 	defaultPromTimeout = 10 * time.Second
 	defaultHostLabel   = "host"
@@ -169,6 +183,16 @@ func (a *Autoscale) validate(field string, r *Role) error {
 		return fmt.Errorf("%s.scale_out.stabilization: a scale out is never held back for a window (only scale_in has one)", field)
 	case r.Desired != 0 && (r.Desired < a.Min || r.Desired > a.Max):
 		return fmt.Errorf("%s: the role's desired %d is outside min %d .. max %d", field, r.Desired, a.Min, a.Max)
+	}
+	if a.Metric.PlausibleMax == 0 {
+		// Its default follows the target, so it is set once the target
+		// is known good (and a policy built in code gets it too).
+		a.Metric.PlausibleMax = defaultPlausibleFactor * a.Target
+	}
+	switch {
+	case !(a.Metric.PlausibleMax > a.Target) || math.IsInf(a.Metric.PlausibleMax, 0):
+		// NaN fails the first test too.
+		return fmt.Errorf("%s.metric.plausible_max: must be a finite number above target %v (default %d x target), got %v", field, a.Target, defaultPlausibleFactor, a.Metric.PlausibleMax)
 	}
 	return a.Metric.validate(field + ".metric")
 }

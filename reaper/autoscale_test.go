@@ -489,6 +489,102 @@ func TestLostMetricHolds(t *testing.T) {
 	}
 }
 
+// runCLI runs the orchestrate command against the world's agent and
+// returns its exit code and standard error; the connection flags go
+// right after the command's name, so args may end in "--" and operands.
+func (w *scaleWorld) runCLI(args ...string) (int, string) {
+	var out, errOut bytes.Buffer
+	args = append([]string{args[0], "--consul-addr", w.agent.HTTPAddr, "--prefix", prefix, "--log-level", "warn"}, args[1:]...)
+	code := orchestrate.Run(context.Background(), args, orchestrate.IO{Stdout: &out, Stderr: &errOut})
+	return code, errOut.String()
+}
+
+// A role at its max whose nodes' reports include a huge one and a
+// negative one does not shrink: the huge report counts at the role's
+// plausible_max (4 x target), the negative one (refused by `orchestrate
+// report-metric`, written past it straight into KV) counts as no report;
+// the decision and the metrics say so. With every report unusable
+// (negative, or a value JSON cannot carry) the metric is in doubt: the
+// role holds, and the hold is counted. On main,
+// serving x value / target overflowed an int and recommended min.
+func TestImplausibleReportsNeverShrinkARoleAtMax(t *testing.T) {
+	t.Parallel()
+	w := newScaleWorld(t, strings.Replace(scaleConfig, "max: 10", "max: 4", 1), 4)
+	w.report = false
+	// `orchestrate report-metric` refuses a negative value: exit 2,
+	// nothing written.
+	for _, v := range []string{"-50", "-1e300"} {
+		if code, stderr := w.runCLI("report-metric", "--role", "web", "--host", "web2", "load", "--", v); code != 2 || !strings.Contains(stderr, "negative") {
+			t.Fatalf("report-metric %s: exit %d, %s; want 2, refused as negative", v, code, stderr)
+		}
+	}
+	if p, _, err := w.c.KV().Get(store.MetricKey(prefix, "web", "web2", "load"), nil); err != nil || p != nil {
+		t.Fatalf("a refused report was written: %v %v", p, err)
+	}
+	// Reports in the world's time: through the store as report-metric
+	// writes them, and a negative one straight into KV, as a node past
+	// its own tooling would.
+	report := func(vals map[string]float64) {
+		t.Helper()
+		for host, v := range vals {
+			if v >= 0 {
+				if err := w.st.ReportMetric(context.Background(), "web", host, "load", v); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			rec := fmt.Sprintf(`{"value":%g,"time":%q}`, v, w.clock().UTC().Format(time.RFC3339))
+			if _, err := w.c.KV().Put(&api.KVPair{Key: store.MetricKey(prefix, "web", host, "load"), Value: []byte(rec)}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// 14 minutes: past the stabilization window and every cooldown.
+	for range 28 {
+		report(map[string]float64{"web1": 1e300, "web2": -50, "web3": 0.6, "web4": 0.6})
+		w.step()
+	}
+	d := w.lastDecision()
+	if len(w.scaled) != 0 || len(w.deleted) != 0 || w.desired() != 4 {
+		t.Fatalf("the role moved: changes %v, deleted %v, desired %d; decision %+v", w.scaled, w.deleted, w.desired(), d)
+	}
+	// (2.4 + 0.6 + 0.6) / 3 = 1.2 over 3 of 4: recommends max, holds at it.
+	if d.Result != store.ResultHold || !strings.Contains(d.Reason, "report(s) above plausible_max 2.4 taken at it") || !strings.Contains(d.Reason, "web2 (-50)") ||
+		len(d.Clamped) != 1 || len(d.Ignored) != 1 || d.Recommended != 4 {
+		t.Fatalf("decision %+v: want a hold at max naming web1's clamped and web2's ignored report", d)
+	}
+	m := metricsText(t, w.r)
+	for _, want := range []string{`reaper_autoscale_reports_clamped{role="web"} 1`, `reaper_autoscale_reports_ignored{role="web"} 1`, `reaper_autoscale_metric_in_doubt_total{role="web"} 0`} {
+		if !strings.Contains(m, want+"\n") {
+			t.Fatalf("metrics lack %s:\n%s", want, m)
+		}
+	}
+	if out := w.cli("reaper", "status"); !strings.Contains(out, "taken at it") {
+		t.Fatalf("reaper status does not show the clamped report:\n%s", out)
+	}
+
+	// No usable report: negative ones, and values JSON cannot carry (an
+	// overflowing number, NaN) written by hand. Fewer than half usable,
+	// the metric is in doubt: hold, counted; the cycles go on.
+	for range 12 {
+		report(map[string]float64{"web1": -1e300, "web2": -50})
+		for host, v := range map[string]string{"web3": "1e999", "web4": "NaN"} {
+			rec := fmt.Sprintf(`{"value":%s,"time":%q}`, v, w.clock().UTC().Format(time.RFC3339))
+			if _, err := w.c.KV().Put(&api.KVPair{Key: store.MetricKey(prefix, "web", host, "load"), Value: []byte(rec)}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.step()
+	}
+	d = w.lastDecision()
+	if len(w.scaled) != 0 || len(w.deleted) != 0 || d.Result != store.ResultHold || !strings.HasPrefix(d.Reason, "metric: only 0 of 4") {
+		t.Fatalf("with every report negative: changes %v, deleted %v, decision %+v", w.scaled, w.deleted, d)
+	}
+	if m := metricsText(t, w.r); !strings.Contains(m, `reaper_autoscale_metric_in_doubt_total{role="web"} 12`+"\n") {
+		t.Fatalf("in-doubt holds not counted:\n%s", m)
+	}
+}
+
 // Exhausted quota is announced: creates failing for quota publish
 // <prefix>/capacity/web, shown by status and the reaper's check, and the
 // record goes once a created server is ACTIVE.

@@ -104,6 +104,10 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{name: "autoscale consul metric without a name", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: consul}}", want: "roles[web].autoscale.metric.name"},
 		{name: "autoscale tolerance of 1", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, tolerance: 1, metric: {source: consul, name: load}}", want: "autoscale.tolerance"},
 		{name: "autoscale stabilization on scale out", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, scale_out: {stabilization: 1m}, metric: {source: consul, name: load}}", want: "scale_out.stabilization"},
+		{name: "autoscale plausible_max below the target", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: consul, name: load, plausible_max: 0.4}}", want: "metric.plausible_max: must be a finite number above target 0.5 (default 4 x target), got 0.4"},
+		{name: "autoscale plausible_max NaN", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: consul, name: load, plausible_max: .nan}}", want: "metric.plausible_max"},
+		{name: "autoscale plausible_max infinite", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: consul, name: load, plausible_max: .inf}}", want: "metric.plausible_max"},
+		{name: "autoscale target whose default plausible_max overflows", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 1e308, min: 2, max: 4, metric: {source: consul, name: load}}", want: "metric.plausible_max: must be a finite number above target 1e+308 (default 4 x target), got +Inf"},
 		{name: "prometheus without a query", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://127.0.0.1:9090'}}}", want: "metric.prometheus.query"},
 		{name: "prometheus url with credentials", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://u:secret@127.0.0.1:9090', query: up}}}", want: "credentials in the URL"},
 		{name: "prometheus password inline", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://127.0.0.1:9090', query: up, basic_auth: {username: u, password: secret}}}}", want: "basic_auth.password: give the password in a file"},
@@ -156,7 +160,8 @@ func TestLoadConfigRefusesAnEndlessFile(t *testing.T) {
 }
 
 // Every YAML block of README.md is a valid configuration, and the first,
-// the reference, documents the real defaults.
+// the reference, and the second, the autoscaling example, document the
+// real defaults.
 func TestREADMEConfigIsValid(t *testing.T) {
 	data, err := os.ReadFile("README.md")
 	if err != nil {
@@ -186,6 +191,16 @@ func TestREADMEConfigIsValid(t *testing.T) {
 		}
 		if err := c.Validate(); err != nil {
 			t.Fatalf("block %d: %v", i+1, err)
+		}
+		if i == 1 {
+			// The autoscaling example writes each default out: they are
+			// the real ones.
+			a := c.Roles[0].Autoscale
+			if a.Metric.PlausibleMax != defaultPlausibleFactor*a.Target || a.Metric.MaxAge.D() != defaultMetricMaxAge || *a.Tolerance != defaultTolerance ||
+				a.ScaleOut.MaxStep != defaultScaleOutStep || a.ScaleOut.Cooldown.D() != defaultScaleOutCooldown ||
+				a.ScaleIn.MaxStep != defaultScaleInStep || a.ScaleIn.Cooldown.D() != defaultScaleInCooldown || a.ScaleIn.Stabilization.D() != defaultStabilization {
+				t.Fatalf("README.md's autoscaling example documents defaults that are not the real ones: %+v", a)
+			}
 		}
 		if i > 0 {
 			continue

@@ -39,6 +39,12 @@ type Metrics struct {
 	exhausted   map[string]bool
 	scaleValue  map[string]float64
 	recommended map[string]int
+	// Per autoscaled role: the cycles whose decision held because its
+	// metric was in doubt (a counter), and the nodes' reports its last
+	// decision clamped to plausible_max and ignored (not a load).
+	metricDoubt map[string]int
+	clamped     map[string]int
+	ignored     map[string]int
 	// Per role with a warm pool: its size, its standbys by state, and
 	// the claims whose standby served (count, and seconds from claim to
 	// serving, summed).
@@ -51,7 +57,7 @@ type Metrics struct {
 // NewMetrics returns empty metrics.
 func NewMetrics() *Metrics {
 	return &Metrics{nodes: map[[2]string]int{}, actions: map[[2]string]int{}, cloudErrors: map[string]int{},
-		claims: map[string]int{}, claimSecs: map[string]float64{}}
+		claims: map[string]int{}, claimSecs: map[string]float64{}, metricDoubt: map[string]int{}}
 }
 
 func (m *Metrics) setLeader(v bool) {
@@ -85,6 +91,7 @@ func (m *Metrics) cycle(p *Plan, dryRun bool, backoff time.Duration, roleBackoff
 	m.paused, m.armed = p.Paused, p.Armed
 	m.nodes = map[[2]string]int{}
 	m.desired, m.exhausted, m.scaleValue, m.recommended = map[string]int{}, map[string]bool{}, map[string]float64{}, map[string]int{}
+	m.clamped, m.ignored = map[string]int{}, map[string]int{}
 	m.poolSize, m.standbys = map[string]int{}, map[[2]string]int{}
 	for _, c := range p.Claims {
 		m.claims[c.Role]++
@@ -106,6 +113,13 @@ func (m *Metrics) cycle(p *Plan, dryRun bool, backoff time.Duration, roleBackoff
 			m.recommended[r.Name] = a.Last.Recommended
 			if a.Last.Value != nil {
 				m.scaleValue[r.Name] = *a.Last.Value
+			}
+			m.clamped[r.Name], m.ignored[r.Name] = len(a.Last.Clamped), len(a.Last.Ignored)
+			if _, ok := m.metricDoubt[r.Name]; !ok {
+				m.metricDoubt[r.Name] = 0
+			}
+			if decisionWhy(*a.Last) == whyMetric {
+				m.metricDoubt[r.Name]++
 			}
 		}
 	}
@@ -186,6 +200,12 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	perRole("reaper_capacity_exhausted", "1 while creates of the role fail for quota or capacity (no valid host); the reason is in <prefix>/capacity/<role>.", mapValues(m.exhausted, func(b bool) string { return fmt.Sprint(oneIfTrue(b)) }))
 	perRole("reaper_autoscale_value", "An autoscaled role's metric as its last decision used it.", mapValues(m.scaleValue, func(v float64) string { return fmt.Sprint(v) }))
 	perRole("reaper_autoscale_recommended", "An autoscaled role's recommended count at its last decision.", mapValues(m.recommended, func(n int) string { return fmt.Sprint(n) }))
+	perRole("reaper_autoscale_reports_clamped", "Nodes' reports an autoscaled role's last decision took at its plausible_max (one node's report is one vote).", mapValues(m.clamped, func(n int) string { return fmt.Sprint(n) }))
+	perRole("reaper_autoscale_reports_ignored", "Nodes' reports an autoscaled role's last decision ignored: negative or not finite, not a load.", mapValues(m.ignored, func(n int) string { return fmt.Sprint(n) }))
+	sb.WriteString("# HELP reaper_autoscale_metric_in_doubt_total Cycles whose autoscaling decision held because the role's metric was in doubt (unreadable, too few usable reports, a value that cannot be a load).\n# TYPE reaper_autoscale_metric_in_doubt_total counter\n")
+	for _, r := range slices.Sorted(maps.Keys(m.metricDoubt)) {
+		fmt.Fprintf(&sb, "reaper_autoscale_metric_in_doubt_total{role=%q} %d\n", r, m.metricDoubt[r])
+	}
 	perRole("reaper_pool_size", "A role's warm pool size, as configured.", mapValues(m.poolSize, func(n int) string { return fmt.Sprint(n) }))
 	sb.WriteString("# HELP reaper_pool_standbys A role's warm pool standbys by state (building, converging, ready, failed), as the last cycle saw them.\n# TYPE reaper_pool_standbys gauge\n")
 	for _, k := range sortedKeys(m.standbys) {

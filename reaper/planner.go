@@ -104,7 +104,7 @@ func (in Input) Plan() *Plan {
 	pl.doubtLists(roles)
 	pl.pause(roles)
 	pl.startGate(roles)
-	short := pl.belowCount(roles)
+	short := pl.refillHeld(roles)
 	for _, p := range in.PoolFlushProblems {
 		pl.block("%s: no flush carried out for it (`consul kv delete` it, or run orchestrate pool flush again)", p)
 	}

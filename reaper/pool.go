@@ -141,12 +141,30 @@ func (pl *planner) claim(rs *roleServers, e *Entry, s *Server) {
 	pl.inEntry[s.ID] = StateNew
 }
 
-// belowCount reports whether any role has fewer members (and entries
-// bringing members) than its desired count: no standby is created then.
-func (pl *planner) belowCount(roles []*roleServers) string {
+// refillHeld says why no standby may be created this cycle, or "": any
+// role has a member awaiting replacement (a state that is replaced, or
+// past max_age), a replacement under way, a create of a member not made
+// yet, or fewer members than its count. The quota is the project's: a
+// slot a delete frees goes to real demand, never to the pool first.
+func (pl *planner) refillHeld(roles []*roleServers) string {
 	for _, rs := range roles {
-		if n, want := pl.count(rs), pl.desired(rs.role); n < want {
-			return fmt.Sprintf("role %s is below its count (%d of %d)", rs.role.Name, n, want)
+		r := rs.role
+		for _, e := range rs.entries {
+			switch {
+			case e.Standby || e.Kind == store.KindDelete:
+			case e.Kind == store.KindReplace:
+				return fmt.Sprintf("role %s is replacing %s (entry %s)", r.Name, e.OldName, e.ID)
+			case e.Phase == store.PhaseCreating || e.Phase == store.PhaseClaiming:
+				return fmt.Sprintf("role %s is creating %s (entry %s)", r.Name, e.NewName, e.ID)
+			}
+		}
+		for _, s := range pl.worstFirst(rs.free) {
+			if st := pl.statesOf[s.ID]; st.props().replace || st == StateExpired {
+				return fmt.Sprintf("role %s has a member awaiting replacement (%s, %s)", r.Name, s.Name, st)
+			}
+		}
+		if n, want := pl.count(rs), pl.desired(r); n < want {
+			return fmt.Sprintf("role %s is below its count (%d of %d)", r.Name, n, want)
 		}
 	}
 	return ""
@@ -155,8 +173,9 @@ func (pl *planner) belowCount(roles []*roleServers) string {
 // pool keeps the role's warm pool after the role's own work: it keeps the
 // standbys' nodes in maintenance, deletes failed standbys (and standbys
 // over the size) one at a time, and creates one standby at a time while
-// the pool is short, never while any role is below its count (short
-// says which), nor while the pool's backoff or a create gate holds.
+// the pool is short, never while any role needs a server (short says
+// why: see refillHeld), nor while the pool's backoff or a create gate
+// holds.
 func (pl *planner) pool(rs *roleServers, short string) {
 	size := rs.role.PoolSize()
 	var creating, deleting int
@@ -196,6 +215,37 @@ func (pl *planner) pool(rs *roleServers, short string) {
 	}
 	rs.pool = rep
 	have := len(rs.standbys) + creating
+	stale, staleWhy := pl.staleStandbys(rs, deleting)
+	switch {
+	case deleting > 0:
+		// One standby deleted at a time.
+	case len(failed) > 0:
+		pl.deleteStandby(rs, failed[0], "standby failed (Nova ERROR, or not converged within boot_timeout)")
+	case len(stale) > 0 && creating == 0:
+		// A flush, or standbys past max_age: one standby at a time, each replaced (by the refill)
+		// before the next goes, so the pool keeps its other standbys.
+		pl.deleteStandby(rs, stale[0], staleWhy[0])
+	case have > size && creating == 0:
+		victim := rs.standbys[0] // the oldest; a not-ready one first
+		for _, s := range rs.standbys {
+			if pl.standbyState(rs, s) != store.StandbyReady {
+				victim = s
+				break
+			}
+		}
+		pl.deleteStandby(rs, victim, fmt.Sprintf("warm pool over its size %d", size))
+	}
+	if have < size {
+		pl.refill(rs, have, creating, short)
+	}
+}
+
+// staleStandbys lists the role's standbys to rebuild, with why: made
+// before a pool flush request, past max_age, or stopped on an older
+// version. A new flush request is acknowledged (stamped with this
+// reaper's clock) and carried out from the next cycle; one with nothing
+// left to rebuild, and no standby delete under way, is done.
+func (pl *planner) staleStandbys(rs *roleServers, deleting int) (stale []*Server, staleWhy []string) {
 	flush, flushing := pl.in.PoolFlush[rs.role.Name]
 	if flushing && flush.Seen.IsZero() {
 		// Acknowledged first (by this reaper's clock); carried out from
@@ -204,8 +254,6 @@ func (pl *planner) pool(rs *roleServers, short string) {
 		pl.plan.FlushSeen = append(pl.plan.FlushSeen, PoolFlush{Role: rs.role.Name, Record: flush})
 		flushing = false
 	}
-	var stale []*Server
-	var staleWhy []string
 	flushed := 0
 	for _, s := range rs.standbys {
 		switch {
@@ -228,28 +276,14 @@ func (pl *planner) pool(rs *roleServers, short string) {
 	if flushing && flushed == 0 && deleting == 0 {
 		pl.plan.FlushDone = append(pl.plan.FlushDone, PoolFlush{Role: rs.role.Name, Record: flush})
 	}
-	switch {
-	case deleting > 0:
-		// One standby deleted at a time.
-	case len(failed) > 0:
-		pl.deleteStandby(rs, failed[0], "standby failed (Nova ERROR, or not converged within boot_timeout)")
-	case len(stale) > 0 && creating == 0:
-		// A flush, or standbys past max_age: one standby at a time, each replaced (by the refill)
-		// before the next goes, so the pool keeps its other standbys.
-		pl.deleteStandby(rs, stale[0], staleWhy[0])
-	case have > size && creating == 0:
-		victim := rs.standbys[0] // the oldest; a not-ready one first
-		for _, s := range rs.standbys {
-			if pl.standbyState(rs, s) != store.StandbyReady {
-				victim = s
-				break
-			}
-		}
-		pl.deleteStandby(rs, victim, fmt.Sprintf("warm pool over its size %d", size))
-	}
-	if have >= size {
-		return
-	}
+	return stale, staleWhy
+}
+
+// refill creates one standby for the role's short pool (have of its
+// size, creating of them being created), unless short says why no
+// standby may be created (see refillHeld), the role's Nova list is in
+// doubt, or the gate holds creates; why goes in the pool's report.
+func (pl *planner) refill(rs *roleServers, have, creating int, short string) {
 	why := short
 	if why == "" {
 		why = rs.doubt
@@ -261,12 +295,12 @@ func (pl *planner) pool(rs *roleServers, short string) {
 		why = pl.gate(rs, need{create: true, pool: true})
 	}
 	if why != "" {
-		rep.Why = why
+		rs.pool.Why = why
 		return
 	}
-	e := pl.newEntry(rs.role, store.KindCreate, fmt.Sprintf("warm pool refill: %d of %d", have, size))
+	e := pl.newEntry(rs.role, store.KindCreate, fmt.Sprintf("warm pool refill: %d of %d", have, rs.role.PoolSize()))
 	e.Phase, e.NewName, e.Standby = store.PhaseCreating, pl.freeName(rs.role), true
-	rep.Creating++
+	rs.pool.Creating++
 	pl.add(OpCreate, e, e.Reason)
 }
 

@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -53,8 +54,10 @@ func TestPoolUpkeep(t *testing.T) {
 		if del == nil || del.Entry.OldName != "web4" || !del.Entry.Standby || del.Reason != "standby past max_age" {
 			t.Fatalf("delete %v, want the expired standby web4: %v", del, p.Actions)
 		}
-		if r := p.Roles[0]; r.Count != 3 || r.Pool == nil || r.Pool.States[store.StandbyReady] != 1 || r.Pool.Creating != 1 {
-			t.Fatalf("role report %+v pool %+v", r, r.Pool)
+		// No refill while web1's replacement is under way: a slot the
+		// quota frees is the replacement's.
+		if r := p.Roles[0]; r.Count != 3 || r.Pool == nil || r.Pool.States[store.StandbyReady] != 1 || r.Pool.Creating != 0 || !strings.Contains(r.Pool.Why, "web1") {
+			t.Fatalf("role report %+v pool %+v (%s)", r, r.Pool, r.Pool.Why)
 		}
 	})
 	t.Run("a standby that has not validated the current version is not claimed", func(t *testing.T) {
@@ -150,4 +153,100 @@ func TestPoolUpkeep(t *testing.T) {
 			t.Fatalf("paused by standbys: %s", p.PauseReason)
 		}
 	})
+}
+
+// The refill never competes with real demand for the project's quota: no
+// standby is created while any role has a member awaiting replacement, a
+// replacement under way, a member's create not made yet, or fewer members
+// than its count.
+func TestPoolRefillWaitsForRealDemand(t *testing.T) {
+	pool := func(c *Config) { c.Roles[0].WarmPool = &WarmPool{Size: 1} }
+	members, checks := healthyFleet("web", 3)
+	replacing := Entry{ID: "web.1.1", Kind: store.KindReplace, Role: "web", Mode: ModeSurge, Phase: store.PhaseDraining,
+		OldName: "web1", OldID: "id-web1", NewName: "web4", NewID: "id-web4", Reason: "unhealthy",
+		Started: t0.Add(-5 * time.Minute), Updated: t0.Add(-time.Minute), DrainUntil: t0.Add(time.Minute)}
+	cases := []struct {
+		name string
+		in   func(*Input)
+		cfg  func(*Config)
+		why  string // "": a standby is created
+	}{
+		{name: "every role at its count, every member serving: the refill goes on"},
+		{name: "a dead member waits behind max_in_flight (a scale in's drain)", why: "member awaiting replacement (web2, unhealthy)",
+			in: func(in *Input) {
+				in.Servers = append(in.Servers, srv("web4", time.Hour))
+				in.Checks = append(replaceChecks(in.Checks, "web2", crit("web2")), pass("web4"))
+				in.Memory = Memory{Critical: longCrit("web2")}
+				in.Journal = []Entry{{ID: "web.1.3", Kind: store.KindDelete, Role: "web", Phase: store.PhaseDraining, OldName: "web4", OldID: "id-web4",
+					Reason: "surplus", Started: t0.Add(-time.Minute), Updated: t0.Add(-time.Minute), DrainUntil: t0.Add(time.Minute)}}
+			}},
+		{name: "a replacement whose new server boots", why: "replacing web1 (entry web.1.1)",
+			in: func(in *Input) {
+				e := replacing
+				e.Phase, e.DrainUntil = store.PhaseBooting, time.Time{}
+				in.Servers = append(in.Servers, withStatus(srv("web4", time.Minute), StatusBuild))
+				in.Journal = []Entry{e}
+			}},
+		{name: "a delete-first replacement whose create failed", why: "replacing web1 (entry web.1.1)",
+			cfg: func(c *Config) { c.Roles[0].ReplaceMode = ModeDeleteFirst },
+			in: func(in *Input) {
+				e := replacing
+				e.Mode, e.Phase, e.OldID, e.NewID, e.Attempts, e.DrainUntil = ModeDeleteFirst, store.PhaseCreating, "", "", 1, time.Time{}
+				in.Servers, in.Checks = in.Servers[1:], in.Checks[1:]
+				in.Journal = []Entry{e}
+			}},
+		{name: "a member's create not made yet (a failed attempt)", why: "creating web4 (entry web.1.2)",
+			in: func(in *Input) {
+				in.Desired = map[string]int{"web": 4}
+				in.Journal = []Entry{{ID: "web.1.2", Kind: store.KindCreate, Role: "web", Phase: store.PhaseCreating, NewName: "web4",
+					Attempts: 1, Started: t0.Add(-time.Minute), Updated: t0.Add(-20 * time.Second)}}
+			}},
+		{name: "another role below its count", why: "role db is below its count (0 of 1)",
+			in: func(in *Input) { in.Desired = map[string]int{"db": 1} }},
+		{name: "another role's dead member", why: "role db has a member awaiting replacement (db1, unhealthy)",
+			in: func(in *Input) {
+				in.Desired = map[string]int{"db": 1}
+				in.Servers = append(in.Servers, srv("db1", day))
+				in.Checks = append(in.Checks, crit("db1"))
+				in.Memory = Memory{Critical: longCrit("db1")}
+			}},
+		{name: "a member past max_age", why: "member awaiting replacement (web3, expired)",
+			cfg: func(c *Config) { c.Roles[0].MaxAge, c.Roles[0].MaxAgeJitter = Duration(10*day), 0 }},
+		{name: "a scale in under way: the refill goes on",
+			in: func(in *Input) {
+				in.Desired = map[string]int{"web": 2}
+				in.Journal = []Entry{{ID: "web.1.3", Kind: store.KindDelete, Role: "web", Phase: store.PhaseDraining, OldName: "web3", OldID: "id-web3",
+					Reason: "surplus", Started: t0.Add(-time.Minute), Updated: t0.Add(-time.Minute), DrainUntil: t0.Add(time.Minute)}}
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, pool)
+			if tc.cfg != nil {
+				cfg = testConfig(t, pool, tc.cfg)
+			}
+			in := Input{Now: t0, Config: cfg, Armed: true, Servers: append([]Server{}, members...), Checks: append([]Check{}, checks...)}
+			if tc.in != nil {
+				tc.in(&in)
+			}
+			p := in.Plan()
+			refills := 0
+			for _, a := range p.Actions {
+				if a.Op == OpCreate && a.Entry.Standby {
+					refills++
+				}
+			}
+			rep := p.Roles[0].Pool
+			switch {
+			case rep == nil:
+				t.Fatal("no pool report")
+			case tc.why == "" && refills != 1:
+				t.Fatalf("%d refills, want 1 (held: %q); actions %v", refills, rep.Why, p.Actions)
+			case tc.why != "" && refills != 0:
+				t.Fatalf("a standby created while %s: %v", tc.why, p.Actions)
+			case !strings.Contains(rep.Why, tc.why) || (tc.why == "") != (rep.Why == ""):
+				t.Fatalf("the pool's report says %q, want %q", rep.Why, tc.why)
+			}
+		})
+	}
 }

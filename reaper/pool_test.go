@@ -73,9 +73,12 @@ type poolWorld struct {
 	mu  sync.Mutex
 	now time.Time // guarded by mu
 	// booted holds when each machine went ACTIVE, until it converged;
-	// dead holds machines whose check the test made critical.
+	// dead holds the IDs of machines whose check the test made critical,
+	// killed their ID by the name they had (a new server may be given
+	// the name of one deleted).
 	booted map[string]time.Time
 	dead   map[string]bool
+	killed map[string]string
 	// actions lists every action carried out, in order.
 	actions  []reaper.Action
 	lastPlan *reaper.Plan
@@ -90,10 +93,16 @@ func newPoolWorld(t testing.TB, size int, boot, converge time.Duration, opts ...
 // started one rejoins passing (it converged before it was stopped).
 func newPoolWorldIn(t testing.TB, state string, size int, boot, converge time.Duration, opts ...reaper.Option) *poolWorld {
 	t.Helper()
+	return newPoolWorldOf(t, poolConfigOf(size, state), boot, converge, opts...)
+}
+
+// newPoolWorldOf is newPoolWorld with the configuration text given.
+func newPoolWorldOf(t testing.TB, config string, boot, converge time.Duration, opts ...reaper.Option) *poolWorld {
+	t.Helper()
 	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	cfg := parseConfig(t, poolConfigOf(size, state))
+	cfg := parseConfig(t, config)
 	w := &poolWorld{t: t, agent: agent, c: agent.Client, cfg: cfg, converge: converge, ctx: context.Background(),
-		now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC), booted: map[string]time.Time{}, dead: map[string]bool{}}
+		now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC), booted: map[string]time.Time{}, dead: map[string]bool{}, killed: map[string]string{}}
 	w.sim = simcloud.New()
 	w.sim.Now = w.clock
 	w.sim.BootDelay = boot
@@ -213,7 +222,11 @@ func (w *poolWorld) stepUntil(max int, what string, cond func() bool) int {
 // kill makes a machine's service check critical for good.
 func (w *poolWorld) kill(name string) {
 	w.t.Helper()
-	w.dead[name] = true
+	for _, s := range w.sim.Servers() {
+		if s.Name == name {
+			w.dead[s.ID], w.killed[name] = true, s.ID
+		}
+	}
 	if err := simcloud.RegisterNode(context.Background(), w.c, name, "web", api.HealthCritical); err != nil {
 		w.t.Fatal(err)
 	}
@@ -255,9 +268,15 @@ func (w *poolWorld) ready() int {
 // serves: name is among the role's serving nodes.
 func (w *poolWorld) serves(name string) bool { return slices.Contains(w.serving(), name) }
 
-// exists: the cloud still holds a server called name.
-func (w *poolWorld) exists(name string) bool {
-	return slices.ContainsFunc(w.sim.Servers(), func(s reaper.Server) bool { return s.Name == name })
+// gone: the server killed under name has left the cloud (a new server
+// may carry its name).
+func (w *poolWorld) gone(name string) bool {
+	w.t.Helper()
+	id, ok := w.killed[name]
+	if !ok {
+		w.t.Fatalf("%s was never killed", name)
+	}
+	return !slices.ContainsFunc(w.sim.Servers(), func(s reaper.Server) bool { return s.ID == id })
 }
 
 func (w *poolWorld) serving() []string {
@@ -272,7 +291,7 @@ func (w *poolWorld) serving() []string {
 func (w *poolWorld) members() []string {
 	var out []string
 	for _, s := range w.sim.Servers() {
-		if _, standby := s.Metadata[reaper.MetaStandby]; !standby && !w.dead[s.Name] {
+		if _, standby := s.Metadata[reaper.MetaStandby]; !standby && !w.dead[s.ID] {
 			out = append(out, s.Name)
 		}
 	}
@@ -364,7 +383,7 @@ func TestWarmPoolReplacesFromTheStandbys(t *testing.T) {
 		t.Errorf("the claimed standby served after %d cycles, want at most 2", steps)
 	}
 	w.stepUntil(10, "web2 deleted and the pool refilled", func() bool {
-		return !w.exists("web2") && w.ready() == 2
+		return w.gone("web2") && w.ready() == 2
 	})
 	w.checkStandbys()
 	if m := w.members(); len(m) != 3 {
@@ -463,7 +482,7 @@ func TestClaimSurvivesLeaderKilledAtEachStep(t *testing.T) {
 			w.ctx = context.Background()
 			w.newLeader()
 			w.stepUntil(12, "web1 replaced and the pool refilled", func() bool {
-				return !w.exists("web1") && len(w.serving()) == 3 && w.ready() == 1
+				return w.gone("web1") && len(w.serving()) == 3 && w.ready() == 1
 			})
 			w.checkStandbys()
 			claimedIDs := map[string]bool{}
@@ -658,7 +677,7 @@ func TestWarmPoolStopped(t *testing.T) {
 	})
 	t.Logf("claimed stopped standby %s served after %d cycles", claimed, steps)
 	w.stepUntil(20, "web3 deleted and the pool refilled and stopped", func() bool {
-		return !w.exists("web3") && w.stopped() == 2
+		return w.gone("web3") && w.stopped() == 2
 	})
 	w.checkStandbys()
 	if m := w.members(); len(m) != 3 {
@@ -705,14 +724,75 @@ func TestClaimedStandbyThatDoesNotServeIsRolledBack(t *testing.T) {
 	if waited := w.clock().Sub(claimedAt); waited < 3*time.Minute {
 		t.Errorf("rolled back %s after the claim, before claim_timeout 3m", waited)
 	}
-	delete(w.dead, broken) // its name may be given to a new server
 	w.stepUntil(20, "web1 replaced by a serving server and the pool full", func() bool {
 		for _, s := range w.sim.Servers() {
-			if s.Name == "web1" || s.ID == brokenID {
+			if s.ID == brokenID {
 				return false
 			}
 		}
-		return len(w.serving()) == 3 && w.ready() == 1
+		return w.gone("web1") && len(w.serving()) == 3 && w.ready() == 1
 	})
 	w.checkStandbys()
+}
+
+// capacityRecord is the role's capacity announcement in KV ("" when none).
+func (w *poolWorld) capacityRecord() string {
+	w.t.Helper()
+	p, _, err := w.c.KV().Get(store.CapacityKey(prefix, "web"), nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if p == nil {
+		return ""
+	}
+	return string(p.Value)
+}
+
+// TestWarmPoolRefillNeverTakesAReplacementsSlot: the quota has room for
+// the role and its pool and not one server more, and the backoff is short
+// (the pool tries again every cycle). Two members die at once: the first
+// is replaced by claiming the standby, the second waits behind
+// max_in_flight. The first one's delete frees the only slot; it goes to
+// the second one's replacement, not to the pool's refill, so no create
+// of the role fails, nothing announces capacity exhausted and no role is
+// backed off. Before that, a pool refused by the quota backs off the
+// pool only, with no announcement either.
+func TestWarmPoolRefillNeverTakesAReplacementsSlot(t *testing.T) {
+	// Two dead of three would pause the reaper at the default fractions.
+	config := strings.Replace(poolConfigOf(1, reaper.PoolRunning), "quota_backoff: 30s\nquota_backoff_max: 2m",
+		"quota_backoff: 1s\nquota_backoff_max: 2s\npause_fleet_fraction: 0.7\npause_role_fraction: 0.7", 1)
+	w := newPoolWorldOf(t, config, 60*time.Second, 60*time.Second)
+	quiet := func(when string) {
+		t.Helper()
+		if rec := w.capacityRecord(); rec != "" {
+			t.Fatalf("%s: capacity announced exhausted: %s; last plan %s", when, rec, describePlan(w.lastPlan))
+		}
+		if w.lastPlan.Backoff {
+			t.Fatalf("%s: the quota backoff holds every role's creates; last plan %s", when, describePlan(w.lastPlan))
+		}
+	}
+	// No room for a standby: the pool's creates are refused, the pool
+	// backs off, the role is not announced.
+	w.sim.SetQuota(3)
+	for range 4 {
+		w.step()
+		quiet("the pool refused")
+	}
+	if m := metricsText(t, w.r); !strings.Contains(m, `reaper_cloud_errors_total{class="quota"} 4`) {
+		t.Fatalf("the pool's creates were not refused each cycle:\n%s", m)
+	}
+	w.sim.SetQuota(4) // the role and its pool, not one server more
+	w.stepUntil(12, "a ready standby", func() bool { return w.ready() == 1 })
+	creates := w.sim.Creates.Load()
+
+	w.kill("web1")
+	w.kill("web2")
+	w.stepUntil(40, "web1 and web2 replaced and the pool refilled", func() bool {
+		quiet("replacing web1 and web2")
+		return w.gone("web1") && w.gone("web2") && len(w.serving()) == 3 && w.ready() == 1
+	})
+	w.checkStandbys()
+	if n := w.sim.Creates.Load() - creates; n != 2 {
+		t.Fatalf("%d create calls after the kills, want 2 (web2's replacement, then the refill): a refused one took a slot's turn", n)
+	}
 }

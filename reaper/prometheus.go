@@ -46,9 +46,11 @@ type sample struct {
 	value  float64
 }
 
-// read evaluates the role's query (and host query): a usable value, or
-// why there is none. An empty answer, more than one series, NaN or an
-// infinity is no value: the role holds.
+// read evaluates the role's query (and host query): a value, or why
+// there is none. An empty answer, more than one series, NaN or an
+// infinity is no value: the role holds (so does the planner on a value
+// that cannot be a load of the role: negative, above plausible_max). A
+// host's value that cannot be a load is left out of the host values.
 func (p *promClient) read(ctx context.Context) MetricReading {
 	ctx, cancel := context.WithTimeout(ctx, p.src.Timeout.D())
 	defer cancel()
@@ -72,7 +74,7 @@ func (p *promClient) read(ctx context.Context) MetricReading {
 		if err == nil {
 			rd.PerHost = map[string]float64{}
 			for _, s := range hs {
-				if h := s.labels[p.src.HostLabel]; h != "" && !math.IsNaN(s.value) {
+				if h := s.labels[p.src.HostLabel]; h != "" && loadLike(s.value) {
 					rd.PerHost[h] = s.value
 				}
 			}

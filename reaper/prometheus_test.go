@@ -167,8 +167,9 @@ func writeSelfSigned(t *testing.T, dir string) (caFile, certFile, keyFile string
 
 // The autoscaler on a Prometheus query: a rise of the load scales the role
 // out, a fall scales it in through the drain handshake taking the least
-// loaded server (from the host query); a wrong password, and then a
-// Prometheus that is gone, hold the role, and the password never shows.
+// loaded server (from the host query); a wrong password, a value that
+// cannot be a load (above plausible_max, negative) and a Prometheus that
+// is gone hold the role, and the password never shows.
 func TestAutoscaleOnPrometheus(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -264,6 +265,24 @@ func TestAutoscaleOnPrometheus(t *testing.T) {
 	}
 	if n := names(f.sim.Servers()); strings.Count(n, ",") != 2 {
 		t.Fatalf("servers %s after the first scale in, want 3", n)
+	}
+
+	// A value that cannot be a load of the role, above plausible_max
+	// (4 x 0.6) or negative: the metric is in doubt, the role holds.
+	held, _, _ := st.Desired(context.Background(), "web")
+	for _, c := range []struct {
+		total float64
+		why   string
+	}{{1e300, "above plausible_max 2.4"}, {-3, ": not a load (negative or not finite)"}} {
+		load.SetTotal(c.total)
+		testutil.Eventually(t, 10*time.Second, "a hold on the value of "+c.why, func() bool {
+			d := decision()
+			return d.Result == store.ResultHold && strings.HasPrefix(d.Reason, "metric: the Prometheus query returned") && strings.Contains(d.Reason, c.why)
+		}, func() string { return decision().Reason })
+		time.Sleep(2 * time.Second) // past the scale-in window and cooldown
+		if n, _, _ := st.Desired(context.Background(), "web"); n != held {
+			t.Fatalf("desired moved from %d to %d on a Prometheus value of %g", held, n, c.total)
+		}
 	}
 
 	// Prometheus gone: the role holds, whatever the load.

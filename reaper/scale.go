@@ -149,32 +149,27 @@ func (pl *planner) hold(rep *store.AutoscaleReport, d store.ScaleDecision, reset
 // x value / target), clamped to min and max; nothing within the
 // tolerance; scale out at once, by at most max_step, not within its
 // cooldown; scale in only to the highest recommendation over a whole
-// stabilization window, by at most max_step, not within its cooldown
-// and never while the role has anything in flight. It holds (and the
-// window starts again) whenever the reaper itself would hold: disarmed,
-// paused, the role's Nova list in doubt, the metric unreadable.
+// stabilization window, by at most max_step, not within its cooldown,
+// never while the role's value is at or above its target and never
+// while the role has anything in flight. It holds (and the window starts
+// again) whenever the reaper itself would hold: disarmed, paused, the
+// role's Nova list in doubt, the metric in doubt (unreadable, too few
+// reports, a value that cannot be a load).
 func (pl *planner) decide(rs *roleServers, rep *store.AutoscaleReport) store.ScaleDecision {
-	r, a, now := rs.role, rs.role.Autoscale, pl.in.Now
-	d := store.ScaleDecision{Time: now, Desired: pl.desired(r), Serving: pl.servingCount(rs)}
+	r := rs.role
+	d := store.ScaleDecision{Time: pl.in.Now, Desired: pl.desired(r), Serving: pl.servingCount(rs)}
 	// Read before the override: a count set by hand still scales in the
 	// least loaded host, which needs each host's load.
-	value, reports, why := pl.metric(rs, d.Serving)
+	m := pl.metric(rs, d.Serving)
+	d.Clamped, d.Ignored = firstFew(m.clamped), firstFew(m.ignored)
 	if o, ok := pl.in.Scaling.Overrides[r.Name]; ok {
 		rep.Override = &o
 		d = pl.hold(rep, d, true, whyOverride, "the count was set by hand (%d, by %s at %s); `orchestrate scale %s --auto` gives it back to the autoscaler", o.Count, o.By, o.Time.UTC().Format(time.RFC3339), r.Name)
 		d.Result = store.ResultOverride
 		return d
 	}
-	if why == "" {
-		d.Value, d.Reports = &value, reports
-	}
-	// Serving servers without a report yet (a new one) are taken, as HPA
-	// takes pods without metrics, to carry nothing when the load is above
-	// target and the target when below: neither a new server's silence
-	// nor a stale one's makes the role grow or shrink further.
-	missing := 0
-	if a.Metric.Source == SourceConsul {
-		missing = max(d.Serving-reports, 0)
+	if m.why == "" {
+		d.Value, d.Reports = &m.value, m.reports
 	}
 	switch {
 	case !pl.plan.Armed:
@@ -183,100 +178,214 @@ func (pl *planner) decide(rs *roleServers, rep *store.AutoscaleReport) store.Sca
 		return pl.hold(rep, d, true, whyPaused, "the partition pause holds")
 	case rs.doubt != "":
 		return pl.hold(rep, d, true, whyDoubt, "%s", rs.doubt)
-	case why != "":
-		return pl.hold(rep, d, true, whyMetric, "%s", why)
+	case m.why != "":
+		return pl.hold(rep, d, true, whyMetric, "%s", m.why)
 	case d.Serving == 0:
 		return pl.hold(rep, d, true, whyNoServing, "no server of the role serves: nothing to measure")
 	}
-	ratio := value / a.Target
-	within := func(r float64) bool { return math.Abs(r-1) <= *a.Tolerance }
-	adjusted := ratio
-	if missing > 0 {
-		assumed := 0.0
-		if ratio < 1 {
-			assumed = a.Target
-		}
-		adjusted = (value*float64(reports) + assumed*float64(missing)) / float64(d.Serving) / a.Target
-	}
-	if within(ratio) || within(adjusted) || (ratio > 1) != (adjusted > 1) {
-		d.Recommended = clamp(d.Desired, a.Min, a.Max)
-	} else {
-		// The epsilon keeps a product that is whole in exact arithmetic
-		// (3 x 0.8 / 0.6 = 4) from rounding up past it.
-		d.Recommended = clamp(int(math.Ceil(float64(d.Serving)*adjusted-1e-9)), a.Min, a.Max)
-	}
-	rep.Window = append(rep.Window, store.Recommendation{Time: now, Count: d.Recommended})
-	desc := fmt.Sprintf("value %.4g over %d serving, target %.4g: recommends %d", value, d.Serving, a.Target, d.Recommended)
-	if missing > 0 {
-		desc = fmt.Sprintf("value %.4g over %d of %d serving (%d without a report yet), target %.4g: recommends %d", value, reports, d.Serving, missing, a.Target, d.Recommended)
-	}
+	var within bool
+	d.Recommended, within = recommend(r.Autoscale, d.Serving, d.Desired, m)
+	rep.Window = append(rep.Window, store.Recommendation{Time: d.Time, Count: d.Recommended})
+	desc := describeReading(r.Autoscale, d, m)
 	switch {
 	case d.Recommended > d.Desired:
-		if since := now.Sub(rep.LastScaleOut); since < a.ScaleOut.Cooldown.D() {
-			return pl.hold(rep, d, false, whyCooldown, "%s; scale out cooldown %s, %s left", desc, a.ScaleOut.Cooldown.D(), (a.ScaleOut.Cooldown.D() - since).Round(time.Second))
-		}
-		if pl.backedOff(r.Name) {
-			return pl.hold(rep, d, false, whyBackoff, "%s; creates are backed off (quota, capacity or a failed create)", desc)
-		}
-		if named := pl.namedWaiting(rs); len(named) > 0 {
-			return pl.hold(rep, d, false, whyNamed, "%s; hosts named for scale-in are still leaving (%s)", desc, strings.Join(named, ", "))
-		}
-		d.New = min(d.Recommended, d.Desired+a.ScaleOut.MaxStep)
-		d.Result, d.Reason = store.ResultScaleOut, fmt.Sprintf("%s: %s; scale out %d -> %d", whyScaled, desc, d.Desired, d.New)
-		return d
+		return pl.scaleOutDecision(rs, rep, d, desc)
 	case d.Recommended < d.Desired:
-		stable := d.Recommended
-		for _, w := range rep.Window {
-			stable = max(stable, w.Count)
-		}
-		win := a.ScaleIn.Stabilization.D()
-		if covered := now.Sub(rep.WindowSince); covered < win {
-			return pl.hold(rep, d, false, whyStabilizing, "%s; scale in waits for a whole stabilization window of readings (%s of %s)", desc, covered.Round(time.Second), win)
-		}
-		if stable >= d.Desired {
-			return pl.hold(rep, d, false, whyHigherRec, "%s; the highest recommendation of the last %s is %d", desc, win, stable)
-		}
-		last := rep.LastScaleIn
-		if rep.LastScaleOut.After(last) {
-			last = rep.LastScaleOut
-		}
-		if since := now.Sub(last); since < a.ScaleIn.Cooldown.D() {
-			return pl.hold(rep, d, false, whyCooldown, "%s; scale in cooldown %s, %s left", desc, a.ScaleIn.Cooldown.D(), (a.ScaleIn.Cooldown.D() - since).Round(time.Second))
-		}
-		if len(rs.entries) > 0 {
-			return pl.hold(rep, d, false, whyInFlight, "%s; the role has %d operation(s) in flight", desc, len(rs.entries))
-		}
-		d.New = max(stable, d.Desired-a.ScaleIn.MaxStep)
-		d.Result, d.Reason = store.ResultScaleIn, fmt.Sprintf("%s: %s (highest over %s: %d); scale in %d -> %d", whyScaled, desc, win, stable, d.Desired, d.New)
-		return d
-	}
-	if within(ratio) {
-		return pl.hold(rep, d, false, whyTolerance, "%s (within %.0f%% of target)", desc, 100**a.Tolerance)
+		return pl.scaleInDecision(rs, rep, d, desc)
+	case within:
+		return pl.hold(rep, d, false, whyTolerance, "%s (within %.0f%% of target)", desc, 100**r.Autoscale.Tolerance)
 	}
 	return pl.hold(rep, d, false, whyAtCount, "%s", desc)
 }
 
+// recommend is target tracking's count for a usable reading m of a role
+// with serving servers (at least one) and a desired count: ceil(serving
+// x value / target), worked out in floating point and clamped to [min,
+// max] before it becomes a count, so a product no int holds is max, never
+// a wrapped-around minimum. Within the tolerance, or while the role's
+// value (or its lowest reading) is at or above the target, it is never
+// below the desired count (clamped to [min, max]): no scale in on a load
+// at target. Serving servers without a report yet (a new one) are taken,
+// as HPA takes pods without metrics, to carry nothing when the load is
+// above target and the target when below: neither a new server's silence
+// nor a stale one's makes the role grow or shrink further. within says
+// the value itself is within the tolerance.
+func recommend(a *Autoscale, serving, desired int, m reading) (count int, within bool) {
+	ratio := m.value / a.Target
+	in := func(r float64) bool { return math.Abs(r-1) <= *a.Tolerance }
+	adjusted := ratio
+	if missing := serving - m.reports; a.Metric.Source == SourceConsul && missing > 0 {
+		assumed := 0.0
+		if ratio < 1 {
+			assumed = a.Target
+		}
+		adjusted = (m.value*float64(m.reports) + assumed*float64(missing)) / float64(serving) / a.Target
+	}
+	keep := clamp(desired, a.Min, a.Max)
+	if in(ratio) || in(adjusted) || (ratio > 1) != (adjusted > 1) || math.IsNaN(adjusted) {
+		return keep, in(ratio)
+	}
+	// The epsilon keeps a product that is whole in exact arithmetic
+	// (3 x 0.8 / 0.6 = 4) from rounding up past it.
+	x := math.Ceil(float64(serving)*adjusted - 1e-9)
+	count = a.Max
+	if x < float64(a.Max) {
+		count = max(a.Min, int(x)) // x is below max: an int holds it
+	}
+	if m.value >= a.Target || m.lowest >= a.Target {
+		count = max(count, keep)
+	}
+	return count, false
+}
+
+// describeReading is a decision's account of its reading: the value, the
+// servers it was read over, the target and the recommendation, and the
+// reports clamped or ignored.
+func describeReading(a *Autoscale, d store.ScaleDecision, m reading) string {
+	desc := fmt.Sprintf("value %.4g over %d serving, target %.4g: recommends %d", m.value, d.Serving, a.Target, d.Recommended)
+	if missing := d.Serving - m.reports; a.Metric.Source == SourceConsul && missing > 0 {
+		desc = fmt.Sprintf("value %.4g over %d of %d serving (%d without a usable report), target %.4g: recommends %d", m.value, m.reports, d.Serving, missing, a.Target, d.Recommended)
+	}
+	if len(m.clamped) > 0 {
+		desc += fmt.Sprintf("; %d report(s) above plausible_max %.4g taken at it (one node's report is one vote): %s", len(m.clamped), a.Metric.PlausibleMax, strings.Join(firstFew(m.clamped), ", "))
+	}
+	if len(m.ignored) > 0 {
+		desc += fmt.Sprintf("; %d report(s) ignored, not a load (negative or not finite): %s", len(m.ignored), strings.Join(firstFew(m.ignored), ", "))
+	}
+	return desc
+}
+
+// scaleOutDecision decides on a recommendation above the desired count:
+// at once, by at most max_step, unless its cooldown, the role's create
+// backoff or a named scale-in still leaving holds it.
+func (pl *planner) scaleOutDecision(rs *roleServers, rep *store.AutoscaleReport, d store.ScaleDecision, desc string) store.ScaleDecision {
+	a := rs.role.Autoscale
+	if since := d.Time.Sub(rep.LastScaleOut); since < a.ScaleOut.Cooldown.D() {
+		return pl.hold(rep, d, false, whyCooldown, "%s; scale out cooldown %s, %s left", desc, a.ScaleOut.Cooldown.D(), (a.ScaleOut.Cooldown.D() - since).Round(time.Second))
+	}
+	if pl.backedOff(rs.role.Name) {
+		return pl.hold(rep, d, false, whyBackoff, "%s; creates are backed off (quota, capacity or a failed create)", desc)
+	}
+	if named := pl.namedWaiting(rs); len(named) > 0 {
+		return pl.hold(rep, d, false, whyNamed, "%s; hosts named for scale-in are still leaving (%s)", desc, strings.Join(named, ", "))
+	}
+	d.New = min(d.Recommended, d.Desired+a.ScaleOut.MaxStep)
+	d.Result, d.Reason = store.ResultScaleOut, fmt.Sprintf("%s: %s; scale out %d -> %d", whyScaled, desc, d.Desired, d.New)
+	return d
+}
+
+// scaleInDecision decides on a recommendation below the desired count:
+// to the highest recommendation of a whole stabilization window, by at
+// most max_step, not within its cooldown, never while the role has an
+// operation in flight.
+func (pl *planner) scaleInDecision(rs *roleServers, rep *store.AutoscaleReport, d store.ScaleDecision, desc string) store.ScaleDecision {
+	a := rs.role.Autoscale
+	stable := d.Recommended
+	for _, w := range rep.Window {
+		stable = max(stable, w.Count)
+	}
+	win := a.ScaleIn.Stabilization.D()
+	if covered := d.Time.Sub(rep.WindowSince); covered < win {
+		return pl.hold(rep, d, false, whyStabilizing, "%s; scale in waits for a whole stabilization window of readings (%s of %s)", desc, covered.Round(time.Second), win)
+	}
+	if stable >= d.Desired {
+		return pl.hold(rep, d, false, whyHigherRec, "%s; the highest recommendation of the last %s is %d", desc, win, stable)
+	}
+	last := rep.LastScaleIn
+	if rep.LastScaleOut.After(last) {
+		last = rep.LastScaleOut
+	}
+	if since := d.Time.Sub(last); since < a.ScaleIn.Cooldown.D() {
+		return pl.hold(rep, d, false, whyCooldown, "%s; scale in cooldown %s, %s left", desc, a.ScaleIn.Cooldown.D(), (a.ScaleIn.Cooldown.D() - since).Round(time.Second))
+	}
+	if len(rs.entries) > 0 {
+		return pl.hold(rep, d, false, whyInFlight, "%s; the role has %d operation(s) in flight", desc, len(rs.entries))
+	}
+	d.New = max(stable, d.Desired-a.ScaleIn.MaxStep)
+	d.Result, d.Reason = store.ResultScaleIn, fmt.Sprintf("%s: %s (highest over %s: %d); scale in %d -> %d", whyScaled, desc, win, stable, d.Desired, d.New)
+	return d
+}
+
 func clamp(n, lo, hi int) int { return max(lo, min(hi, n)) }
 
+// reading is a role's metric this cycle, as decide takes it.
+type reading struct {
+	// value is the role's per-node value; lowest the lowest node's value
+	// that made it (the value itself for a role's value); reports how
+	// many nodes' reports made it (source consul).
+	value, lowest float64
+	reports       int
+	// why says why the metric is in doubt: no scaling either way ("" when
+	// value is usable).
+	why string
+	// clamped lists the nodes' reports above plausible_max, taken at it;
+	// ignored those that cannot be a load: "host (value)", by host.
+	clamped, ignored []string
+}
+
+// loadLike: v can be a load (finite, not negative).
+func loadLike(v float64) bool { return v >= 0 && !math.IsInf(v, 1) }
+
+// maxListed bounds the hosts a decision names in a list: its history is
+// kept in the reaper's state key, which must stay small whatever the
+// fleet's size.
+const maxListed = 5
+
+// firstFew is list, at most maxListed of it and how many more.
+func firstFew(list []string) []string {
+	if len(list) <= maxListed {
+		return list
+	}
+	return append(list[:maxListed:maxListed], fmt.Sprintf("and %d more", len(list)-maxListed))
+}
+
 // metric is a role's value this cycle, with how many reports made it, or
-// why there is none usable. Each host's own value, when known, is kept
-// for scale in's choice of the least loaded.
-func (pl *planner) metric(rs *roleServers, serving int) (value float64, reports int, why string) {
+// why it is in doubt. Each host's own value, when known, is kept for
+// scale in's choice of the least loaded.
+func (pl *planner) metric(rs *roleServers, serving int) reading {
+	if rs.role.Autoscale.Metric.Source == SourcePrometheus {
+		return pl.promMetric(rs.role)
+	}
+	return pl.consulMetric(rs, serving)
+}
+
+// promMetric is the role's value from its Prometheus query: in doubt
+// when the query failed, or its value cannot be a load of the role
+// (negative, not finite, above plausible_max).
+func (pl *planner) promMetric(r *Role) reading {
+	m := r.Autoscale.Metric
+	rd, ok := pl.in.Metrics[r.Name]
+	switch {
+	case !ok:
+		return reading{why: "no reading of the Prometheus query this cycle"}
+	case rd.Err != "":
+		return reading{why: rd.Err}
+	case !loadLike(rd.Value):
+		return reading{why: fmt.Sprintf("the Prometheus query returned %v: not a load (negative or not finite)", rd.Value)}
+	case rd.Value > m.PlausibleMax:
+		return reading{why: fmt.Sprintf("the Prometheus query returned %.4g, above plausible_max %.4g: not a load one node of the role can carry", rd.Value, m.PlausibleMax)}
+	}
+	hosts := make(map[string]float64, len(rd.PerHost))
+	for h, v := range rd.PerHost {
+		if loadLike(v) {
+			hosts[h] = v
+		}
+	}
+	pl.hostLoad[r.Name] = hosts
+	return reading{value: rd.Value, lowest: rd.Value}
+}
+
+// consulMetric is the average of the fresh reports of the role's serving
+// servers, each taken at most at plausible_max; a report that cannot be a
+// load (negative, not finite: none `orchestrate report-metric` writes) is
+// no report. In doubt when fewer than half of the serving servers have a
+// usable report.
+func (pl *planner) consulMetric(rs *roleServers, serving int) reading {
 	r := rs.role
 	m := r.Autoscale.Metric
-	if m.Source == SourcePrometheus {
-		rd, ok := pl.in.Metrics[r.Name]
-		switch {
-		case !ok:
-			return 0, 0, "no reading of the Prometheus query this cycle"
-		case rd.Err != "":
-			return 0, 0, rd.Err
-		}
-		pl.hostLoad[r.Name] = rd.PerHost
-		return rd.Value, 0, ""
-	}
 	fresh := map[string]float64{}
 	var stale []string
+	rd := reading{lowest: math.Inf(1)}
 	sum := 0.0
 	for _, s := range rs.all {
 		if !pl.serves(rs, s) || pl.inEntry[s.ID] == StateDeleting {
@@ -295,19 +404,39 @@ func (pl *planner) metric(rs *roleServers, serving int) (value float64, reports 
 		case pl.in.Now.Sub(rep.Time) > m.MaxAge.D():
 			stale = append(stale, fmt.Sprintf("%s (%s old)", s.Name, pl.in.Now.Sub(rep.Time).Round(time.Second)))
 			continue
+		case !loadLike(rep.Value):
+			rd.ignored = append(rd.ignored, fmt.Sprintf("%s (%v)", s.Name, rep.Value))
+			stale = append(stale, fmt.Sprintf("%s (%v: not a load)", s.Name, rep.Value))
+			continue
 		}
-		fresh[s.Name] = rep.Value
-		sum += rep.Value
+		v := rep.Value
+		if v > m.PlausibleMax {
+			rd.clamped = append(rd.clamped, fmt.Sprintf("%s (%.4g)", s.Name, v))
+			v = m.PlausibleMax
+		}
+		fresh[s.Name] = v
+		sum += v
+		rd.lowest = min(rd.lowest, v)
 	}
 	pl.hostLoad[r.Name] = fresh
+	sort.Strings(rd.clamped)
+	sort.Strings(rd.ignored)
+	rd.reports = len(fresh)
 	if len(fresh) == 0 || 2*len(fresh) < serving {
 		sort.Strings(stale)
-		if len(stale) > 5 {
-			stale = append(stale[:5], fmt.Sprintf("and %d more", len(stale)-5))
-		}
-		return 0, len(fresh), fmt.Sprintf("only %d of %d serving servers reported %s within max_age %s (fewer than half): no scaling either way; missing: %s", len(fresh), serving, m.Name, m.MaxAge.D(), strings.Join(stale, ", "))
+		rd.why = fmt.Sprintf("only %d of %d serving servers reported %s within max_age %s (fewer than half): no scaling either way; missing: %s", len(fresh), serving, m.Name, m.MaxAge.D(), strings.Join(firstFew(stale), ", "))
+		return rd
 	}
-	return sum / float64(len(fresh)), len(fresh), ""
+	rd.value = sum / float64(len(fresh))
+	if math.IsInf(sum, 1) {
+		// Reports near the float's limit (a plausible_max set that
+		// high): averaged without the sum that overflowed.
+		rd.value = 0
+		for _, v := range fresh {
+			rd.value += v / float64(len(fresh))
+		}
+	}
+	return rd
 }
 
 // namedWaiting lists the hosts named for the role's scale-in that are

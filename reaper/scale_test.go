@@ -91,7 +91,7 @@ func TestAutoscaleDecisions(t *testing.T) {
 		{name: "stale reports: hold", metrics: all(2), at: t0.Add(-4 * time.Minute), prev: long, result: store.ResultHold, newCount: 3, reason: "(4m0s old)"},
 		{name: "reports from the future (a node's clock): hold", metrics: all(2), at: t0.Add(time.Hour), prev: long, result: store.ResultHold, newCount: 3, reason: "dated in the future"},
 		{name: "a server without a report counts as 0 above target: ceil((1 + 1) / 0.5) = 4, not ceil(3 x 1 / 0.5) = 6", metrics: map[string]float64{"web1": 1, "web2": 1}, prev: long,
-			result: store.ResultScaleOut, newCount: 4, reason: "(1 without a report yet), target 0.5: recommends 4"},
+			result: store.ResultScaleOut, newCount: 4, reason: "(1 without a usable report), target 0.5: recommends 4"},
 		{name: "a server without a report: within the tolerance once counted as 0", metrics: map[string]float64{"web1": 0.8, "web2": 0.8}, prev: long,
 			result: store.ResultHold, newCount: 3, reason: "recommends 3"},
 		{name: "a server without a report counts as the target below it: ceil((0.1 + 0.1 + 0.5) / 0.5) = 2", metrics: map[string]float64{"web1": 0.1, "web2": 0.1}, prev: window(t0.Add(-time.Hour), 2),

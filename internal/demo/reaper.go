@@ -91,6 +91,14 @@ func (r *reaperRun) poolStep() error {
 		return err
 	}
 	logFrom := fileSize(r.logPath)
+	// lb2 by its ID: once it is deleted, the refill may give its name to
+	// the new standby.
+	var lb2 string
+	for _, s := range r.cloud.Servers() {
+		if s.Name == "lb2" {
+			lb2 = s.ID
+		}
+	}
 	say("lb2's checks turn critical")
 	killed := time.Now()
 	if err := d.sim.setHealth(d.ctx, "lb2", "lb", api.HealthCritical); err != nil {
@@ -103,7 +111,7 @@ func (r *reaperRun) poolStep() error {
 			return false
 		}
 		for _, s := range r.cloud.Servers() {
-			if s.Name == "lb2" {
+			if s.ID == lb2 {
 				return false
 			}
 		}
@@ -127,7 +135,7 @@ func (r *reaperRun) poolStep() error {
 	}); err != nil {
 		return err
 	}
-	say("the pool refilled (a standby is created only while every role is at its count):")
+	say("the pool refilled once lb2's replacement was done (no standby is created while any role needs a server):")
 	_, err := d.orch(0, "pool", "status", "lb")
 	return err
 }

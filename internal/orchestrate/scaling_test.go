@@ -114,6 +114,10 @@ func TestScalingCommands(t *testing.T) {
 		want string
 	}{
 		{[]string{"report-metric", "load", "NaN", "--role", "web"}, "not a finite number"},
+		{[]string{"report-metric", "load", "+Inf", "--role", "web"}, "not a finite number"},
+		{[]string{"report-metric", "load", "1e999", "--role", "web"}, `"1e999" is not a number`},
+		{[]string{"report-metric", "--role", "web", "load", "--", "-0.5"}, "metric value -0.5 is negative"},
+		{[]string{"report-metric", "--role", "web", "load", "--", "-Inf"}, "not a finite number"},
 		{[]string{"report-metric", "load", "high", "--role", "web"}, `"high" is not a number`},
 		{[]string{"report-metric", "load", "0.5"}, "--role (or $ORCHESTRATE_ROLE) is required"},
 		{[]string{"report-metric", "a/b", "0.5", "--role", "web"}, "contains a slash"},

@@ -225,6 +225,12 @@ type ScaleDecision struct {
 	New         int    `json:"new"`
 	Result      string `json:"result"`
 	Reason      string `json:"reason"`
+	// Clamped lists the reports taken at the role's plausible_max
+	// instead of their value, Ignored the reports that cannot be a load
+	// (negative, not finite), each "host (value)" (source consul): one
+	// node's report is one vote.
+	Clamped []string `json:"clamped,omitempty"`
+	Ignored []string `json:"ignored,omitempty"`
 }
 
 // ServerReport is one server in the report.

@@ -244,10 +244,14 @@ func (snap *Snapshot) addScaling(p *api.KVPair, parts []string) bool {
 	return true
 }
 
-// ValidMetricValue checks a reported value: a finite number.
+// ValidMetricValue checks a reported value: a finite number, not
+// negative (a load is 0 or more; the reaper ignores any other report).
 func ValidMetricValue(v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
 		return fmt.Errorf("metric value %v is not a finite number", v)
+	case v < 0:
+		return fmt.Errorf("metric value %v is negative: a load is 0 or more", v)
 	}
 	return nil
 }
