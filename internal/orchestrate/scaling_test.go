@@ -31,7 +31,7 @@ func putDrain(t *testing.T, a *consultest.Agent, host string, deadline time.Time
 func putReport(t *testing.T, a *consultest.Agent) {
 	t.Helper()
 	rep := store.ReaperReport{Time: time.Now().UTC(), Leader: "boot1", Interval: 10 * time.Second,
-		Roles: []store.RoleReport{{Name: "web", Desired: 4, Count: 6, Members: []string{"web1", "web2", "web3", "web4", "web5", "web6"}}},
+		Roles:   []store.RoleReport{{Name: "web", Desired: 4, Count: 6, Members: []string{"web1", "web2", "web3", "web4", "web5", "web6"}}},
 		Journal: []store.JournalEntry{{ID: "web.e9", Kind: store.KindReplace, Role: "web", Phase: store.PhaseBooting, OldName: "web6", NewName: "web7"}}}
 	data, _ := json.Marshal(rep)
 	if _, err := a.Client.KV().Put(&api.KVPair{Key: store.ReaperKey(store.DefaultPrefix, store.ReaperStateKey), Value: data}, nil); err != nil {
