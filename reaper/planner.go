@@ -531,6 +531,8 @@ func (pl *planner) view(rs *roleServers) store.RoleReport {
 		if st != StateHealthy && len(v.Attention) < maxAttention {
 			v.Attention = append(v.Attention, store.ServerReport{Name: s.Name, ID: s.ID, State: string(st), Created: s.Created})
 		}
+		v.Members = append(v.Members, s.Name)
 	}
+	sort.Strings(v.Members)
 	return v
 }

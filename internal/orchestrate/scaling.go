@@ -84,30 +84,93 @@ var cmdScale = &command{
 
 var cmdScaleIn = &command{
 	name: "scale-in", minArgs: 2, maxArgs: -1, usage: "ROLE HOST...",
-	summary: "Remove these hosts from ROLE: lower its desired count by their number and name them, in one transaction, so the reaper drains and deletes exactly them (through the drain handshake, under its safety rules).",
+	summary: "Remove these hosts from ROLE: lower its desired count by their number and name them, in one transaction, so the reaper drains and deletes exactly them (through the drain handshake, under its safety rules). Every host must be a server of ROLE in the reaper's last report, not protected and not already leaving; otherwise nothing is written (exit 2).",
 	run: func(ctx context.Context, e *env, args []string) error {
 		role, hosts := args[0], args[1:]
-		base := func() (int, bool, error) {
-			// No count in Consul: the reaper's last report says what it
-			// keeps the role at (its configured count).
-			rep, err := e.store.ReaperReport(ctx)
-			if err != nil || rep == nil {
-				return 0, false, err
-			}
-			for _, r := range rep.Roles {
-				if r.Name == role {
-					return r.Desired, true, nil
-				}
-			}
-			return 0, false, nil
+		rep, err := e.store.ReaperReport(ctx)
+		if err != nil {
+			return err
 		}
+		drains := map[string]store.DrainRecord{}
+		for _, h := range hosts {
+			if store.ValidName("host", h) != nil {
+				continue // store.ScaleIn names the bad name
+			}
+			d, _, err := e.store.Drain(ctx, h)
+			if err != nil {
+				return err
+			}
+			if d != nil {
+				drains[h] = *d
+			}
+		}
+		rr, err := scaleInCheck(rep, drains, role, hosts, e.store.Now())
+		if err != nil {
+			return err
+		}
+		// No count in Consul: the reaper's report says what it keeps the
+		// role at (its configured count).
+		base := func() (int, bool, error) { return rr.Desired, true, nil }
 		n, err := e.store.ScaleIn(ctx, role, hosts, store.ScaleInRequest{Time: e.store.Now().UTC(), By: whoAmI()}, base)
 		if err != nil {
 			return err
 		}
+		fmt.Fprintf(e.Stdout, "%s: desired count lowered to %d; the reaper drains and deletes %s\n", role, n, strings.Join(hosts, ", "))
 		e.log.Info("hosts named for scale-in", "role", role, "hosts", strings.Join(hosts, ","), "desired", n)
 		return nil
 	},
+}
+
+// scaleInCheck checks, all hosts at once, that each is a server of role in
+// the reaper's last report and is not already leaving it (in an operation
+// of the reaper, or asked to drain): a mistyped or stale name must not
+// lower the count, or the reaper would remove another server instead. It
+// returns the role's part of the report.
+func scaleInCheck(rep *store.ReaperReport, drains map[string]store.DrainRecord, role string, hosts []string, now time.Time) (store.RoleReport, error) {
+	if rep == nil {
+		return store.RoleReport{}, &store.InputError{Err: fmt.Errorf("the reaper has written no report, so the servers of role %s are unknown: start the reaper (a dry run will do) before a scale-in", role)}
+	}
+	var rr *store.RoleReport
+	var roles []string
+	for i := range rep.Roles {
+		roles = append(roles, rep.Roles[i].Name)
+		if rep.Roles[i].Name == role {
+			rr = &rep.Roles[i]
+		}
+	}
+	if rr == nil {
+		return store.RoleReport{}, &store.InputError{Err: fmt.Errorf("the reaper's report has no role %s (roles: %s)", role, strings.Join(roles, ", "))}
+	}
+	members := map[string]bool{}
+	for _, m := range rr.Members {
+		members[m] = true
+	}
+	leaving := map[string]string{}
+	for _, j := range rep.Journal {
+		if j.OldName != "" {
+			leaving[j.OldName] = fmt.Sprintf("the reaper's operation %s (%s, %s) is removing it", j.ID, j.Kind, j.Phase)
+		}
+	}
+	var bad []string
+	for _, h := range hosts {
+		d, draining := drains[h]
+		switch {
+		case !members[h]:
+			bad = append(bad, fmt.Sprintf("%s is not a server of role %s", h, role))
+		case leaving[h] != "":
+			bad = append(bad, fmt.Sprintf("%s is already leaving: %s", h, leaving[h]))
+		case draining:
+			bad = append(bad, fmt.Sprintf("%s is already leaving: asked to drain at %s", h, d.Requested.UTC().Format(time.RFC3339)))
+		}
+	}
+	if len(bad) > 0 {
+		msg := strings.Join(bad, "; ")
+		if age := now.Sub(rep.Time); rep.Interval > 0 && age > 3*rep.Interval {
+			msg += fmt.Sprintf(" (the reaper's report is %s old: is it running?)", age.Round(time.Second))
+		}
+		return store.RoleReport{}, &store.InputError{Err: fmt.Errorf("scale-in of %s refused, nothing written: %s", role, msg)}
+	}
+	return *rr, nil
 }
 
 var cmdDrained = &command{

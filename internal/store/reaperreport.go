@@ -159,6 +159,10 @@ type RoleReport struct {
 	States map[string]int `json:"states"`
 	// Attention lists servers that are not healthy (a bounded number).
 	Attention []ServerReport `json:"attention,omitempty"`
+	// Members names every server of the role (standbys of its warm pool
+	// are not members), sorted: `orchestrate scale-in` refuses a host that
+	// is not one of them.
+	Members []string `json:"members,omitempty"`
 	// Autoscale is the role's autoscaling, when it has a policy.
 	Autoscale *AutoscaleReport `json:"autoscale,omitempty"`
 	// Capacity is set while the role's creates fail for quota or capacity.
