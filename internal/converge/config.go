@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/hieradata"
+	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/rollout"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/watch"
@@ -92,10 +94,10 @@ func Defaults() Config {
 	return Config{
 		StepTimeout:     time.Hour,
 		ValidateTimeout: 5 * time.Minute,
-		HieraData:       "/etc/puppet/hiera/data/services.yaml",
-		LogDir:          "/var/log/orchestrate",
+		HieraData:       hieradata.DefaultOut,
+		LogDir:          paths.LogDir,
 		KeepLogs:        50,
-		LockFile:        "/var/lock/orchestrate-converge.lock",
+		LockFile:        paths.ConvergeLock,
 		WaitLock:        true,
 		// Only converge refreshes the checks, and it runs only when
 		// something changes; a TTL that expired would turn the check
