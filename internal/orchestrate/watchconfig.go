@@ -51,7 +51,7 @@ var cmdWatchConfig = &command{
 	setup: func(fs *pflag.FlagSet) runFunc {
 		o := &watchConfigOptions{}
 		fs.StringVar(&o.hieraServices, "hiera-services", paths.HieraServices, "absolute path of the hiera-services binary the watch runs")
-		fs.StringVar(&o.out, "out", hieradata.DefaultOut, "file hiera-services writes (its --out)")
+		fs.StringVar(&o.out, "out", hieradata.DefaultOut, "file hiera-services writes (its --out), which every converge handler reads (its --hiera-data)")
 		fs.StringVar(&o.dependencies, "dependencies", "", "this node's dependencies file (hiera-services --dependencies)")
 		fs.StringVar(&o.exec, "exec", "", "command hiera-services runs when the data changed (its --exec), e.g. 'orchestrate converge --force ...'")
 		fs.StringVar(&o.tokenFile, "handler-token-file", "", "token file the handlers read (their --token-file); a token itself never goes into a watch's arguments")
