@@ -130,6 +130,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--step-timeout %s must be positive", c.StepTimeout)
 	case c.ValidateTimeout <= 0:
 		return fmt.Errorf("--validate-timeout %s must be positive", c.ValidateTimeout)
+	case c.HieraData == "":
+		return errors.New("--hiera-data is empty")
+	case !filepath.IsAbs(c.HieraData):
+		// A watch handler runs in Consul's working directory: a relative
+		// path would name a file nothing writes, and every failure would
+		// look like waiting for the data.
+		return fmt.Errorf("--hiera-data %s must be an absolute path", c.HieraData)
 	case c.LogDir == "":
 		return errors.New("--log-dir is empty")
 	case c.KeepLogs < 1:

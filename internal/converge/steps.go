@@ -241,6 +241,11 @@ const maxHieraData = 64 << 20
 // orchestrate::unmet_dependencies from the rendered hiera data. A file
 // without them has no declared dependencies: met.
 func readDependencies(path string) (met bool, unmet []string, err error) {
+	// A FIFO would block the run until something writes to it, a device
+	// be read to the limit: only a regular file is hiera data.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return false, nil, fmt.Errorf("%s is not a regular file (%s)", path, st.Mode().Type())
+	}
 	data, err := fileutil.ReadLimited(path, maxHieraData)
 	var pe *fs.PathError
 	switch {

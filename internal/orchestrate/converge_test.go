@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -271,12 +272,17 @@ func TestConvergeWithoutHieraDataIsPending(t *testing.T) {
 	mustCode(t, cli(t, e.a, "", "get-failures"), 0, "waiting for the data is not a failure")
 
 	// Not "missing" but unreadable: a directory where the file belongs,
-	// and a path through a regular file.
+	// a path through a regular file, a FIFO (read, it would block the run)
+	// and a device.
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []string{t.TempDir(), filepath.Join(file, "services.yaml")} {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{t.TempDir(), filepath.Join(file, "services.yaml"), fifo, "/dev/zero"} {
 		r := e.converge(t, "--hiera-data", bad)
 		mustCode(t, r, 1, "unreadable hiera data")
 		if st := status(); st.State != "failed" || !strings.Contains(st.Detail, "cannot tell whether dependencies are met: ") || !strings.Contains(st.Detail, bad) {
@@ -384,6 +390,8 @@ func TestConvergeBadFlags(t *testing.T) {
 		{"converge", "--puppet-cmd", "true", "--log-dir", "relative/logs"},
 		{"converge", "--puppet-cmd", "true", "--validate-dir", "/nonexistent/checks"},
 		{"converge", "--puppet-cmd", "true", "--step-timeout", "0s"},
+		{"converge", "--puppet-cmd", "true", "--hiera-data", ""},
+		{"converge", "--puppet-cmd", "true", "--hiera-data", "services.yaml"},
 	} {
 		r := cli(t, e.a, "", args...)
 		mustCode(t, r, 2, strings.Join(args, " "))
