@@ -126,7 +126,8 @@ grep -q '"services::keystone::address": \["' `+hieraData+` || exit 6`)
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 60*time.Second, "web1 converged to v1 once keystone registered", func() bool {
-		return orchCode(w, a, "verify-hosts", "v1", "web1") == 0
+		code, _ := orchRun(w, a, "verify-hosts", "v1", "web1")
+		return code == 0
 	}, agentLog)
 	s = status()
 	for _, cat := range []string{"puppet", "eventual", "validation"} {
@@ -160,36 +161,28 @@ func argAfter(args []string, flag string) string {
 	return ""
 }
 
-// orchCode runs the built orchestrate against the agent and returns its
-// exit code.
-func orchCode(w *world, a *consultest.Agent, args ...string) int {
+// orchRun runs the built orchestrate against the agent and returns its
+// exit code (-1: it could not run) and output.
+func orchRun(w *world, a *consultest.Agent, args ...string) (int, string) {
 	cmd := exec.Command(filepath.Join(w.bin, "orchestrate"), append(args, "--consul-addr", a.HTTPAddr)...)
-	err := cmd.Run()
+	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	case err != nil:
+		return -1, err.Error()
 	}
-	if err != nil {
-		return -1
-	}
-	return 0
+	return 0, string(out)
 }
 
 // orch runs the built orchestrate against the agent, wants exit code
 // want, and returns its output.
 func orch(t *testing.T, w *world, a *consultest.Agent, want int, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(w.bin, "orchestrate"), append(args, "--consul-addr", a.HTTPAddr)...)
-	out, err := cmd.CombinedOutput()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	code, out := orchRun(w, a, args...)
 	if code != want {
 		t.Fatalf("orchestrate %v: exit %d, want %d:\n%s", args, code, want, out)
 	}
-	return string(out)
+	return out
 }
