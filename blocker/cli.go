@@ -16,6 +16,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/consulclient"
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/logging"
+	"github.com/jiocloud/orchestrate/internal/paths"
 
 	"github.com/jiocloud/orchestrate/internal/cli"
 )
@@ -65,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("service-blocker", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.SortFlags = false
-	fs.StringVar(&o.dns, "dns", "127.0.0.1:8600", "DNS server to query, host:port (the local Consul agent's DNS)")
+	fs.StringVar(&o.dns, "dns", paths.ConsulDNSAddr, "DNS server to query, host:port (the local Consul agent's DNS)")
 	fs.StringVar(&o.domain, "domain", "consul.", "Consul DNS domain")
 	fs.StringVar(&o.tag, "tag", "", "only instances with this tag (queries TAG.SERVICE.service[.DC].DOMAIN)")
 	fs.StringVar(&o.mode, "mode", string(Addressable), "addressable: an endpoint counts when Consul DNS returns it; functional: all its checks must also pass (HTTP API) and it must accept a TCP connection on its SRV port")

@@ -17,20 +17,17 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
 // The package's four binaries and two units.
 var (
 	binaries = []string{"hiera-services", "orchestrate", "reaper", "service-blocker"}
-	units    = []string{"orchestrate-reaper.service", "orchestrate-hiera-services.service"}
-	// conffiles are the files an operator edits and an upgrade keeps.
-	conffiles = []string{
-		"/etc/orchestrate/dependencies.yaml",
-		"/etc/orchestrate/hiera-services.env",
-		"/etc/orchestrate/reaper.env",
-		"/etc/orchestrate/reaper.yaml",
-	}
+	units    = []string{paths.ReaperUnit, paths.HieraServicesUnit}
+	// conffiles are the files an operator edits and an upgrade keeps, where
+	// every other part of orchestrate looks for them (internal/paths).
+	conffiles = []string{paths.Dependencies, paths.HieraServicesEnv, paths.ReaperEnv, paths.ReaperConfig}
 )
 
 // builtPackage is a .deb `make package` built, with the version it was
@@ -171,11 +168,11 @@ func TestPackageContents(t *testing.T) {
 	pkg, _ := packages(t)
 	want := map[string]string{} // path: mode and owner
 	for _, b := range binaries {
-		want["/usr/bin/"+b] = "-rwxr-xr-x root/root"
+		want[paths.BinDir+"/"+b] = "-rwxr-xr-x root/root"
 		want["/usr/share/man/man1/"+b+".1.gz"] = "-rw-r--r-- root/root"
 	}
 	for _, u := range units {
-		want["/lib/systemd/system/"+u] = "-rw-r--r-- root/root"
+		want[paths.UnitDir+"/"+u] = "-rw-r--r-- root/root"
 	}
 	for _, c := range conffiles {
 		want[c] = "-rw-r--r-- root/root"

@@ -70,7 +70,8 @@ func TestModuleValidates(t *testing.T) {
 // world is a temporary root for puppet apply.
 type world struct {
 	root, bin, puppet string
-	dir               string // puppet's own directories
+	dir               string   // puppet's own directories
+	env               []string // more environment for puppet apply
 }
 
 func newWorld(t *testing.T) *world {
@@ -103,6 +104,7 @@ func (w *world) apply(t *testing.T, manifest string) (int, string) {
 		args = append(args, "--"+d, filepath.Join(w.dir, d))
 	}
 	cmd := exec.Command(w.puppet, append(args, site)...)
+	cmd.Env = append(os.Environ(), w.env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
@@ -337,6 +339,11 @@ func TestApplyBadInput(t *testing.T) {
 		{"newline in a path", "'%[1]s/etc/orchestrate/reaper.env'", "\"%[1]s/etc/orchestrate/reaper.env\\nX=1\"", "env_file"},
 		{"bad dependency count", "'functional' => 2", "'functional' => 'two'", "dependencies"},
 		{"a duration the reaper refuses", "'interval' => '45s'", "'interval' => 'soon'", "is not a duration"},
+		// The node's token file is the package's unless 'none': one that
+		// nothing writes is named, and a token needs a file.
+		{"a token file nothing wrote", "token_file         => '%[1]s/etc/orchestrate/node.token',\n  consul_token       => Sensitive('node-secret-4b1f'),",
+			"token_file         => '%[1]s/etc/orchestrate/missing.token',", "read token file %[1]s/etc/orchestrate/missing.token: no such file or directory"},
+		{"a token without a file", "token_file         => '%[1]s/etc/orchestrate/node.token',", "token_file         => 'none',", "consul_token needs token_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := manifest("")
@@ -347,12 +354,25 @@ func TestApplyBadInput(t *testing.T) {
 			if code != 1 && code != 4 && code != 6 {
 				t.Errorf("exit %d, want a failure:\n%s", code, out)
 			}
-			if !strings.Contains(out, tc.want) {
-				t.Errorf("output does not name %q:\n%s", tc.want, out)
+			if want := strings.ReplaceAll(tc.want, "%[1]s", w.root); !strings.Contains(out, want) {
+				t.Errorf("output does not name %q:\n%s", want, out)
 			}
 			if _, after := w.file(t, "etc/orchestrate/reaper.yaml"); after != before {
 				t.Errorf("reaper.yaml changed:\n%s", after)
 			}
 		})
+	}
+}
+
+// On a cloud without Consul ACLs, token_file => 'none': the handlers read
+// no token file.
+func TestApplyWithoutACLs(t *testing.T) {
+	w := newWorld(t)
+	m := strings.Replace(manifest(""), "token_file         => '%[1]s/etc/orchestrate/node.token',\n  consul_token       => Sensitive('node-secret-4b1f'),", "token_file         => 'none',", 1)
+	if code, out := w.apply(t, m); code != 2 {
+		t.Fatalf("apply: exit %d:\n%s", code, out)
+	}
+	if _, watches := w.file(t, "etc/consul.d/orchestrate-watches.json"); strings.Contains(watches, "token-file") || !strings.Contains(watches, "hiera-services") {
+		t.Errorf("the watches without ACLs:\n%s", watches)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/fileutil"
+	"github.com/jiocloud/orchestrate/internal/paths"
 )
 
 // Options holds the connection flags shared by every binary.
@@ -32,7 +33,7 @@ type Options struct {
 
 // AddFlags registers --consul-addr, --token, --token-file and --datacenter on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Addr, "consul-addr", "", "Consul HTTP address (default $CONSUL_HTTP_ADDR, else 127.0.0.1:8500)")
+	fs.StringVar(&o.Addr, "consul-addr", "", "Consul HTTP address (default $CONSUL_HTTP_ADDR, else "+paths.ConsulHTTPAddr+")")
 	fs.StringVar(&o.Token, "token", "", "Consul ACL token; prefer --token-file or $CONSUL_HTTP_TOKEN_FILE, which keep it out of process listings")
 	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the Consul ACL token (default $CONSUL_HTTP_TOKEN_FILE)")
 	fs.StringVar(&o.Datacenter, "datacenter", "", "Consul datacenter (default: the agent's)")

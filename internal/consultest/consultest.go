@@ -75,6 +75,10 @@ type Options struct {
 	ACLToken string
 	// HCL is extra agent configuration appended after orchestrate's own.
 	HCL string
+	// ConfigDir, when set, is a configuration directory the agent also
+	// loads (-config-dir), as /etc/consul.d on a node: files written
+	// there later take effect on a reload.
+	ConfigDir string
 	// RetryJoinWAN lists serf WAN addresses to join (a second datacenter).
 	RetryJoinWAN []string
 	// HandlerEnv sets CONSUL_HTTP_ADDR to the agent's own HTTP address in
@@ -218,6 +222,9 @@ func New(ctx context.Context, bin, dir string, opts Options) (*Agent, error) {
 	a.args = []string{"agent", "-dev", "-config-file", cfgPath}
 	if opts.JoinLAN != "" {
 		a.args = []string{"agent", "-config-file", cfgPath, "-data-dir", filepath.Join(dir, "data")}
+	}
+	if opts.ConfigDir != "" {
+		a.args = append(a.args, "-config-dir", opts.ConfigDir)
 	}
 	if opts.HCL != "" {
 		a.args = append(a.args, "-hcl", opts.HCL)

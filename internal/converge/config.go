@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/hieradata"
+	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/rollout"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/watch"
@@ -92,10 +94,10 @@ func Defaults() Config {
 	return Config{
 		StepTimeout:     time.Hour,
 		ValidateTimeout: 5 * time.Minute,
-		HieraData:       "/etc/puppet/hiera/data/services.yaml",
-		LogDir:          "/var/log/orchestrate",
+		HieraData:       hieradata.DefaultOut,
+		LogDir:          paths.LogDir,
 		KeepLogs:        50,
-		LockFile:        "/var/lock/orchestrate-converge.lock",
+		LockFile:        paths.ConvergeLock,
 		WaitLock:        true,
 		// Only converge refreshes the checks, and it runs only when
 		// something changes; a TTL that expired would turn the check
@@ -128,6 +130,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--step-timeout %s must be positive", c.StepTimeout)
 	case c.ValidateTimeout <= 0:
 		return fmt.Errorf("--validate-timeout %s must be positive", c.ValidateTimeout)
+	case c.HieraData == "":
+		return errors.New("--hiera-data is empty")
+	case !filepath.IsAbs(c.HieraData):
+		// A watch handler runs in Consul's working directory: a relative
+		// path would name a file nothing writes, and every failure would
+		// look like waiting for the data.
+		return fmt.Errorf("--hiera-data %s must be an absolute path", c.HieraData)
 	case c.LogDir == "":
 		return errors.New("--log-dir is empty")
 	case c.KeepLogs < 1:

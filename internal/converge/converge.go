@@ -49,7 +49,8 @@ const (
 	// Converged: update, Puppet and validation succeeded; the version is reported.
 	Converged Outcome = "converged"
 	// Pending: the eventual step (or the older single Puppet run) failed
-	// while the hiera data says dependencies are unmet.
+	// while the hiera data says dependencies are unmet, or before
+	// hiera-services rendered any data.
 	Pending Outcome = "pending on dependencies"
 	// Failed: a step failed.
 	Failed Outcome = "failed"

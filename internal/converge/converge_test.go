@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/jiocloud/orchestrate/internal/fileutil"
@@ -28,9 +29,17 @@ func TestReadDependencies(t *testing.T) {
 	if _, _, err := readDependencies(write("bad.yaml", "\"orchestrate::dependencies_met\": maybe\n")); err == nil {
 		t.Fatal("a non-boolean dependencies_met was accepted")
 	}
-	// A path that never ends is refused at the size limit, not read until
-	// memory runs out.
-	if _, _, err := readDependencies("/dev/zero"); !errors.Is(err, fileutil.ErrTooLarge) {
+	// A device that never ends (or a FIFO that would block) is no hiera
+	// data; a file beyond the limit is refused at the limit, not read
+	// until memory runs out.
+	if _, _, err := readDependencies("/dev/zero"); err == nil || !strings.Contains(err.Error(), "/dev/zero is not a regular file") {
 		t.Fatalf("/dev/zero: %v", err)
+	}
+	huge := write("huge.yaml", "")
+	if err := os.Truncate(huge, maxHieraData+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readDependencies(huge); !errors.Is(err, fileutil.ErrTooLarge) || !strings.Contains(err.Error(), huge) {
+		t.Fatalf("a file over the limit: %v", err)
 	}
 }

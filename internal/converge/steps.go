@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,12 +151,21 @@ func (a *action) eventual(ctx context.Context) (done bool, err error) {
 
 // failOrPending records a failed Puppet run of cat as pending when the
 // hiera data says dependencies are unmet (it may work once other hosts
-// publish), else as failed.
+// publish), or when there is no hiera data yet (a first boot, before
+// hiera-services rendered it: Puppet could not have had the other hosts'
+// data), else as failed. Data that exists but cannot be read is a fault
+// of this host: failed, saying why.
 func (a *action) failOrPending(cat, detail string) (done bool, err error) {
-	met, unmet, derr := readDependencies(a.c.cfg.HieraData)
+	path := a.c.cfg.HieraData
+	met, unmet, derr := readDependencies(path)
 	switch {
+	case errors.Is(derr, fs.ErrNotExist):
+		a.c.log.Info("no hiera data yet; the step waits for it", "hiera_data", path)
+		_, err := a.fail(Pending, cat, store.StatePending, "waiting for the hiera data: "+path+" does not exist yet (hiera-services has not rendered it); "+detail)
+		return true, err
 	case derr != nil:
-		a.c.log.Warn("cannot tell whether dependencies are met; recording a failure", "hiera_data", a.c.cfg.HieraData, "err", derr)
+		a.c.log.Warn("cannot tell whether dependencies are met; recording a failure", "hiera_data", path, "err", derr)
+		detail += "; cannot tell whether dependencies are met: " + derr.Error()
 	case !met:
 		_, err := a.fail(Pending, cat, store.StatePending, "waiting on dependencies: "+strings.Join(unmet, ", ")+"; "+detail)
 		return true, err
@@ -231,9 +241,18 @@ const maxHieraData = 64 << 20
 // orchestrate::unmet_dependencies from the rendered hiera data. A file
 // without them has no declared dependencies: met.
 func readDependencies(path string) (met bool, unmet []string, err error) {
+	// A FIFO would block the run until something writes to it, a device
+	// be read to the limit: only a regular file is hiera data.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return false, nil, fmt.Errorf("%s is not a regular file (%s)", path, st.Mode().Type())
+	}
 	data, err := fileutil.ReadLimited(path, maxHieraData)
-	if err != nil {
-		return false, nil, err
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &pe):
+		return false, nil, err // names the path already
+	case err != nil:
+		return false, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var doc map[string]any
 	if err := yaml.Unmarshal(data, &doc); err != nil {

@@ -6,8 +6,11 @@
 // cloud client, so the orchestrate binary every node runs stays small.
 package hieradata
 
-// DefaultOut is where Puppet's hiera reads services.yaml.
-const DefaultOut = "/etc/puppet/hiera/data/services.yaml"
+import "github.com/jiocloud/orchestrate/internal/paths"
+
+// DefaultOut is the services.yaml hiera-services writes and converge reads
+// when not told otherwise: where the package's hiera level reads it.
+const DefaultOut = paths.HieraData
 
 // Keys of the dependency state in services.yaml.
 const (

@@ -25,7 +25,7 @@ var cmdConverge = &command{
 		fs.StringVar(&c.ValidateDir, "validate-dir", "", "run every executable in this directory as a validation check, run-parts style")
 		fs.DurationVar(&c.StepTimeout, "step-timeout", c.StepTimeout, "timeout of the update step and of Puppet")
 		fs.DurationVar(&c.ValidateTimeout, "validate-timeout", c.ValidateTimeout, "timeout of each validation check")
-		fs.StringVar(&c.HieraData, "hiera-data", c.HieraData, "services.yaml rendered by hiera-services; a Puppet failure while its orchestrate::dependencies_met is false is recorded as pending")
+		fs.StringVar(&c.HieraData, "hiera-data", c.HieraData, "services.yaml rendered by hiera-services; a Puppet failure while its orchestrate::dependencies_met is false, or before it exists, is recorded as pending")
 		fs.StringVar(&c.LogDir, "log-dir", c.LogDir, "directory for one log file per run (absolute)")
 		fs.IntVar(&c.KeepLogs, "keep-logs", c.KeepLogs, "how many run logs to keep")
 		fs.StringVar(&c.LogURLBase, "log-url-base", "", "URL under which --log-dir is served; status log_url points there instead of file://")

@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
@@ -246,6 +248,57 @@ func TestConvergePuppetFailureWithUnmetDependenciesIsPending(t *testing.T) {
 	}
 }
 
+// TestConvergeWithoutHieraDataIsPending: on a first boot Puppet may run
+// before hiera-services rendered any data. A step that fails then waits for
+// the data: pending, naming the file, never a failure that get-failures
+// lists or --max-failures counts. Data that exists but cannot be read is
+// this host's fault: failed, saying why.
+func TestConvergeWithoutHieraDataIsPending(t *testing.T) {
+	e := newConvergeEnv(t)
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger")
+	e.setExit(t, "puppet", "6")
+	status := func() store.Status {
+		t.Helper()
+		snap, err := mustStore(t, e.a).Snapshot(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Hosts["node1"].Status["puppet"]
+	}
+	mustCode(t, e.converge(t, "--handler"), 0, "pending, as a handler")
+	if st := status(); st.State != "pending" || !strings.Contains(st.Detail, "waiting for the hiera data: "+e.hiera+" does not exist yet") || !strings.Contains(st.Detail, "puppet exit 6") {
+		t.Fatalf("puppet status = %+v, want pending waiting for %s", st, e.hiera)
+	}
+	mustCode(t, cli(t, e.a, "", "get-failures"), 0, "waiting for the data is not a failure")
+
+	// Not "missing" but unreadable: a directory where the file belongs,
+	// a path through a regular file, a FIFO (read, it would block the run)
+	// and a device.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{t.TempDir(), filepath.Join(file, "services.yaml"), fifo, "/dev/zero"} {
+		r := e.converge(t, "--hiera-data", bad)
+		mustCode(t, r, 1, "unreadable hiera data")
+		if st := status(); st.State != "failed" || !strings.Contains(st.Detail, "cannot tell whether dependencies are met: ") || !strings.Contains(st.Detail, bad) {
+			t.Fatalf("--hiera-data %s: puppet status = %+v, want failed naming the file", bad, st)
+		}
+	}
+
+	// hiera-services rendered it: Puppet works and the host converges.
+	if err := os.WriteFile(e.hiera, []byte("orchestrate::dependencies_met: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.setExit(t, "puppet", "2")
+	mustCode(t, e.converge(t), 0, "converge once the data exists")
+	mustCode(t, cli(t, e.a, "", "verify-hosts", "v2", "node1"), 0, "node1 on v2")
+}
+
 func TestConvergeUpdateStepFailure(t *testing.T) {
 	e := newConvergeEnv(t)
 	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger")
@@ -337,6 +390,8 @@ func TestConvergeBadFlags(t *testing.T) {
 		{"converge", "--puppet-cmd", "true", "--log-dir", "relative/logs"},
 		{"converge", "--puppet-cmd", "true", "--validate-dir", "/nonexistent/checks"},
 		{"converge", "--puppet-cmd", "true", "--step-timeout", "0s"},
+		{"converge", "--puppet-cmd", "true", "--hiera-data", ""},
+		{"converge", "--puppet-cmd", "true", "--hiera-data", "services.yaml"},
 	} {
 		r := cli(t, e.a, "", args...)
 		mustCode(t, r, 2, strings.Join(args, " "))
@@ -386,6 +441,10 @@ func TestConvergeWithRealPuppet(t *testing.T) {
 func TestConvergeRetries(t *testing.T) {
 	e := newConvergeEnv(t)
 	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger")
+	// The data is there and says nothing is missing: a failure is a failure.
+	if err := os.WriteFile(e.hiera, []byte("orchestrate::dependencies_met: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	e.setExit(t, "puppet", "1")
 	r := e.converge(t, "--retry-interval", "50ms", "--max-attempts", "3", "--json")
 	mustCode(t, r, 1, "three failed attempts")

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/watch"
 )
@@ -233,7 +234,7 @@ var cmdDrain = &command{
 	summary: "The node's drain handler (a key watch on <prefix>/drain/HOST runs it): when the reaper asked this host to drain and nobody answered yet, run --drain-cmd to move the work away, then answer (`orchestrate drained`). Exit 0 when there is nothing to do.",
 	setup: func(fs *pflag.FlagSet) runFunc {
 		cmd := fs.String("drain-cmd", "", "command (run with /bin/sh -c) that moves this host's work away; exit 0 means it did")
-		lockFile := fs.String("lock-file", "/run/lock/orchestrate-drain.lock", "one drain at a time per host")
+		lockFile := fs.String("lock-file", paths.DrainLock, "one drain at a time per host")
 		passEnv := fs.StringArray("pass-env", nil, "pass this credential variable (CONSUL_HTTP_TOKEN, OS_*) to the command, which gets none of them otherwise (repeatable)")
 		return func(ctx context.Context, e *env, _ []string) error {
 			if *cmd == "" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/hieradata"
+	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/watch"
 )
@@ -49,13 +50,13 @@ var cmdWatchConfig = &command{
 	summary: "Print Consul agent configuration (JSON, for a file in /etc/consul.d/) whose watches run hiera-services on every catalog change and every health change of a service in the dependencies file (or named by --watch-service), and orchestrate converge (with --consistent-cmd or --puppet-cmd) when <prefix>/current_version changes; with --eventual-cmd, hiera-services runs converge's eventual step alone whenever the data changed. Handlers exit 0 when they found nothing to do.",
 	setup: func(fs *pflag.FlagSet) runFunc {
 		o := &watchConfigOptions{}
-		fs.StringVar(&o.hieraServices, "hiera-services", "/usr/local/bin/hiera-services", "absolute path of the hiera-services binary the watch runs")
-		fs.StringVar(&o.out, "out", hieradata.DefaultOut, "file hiera-services writes (its --out)")
+		fs.StringVar(&o.hieraServices, "hiera-services", paths.HieraServices, "absolute path of the hiera-services binary the watch runs")
+		fs.StringVar(&o.out, "out", hieradata.DefaultOut, "file hiera-services writes (its --out), which every converge handler reads (its --hiera-data)")
 		fs.StringVar(&o.dependencies, "dependencies", "", "this node's dependencies file (hiera-services --dependencies)")
 		fs.StringVar(&o.exec, "exec", "", "command hiera-services runs when the data changed (its --exec), e.g. 'orchestrate converge --force ...'")
 		fs.StringVar(&o.tokenFile, "handler-token-file", "", "token file the handlers read (their --token-file); a token itself never goes into a watch's arguments")
 		fs.StringArrayVar(&o.hieraArgs, "hiera-arg", nil, "one more hiera-services argument, e.g. --hiera-arg=--service-regex=^os- (repeatable)")
-		fs.StringVar(&o.orchestrate, "orchestrate", "/usr/local/bin/orchestrate", "absolute path of the orchestrate binary the current_version watch runs")
+		fs.StringVar(&o.orchestrate, "orchestrate", paths.Orchestrate, "absolute path of the orchestrate binary the current_version watch runs")
 		fs.StringVar(&o.consistentCmd, "consistent-cmd", "", "converge's consistent Puppet run: the current_version watch runs `orchestrate converge` with it (without it or --puppet-cmd the watch only runs `orchestrate pending-update`)")
 		fs.StringVar(&o.eventualCmd, "eventual-cmd", "", "converge's eventual Puppet run: the current_version watch runs it after the consistent one, and hiera-services runs `orchestrate converge --eventual-only` (this step only) whenever the data changed; needs --consistent-cmd or --puppet-cmd, excludes --exec")
 		fs.StringVar(&o.puppetCmd, "puppet-cmd", "", "the older single Puppet run, instead of --consistent-cmd")
@@ -188,6 +189,9 @@ func (o watchConfigOptions) convergeArgsFor(prefix string, eventualOnly bool) []
 	if o.role != "" {
 		args = append(args, "--role", o.role)
 	}
+	// converge tells pending from failed by the data hiera-services writes:
+	// the same file, whatever either binary's default.
+	args = append(args, "--hiera-data", o.out)
 	return append(o.withConnection(args, prefix), o.convergeArgs...)
 }
 
@@ -240,6 +244,9 @@ func (o watchConfigOptions) validate() error {
 	}
 	if o.hieraServices == "" || o.out == "" || o.orchestrate == "" {
 		return fmt.Errorf("--hiera-services, --orchestrate and --out must not be empty")
+	}
+	if err := o.validateOwnedFlags(); err != nil {
+		return err
 	}
 	if o.role != "" {
 		if err := store.ValidName("--role", o.role); err != nil {
@@ -295,6 +302,58 @@ func (o watchConfigOptions) validate() error {
 		}
 	}
 	return nil
+}
+
+// ownedFlags are the flags of the handlers that watch-config sets itself
+// from its own, so that the handlers agree with each other: converge
+// reads the file hiera-services writes, and hiera-services renders the
+// dependencies the service watches follow.
+var ownedFlags = []struct{ via, flag, short, owner, why string }{
+	{"--hiera-arg", "--out", "-o", "--out", "converge reads the file hiera-services writes"},
+	{"--hiera-arg", "--dependencies", "", "--dependencies", "hiera-services renders the dependencies the service watches follow"},
+	{"--converge-arg", "--hiera-data", "", "--out", "converge reads the file hiera-services writes"},
+}
+
+// validateOwnedFlags refuses a --hiera-arg or --converge-arg that would
+// give a handler another value for a flag watch-config owns: hiera-services
+// writing one file while converge reads another is how a waiting node used
+// to be recorded as failed. The same value again is harmless.
+func (o watchConfigOptions) validateOwnedFlags() error {
+	owners := map[string]string{"--out": o.out, "--dependencies": o.dependencies}
+	for _, f := range ownedFlags {
+		args := o.hieraArgs
+		if f.via == "--converge-arg" {
+			args = o.convergeArgs
+		}
+		for i := range args {
+			v, ok := flagValue(args, i, f.flag, f.short)
+			if ok && v != owners[f.owner] {
+				return fmt.Errorf("%s %s %q: watch-config gives the handlers its own %s (%q), so %s; set %s instead", f.via, f.flag, v, f.owner, owners[f.owner], f.why, f.owner)
+			}
+		}
+	}
+	return nil
+}
+
+// flagValue says whether args[i] sets flag (or its one-letter short form),
+// and to what: "--flag=V", "--flag V", "-oV", "-o=V" or "-o V".
+func flagValue(args []string, i int, flag, short string) (string, bool) {
+	a := args[i]
+	next := func() string {
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+		return ""
+	}
+	switch {
+	case a == flag || (short != "" && a == short):
+		return next(), true
+	case strings.HasPrefix(a, flag+"="):
+		return strings.TrimPrefix(a, flag+"="), true
+	case short != "" && strings.HasPrefix(a, short):
+		return strings.TrimPrefix(strings.TrimPrefix(a, short), "="), true
+	}
+	return "", false
 }
 
 // tokenInArgs finds a Consul token given on a command line: a --token or

@@ -39,37 +39,40 @@ func TestWatchConfigStanza(t *testing.T) {
 		args []string
 		want []watch.Watch
 	}{
+		// A bare watch-config runs the binaries where the package installs
+		// them and writes the file the package's hiera level reads.
 		{name: "defaults", want: []watch.Watch{{Type: "services", Args: []string{
-			"/usr/local/bin/hiera-services", "--out", "/etc/puppet/hiera/data/services.yaml"}},
-			{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/local/bin/orchestrate", "pending-update", "--handler"}}}},
+			"/usr/bin/hiera-services", "--out", "/var/lib/orchestrate/hiera/services.yaml"}},
+			{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/bin/orchestrate", "pending-update", "--handler"}}}},
 		{name: "converge", args: []string{"--prefix", "cloud1", "--puppet-cmd", "puppet apply --detailed-exitcodes /etc/puppet/site.pp",
-			"--converge-arg=--validate-dir=/usr/lib/jiocloud/tests", "--handler-token-file", "/etc/consul.d/node.token"},
+			"--converge-arg=--validate-dir=/usr/lib/jiocloud/tests", "--handler-token-file", "/etc/orchestrate/node.token"},
 			want: []watch.Watch{{Type: "services", Args: []string{
-				"/usr/local/bin/hiera-services", "--out", "/etc/puppet/hiera/data/services.yaml", "--token-file", "/etc/consul.d/node.token"}},
-				{Type: "key", Key: "cloud1/current_version", Args: []string{"/usr/local/bin/orchestrate", "converge", "--handler",
-					"--puppet-cmd", "puppet apply --detailed-exitcodes /etc/puppet/site.pp", "--prefix", "cloud1",
-					"--token-file", "/etc/consul.d/node.token", "--validate-dir=/usr/lib/jiocloud/tests"}}}},
+				"/usr/bin/hiera-services", "--out", "/var/lib/orchestrate/hiera/services.yaml", "--token-file", "/etc/orchestrate/node.token"}},
+				{Type: "key", Key: "cloud1/current_version", Args: []string{"/usr/bin/orchestrate", "converge", "--handler",
+					"--puppet-cmd", "puppet apply --detailed-exitcodes /etc/puppet/site.pp",
+					"--hiera-data", "/var/lib/orchestrate/hiera/services.yaml", "--prefix", "cloud1",
+					"--token-file", "/etc/orchestrate/node.token", "--validate-dir=/usr/lib/jiocloud/tests"}}}},
 		{name: "two steps", args: []string{"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--eventual-cmd", "puppet apply '/etc/puppet/eventual.pp'",
-			"--handler-token-file", "/etc/consul.d/node.token", "--converge-arg=--validate-dir=/usr/lib/jiocloud/tests"},
+			"--handler-token-file", "/etc/orchestrate/node.token", "--converge-arg=--validate-dir=/usr/lib/jiocloud/tests"},
 			// hiera-services runs the eventual step alone, as one shell
 			// command line whose words are quoted.
 			want: []watch.Watch{{Type: "services", Args: []string{
-				"/usr/local/bin/hiera-services", "--out", "/etc/puppet/hiera/data/services.yaml", "--exec",
-				`'/usr/local/bin/orchestrate' 'converge' '--handler' '--eventual-only' '--consistent-cmd' 'puppet apply /etc/puppet/consistent.pp' ` +
-					`'--eventual-cmd' 'puppet apply '\''/etc/puppet/eventual.pp'\''' '--token-file' '/etc/consul.d/node.token' '--validate-dir=/usr/lib/jiocloud/tests'`,
-				"--token-file", "/etc/consul.d/node.token"}},
-				{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/local/bin/orchestrate", "converge", "--handler",
+				"/usr/bin/hiera-services", "--out", "/var/lib/orchestrate/hiera/services.yaml", "--exec",
+				`'/usr/bin/orchestrate' 'converge' '--handler' '--eventual-only' '--consistent-cmd' 'puppet apply /etc/puppet/consistent.pp' ` +
+					`'--eventual-cmd' 'puppet apply '\''/etc/puppet/eventual.pp'\''' '--hiera-data' '/var/lib/orchestrate/hiera/services.yaml' '--token-file' '/etc/orchestrate/node.token' '--validate-dir=/usr/lib/jiocloud/tests'`,
+				"--token-file", "/etc/orchestrate/node.token"}},
+				{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/bin/orchestrate", "converge", "--handler",
 					"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--eventual-cmd", "puppet apply '/etc/puppet/eventual.pp'",
-					"--token-file", "/etc/consul.d/node.token", "--validate-dir=/usr/lib/jiocloud/tests"}}}},
+					"--hiera-data", "/var/lib/orchestrate/hiera/services.yaml", "--token-file", "/etc/orchestrate/node.token", "--validate-dir=/usr/lib/jiocloud/tests"}}}},
 		{name: "role", args: []string{"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--role", "compute"},
 			// The role's rollout watch runs converge for a host waiting
 			// for a slot only (--slot-wake).
 			want: []watch.Watch{{Type: "services", Args: []string{
-				"/usr/local/bin/hiera-services", "--out", "/etc/puppet/hiera/data/services.yaml"}},
-				{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/local/bin/orchestrate", "converge", "--handler",
-					"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--role", "compute"}},
-				{Type: "keyprefix", Prefix: "orchestrate/rollout/compute/", Args: []string{"/usr/local/bin/orchestrate", "converge", "--handler", "--slot-wake",
-					"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--role", "compute"}}}},
+				"/usr/bin/hiera-services", "--out", "/var/lib/orchestrate/hiera/services.yaml"}},
+				{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/bin/orchestrate", "converge", "--handler",
+					"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--role", "compute", "--hiera-data", "/var/lib/orchestrate/hiera/services.yaml"}},
+				{Type: "keyprefix", Prefix: "orchestrate/rollout/compute/", Args: []string{"/usr/bin/orchestrate", "converge", "--handler", "--slot-wake",
+					"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--role", "compute", "--hiera-data", "/var/lib/orchestrate/hiera/services.yaml"}}}},
 		{name: "everything", args: []string{"--hiera-services", "/opt/bin/hiera-services", "--out", "/var/lib/hiera/services.yaml",
 			"--dependencies", deps, "--exec", "puppet agent --onetime --no-daemonize", "--watch-service", "glance", "--watch-service", "mysql",
 			"--handler-token-file", "/etc/consul.d/hiera.token", "--hiera-arg=--service-regex=^os-", "--hiera-arg", "--log-format=json"},
@@ -79,7 +82,7 @@ func TestWatchConfigStanza(t *testing.T) {
 				{Type: "service", Service: "keystone", Args: hsArgs},
 				{Type: "service", Service: "mysql", Args: hsArgs},
 				{Type: "service", Service: "glance", Args: hsArgs},
-				{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/local/bin/orchestrate", "pending-update", "--handler",
+				{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/bin/orchestrate", "pending-update", "--handler",
 					"--token-file", "/etc/consul.d/hiera.token"}}}},
 	}
 	for _, tc := range tests {
@@ -122,6 +125,14 @@ func TestWatchConfigBadFlags(t *testing.T) {
 		{[]string{"--watch-service", "a.b"}, "--watch-service"},
 		{[]string{"--role", "compute"}, "--role needs --consistent-cmd or --puppet-cmd"},
 		{[]string{"--puppet-cmd", "true", "--role", "a/b"}, "--role \"a/b\" contains a slash"},
+		// converge must read the file hiera-services writes, and
+		// hiera-services render the dependencies the watches follow.
+		{[]string{"--puppet-cmd", "true", "--converge-arg=--hiera-data=/etc/puppet/hiera/data/services.yaml"}, `--converge-arg --hiera-data "/etc/puppet/hiera/data/services.yaml": watch-config gives the handlers its own --out ("/var/lib/orchestrate/hiera/services.yaml")`},
+		{[]string{"--puppet-cmd", "true", "--converge-arg", "--hiera-data", "--converge-arg", "/x.yaml"}, `--converge-arg --hiera-data "/x.yaml"`},
+		{[]string{"--hiera-arg=--out=/x.yaml"}, `--hiera-arg --out "/x.yaml"`},
+		{[]string{"--hiera-arg=-o/x.yaml"}, `--hiera-arg --out "/x.yaml"`},
+		{[]string{"--hiera-arg", "-o", "--hiera-arg", "/x.yaml"}, `--hiera-arg --out "/x.yaml"`},
+		{[]string{"--hiera-arg=--dependencies=/x.yaml"}, `--hiera-arg --dependencies "/x.yaml": watch-config gives the handlers its own --dependencies ("")`},
 	} {
 		r := watchConfig(t, tc.args...)
 		mustCode(t, r, 2, strings.Join(tc.args, " "))
@@ -135,6 +146,8 @@ func TestWatchConfigBadFlags(t *testing.T) {
 			t.Errorf("%v: printed %q", tc.args, r.stdout)
 		}
 	}
+	// The same value again changes nothing.
+	mustCode(t, watchConfig(t, "--out", "/x.yaml", "--puppet-cmd", "true", "--converge-arg=--hiera-data=/x.yaml", "--hiera-arg=--out=/x.yaml"), 0, "the same file twice")
 }
 
 // TestWatchConfigRunsHieraServices loads the generated stanza into a real
@@ -207,7 +220,7 @@ func TestWatchConfigConvergesOnNewVersion(t *testing.T) {
 	r := watchConfig(t, "--hiera-services", noop, "--orchestrate", wrapper,
 		"--puppet-cmd", "echo $ORCHESTRATE_VERSION >> "+ran,
 		"--converge-arg=--log-dir="+filepath.Join(dir, "log"), "--converge-arg=--lock-file="+filepath.Join(dir, "converge.lock"),
-		"--converge-arg=--hiera-data="+filepath.Join(dir, "services.yaml"))
+		"--out", filepath.Join(dir, "services.yaml"))
 	mustCode(t, r, 0, "watch-config")
 	a := consultest.Start(t, consultest.Options{NodeName: "node7", HCL: r.stdout})
 	script := "#!/bin/sh\nexec " + bin + " \"$@\" --consul-addr " + a.HTTPAddr + "\n"

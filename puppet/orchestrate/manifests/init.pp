@@ -31,7 +31,9 @@
 #   'puppet agent -t --detailed-exitcodes', '--role', 'compute']
 # @param token_file
 #   the node's Consul token file, which the watch handlers read (their
-#   --token-file); written with `consul_token` when that is given
+#   --token-file); written with `consul_token` when that is given, else
+#   it must exist (the user data writes it); 'none' on a cloud without
+#   Consul ACLs
 # @param consul_token the node's Consul ACL token (shipped policy node.hcl)
 # @param token_owner  owner of `token_file` (the user the Consul agent runs
 #   the handlers as); mode 0600
@@ -54,7 +56,7 @@ class orchestrate (
   Boolean                                $manage_watches     = true,
   Orchestrate::Absolutepath              $watch_config_file  = '/etc/consul.d/orchestrate-watches.json',
   Array[String[1]]                       $watch_args         = [],
-  Optional[Orchestrate::Absolutepath]    $token_file         = undef,
+  Orchestrate::Tokenfile                 $token_file         = "${config_dir}/node.token",
   Optional[Sensitive[String[1]]]         $consul_token       = undef,
   String[1]                              $token_owner        = 'consul',
   String[1]                              $token_group        = 'consul',
@@ -64,7 +66,7 @@ class orchestrate (
   String[1]                              $file_owner         = 'root',
   String[1]                              $file_group         = 'root',
 ) {
-  if $consul_token != undef and $token_file == undef {
+  if $consul_token != undef and $token_file == 'none' {
     fail('orchestrate: consul_token needs token_file (where the handlers read it)')
   }
 
@@ -100,14 +102,14 @@ class orchestrate (
   }
 
   if $manage_watches {
-    $token_args = $token_file ? { undef => [], default => ['--handler-token-file', $token_file] }
+    $token_args = $token_file ? { 'none' => [], default => ['--handler-token-file', $token_file] }
     $watch_cmd = shellquote([$orchestrate_bin, 'watch-config',
         '--orchestrate', $orchestrate_bin, '--hiera-services', $hiera_services_bin,
       '--out', $hiera_data_file, '--dependencies', $dependencies_file] + $token_args + $watch_args)
     $file_q = shellquote([$watch_config_file])
     # watch-config asks the local agent for this node's name: with ACLs on,
     # Puppet's environment holds no token, so it uses the node's.
-    $token_env = $token_file ? { undef => [], default => ["CONSUL_HTTP_TOKEN_FILE=${token_file}"] }
+    $token_env = $token_file ? { 'none' => [], default => ["CONSUL_HTTP_TOKEN_FILE=${token_file}"] }
     $watch_needs = $consul_token ? { undef => File[$dependencies_file], default => [File[$dependencies_file], File[$token_file]] }
     # The file is the command's output; rewritten only when that changes,
     # through a temporary file so the agent never reads half of it.

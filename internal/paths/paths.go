@@ -1,0 +1,106 @@
+// Package paths owns every location and local address that more than one
+// part of orchestrate uses: where the Debian package installs the binaries,
+// units and configuration, where hiera-services writes the hiera data that
+// converge and Puppet read, the node's token file, the log directory and
+// the lock files. The binaries take their defaults from here; the Puppet
+// module, the systemd units, nfpm.yaml, the packaged configuration and the
+// examples spell the same values, and the package's test
+// (agree_test.go) fails when one of them says otherwise.
+//
+// The Consul KV prefix is not here: internal/store owns it
+// (store.DefaultPrefix), as it owns every key.
+package paths
+
+// Binaries, as the package installs them (packaging/nfpm.yaml).
+const (
+	// BinDir holds the four binaries.
+	BinDir = "/usr/bin"
+	// Orchestrate is the orchestrate binary, which the watches run.
+	Orchestrate = BinDir + "/orchestrate"
+	// HieraServices is the hiera-services binary, which the watches and
+	// orchestrate-hiera-services.service run.
+	HieraServices = BinDir + "/hiera-services"
+	// Reaper is the reaper binary (orchestrate-reaper.service).
+	Reaper = BinDir + "/reaper"
+	// ServiceBlocker is the service-blocker binary that
+	// orchestrate::service_blocker execs.
+	ServiceBlocker = BinDir + "/service-blocker"
+)
+
+// Configuration, in the package's configuration directory.
+const (
+	// ConfigDir is the package's configuration directory.
+	ConfigDir = "/etc/orchestrate"
+	// Dependencies is the node's dependencies file (hiera-services and
+	// watch-config --dependencies); the package installs an empty one.
+	Dependencies = ConfigDir + "/dependencies.yaml"
+	// NodeToken is the node's Consul token file, read by the watch
+	// handlers, orchestrate and hiera-services (policy node.hcl). The
+	// package does not install it: the user data or Puppet writes it.
+	NodeToken = ConfigDir + "/node.token"
+	// HieraServicesEnv is the environment file of
+	// orchestrate-hiera-services.service.
+	HieraServicesEnv = ConfigDir + "/hiera-services.env"
+	// ReaperConfig is the reaper's configuration (reaper --config).
+	ReaperConfig = ConfigDir + "/reaper.yaml"
+	// ReaperEnv is the environment file of orchestrate-reaper.service.
+	ReaperEnv = ConfigDir + "/reaper.env"
+	// ReaperToken is the reaper's Consul token file (policy reaper.hcl).
+	ReaperToken = ConfigDir + "/reaper.token"
+	// Clouds is the reaper's clouds.yaml (OS_CLIENT_CONFIG_FILE).
+	Clouds = ConfigDir + "/clouds.yaml"
+)
+
+// State, logs and locks.
+const (
+	// StateDir is the state directory of the package's units (systemd
+	// StateDirectory=orchestrate) and the home of the user orchestrate.
+	StateDir = "/var/lib/orchestrate"
+	// HieraDir holds the hiera data (StateDirectory=orchestrate/hiera).
+	HieraDir = StateDir + "/hiera"
+	// HieraData is the services.yaml hiera-services writes (its --out),
+	// converge reads (its --hiera-data) and Puppet's hiera reads through
+	// a level of its own (examples/hiera.yaml).
+	HieraData = HieraDir + "/services.yaml"
+	// LogDir receives converge's run logs.
+	LogDir = "/var/log/orchestrate"
+	// LockDir is where the per-host locks live (Debian's /var/lock is a
+	// link to it).
+	LockDir = "/run/lock"
+	// ConvergeLock serialises converge runs on a host: every watch that
+	// runs converge takes the same one.
+	ConvergeLock = LockDir + "/orchestrate-converge.lock"
+	// DrainLock serialises drain handler runs on a host.
+	DrainLock = LockDir + "/orchestrate-drain.lock"
+)
+
+// Consul's side of a node.
+const (
+	// ConsulConfigDir is the Consul agent's configuration directory.
+	ConsulConfigDir = "/etc/consul.d"
+	// WatchConfig is the file in it holding the watches watch-config
+	// generates (class orchestrate writes it).
+	WatchConfig = ConsulConfigDir + "/orchestrate-watches.json"
+	// ConsulHTTPAddr is the local agent's HTTP API, the Consul API
+	// client's default.
+	ConsulHTTPAddr = "127.0.0.1:8500"
+	// ConsulDNSAddr is the local agent's DNS server (service-blocker
+	// --dns).
+	ConsulDNSAddr = "127.0.0.1:8600"
+)
+
+// What else the package installs.
+const (
+	// User is the unprivileged user the units run as (sysusers.conf).
+	User = "orchestrate"
+	// ACLDir holds the shipped Consul ACL policies.
+	ACLDir = "/usr/share/orchestrate/acl"
+	// DocDir holds the documents and examples.
+	DocDir = "/usr/share/doc/orchestrate"
+	// UnitDir is where the package puts its systemd units.
+	UnitDir = "/lib/systemd/system"
+	// HieraServicesUnit runs hiera-services --watch.
+	HieraServicesUnit = "orchestrate-hiera-services.service"
+	// ReaperUnit runs the reaper.
+	ReaperUnit = "orchestrate-reaper.service"
+)
