@@ -62,10 +62,12 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 		// is deleted on the answer or at DrainUntil.
 		*budget = append(*budget, r.now())
 		e.Updated = r.now()
-		if err := r.journal.Put(ctx, t.session, e, *budget, r.journal.drainRequestOp(e, r.now().UTC())); err != nil {
+		if err := r.journal.Put(ctx, t.session, e, *budget, r.journal.drainRequestOp(e, role, r.now().UTC())); err != nil {
 			return err
 		}
 		return r.maintenance(ctx, e)
+	case OpAbort:
+		return r.abortDrain(ctx, t, a)
 	case OpCreate:
 		return r.create(ctx, t, role, e, put)
 	case OpClaim:
