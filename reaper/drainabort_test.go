@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul/api"
+
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/reaper"
 )
@@ -303,4 +305,63 @@ func TestAbortSurvivesANewLeader(t *testing.T) {
 	// configuration: no answer, deleted at drain_timeout.
 	w.drainOf("web2", 2)
 	w.stepUntil(8, "web2 deleted", func() bool { return w.servers() == "web1,web3" })
+}
+
+// `orchestrate scale` while a named host's abort is under way: the
+// count moved, so the abort's transaction is refused (nothing of it
+// written) and the next cycle finishes it; the count set by hand after
+// the request stands, and the request is withdrawn.
+func TestNamedAbortMeetsAHandSetCount(t *testing.T) {
+	t.Parallel()
+	w := newDrainWorld(t, "", 4)
+	scaled := false
+	var err error
+	if w.r, err = reaper.New(w.cfg, w.c, w.sim, testLogger(t), reaper.WithClock(w.clock), reaper.AbortStep(func() error {
+		if !scaled {
+			scaled = true
+			w.mu.Lock()
+			w.now = w.now.Add(time.Second) // the operator's command comes after the request
+			w.mu.Unlock()
+			w.cli("scale", "web", "2")
+		}
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	w.step()
+	w.cli("scale-in", "web", "web2")
+	w.drainOf("web2", 3)
+	w.cli("drained", "web2", "--failed", "--detail", "galera: cannot leave cleanly")
+	w.step()
+	if !scaled || w.cooloff("web2") != nil {
+		t.Fatalf("the abort's transaction was not refused when the count moved (hook ran %t)", scaled)
+	}
+	w.stepUntil(1, "the abort finished", func() bool { return w.cooloff("web2") != nil })
+	w.keeps("web2")
+	if rec := w.cooloff("web2"); !rec.Named || rec.Restored {
+		t.Fatalf("record %+v, want named, not restored", rec)
+	}
+	if d := w.desired(); d != 2 {
+		t.Fatalf("desired %d, want the 2 set by hand", d)
+	}
+	snap, err := w.st.Snapshot(context.Background())
+	if err != nil || len(snap.Scaling.ScaleIn["web"]) != 0 {
+		t.Fatalf("scale-in requests %v (%v)", snap.Scaling.ScaleIn, err)
+	}
+}
+
+// A record under <prefix>/reaper/cooloff/ that the reaper did not write
+// holds its host (the safe side) and is named, with what to do.
+func TestUnreadableCooloffHoldsItsHost(t *testing.T) {
+	t.Parallel()
+	w := newDrainWorld(t, "", 4)
+	if _, err := w.c.KV().Put(&api.KVPair{Key: store.CooloffKey(prefix, "web4"), Value: []byte("until tuesday")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	w.step()
+	w.cli("scale", "web", "3")
+	w.drainOf("web3", 3) // not web4, the oldest
+	if held := strings.Join(w.lastPlan.Blocked, "\n"); !strings.Contains(held, "reaper/cooloff/web4: not a record of an aborted drain the reaper wrote") || !strings.Contains(held, "`consul kv delete` it") {
+		t.Fatalf("held back %q", held)
+	}
 }
