@@ -19,29 +19,13 @@ import (
 // platform answers with `orchestrate drained` (or `--failed`), or not at
 // all.
 
-// drainConfig is role web, four servers, its drains 2 minutes long and a
-// cool-off of 10 minutes after an aborted one.
-const drainConfig = `
-dry_run: false
-prefix: ` + prefix + `
-interval: 30s
-session_ttl: 2s
-lock_delay: 1s
-listen: ""
-drain_period: 60s
-cloud_timeout: 5m
-quota_backoff: 30s
-quota_backoff_max: 1m
-roles:
-  - name: web
-    desired: 4
-    boot_grace: 2m
-    critical_grace: 1m
-    boot_timeout: 10m
-    drain_timeout: 2m
-    drain_cooloff: 10m
-    boot: {flavor: m1, image: debian, name_template: "web{n}"}
-`
+// drainConfig is scaleConfig's role web without its autoscaling: a fixed
+// count of 4, its drains 2 minutes long and a cool-off of 10 minutes
+// after an aborted one.
+var drainConfig = func() string {
+	fixed, _, _ := strings.Cut(scaleConfig, "    autoscale:\n")
+	return strings.Replace(fixed, "  - name: web\n", "  - name: web\n    desired: 4\n    drain_cooloff: 10m\n", 1)
+}()
 
 // newDrainWorld is a drainConfig world (with extra role settings) of n
 // servers (web n the oldest); nothing reports load or answers drains
@@ -50,6 +34,23 @@ func newDrainWorld(t *testing.T, extra string, n int) *scaleWorld {
 	w := newScaleWorld(t, strings.Replace(drainConfig, "    drain_cooloff: 10m\n", "    drain_cooloff: 10m\n"+extra, 1), n)
 	w.report, w.answer = false, false
 	return w
+}
+
+// withAbortStep runs the world's reaper again with an abort hook (see
+// reaper.AbortStep).
+func (w *scaleWorld) withAbortStep(hook func() error) {
+	w.t.Helper()
+	var err error
+	if w.r, err = reaper.New(w.cfg, w.c, w.sim, testLogger(w.t), reaper.WithClock(w.clock), reaper.AbortStep(hook)); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// failedDrain waits for host's drain request and answers it failed.
+func (w *scaleWorld) failedDrain(host, detail string) {
+	w.t.Helper()
+	w.drainOf(host, 3)
+	w.cli("drained", host, "--failed", "--detail", detail)
 }
 
 // drains is the hosts with a drain request.
@@ -269,14 +270,10 @@ func TestAbortSurvivesANewLeader(t *testing.T) {
 	t.Parallel()
 	w := newDrainWorld(t, "", 3)
 	stopped := errors.New("the leader stops here")
-	var err error
-	if w.r, err = reaper.New(w.cfg, w.c, w.sim, testLogger(t), reaper.WithClock(w.clock), reaper.AbortStep(func() error { return stopped })); err != nil {
-		t.Fatal(err)
-	}
+	w.withAbortStep(func() error { return stopped })
 	w.step()
 	w.cli("scale", "web", "2")
-	w.drainOf("web3", 3)
-	w.cli("drained", "web3", "--failed", "--detail", "instance i-7 cannot be migrated")
+	w.failedDrain("web3", "instance i-7 cannot be migrated")
 	w.step()
 	keys := journalKeys(t, w.c)
 	if len(keys) != 1 {
@@ -315,8 +312,7 @@ func TestNamedAbortMeetsAHandSetCount(t *testing.T) {
 	t.Parallel()
 	w := newDrainWorld(t, "", 4)
 	scaled := false
-	var err error
-	if w.r, err = reaper.New(w.cfg, w.c, w.sim, testLogger(t), reaper.WithClock(w.clock), reaper.AbortStep(func() error {
+	w.withAbortStep(func() error {
 		if !scaled {
 			scaled = true
 			w.mu.Lock()
@@ -325,13 +321,10 @@ func TestNamedAbortMeetsAHandSetCount(t *testing.T) {
 			w.cli("scale", "web", "2")
 		}
 		return nil
-	})); err != nil {
-		t.Fatal(err)
-	}
+	})
 	w.step()
 	w.cli("scale-in", "web", "web2")
-	w.drainOf("web2", 3)
-	w.cli("drained", "web2", "--failed", "--detail", "galera: cannot leave cleanly")
+	w.failedDrain("web2", "galera: cannot leave cleanly")
 	w.step()
 	if !scaled || w.cooloff("web2") != nil {
 		t.Fatalf("the abort's transaction was not refused when the count moved (hook ran %t)", scaled)

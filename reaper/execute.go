@@ -104,23 +104,30 @@ func (r *Reaper) deleteOld(ctx context.Context, t *leaderTerm, e Entry, put func
 	if err := put(e, nil); err != nil {
 		return err
 	}
-	gone, err := r.deleteServer(ctx, e.OldID)
-	switch {
-	case err != nil && ClassOf(err) == Conflict:
-		return r.deleteRefused(t, e, err)
-	case err != nil:
-		return err
-	case !gone:
-		return r.deleteNotYet(t, e, e.OldName, e.OldID, put)
-	}
-	if err := r.deregister(ctx, e.OldName); err != nil {
-		return err // the entry stays in deleting; the next cycle retries
+	if done, err := r.deleteEntryServer(ctx, t, e, e.OldName, e.OldID, put); !done || err != nil {
+		return err // the entry stays in deleting; the next cycle goes on
 	}
 	if e.Kind == store.KindReplace && e.Mode == ModeDeleteFirst {
 		e.Phase, e.OldID, e.DeleteAsked = store.PhaseCreating, "", time.Time{}
 		return put(e, nil)
 	}
 	return r.journal.Remove(ctx, t.session, e.ID)
+}
+
+// deleteEntryServer deletes entry e's server (name, id) and deregisters
+// its node; done is false while the cloud refused the delete or has not
+// carried it out (err says so, or is nil while the entry waits).
+func (r *Reaper) deleteEntryServer(ctx context.Context, t *leaderTerm, e Entry, name, id string, put func(Entry, []time.Time) error) (done bool, err error) {
+	gone, err := r.deleteServer(ctx, id)
+	switch {
+	case err != nil && ClassOf(err) == Conflict:
+		return false, r.deleteRefused(t, e, err)
+	case err != nil:
+		return false, err
+	case !gone:
+		return false, r.deleteNotYet(t, e, name, id, put)
+	}
+	return true, r.deregister(ctx, name)
 }
 
 // rollback carries out OpRollback: the intent, the delete of the new
@@ -130,16 +137,7 @@ func (r *Reaper) rollback(ctx context.Context, t *leaderTerm, role *Role, e Entr
 		return err
 	}
 	if e.NewID != "" {
-		gone, err := r.deleteServer(ctx, e.NewID)
-		switch {
-		case err != nil && ClassOf(err) == Conflict:
-			return r.deleteRefused(t, e, err)
-		case err != nil:
-			return err
-		case !gone:
-			return r.deleteNotYet(t, e, e.NewName, e.NewID, put)
-		}
-		if err := r.deregister(ctx, e.NewName); err != nil {
+		if done, err := r.deleteEntryServer(ctx, t, e, e.NewName, e.NewID, put); !done || err != nil {
 			return err
 		}
 	}
