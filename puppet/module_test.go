@@ -166,6 +166,7 @@ class { 'orchestrate::reaper':
     'name'        => 'web',
     'desired'     => 3,
     'min_healthy' => 2,
+    'on_drain_timeout' => 'delete',
     'boot'        => { 'flavor' => 'm1.small', 'image' => 'debian-12', 'networks' => ['none'] },
   }],
   %[3]s
@@ -256,6 +257,7 @@ func TestApplyBothClasses(t *testing.T) {
 	}
 	if !cfg.IsDryRun() || cfg.Interval.D().String() != "45s" || cfg.MaxInFlight != 2 || len(cfg.Roles) != 1 ||
 		cfg.Roles[0].Name != "web" || cfg.Roles[0].Desired != 3 || cfg.Roles[0].MinHealthy != 2 ||
+		cfg.Roles[0].OnDrainTimeout != "delete" || cfg.Roles[0].OnDrainFailure != "abort" ||
 		cfg.Cloud.Name != "orchestrate" || cfg.Cloud.CloudsFile != filepath.Join(w.root, "etc/orchestrate/clouds.yaml") {
 		t.Errorf("reaper.yaml loads as %+v", cfg)
 	}
@@ -337,6 +339,7 @@ func TestApplyBadInput(t *testing.T) {
 		{"newline in a path", "'%[1]s/etc/orchestrate/reaper.env'", "\"%[1]s/etc/orchestrate/reaper.env\\nX=1\"", "env_file"},
 		{"bad dependency count", "'functional' => 2", "'functional' => 'two'", "dependencies"},
 		{"a duration the reaper refuses", "'interval' => '45s'", "'interval' => 'soon'", "is not a duration"},
+		{"a drain ending Puppet's type refuses", "'on_drain_timeout' => 'delete'", "'on_drain_timeout' => 'retry'", "on_drain_timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := manifest("")
