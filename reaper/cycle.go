@@ -132,7 +132,7 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *Plan, obs *observ
 			continue
 		}
 		r.metrics.action(a.Op, "done")
-		if a.Op != OpMaintain {
+		if a.Op != OpMaintain && a.Op != OpAbort { // an abort logs its own line
 			r.log.Info(string(a.Op), "role", a.Entry.Role, "action", a.String(), "entry", a.Entry.ID)
 		}
 		if r.opts.afterAction != nil {
