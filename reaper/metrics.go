@@ -228,11 +228,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	for _, r := range slices.Sorted(maps.Keys(m.claims)) {
 		fmt.Fprintf(&sb, "reaper_pool_claim_seconds_sum{role=%q} %v\nreaper_pool_claim_seconds_count{role=%q} %d\n", r, m.claimSecs[r], r, m.claims[r])
 	}
-	sb.WriteString("# HELP reaper_drain_aborts_total Drains of a scale-in or max-age retirement aborted (the server stays), by role and cause: failed (the answer said the work could not move) or timeout (no answer by drain_timeout).\n# TYPE reaper_drain_aborts_total counter\n")
-	for _, k := range sortedKeys(m.drainAborts) {
-		fmt.Fprintf(&sb, "reaper_drain_aborts_total{role=%q,cause=%q} %d\n", k[0], k[1], m.drainAborts[k])
-	}
-	perRole("reaper_drain_cooloff_hosts", "A role's hosts whose drain was aborted and that are not chosen for a scale-in or a max-age retirement until their drain_cooloff ends.", mapValues(m.cooling, func(n int) string { return fmt.Sprint(n) }))
+	m.writeDrainAborts(&sb, perRole)
 	sb.WriteString("# HELP reaper_cloud_errors_total Cloud errors by class.\n# TYPE reaper_cloud_errors_total counter\n")
 	classes := make([]string, 0, len(m.cloudErrors))
 	for c := range m.cloudErrors {
@@ -244,6 +240,16 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	}
 	n, err := io.WriteString(w, sb.String())
 	return int64(n), err
+}
+
+// writeDrainAborts writes the aborted drains' counter and cool-off gauge;
+// m.mu is held.
+func (m *Metrics) writeDrainAborts(sb *strings.Builder, perRole func(name, help string, vals map[string]string)) {
+	sb.WriteString("# HELP reaper_drain_aborts_total Drains of a scale-in or max-age retirement aborted (the server stays), by role and cause: failed (the answer said the work could not move) or timeout (no answer by drain_timeout).\n# TYPE reaper_drain_aborts_total counter\n")
+	for _, k := range sortedKeys(m.drainAborts) {
+		fmt.Fprintf(sb, "reaper_drain_aborts_total{role=%q,cause=%q} %d\n", k[0], k[1], m.drainAborts[k])
+	}
+	perRole("reaper_drain_cooloff_hosts", "A role's hosts whose drain was aborted and that are not chosen for a scale-in or a max-age retirement until their drain_cooloff ends.", mapValues(m.cooling, func(n int) string { return fmt.Sprint(n) }))
 }
 
 // mapValues formats each value of m.
