@@ -194,7 +194,7 @@ func TestAbortIsFinishedAsAnAbort(t *testing.T) {
 // count read; unless a count was set by hand after the request (it
 // stands), the count is not in Consul, or it would pass the autoscaler's
 // max.
-func TestNamedScaleInAbortRestoresTheCount(t *testing.T) {
+func TestNamedAbortCountRule(t *testing.T) {
 	named := func(s *store.Scaling) {
 		s.ScaleIn = map[string]map[string]store.ScaleInRequest{"web": {"web3": {Time: t0.Add(-20 * time.Minute), By: "ops"}}}
 	}
