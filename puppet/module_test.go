@@ -168,6 +168,7 @@ class { 'orchestrate::reaper':
     'name'        => 'web',
     'desired'     => 3,
     'min_healthy' => 2,
+    'on_drain_timeout' => 'delete',
     'boot'        => { 'flavor' => 'm1.small', 'image' => 'debian-12', 'networks' => ['none'] },
   }],
   %[3]s
@@ -258,6 +259,7 @@ func TestApplyBothClasses(t *testing.T) {
 	}
 	if !cfg.IsDryRun() || cfg.Interval.D().String() != "45s" || cfg.MaxInFlight != 2 || len(cfg.Roles) != 1 ||
 		cfg.Roles[0].Name != "web" || cfg.Roles[0].Desired != 3 || cfg.Roles[0].MinHealthy != 2 ||
+		cfg.Roles[0].OnDrainTimeout != "delete" || cfg.Roles[0].OnDrainFailure != "abort" ||
 		cfg.Cloud.Name != "orchestrate" || cfg.Cloud.CloudsFile != filepath.Join(w.root, "etc/orchestrate/clouds.yaml") {
 		t.Errorf("reaper.yaml loads as %+v", cfg)
 	}
@@ -344,6 +346,7 @@ func TestApplyBadInput(t *testing.T) {
 		{"a token file nothing wrote", "token_file         => '%[1]s/etc/orchestrate/node.token',\n  consul_token       => Sensitive('node-secret-4b1f'),",
 			"token_file         => '%[1]s/etc/orchestrate/missing.token',", "read token file %[1]s/etc/orchestrate/missing.token: no such file or directory"},
 		{"a token without a file", "token_file         => '%[1]s/etc/orchestrate/node.token',", "token_file         => 'none',", "consul_token needs token_file"},
+		{"a drain ending Puppet's type refuses", "'on_drain_timeout' => 'delete'", "'on_drain_timeout' => 'retry'", "on_drain_timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := manifest("")

@@ -35,6 +35,8 @@ func (pl *planner) advance(rs *roleServers, e *Entry) {
 		pl.advanceDraining(rs, e, next, oldS)
 	case store.PhaseDeleting:
 		pl.advanceDeleting(rs, e, next, oldS)
+	case store.PhaseAborting:
+		pl.finishAbort(rs, e, next)
 	case store.PhaseClaiming:
 		// The claim was journalled (and the standby's pool record
 		// removed with it): its remaining steps are idempotent.
@@ -215,8 +217,9 @@ func (pl *planner) advanceStandby(rs *roleServers, e *Entry, next Entry, newS *S
 
 // advanceDraining: delete the old server once the drain period is over,
 // after looking at it again: a server replaced for its health that passes
-// again is restored, and the gate may hold the delete (then it stays in
-// maintenance).
+// again is restored, a drain that failed or was not answered may be
+// aborted (see drainabort.go), and the gate may hold the delete (then it
+// stays in maintenance).
 func (pl *planner) advanceDraining(rs *roleServers, e *Entry, next Entry, oldS *Server) {
 	if why := pl.recovered(rs, e, oldS); why != "" {
 		pl.add(OpRestore, next, why+": kept")
@@ -224,6 +227,9 @@ func (pl *planner) advanceDraining(rs *roleServers, e *Entry, next Entry, oldS *
 	}
 	answer := pl.drainAnswer(e)
 	drained := answer != nil && answer.Drained
+	if oldS != nil && !drained && pl.planAbort(rs, e, next, oldS, answer) {
+		return
+	}
 	if oldS != nil && pl.in.Now.Before(e.DrainUntil) && !drained {
 		pl.add(OpMaintain, next, "draining")
 		return

@@ -110,6 +110,7 @@ func (pl *planner) scaleIn(rs *roleServers, count, want int) {
 	flying := pl.inFlight(rs)
 	surplus := count - want
 	order, skipped := pl.scaleInOrder(rs)
+	order, skipped = pl.notCooling(rs, order, skipped)
 	if len(order) < surplus && len(skipped) > 0 {
 		pl.block("%s: %d surplus server(s), %d that may leave: %s", r.Name, surplus, len(order), strings.Join(skipped, ", "))
 	}
@@ -133,6 +134,7 @@ func (pl *planner) scaleIn(rs *roleServers, count, want int) {
 		}
 		e := pl.newEntry(r, store.KindDelete, why)
 		e.Phase, e.OldName, e.OldID = store.PhaseDraining, v.Name, v.ID
+		e.Abortable = pl.abortable(v)
 		pl.startDrain(&e, v)
 		pl.add(OpDrain, e, e.Reason)
 		flying++
@@ -172,13 +174,24 @@ func (pl *planner) replaceExpired(rs *roleServers) {
 		return
 	}
 	var oldest *Server
+	var cooling []string
 	for _, s := range rs.free {
 		if !pl.serves(rs, s) {
 			return
 		}
-		if pl.statesOf[s.ID] == StateExpired && (oldest == nil || expiry(r, s).Before(expiry(r, oldest))) {
+		if pl.statesOf[s.ID] != StateExpired {
+			continue
+		}
+		if why := pl.coolingWhy(rs, s); why != "" {
+			cooling = append(cooling, why)
+			continue
+		}
+		if oldest == nil || expiry(r, s).Before(expiry(r, oldest)) {
 			oldest = s
 		}
+	}
+	if oldest == nil && len(cooling) > 0 {
+		pl.block("%s: max-age retirement waits: %s", r.Name, strings.Join(cooling, "; "))
 	}
 	if oldest != nil {
 		pl.replace(rs, oldest, StateExpired)
@@ -203,6 +216,9 @@ func (pl *planner) replace(rs *roleServers, s *Server, why ServerState) bool {
 	}
 	e := pl.newEntry(r, store.KindReplace, string(why))
 	e.OldName, e.OldID = s.Name, s.ID
+	// A max-age retirement takes a server that serves: a drain that
+	// fails may be aborted. A replacement for health deletes.
+	e.Abortable = why == StateExpired
 	if standby != nil {
 		pl.claim(rs, &e, standby)
 		pl.inEntry[s.ID] = StateReplacing

@@ -159,6 +159,15 @@ type Role struct {
 	// platform's) answer that its work moved away, before the server is
 	// deleted all the same. Default: the config's drain_period.
 	DrainTimeout Duration `yaml:"drain_timeout"`
+	// OnDrainFailure and OnDrainTimeout say how a scale-in's or a max-age
+	// retirement's drain ends when the node answers that moving its work
+	// away failed, or does not answer by drain_timeout: abort (the
+	// default: the server stays, back in service, and is not chosen
+	// again for DrainCooloff) or delete. Replacements for health delete
+	// whatever the answer. See drainabort.go.
+	OnDrainFailure string   `yaml:"on_drain_failure"`
+	OnDrainTimeout string   `yaml:"on_drain_timeout"`
+	DrainCooloff   Duration `yaml:"drain_cooloff"`
 	// Autoscale, when set, makes the role's desired count follow a
 	// metric; absent, the count is fixed (desired, or orchestrate scale).
 	Autoscale *Autoscale `yaml:"autoscale"`
@@ -568,6 +577,9 @@ func (r *Role) validate(field string) error {
 	}
 	if r.ReplaceMode != ModeSurge && r.ReplaceMode != ModeDeleteFirst {
 		return fmt.Errorf("%s.replace_mode: want %s or %s, got %q", field, ModeSurge, ModeDeleteFirst, r.ReplaceMode)
+	}
+	if err := r.validateDrainEnd(field); err != nil {
+		return err
 	}
 	if r.Autoscale != nil {
 		if err := r.Autoscale.validate(field, r); err != nil {

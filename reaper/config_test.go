@@ -113,6 +113,12 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{name: "prometheus password inline", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://127.0.0.1:9090', query: up, basic_auth: {username: u, password: secret}}}}", want: "basic_auth.password: give the password in a file"},
 		{name: "prometheus unknown client field", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://127.0.0.1:9090', query: up, tls_confg: {}}}}", want: "tls_confg"},
 		{name: "negative drain timeout", old: "    desired: 3", yaml: "    desired: 3\n    drain_timeout: -1s", want: "roles[web].drain_timeout"},
+		{name: "drain failure neither abort nor delete", old: "    desired: 3", yaml: "    desired: 3\n    on_drain_failure: retry", want: `roles[web].on_drain_failure: want abort or delete, got "retry"`},
+		{name: "drain timeout a YAML boolean", old: "    desired: 3", yaml: "    desired: 3\n    on_drain_timeout: yes", want: `roles[web].on_drain_timeout: want abort or delete, got "yes"`},
+		{name: "drain timeout in capitals", old: "    desired: 3", yaml: "    desired: 3\n    on_drain_timeout: DELETE", want: "roles[web].on_drain_timeout"},
+		{name: "negative cool-off", old: "    desired: 3", yaml: "    desired: 3\n    drain_cooloff: -1h", want: "roles[web].drain_cooloff: must be a positive duration"},
+		{name: "a cool-off of a century", old: "    desired: 3", yaml: "    desired: 3\n    drain_cooloff: 876000h", want: "roles[web].drain_cooloff: must be a positive duration of at most 720h0m0s"},
+		{name: "a cool-off that is no duration", old: "    desired: 3", yaml: "    desired: 3\n    drain_cooloff: forever", want: "forever"},
 		{name: "missing web config", old: "interval: 10s", yaml: "interval: 10s\nlisten: 0.0.0.0:9469\nweb_config_file: /nonexistent/web.yml", want: "web_config_file /nonexistent/web.yml"},
 	}
 	for _, tc := range cases {
@@ -209,6 +215,17 @@ func TestREADMEConfigIsValid(t *testing.T) {
 		if !c.IsDryRun() || c.Interval != d.Interval || c.MaxActionsPerHour != d.MaxActionsPerHour ||
 			c.PauseFleetFraction != d.PauseFleetFraction || c.SessionTTL != d.SessionTTL || c.Listen != d.Listen {
 			t.Fatal("README.md's documented defaults differ from DefaultConfig")
+		}
+		// A role's drain ending, as documented, is what a role that says
+		// nothing gets.
+		bare, err := ParseConfig(strings.NewReader("roles: [{name: web, boot: {flavor: f, image: i}}]"))
+		if err != nil || bare.Validate() != nil {
+			t.Fatalf("a bare role: %v", err)
+		}
+		got, want := c.Roles[0], bare.Roles[0]
+		if got.OnDrainFailure != want.OnDrainFailure || got.OnDrainTimeout != want.OnDrainTimeout || got.DrainCooloff != want.DrainCooloff {
+			t.Fatalf("README.md documents on_drain_failure %s, on_drain_timeout %s, drain_cooloff %s; the defaults are %s, %s, %s",
+				got.OnDrainFailure, got.OnDrainTimeout, got.DrainCooloff.D(), want.OnDrainFailure, want.OnDrainTimeout, want.DrainCooloff.D())
 		}
 	}
 }

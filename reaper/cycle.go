@@ -60,6 +60,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *Plan {
 		BackoffUntil: t.quota.until, PoolBackoffUntil: t.pool.until, PoolFlush: obs.keys.Flush, PoolFlushProblems: obs.keys.FlushProblems, PoolRecords: poolByHost(obs.keys.Pool), RoleBackoff: t.roleBackoffs(), DeleteBackoff: t.deleteBackoffs(obs.keys.Entries),
 		TermStart: t.started,
 		Scaling:   obs.scaling, Metrics: obs.metrics, Autoscale: t.autoscale,
+		DrainAborts: obs.keys.Cooloff, DrainAbortProblems: obs.keys.CooloffProblems,
 	}
 	plan := in.Plan()
 	if t.lastCycleErr != "" {
@@ -131,7 +132,7 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *Plan, obs *observ
 			continue
 		}
 		r.metrics.action(a.Op, "done")
-		if a.Op != OpMaintain {
+		if a.Op != OpMaintain && a.Op != OpAbort { // an abort logs its own line
 			r.log.Info(string(a.Op), "role", a.Entry.Role, "action", a.String(), "entry", a.Entry.ID)
 		}
 		if r.opts.afterAction != nil {
@@ -141,6 +142,11 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *Plan, obs *observ
 	if ctx.Err() == nil {
 		if err := r.journal.SyncPool(ctx, t.session, plan.Standbys, obs.keys.Pool); err != nil {
 			errs = append(errs, "warm pool records: "+err.Error())
+		}
+	}
+	if ctx.Err() == nil && !dry {
+		if err := r.endCooloffs(ctx, t, plan.CooloffEnded); err != nil {
+			errs = append(errs, "aborted-drain records: "+err.Error())
 		}
 	}
 	for i, f := range append(plan.FlushSeen[:len(plan.FlushSeen):len(plan.FlushSeen)], plan.FlushDone...) {

@@ -307,7 +307,9 @@ func TestNovaMaxAgeReplacement(t *testing.T) {
 	t.Parallel()
 	e := startNova(t, false)
 	// Jitter spreads the three expiries over the last 10s of the 35s.
-	cfg := e.config("    max_age: 35s\n    max_age_jitter: 10s\n")
+	// The test's machines run no drain handler: without on_drain_timeout
+	// delete, every retirement's drain would be aborted at its timeout.
+	cfg := e.config("    max_age: 35s\n    max_age_jitter: 10s\n    on_drain_timeout: delete\n")
 	e.runReaper(cfg, e.nova, nil)
 	before := e.buildRole(t)
 	replaced := ""

@@ -62,10 +62,12 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 		// is deleted on the answer or at DrainUntil.
 		*budget = append(*budget, r.now())
 		e.Updated = r.now()
-		if err := r.journal.Put(ctx, t.session, e, *budget, r.journal.drainRequestOp(e, r.now().UTC())); err != nil {
+		if err := r.journal.Put(ctx, t.session, e, *budget, r.journal.drainRequestOp(e, role, r.now().UTC())); err != nil {
 			return err
 		}
 		return r.maintenance(ctx, e)
+	case OpAbort:
+		return r.abortDrain(ctx, t, a)
 	case OpCreate:
 		return r.create(ctx, t, role, e, put)
 	case OpClaim:
@@ -88,60 +90,71 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a Action, budget *[
 	case OpStandbyMaintain:
 		return r.setMaintenance(ctx, e.OldName, store.StandbyNotesPrefix+" the reaper keeps this node out of service as a standby of the warm pool of role "+e.Role+" until it is claimed")
 	case OpDelete:
-		if err := put(e, nil); err != nil {
-			return err
-		}
-		gone, err := r.deleteServer(ctx, e.OldID)
-		switch {
-		case err != nil && ClassOf(err) == Conflict:
-			return r.deleteRefused(t, e, err)
-		case err != nil:
-			return err
-		case !gone:
-			return r.deleteNotYet(t, e, e.OldName, e.OldID, put)
-		}
-		if err := r.deregister(ctx, e.OldName); err != nil {
-			return err // the entry stays in deleting; the next cycle retries
-		}
-		if e.Kind == store.KindReplace && e.Mode == ModeDeleteFirst {
-			e.Phase, e.OldID, e.DeleteAsked = store.PhaseCreating, "", time.Time{}
-			return put(e, nil)
-		}
-		return r.journal.Remove(ctx, t.session, e.ID)
+		return r.deleteOld(ctx, t, e, put)
 	case OpRollback:
-		if err := put(e, nil); err != nil {
-			return err
-		}
-		if e.NewID != "" {
-			gone, err := r.deleteServer(ctx, e.NewID)
-			switch {
-			case err != nil && ClassOf(err) == Conflict:
-				return r.deleteRefused(t, e, err)
-			case err != nil:
-				return err
-			case !gone:
-				return r.deleteNotYet(t, e, e.NewName, e.NewID, put)
-			}
-			if err := r.deregister(ctx, e.NewName); err != nil {
-				return err
-			}
-		}
-		if err := r.journal.Remove(ctx, t.session, e.ID); err != nil {
-			return err
-		}
-		if e.Fault != "" && e.Standby {
-			r.poolBackoff(t, bootFailed(e.NewName, e.Fault))
-		} else if e.Fault != "" {
-			// Once, when the rollback is done: a retried rollback does
-			// not double the role's backoff.
-			ferr := bootFailed(e.NewName, e.Fault)
-			r.backoff(t, role.Name, ferr)
-			r.metrics.cloudError(ferr)
-			r.exhausted(ctx, t, role.Name, ferr)
-		}
-		return nil
+		return r.rollback(ctx, t, role, e, put)
 	}
 	return fmt.Errorf("unknown operation %q", a.Op)
+}
+
+// deleteOld carries out OpDelete: the intent, the delete of the old
+// server, its deregistration; a delete-first replacement goes on to its
+// create, any other entry is done.
+func (r *Reaper) deleteOld(ctx context.Context, t *leaderTerm, e Entry, put func(Entry, []time.Time) error) error {
+	if err := put(e, nil); err != nil {
+		return err
+	}
+	if done, err := r.deleteEntryServer(ctx, t, e, e.OldName, e.OldID, put); !done || err != nil {
+		return err // the entry stays in deleting; the next cycle goes on
+	}
+	if e.Kind == store.KindReplace && e.Mode == ModeDeleteFirst {
+		e.Phase, e.OldID, e.DeleteAsked = store.PhaseCreating, "", time.Time{}
+		return put(e, nil)
+	}
+	return r.journal.Remove(ctx, t.session, e.ID)
+}
+
+// deleteEntryServer deletes entry e's server (name, id) and deregisters
+// its node; done is false while the cloud refused the delete or has not
+// carried it out (err says so, or is nil while the entry waits).
+func (r *Reaper) deleteEntryServer(ctx context.Context, t *leaderTerm, e Entry, name, id string, put func(Entry, []time.Time) error) (done bool, err error) {
+	gone, err := r.deleteServer(ctx, id)
+	switch {
+	case err != nil && ClassOf(err) == Conflict:
+		return false, r.deleteRefused(t, e, err)
+	case err != nil:
+		return false, err
+	case !gone:
+		return false, r.deleteNotYet(t, e, name, id, put)
+	}
+	return true, r.deregister(ctx, name)
+}
+
+// rollback carries out OpRollback: the intent, the delete of the new
+// server, the entry dropped, then the backoff a fault calls for.
+func (r *Reaper) rollback(ctx context.Context, t *leaderTerm, role *Role, e Entry, put func(Entry, []time.Time) error) error {
+	if err := put(e, nil); err != nil {
+		return err
+	}
+	if e.NewID != "" {
+		if done, err := r.deleteEntryServer(ctx, t, e, e.NewName, e.NewID, put); !done || err != nil {
+			return err
+		}
+	}
+	if err := r.journal.Remove(ctx, t.session, e.ID); err != nil {
+		return err
+	}
+	if e.Fault != "" && e.Standby {
+		r.poolBackoff(t, bootFailed(e.NewName, e.Fault))
+	} else if e.Fault != "" {
+		// Once, when the rollback is done: a retried rollback does
+		// not double the role's backoff.
+		ferr := bootFailed(e.NewName, e.Fault)
+		r.backoff(t, role.Name, ferr)
+		r.metrics.cloudError(ferr)
+		r.exhausted(ctx, t, role.Name, ferr)
+	}
+	return nil
 }
 
 // create writes the intent, creates the server with metadata naming the

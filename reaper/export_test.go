@@ -15,5 +15,9 @@ var AbandonWhen = withAbandon
 // claim; an error it returns stops the claim there.
 var ClaimStep = withClaimStep
 
+// AbortStep is an option setting a hook called between an abort's
+// journal write and the rest of it; an error it returns stops it there.
+var AbortStep = withAbortStep
+
 // Leading reports whether the reaper currently runs cycles as leader.
 func (r *Reaper) Leading() bool { return r.status.isLeading() }

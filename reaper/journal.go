@@ -74,6 +74,10 @@ type ReaperKeys struct {
 	// ones that cannot be read.
 	Flush         map[string]store.PoolFlushRecord
 	FlushProblems []string
+	// Cooloff holds the records of aborted drains, by host;
+	// CooloffProblems those that cannot be read (host: why).
+	Cooloff         map[string]store.DrainAbortRecord
+	CooloffProblems map[string]string
 }
 
 // Read lists <prefix>/reaper/ in one request.
@@ -82,7 +86,8 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", j.key(store.ReaperDir), err)
 	}
-	out := &ReaperKeys{Pool: map[string]store.StandbyRecord{}, Flush: map[string]store.PoolFlushRecord{}}
+	out := &ReaperKeys{Pool: map[string]store.StandbyRecord{}, Flush: map[string]store.PoolFlushRecord{},
+		Cooloff: map[string]store.DrainAbortRecord{}, CooloffProblems: map[string]string{}}
 	for _, p := range pairs {
 		rel := strings.TrimPrefix(p.Key, j.prefix+"/")
 		switch {
@@ -99,6 +104,15 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 				continue
 			}
 			out.Flush[strings.TrimPrefix(rel, store.ReaperPoolFlushDir)] = rec
+		case strings.HasPrefix(rel, store.ReaperCooloffDir):
+			rec, err := store.ParseDrainAbort(rel, p.Value)
+			switch {
+			case err != nil && rec.Host != "":
+				out.CooloffProblems[rec.Host] = err.Error()
+			case err == nil:
+				rec.Index = p.ModifyIndex
+				out.Cooloff[rec.Host] = rec
+			}
 		case strings.HasPrefix(rel, keyJournal):
 			var e Entry
 			if err := json.Unmarshal(p.Value, &e); err != nil || e.ID == "" || rel != keyJournal+e.ID {
@@ -265,9 +279,11 @@ func (j *Journal) SyncPool(ctx context.Context, session string, want []store.Sta
 }
 
 // drainRequestOp writes the drain request of entry e's old server, for
-// the node's drain handler (or the platform) to answer.
-func (j *Journal) drainRequestOp(e Entry, now time.Time) *api.KVTxnOp {
-	data, _ := json.Marshal(store.DrainRecord{Requested: now, Role: e.Role, Entry: e.ID, Reason: e.Reason, Deadline: e.DrainUntil})
+// the node's drain handler (or the platform) to answer, with what a
+// failed answer and no answer lead to.
+func (j *Journal) drainRequestOp(e Entry, role *Role, now time.Time) *api.KVTxnOp {
+	onFailure, onTimeout := role.drainEnd(&e)
+	data, _ := json.Marshal(store.DrainRecord{Requested: now, Role: e.Role, Entry: e.ID, Reason: e.Reason, Deadline: e.DrainUntil, OnFailure: onFailure, OnTimeout: onTimeout})
 	return &api.KVTxnOp{Verb: api.KVSet, Key: store.DrainKey(j.prefix, e.OldName), Value: data}
 }
 

@@ -52,12 +52,23 @@ type Metrics struct {
 	standbys  map[[2]string]int // role, state
 	claims    map[string]int
 	claimSecs map[string]float64
+	// Aborted drains by role and cause (a counter), and each role's hosts
+	// cooling off after one (as the last cycle saw them).
+	drainAborts map[[2]string]int
+	cooling     map[string]int
 }
 
 // NewMetrics returns empty metrics.
 func NewMetrics() *Metrics {
 	return &Metrics{nodes: map[[2]string]int{}, actions: map[[2]string]int{}, cloudErrors: map[string]int{},
-		claims: map[string]int{}, claimSecs: map[string]float64{}, metricDoubt: map[string]int{}}
+		claims: map[string]int{}, claimSecs: map[string]float64{}, metricDoubt: map[string]int{}, drainAborts: map[[2]string]int{}, cooling: map[string]int{}}
+}
+
+// drainAborted counts an aborted drain of role's server, by cause.
+func (m *Metrics) drainAborted(role, cause string) {
+	m.mu.Lock()
+	m.drainAborts[[2]string{role, cause}]++
+	m.mu.Unlock()
 }
 
 func (m *Metrics) setLeader(v bool) {
@@ -93,6 +104,7 @@ func (m *Metrics) cycle(p *Plan, dryRun bool, backoff time.Duration, roleBackoff
 	m.desired, m.exhausted, m.scaleValue, m.recommended = map[string]int{}, map[string]bool{}, map[string]float64{}, map[string]int{}
 	m.clamped, m.ignored = map[string]int{}, map[string]int{}
 	m.poolSize, m.standbys = map[string]int{}, map[[2]string]int{}
+	m.cooling = map[string]int{}
 	for _, c := range p.Claims {
 		m.claims[c.Role]++
 		m.claimSecs[c.Role] += c.Claim.Serving.Seconds()
@@ -108,6 +120,7 @@ func (m *Metrics) cycle(p *Plan, dryRun bool, backoff time.Duration, roleBackoff
 			m.nodes[[2]string{r.Name, string(st)}] = n
 		}
 		m.desired[r.Name] = r.Desired
+		m.cooling[r.Name] = len(r.DrainAborts)
 		m.exhausted[r.Name] = r.Capacity != nil && !slices.Contains(p.CapacityClear, r.Name)
 		if a := r.Autoscale; a != nil && a.Last != nil {
 			m.recommended[r.Name] = a.Last.Recommended
@@ -215,6 +228,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	for _, r := range slices.Sorted(maps.Keys(m.claims)) {
 		fmt.Fprintf(&sb, "reaper_pool_claim_seconds_sum{role=%q} %v\nreaper_pool_claim_seconds_count{role=%q} %d\n", r, m.claimSecs[r], r, m.claims[r])
 	}
+	m.writeDrainAborts(&sb, perRole)
 	sb.WriteString("# HELP reaper_cloud_errors_total Cloud errors by class.\n# TYPE reaper_cloud_errors_total counter\n")
 	classes := make([]string, 0, len(m.cloudErrors))
 	for c := range m.cloudErrors {
@@ -226,6 +240,16 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	}
 	n, err := io.WriteString(w, sb.String())
 	return int64(n), err
+}
+
+// writeDrainAborts writes the aborted drains' counter and cool-off gauge;
+// m.mu is held.
+func (m *Metrics) writeDrainAborts(sb *strings.Builder, perRole func(name, help string, vals map[string]string)) {
+	sb.WriteString("# HELP reaper_drain_aborts_total Drains of a scale-in or max-age retirement aborted (the server stays), by role and cause: failed (the answer said the work could not move) or timeout (no answer by drain_timeout).\n# TYPE reaper_drain_aborts_total counter\n")
+	for _, k := range sortedKeys(m.drainAborts) {
+		fmt.Fprintf(sb, "reaper_drain_aborts_total{role=%q,cause=%q} %d\n", k[0], k[1], m.drainAborts[k])
+	}
+	perRole("reaper_drain_cooloff_hosts", "A role's hosts whose drain was aborted and that are not chosen for a scale-in or a max-age retirement until their drain_cooloff ends.", mapValues(m.cooling, func(n int) string { return fmt.Sprint(n) }))
 }
 
 // mapValues formats each value of m.

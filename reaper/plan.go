@@ -99,6 +99,12 @@ type Input struct {
 	// Autoscale holds each autoscaled role's last report: the window, the
 	// last changes and the history its autoscaler goes on from.
 	Autoscale map[string]*store.AutoscaleReport
+	// DrainAborts holds the records of aborted drains, by host: the host
+	// is not chosen for a scale-in or a max-age retirement before the
+	// record's Until. DrainAbortProblems holds the records that cannot be
+	// read (their hosts are held, and named in the plan).
+	DrainAborts        map[string]store.DrainAbortRecord
+	DrainAbortProblems map[string]string
 }
 
 // Memory is what a plan remembers for the next cycle: when each node was
@@ -158,6 +164,12 @@ const (
 	OpRestore Op = "restore"
 	// OpDeregister removes a dead node that has no server (no journal).
 	OpDeregister Op = "deregister"
+	// OpAbort ends OldName's drain without deleting it (its answer said
+	// the work could not move, or none came, and its role says abort):
+	// writes phase aborting, ends the node's maintenance, then drops the
+	// entry with the drain request and records the host's cool-off, in
+	// one transaction (with Restore, when set).
+	OpAbort Op = "abort"
 )
 
 // PoolClaimDone is a claim whose standby served (or whose entry ended).
@@ -172,6 +184,9 @@ type Action struct {
 	Op     Op     `json:"op"`
 	Entry  Entry  `json:"entry"`
 	Reason string `json:"reason"`
+	// Restore, on an OpAbort of a host named for scale-in, raises the
+	// desired count back by one in the abort's transaction.
+	Restore *ScaleChange `json:"restore,omitempty"`
 }
 
 // String describes the action for logs and the state: op, role, server, reason.
@@ -224,4 +239,7 @@ type Plan struct {
 	// CapacityClear lists the roles whose exhausted capacity is over: a
 	// server created for them went ACTIVE.
 	CapacityClear []string `json:"capacity_clear,omitempty"`
+	// CooloffEnded are the aborted-drain records whose cool-off is over,
+	// removed by the executor.
+	CooloffEnded []store.DrainAbortRecord `json:"-"`
 }

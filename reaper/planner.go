@@ -53,6 +53,9 @@ type planner struct {
 	// hostLoad each host's own value of its role's metric, where known.
 	autoscaled map[string]*store.AutoscaleReport
 	hostLoad   map[string]map[string]float64
+	// cooling holds the aborted-drain records whose cool-off goes on, by
+	// host.
+	cooling map[string]store.DrainAbortRecord
 }
 
 // roleServers is one role's servers, split.
@@ -105,6 +108,7 @@ func (in Input) Plan() *Plan {
 	pl.pause(roles)
 	pl.startGate(roles)
 	short := pl.refillHeld(roles)
+	pl.coolingOff()
 	for _, p := range in.PoolFlushProblems {
 		pl.block("%s: no flush carried out for it (`consul kv delete` it, or run orchestrate pool flush again)", p)
 	}
@@ -515,7 +519,8 @@ func (pl *planner) freeName(r *Role) string {
 
 // view is a role's part of the report.
 func (pl *planner) view(rs *roleServers) store.RoleReport {
-	v := store.RoleReport{Name: rs.role.Name, Desired: pl.desired(rs.role), Count: len(rs.all), States: map[string]int{}, Autoscale: pl.autoscaled[rs.role.Name], Pool: rs.pool}
+	v := store.RoleReport{Name: rs.role.Name, Desired: pl.desired(rs.role), Count: len(rs.all), States: map[string]int{}, Autoscale: pl.autoscaled[rs.role.Name], Pool: rs.pool,
+		DrainAborts: pl.roleAborts(rs.role.Name)}
 	if c, ok := pl.in.Scaling.Capacity[rs.role.Name]; ok {
 		v.Capacity = &c
 	}

@@ -101,7 +101,7 @@ func ops(p *Plan) []string {
 	out := []string{}
 	for _, a := range p.Actions {
 		target := a.Entry.NewName
-		if a.Op == OpDrain || a.Op == OpDelete || a.Op == OpMaintain || a.Op == OpDeregister || a.Op == OpRestore {
+		if a.Op == OpDrain || a.Op == OpDelete || a.Op == OpMaintain || a.Op == OpDeregister || a.Op == OpRestore || a.Op == OpAbort {
 			target = a.Entry.OldName
 		}
 		s := string(a.Op) + " " + target

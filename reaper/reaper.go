@@ -87,6 +87,10 @@ type options struct {
 	// booting write); an error stops the claim there, as a leader killed
 	// at that step would (tests).
 	claimStep func(step int) error
+	// abortStep, when set, is called between an abort's journal write
+	// (phase aborting) and its end of maintenance; an error stops the
+	// abort there, as a leader killed at that point would (tests).
+	abortStep func() error
 }
 
 // WithClock sets the clock the planner is given (default time.Now).
@@ -95,6 +99,8 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 func withAfterAction(f func(Action)) Option { return func(o *options) { o.afterAction = f } }
 
 func withClaimStep(f func(int) error) Option { return func(o *options) { o.claimStep = f } }
+
+func withAbortStep(f func() error) Option { return func(o *options) { o.abortStep = f } }
 
 func withAbandon(f func() bool) Option { return func(o *options) { o.abandon = f } }
 

@@ -212,7 +212,9 @@ func TestScaleInOrder(t *testing.T) {
 }
 
 // A drain ends on the node's answer, or at drain_timeout without one (a
-// failed answer too); an answer to another entry's request does not count.
+// failed answer too), for an entry that is not abortable (a replacement
+// for health; TestDrainEnds has the rest); an answer to another entry's
+// request does not count.
 func TestDrainHandshake(t *testing.T) {
 	servers := []Server{srv("web1", day), srv("web2", day), srv("web3", day)}
 	checks := []Check{pass("web1"), pass("web2"), pass("web3")}

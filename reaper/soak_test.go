@@ -51,6 +51,9 @@ quota_backoff: 1s
 quota_backoff_max: 4s
 max_in_flight: 2
 max_actions_per_hour: 1000
+# The soak's machines run no drain handler: a scale-in (both servers of
+# a replacement kept serving) deletes at drain_timeout, as it would be
+# configured for such machines; aborted drains have their own tests.
 roles:
   - name: web
     desired: 6
@@ -58,6 +61,7 @@ roles:
     boot_grace: 1s
     critical_grace: 3s
     boot_timeout: 20s
+    on_drain_timeout: delete
     boot: {flavor: m1, image: debian, name_template: "web{n}"}
   - name: db
     desired: 3
@@ -65,6 +69,7 @@ roles:
     boot_grace: 1s
     critical_grace: 3s
     boot_timeout: 20s
+    on_drain_timeout: delete
     boot: {flavor: m1, image: debian, name_template: "db{n}"}
 `
 

@@ -137,6 +137,9 @@ func writeReaperBody(w io.Writer, st *store.ReaperReport, history bool) {
 		if a := r.Autoscale; a != nil {
 			writeAutoscale(w, a, history)
 		}
+		for _, a := range r.DrainAborts {
+			fmt.Fprintf(w, "    drain ABORTED (%s): %s\n", a.Cause, oneLine(a.String()))
+		}
 		for _, s := range r.Attention {
 			fmt.Fprintf(w, "    %s %s\n", s.Name, s.State)
 		}

@@ -176,9 +176,9 @@ func scaleInCheck(rep *store.ReaperReport, drains map[string]store.DrainRecord, 
 
 var cmdDrained = &command{
 	name: "drained", minArgs: 0, maxArgs: 1, usage: "[HOST]", needsHost: true,
-	summary: "Answer the reaper's drain request for HOST (default this host): its work moved away (or, with --failed, could not be), so the reaper deletes it now rather than at the drain timeout. Exit 1 when HOST has no drain request.",
+	summary: "Answer the reaper's drain request for HOST (default this host): its work moved away, so the reaper deletes it now rather than at the drain timeout; or, with --failed, it could not be moved, so the reaper aborts a scale-in or max-age drain (the server stays) unless its role says on_drain_failure: delete. Exit 1 when HOST has no drain request (none was made, or it ended).",
 	setup: func(fs *pflag.FlagSet) runFunc {
-		failed := fs.Bool("failed", false, "moving the work away failed: the reaper deletes at the drain timeout, and status says why")
+		failed := fs.Bool("failed", false, "moving the work away failed: as the request's on_failure says, the reaper aborts the drain (the server stays) or deletes at the drain timeout; status says why")
 		detail := fs.String("detail", "", "what was done, or what failed")
 		return func(ctx context.Context, e *env, args []string) error {
 			host := e.host
@@ -274,8 +274,8 @@ func runDrain(ctx context.Context, e *env, cmd, lockFile string, passEnv []strin
 		return err
 	}
 	e.log.Info("drain requested: moving this host's work away", "host", e.host, "entry", d.Entry, "reason", d.Reason, "deadline", d.Deadline.UTC().Format(time.RFC3339))
-	// The reaper deletes the server at the deadline whatever happens: the
-	// command gets until then.
+	// At the deadline the reaper ends the drain, deleting the server or
+	// aborting as the request says: the command gets until then.
 	cctx, cancel := context.WithDeadline(ctx, d.Deadline)
 	defer cancel()
 	env := append(watch.ChildEnv(os.Environ(), passEnv), "ORCHESTRATE_HOST="+e.host, "ORCHESTRATE_ROLE="+d.Role, "ORCHESTRATE_DRAIN_REASON="+d.Reason)
@@ -289,10 +289,16 @@ func runDrain(ctx context.Context, e *env, cmd, lockFile string, passEnv []strin
 	case code != 0:
 		ans.Detail = fmt.Sprintf("--drain-cmd exited %d: %s", code, ans.Detail)
 	}
-	if _, err := e.store.AnswerDrain(context.WithoutCancel(ctx), e.host, ans); err != nil && !errors.Is(err, store.ErrNoDrain) {
+	_, err = e.store.AnswerDrain(context.WithoutCancel(ctx), e.host, ans)
+	switch {
+	case errors.Is(err, store.ErrNoDrain):
+		// The reaper ended the drain first (its deadline passed): the
+		// server stays or is going, as the request said; this answer
+		// changes nothing.
+		return exitcode.Wrap(exitcode.No, fmt.Errorf("drain: the reaper ended the drain of %s before this answer (drained: %t) could be recorded: `orchestrate reaper status` says how", e.host, ans.Drained))
+	case err != nil:
 		return err
-	}
-	if !ans.Drained {
+	case !ans.Drained:
 		return exitcode.Wrap(exitcode.No, fmt.Errorf("drain: moving the work away failed: %s", ans.Detail))
 	}
 	e.log.Info("drained: the work moved away; the reaper deletes this server now", "host", e.host)

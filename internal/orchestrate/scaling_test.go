@@ -229,8 +229,21 @@ func TestDrainHandler(t *testing.T) {
 	if d := drainOf(t, a, "web4"); d.Answer == nil || d.Answer.Drained || !strings.Contains(d.Answer.Detail, "--drain-cmd exited 3: no capacity elsewhere") {
 		t.Fatalf("answer %+v", d.Answer)
 	}
+	// The reaper ends the drain (its deadline passed: an abort, or a
+	// delete) while the command runs: the answer finds no request, and
+	// the handler says so with exit 1.
+	putDrain(t, a, "web4", time.Now().Add(time.Hour))
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		a.Client.KV().Delete(store.DrainKey(store.DefaultPrefix, "web4"), nil)
+	}()
+	r = cli(t, a, "", "drain", "--handler", "--drain-cmd", "sleep 2; echo moved", "--lock-file", lock)
+	mustCode(t, r, 1, "a drain the reaper ended while its command ran")
+	if !strings.Contains(r.stderr, "the reaper ended the drain of web4 before this answer (drained: true) could be recorded") {
+		t.Fatalf("stderr %q", r.stderr)
+	}
 	// A command still running at the deadline is stopped and answered
-	// failed: the reaper deletes the server then anyway.
+	// failed: the reaper then ends the drain as the request says.
 	putDrain(t, a, "web4", time.Now().Add(time.Second))
 	start := time.Now()
 	r = cli(t, a, "", "drain", "--handler", "--drain-cmd", "sleep 60", "--lock-file", lock)

@@ -77,8 +77,20 @@ func writeScaling(w io.Writer, v scalingView) {
 		} else if a != nil {
 			ans = fmt.Sprintf("moving the work away FAILED (%s: %s)", a.By, oneLine(a.Detail))
 		}
-		fmt.Fprintf(w, "draining %s (role %s, %s): requested %s, deleted by %s at the latest; %s\n", h, d.Role, oneLine(d.Reason), d.Requested.UTC().Format(time.RFC3339), d.Deadline.UTC().Format(time.RFC3339), ans)
+		fmt.Fprintf(w, "draining %s (role %s, %s): requested %s, answer by %s (%s); %s\n", h, d.Role, oneLine(d.Reason), d.Requested.UTC().Format(time.RFC3339), d.Deadline.UTC().Format(time.RFC3339), drainEnds(d), ans)
 	}
+}
+
+// drainEnds says what a drain's failed answer, and no answer by its
+// deadline, lead to (a request written before it said so: delete).
+func drainEnds(d store.DrainRecord) string {
+	keeps := func(v string) string {
+		if v == store.DrainAbort {
+			return "the server stays"
+		}
+		return "deleted"
+	}
+	return "failed: " + keeps(d.OnFailure) + "; no answer: " + keeps(d.OnTimeout)
 }
 
 type hostReport struct {

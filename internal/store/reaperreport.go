@@ -46,6 +46,12 @@ const (
 	// this entry (its pool record was removed with the entry's write);
 	// about to clear its standby mark in Nova and end its maintenance.
 	PhaseClaiming Phase = "claiming"
+	// PhaseAborting: the drain of OldName failed or was not answered and
+	// its role says abort: about to end its maintenance, then drop the
+	// entry with its drain request and record the host's cool-off (see
+	// DrainAbortRecord). A leader finishes an aborting entry as an abort,
+	// never as a delete.
+	PhaseAborting Phase = "aborting"
 )
 
 // JournalEntry is the value of <prefix>/reaper/journal/<id>: an operation
@@ -86,6 +92,15 @@ type JournalEntry struct {
 	// Claimed is when the entry claimed NewID from the warm pool instead of
 	// creating a server (zero for a create); the claim's timeout runs from it.
 	Claimed time.Time `json:"claimed,omitzero"`
+	// Abortable: the entry retires OldName while it serves (a scale-in of
+	// a server not replaced for its health, or a max-age replacement): a
+	// drain that fails or is not answered ends as its role's
+	// on_drain_failure and on_drain_timeout say. An entry without it
+	// (a replacement for health, or one written before the field) deletes
+	// at the drain's deadline whatever the answer.
+	Abortable bool `json:"abortable,omitempty"`
+	// Abort is the record of the aborted drain, set with phase aborting.
+	Abort *DrainAbortRecord `json:"abort,omitempty"`
 }
 
 // Server states in the reaper's report, in the order `orchestrate status`
@@ -170,6 +185,10 @@ type RoleReport struct {
 	// Pool is the role's warm pool, when it has one; its standbys are in
 	// none of the counts above.
 	Pool *PoolReport `json:"pool,omitempty"`
+	// DrainAborts are the role's hosts whose drain was aborted and that
+	// are not chosen for a scale-in or a max-age retirement until theirs
+	// ends.
+	DrainAborts []DrainAbortRecord `json:"drain_aborts,omitempty"`
 }
 
 // AutoscaleReport is an autoscaled role's part of the report, and the

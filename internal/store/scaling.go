@@ -75,10 +75,15 @@ type DrainRecord struct {
 	// Entry is the journal entry that drains the host.
 	Entry  string `json:"entry"`
 	Reason string `json:"reason"`
-	// Deadline is when the reaper deletes the server without an answer
-	// (drain_timeout after the request).
-	Deadline time.Time    `json:"deadline"`
-	Answer   *DrainAnswer `json:"answer,omitempty"`
+	// Deadline is when the drain ends without an answer (drain_timeout
+	// after the request).
+	Deadline time.Time `json:"deadline"`
+	// OnFailure and OnTimeout say what a failed answer, and no answer by
+	// the deadline, lead to: DrainAbort (the server stays) or DrainDelete.
+	// Empty in a request written before they existed: delete.
+	OnFailure string       `json:"on_failure,omitempty"`
+	OnTimeout string       `json:"on_timeout,omitempty"`
+	Answer    *DrainAnswer `json:"answer,omitempty"`
 }
 
 // DrainAnswer is the node's or the platform's answer to a drain request.
@@ -86,7 +91,7 @@ type DrainAnswer struct {
 	Time time.Time `json:"time"`
 	By   string    `json:"by"`
 	// Drained: the work moved away. False: moving it failed (Detail says
-	// how); the reaper then deletes at the deadline, as without an answer.
+	// how); the request's OnFailure says what follows.
 	Drained bool   `json:"drained"`
 	Detail  string `json:"detail,omitempty"`
 }

@@ -18,4 +18,11 @@ type Orchestrate::Role = Struct[{
   Optional['max_age']        => String[1],
   Optional['max_age_jitter'] => String[1],
   Optional['replace_mode']   => Enum['surge', 'delete-first'],
+  Optional['drain_timeout']  => String[1],
+  # A scale-in's or max-age retirement's drain that fails, or is not
+  # answered by drain_timeout: abort (the default: the server stays) or
+  # delete (where the nodes run no drain handler).
+  Optional['on_drain_failure'] => Enum['abort', 'delete'],
+  Optional['on_drain_timeout'] => Enum['abort', 'delete'],
+  Optional['drain_cooloff']    => String[1],
 }]
