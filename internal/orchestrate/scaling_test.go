@@ -89,6 +89,9 @@ func TestScalingCommands(t *testing.T) {
 	if !strings.Contains(r.stderr, "the reaper has written no report") {
 		t.Fatalf("stderr: %s", r.stderr)
 	}
+	if after := strings.Join(allKeys(t, a.Client), " "); after != before {
+		t.Fatalf("a refused scale-in wrote: %s -> %s", before, after)
+	}
 	putReport(t, a)
 	putDrain(t, a, "web5", time.Now().Add(time.Hour))
 	// A mistyped host, one being replaced, one asked to drain: each
