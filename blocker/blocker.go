@@ -271,6 +271,7 @@ type req struct {
 	failing     bool       // in a streak of failed polls, logged once
 	disagreed   time.Time  // since when DNS is ahead of a consistent health query
 	dnsAnswered bool       // DNS ever answered, whatever health did
+	healthAsked bool       // the health query, where it counts, answered once
 	refused     error      // health, which counts, refused by ACL: the wait ends
 }
 
@@ -657,7 +658,10 @@ func (b *Blocker) check(ctx context.Context, rq *req) (answer, error) {
 			}
 		}
 	}
-	if b.cfg.needsHealth() && len(eps) > 0 {
+	// Health is asked even while DNS returns nothing, until it answered
+	// once: a token Consul does not know (or denies) is known at once, not
+	// after the whole wait.
+	if b.cfg.needsHealth() && (len(eps) > 0 || !rq.healthAsked) {
 		if !known {
 			h, err = b.healthNow(ctx, rq, true)
 			if aclRefused(err) {
@@ -667,6 +671,7 @@ func (b *Blocker) check(ctx context.Context, rq *req) (answer, error) {
 				return answer{}, err
 			}
 		}
+		rq.healthAsked = true
 		kept := eps[:0:0]
 		for _, e := range eps {
 			if h.passing[net.JoinHostPort(e.Address, strconv.Itoa(e.Port))] {

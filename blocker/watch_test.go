@@ -395,6 +395,22 @@ node_prefix "" { policy = "read" }`)
 			if strings.Contains(r.stderr, tc.token) {
 				t.Fatal("the token appears in the output")
 			}
+			// The same for --passing-only, and, for a token Consul does not
+			// know, for a service with no instance yet: DNS has nothing to
+			// check against the API, but the first health query is refused.
+			// (A known token without service:read gets an empty answer for
+			// a service with no instance: nothing was filtered, so nothing
+			// tells, until the first instance registers.)
+			svcs := []string{"acl:1"}
+			if tc.name == "unknown token" {
+				svcs = append(svcs, "absent:1")
+			}
+			for _, svc := range svcs {
+				r := runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--token-file", file, "--passing-only", "--timeout", "20s", svc)
+				if r.code != 3 || !strings.Contains(r.stderr, "refused by Consul's ACLs") || r.elapsed > 10*time.Second {
+					t.Fatalf("--passing-only %s with a denied token: exit %d after %s, want 3 at once naming the refusal:\n%s", svc, r.code, r.elapsed, r.stderr)
+				}
+			}
 		})
 	}
 

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/jiocloud/orchestrate/internal/paths"
@@ -177,6 +178,8 @@ func TestPackageContents(t *testing.T) {
 	for _, c := range conffiles {
 		want[c] = "-rw-r--r-- root/root"
 	}
+	// It may hold the cloud's password; postinst gives it to the group.
+	want["/etc/orchestrate/reaper.env"] = "-rw-r----- root/root"
 	for _, f := range []string{
 		"/usr/lib/sysusers.d/orchestrate.conf",
 		"/usr/share/orchestrate/acl/node.hcl", "/usr/share/orchestrate/acl/reaper.hcl", "/usr/share/orchestrate/acl/operator.hcl",
@@ -393,6 +396,20 @@ func TestInstallUpgradePurge(t *testing.T) {
 	passwd, err := os.ReadFile(filepath.Join(root, "etc/passwd"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// reaper.env, which may hold OS_* passwords: readable by root and the
+	// group orchestrate only.
+	group, err := os.ReadFile(filepath.Join(root, "etc/group"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid := regexp.MustCompile(`(?m)^orchestrate:x:(\d+):`).FindSubmatch(group)
+	fi, err := os.Stat(filepath.Join(root, "etc/orchestrate/reaper.env"))
+	if err != nil || gid == nil {
+		t.Fatalf("reaper.env: %v; group orchestrate: %q", err, gid)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o640 || st.Uid != 0 || fmt.Sprint(st.Gid) != string(gid[1]) {
+		t.Errorf("reaper.env: mode %v owner %d:%d, want 0640 root:orchestrate (%s)", fi.Mode().Perm(), st.Uid, st.Gid, gid[1])
 	}
 	if !regexp.MustCompile(`(?m)^orchestrate:x:\d+:\d+:[^:]*:/var/lib/orchestrate:/usr/sbin/nologin$`).Match(passwd) {
 		t.Errorf("no unprivileged user orchestrate in the root's /etc/passwd:\n%s", passwd)

@@ -447,7 +447,6 @@ func (c *Config) validateListen() error {
 		if err := web.Validate(c.WebConfigFile); err != nil {
 			return fmt.Errorf("web_config_file %s: %w", c.WebConfigFile, err)
 		}
-		return nil
 	}
 	if c.Listen == "" {
 		return nil
@@ -456,10 +455,41 @@ func (c *Config) validateListen() error {
 	if err != nil {
 		return fmt.Errorf("listen %q: want host:port: %w", c.Listen, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	if c.WebConfigFile == "" {
 		return fmt.Errorf("listen %q is not a loopback address: /metrics would be open to the network; set web_config_file (a Prometheus web configuration with TLS and/or basic auth) or listen on 127.0.0.1", c.Listen)
 	}
+	protected, err := webConfigProtects(c.WebConfigFile)
+	if err != nil {
+		return fmt.Errorf("web_config_file %s: %w", c.WebConfigFile, err)
+	}
+	if !protected {
+		return fmt.Errorf("listen %q is not a loopback address and web_config_file %s sets neither TLS (tls_server_config: cert_file or cert) nor basic_auth_users: /metrics would be open to the network", c.Listen, c.WebConfigFile)
+	}
 	return nil
+}
+
+// webConfigProtects says whether a Prometheus web configuration (already
+// validated by the toolkit) serves TLS or asks for a password: a file that
+// sets only headers or a rate limit protects nothing.
+func webConfigProtects(path string) (bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	var wc struct {
+		TLS struct {
+			Cert     string `yaml:"cert"`
+			CertFile string `yaml:"cert_file"`
+		} `yaml:"tls_server_config"`
+		Users map[string]string `yaml:"basic_auth_users"`
+	}
+	if err := yaml.Unmarshal(data, &wc); err != nil {
+		return false, err
+	}
+	return wc.TLS.Cert != "" || wc.TLS.CertFile != "" || len(wc.Users) > 0, nil
 }
 
 func (c *Config) Validate() error {

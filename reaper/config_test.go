@@ -229,3 +229,39 @@ func TestREADMEConfigIsValid(t *testing.T) {
 		}
 	}
 }
+
+// /metrics off loopback: a web configuration must serve TLS or ask for a
+// password; one that sets only headers (valid for the toolkit) is refused,
+// and on loopback any valid one will do.
+func TestMetricsOffLoopbackNeedsTLSOrAuth(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	headersOnly := write("headers.yml", "http_server_config:\n  headers:\n    X-Frame-Options: deny\n")
+	// bcrypt of "secret", as the toolkit's docs generate it.
+	withAuth := write("auth.yml", "basic_auth_users:\n  prom: $2y$10$6vMhsnGs4yYNV.ALqvpcWO5wMdHAr1Y4X3y5V8Rr0kkmy64Q.u6/.\n")
+	for _, tc := range []struct {
+		listen, file, want string
+	}{
+		{"0.0.0.0:9469", headersOnly, "sets neither TLS"},
+		{"0.0.0.0:9469", withAuth, ""},
+		{"127.0.0.1:9469", headersOnly, ""},
+	} {
+		text := strings.Replace(goodYAML, "interval: 10s", "interval: 10s\nlisten: "+tc.listen+"\nweb_config_file: "+tc.file, 1)
+		c, err := ParseConfig(strings.NewReader(text))
+		if err == nil {
+			err = c.Validate()
+		}
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("listen %s with %s: %v", tc.listen, filepath.Base(tc.file), err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("listen %s with %s: %v, want an error naming %q", tc.listen, filepath.Base(tc.file), err, tc.want)
+		}
+	}
+}

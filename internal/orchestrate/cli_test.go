@@ -381,3 +381,34 @@ func TestHandlerMode(t *testing.T) {
 	mustCode(t, e.converge(t, "--handler"), 0, "handler converge succeeded")
 	mustCode(t, e.converge(t, "--handler"), 0, "handler converge, nothing to do")
 }
+
+// A record a node wrote reaches an operator's terminal: control
+// characters (an escape sequence that clears the screen, a carriage
+// return that overwrites the line, a bidirectional override that reverses
+// text) are shown escaped, never sent to the terminal.
+func TestNodeWrittenTextIsEscaped(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain detail", "plain detail"},
+		{"two\n  lines\ttabbed", "two lines tabbed"},
+		{"\x1b[2Jcleared", `\x1b[2Jcleared`},
+		{"ok\rFAKE", "ok FAKE"},
+		{"a\u202egnp.exe", `a\u202egnp.exe`},
+		{"bell\x07 nul\x00", `bell\a nul\x00`},
+		{"bad \xff utf8", `bad \xff utf8`},
+		{"ünïcödé ✓", "ünïcödé ✓"},
+	} {
+		if got := oneLine(tc.in); got != tc.want {
+			t.Errorf("oneLine(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	a := consultest.Start(t, consultest.Options{})
+	hostile := "Exec[x] failed\x1b[2J\x1b[H all green\r\u202e"
+	mustCode(t, cli(t, a, "", "update-status", "puppet", "failed", "--host", "web1", "--detail", hostile), 0, "update-status")
+	for _, args := range [][]string{{"get-failures"}, {"status", "--no-catalog"}} {
+		r := cli(t, a, "", args...)
+		out := r.stdout + r.stderr
+		if strings.ContainsAny(out, "\x1b\r\u202e") || !strings.Contains(out, `\x1b[2J`) {
+			t.Errorf("orchestrate %s printed the node's control characters raw, or not at all:\n%q", args[0], out)
+		}
+	}
+}

@@ -160,7 +160,7 @@ func writePool(w io.Writer, p poolRole, now time.Time) {
 		fmt.Fprintf(w, "  not refilled: %s\n", p.Report.Why)
 	}
 	if f := p.Flush; f != nil {
-		fmt.Fprintf(w, "  flush requested by %s at %s (%s): in progress\n", f.By, f.Time.UTC().Format(time.RFC3339), f.Reason)
+		fmt.Fprintf(w, "  flush requested by %s at %s (%s): in progress\n", oneLine(f.By), f.Time.UTC().Format(time.RFC3339), oneLine(f.Reason))
 	}
 	for _, s := range p.Standbys {
 		fmt.Fprintf(w, "  %s %s %s (made %s ago)\n", s.Host, s.ID, s.State, now.Sub(s.Created).Round(time.Second))

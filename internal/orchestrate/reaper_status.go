@@ -102,17 +102,17 @@ func writeReaperHeader(w io.Writer, rr *reaperReport) {
 	}
 	fmt.Fprintf(w, "reaper: leader %s, state %s old%s: %s\n", st.Leader, rr.Age, stale, strings.Join(flags, ", "))
 	if !st.Armed && st.NotArmedReason != "" {
-		fmt.Fprintf(w, "  %s\n", st.NotArmedReason)
+		fmt.Fprintf(w, "  %s\n", oneLine(st.NotArmedReason))
 	}
 	if st.Paused {
-		fmt.Fprintf(w, "  paused: %s\n", st.PauseReason)
+		fmt.Fprintf(w, "  paused: %s\n", oneLine(st.PauseReason))
 	}
 	if !st.BackoffUntil.IsZero() {
-		fmt.Fprintf(w, "  quota backoff until %s: %s\n", st.BackoffUntil.UTC().Format(time.RFC3339), st.BackoffReason)
+		fmt.Fprintf(w, "  quota backoff until %s: %s\n", st.BackoffUntil.UTC().Format(time.RFC3339), oneLine(st.BackoffReason))
 	}
 	for _, role := range sortedKeys(st.RoleBackoff) {
 		b := st.RoleBackoff[role]
-		fmt.Fprintf(w, "  role %s: creates held back until %s: %s\n", role, b.Until.UTC().Format(time.RFC3339), b.Reason)
+		fmt.Fprintf(w, "  role %s: creates held back until %s: %s\n", role, b.Until.UTC().Format(time.RFC3339), oneLine(b.Reason))
 	}
 }
 
@@ -128,7 +128,7 @@ func writeReaperBody(w io.Writer, st *store.ReaperReport, history bool) {
 		if p := r.Pool; p != nil {
 			fmt.Fprintf(w, "    warm pool (standbys, not counted above): %s\n", p.String())
 			if p.Why != "" {
-				fmt.Fprintf(w, "      not refilled: %s\n", p.Why)
+				fmt.Fprintf(w, "      not refilled: %s\n", oneLine(p.Why))
 			}
 		}
 		if c := r.Capacity; c != nil {
@@ -152,10 +152,10 @@ func writeReaperBody(w io.Writer, st *store.ReaperReport, history bool) {
 		if st.DryRun {
 			verb = "would"
 		}
-		fmt.Fprintf(w, "  %s: %s\n", verb, a)
+		fmt.Fprintf(w, "  %s: %s\n", verb, oneLine(a))
 	}
 	for _, b := range st.Blocked {
-		fmt.Fprintf(w, "  held back: %s\n", b)
+		fmt.Fprintf(w, "  held back: %s\n", oneLine(b))
 	}
 	for _, j := range st.Journal {
 		fmt.Fprintf(w, "  in flight: %s %s %s", j.ID, j.Kind, j.Phase)
@@ -165,10 +165,10 @@ func writeReaperBody(w io.Writer, st *store.ReaperReport, history bool) {
 		if j.NewName != "" {
 			fmt.Fprintf(w, " new=%s", j.NewName)
 		}
-		fmt.Fprintf(w, " (%s)\n", j.Reason)
+		fmt.Fprintf(w, " (%s)\n", oneLine(j.Reason))
 	}
 	for _, e := range st.Errors {
-		fmt.Fprintf(w, "  error: %s\n", e)
+		fmt.Fprintf(w, "  error: %s\n", oneLine(e))
 	}
 }
 

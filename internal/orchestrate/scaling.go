@@ -50,6 +50,7 @@ var cmdScale = &command{
 	setup: func(fs *pflag.FlagSet) runFunc {
 		auto := fs.Bool("auto", false, "remove the count set by hand: an autoscaled role's count is its autoscaler's again")
 		reason := fs.String("reason", "", "why, recorded with the count")
+		force := fs.Bool("force", false, "set a count outside an autoscaled role's min and max")
 		return func(ctx context.Context, e *env, args []string) error {
 			role := args[0]
 			switch {
@@ -73,14 +74,37 @@ var cmdScale = &command{
 			if err != nil || n < 0 {
 				return exitcode.Usagef("scale: count %q is not a non-negative integer", args[1])
 			}
+			if !*force {
+				if err := withinAutoscale(ctx, e, role, n); err != nil {
+					return err
+				}
+			}
 			o := store.Override{Time: e.store.Now().UTC(), By: whoAmI(), Reason: *reason}
 			if err := e.store.Scale(ctx, role, n, o); err != nil {
 				return err
 			}
+			fmt.Fprintf(e.Stdout, "%s: desired count set to %d\n", role, n)
 			e.log.Info("desired count set", "role", role, "count", n)
 			return nil
 		}
 	},
+}
+
+// withinAutoscale refuses a count outside an autoscaled role's min and
+// max (as the reaper's last report gives them): a typo (40 for 4) would
+// otherwise have the reaper build servers the operator never meant to pay
+// for. A role the report does not show as autoscaled takes any count.
+func withinAutoscale(ctx context.Context, e *env, role string, n int) error {
+	rep, err := e.store.ReaperReport(ctx)
+	if err != nil || rep == nil {
+		return err
+	}
+	for _, r := range rep.Roles {
+		if a := r.Autoscale; r.Name == role && a != nil && (n < a.Min || n > a.Max) {
+			return exitcode.Usagef("scale: role %s is autoscaled between %d and %d: a count of %d is outside; give --force to set it anyway", role, a.Min, a.Max, n)
+		}
+	}
+	return nil
 }
 
 var cmdScaleIn = &command{

@@ -290,3 +290,32 @@ func TestDrainWatch(t *testing.T) {
 		t.Fatalf("the drain command ran %q, want once", data)
 	}
 }
+
+// A count outside an autoscaled role's min and max (a typo: 40 for 4) is
+// refused without --force, and nothing is written.
+func TestScaleOutsideAutoscaleNeedsForce(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	rep := store.ReaperReport{Time: time.Now().UTC(), Interval: 10 * time.Second,
+		Roles: []store.RoleReport{{Name: "web", Desired: 4, Autoscale: &store.AutoscaleReport{Min: 2, Max: 12}}, {Name: "db", Desired: 3}}}
+	data, _ := json.Marshal(rep)
+	if _, err := a.Client.KV().Put(&api.KVPair{Key: store.ReaperKey(store.DefaultPrefix, store.ReaperStateKey), Value: data}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := strings.Join(allKeys(t, a.Client), " ")
+	for _, n := range []string{"40", "1", "2147483647"} {
+		r := cli(t, a, "", "scale", "web", n)
+		if r.code != 2 || !strings.Contains(r.stderr, "autoscaled between 2 and 12") || !strings.Contains(r.stderr, "--force") {
+			t.Errorf("scale web %s: exit %d, %s", n, r.code, r.stderr)
+		}
+	}
+	if after := strings.Join(allKeys(t, a.Client), " "); after != before {
+		t.Fatalf("a refused scale wrote: %s -> %s", before, after)
+	}
+	r := cli(t, a, "", "scale", "web", "12")
+	mustCode(t, r, 0, "scale within bounds")
+	if !strings.Contains(r.stdout, "web: desired count set to 12") {
+		t.Errorf("stdout %q", r.stdout)
+	}
+	mustCode(t, cli(t, a, "", "scale", "web", "40", "--force", "--reason", "load test"), 0, "scale --force")
+	mustCode(t, cli(t, a, "", "scale", "db", "40"), 0, "scale of a role that is not autoscaled")
+}

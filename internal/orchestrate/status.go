@@ -61,21 +61,21 @@ func writeScaling(w io.Writer, v scalingView) {
 	}
 	for _, role := range sortedKeys(v.Overrides) {
 		o := v.Overrides[role]
-		fmt.Fprintf(w, "role %s: count %d set by hand by %s at %s (an autoscaled role holds it until `orchestrate scale %s --auto`)\n", role, o.Count, o.By, o.Time.UTC().Format(time.RFC3339), role)
+		fmt.Fprintf(w, "role %s: count %d set by hand by %s at %s (an autoscaled role holds it until `orchestrate scale %s --auto`)\n", role, o.Count, oneLine(o.By), o.Time.UTC().Format(time.RFC3339), role)
 	}
 	for _, role := range sortedKeys(v.ScaleIn) {
 		fmt.Fprintf(w, "role %s: named for scale-in: %s\n", role, strings.Join(sortedKeys(v.ScaleIn[role]), ", "))
 	}
 	for _, h := range sortedKeys(v.Protected) {
-		fmt.Fprintf(w, "protected from scale-in: %s (by %s: %s)\n", h, v.Protected[h].By, oneLine(v.Protected[h].Reason))
+		fmt.Fprintf(w, "protected from scale-in: %s (by %s: %s)\n", h, oneLine(v.Protected[h].By), oneLine(v.Protected[h].Reason))
 	}
 	for _, h := range sortedKeys(v.Drains) {
 		d := v.Drains[h]
 		ans := "no answer yet"
 		if a := d.Answer; a != nil && a.Drained {
-			ans = fmt.Sprintf("drained (%s at %s)", a.By, a.Time.UTC().Format(time.RFC3339))
+			ans = fmt.Sprintf("drained (%s at %s)", oneLine(a.By), a.Time.UTC().Format(time.RFC3339))
 		} else if a != nil {
-			ans = fmt.Sprintf("moving the work away FAILED (%s: %s)", a.By, oneLine(a.Detail))
+			ans = fmt.Sprintf("moving the work away FAILED (%s: %s)", oneLine(a.By), oneLine(a.Detail))
 		}
 		fmt.Fprintf(w, "draining %s (role %s, %s): requested %s, answer by %s (%s); %s\n", h, d.Role, oneLine(d.Reason), d.Requested.UTC().Format(time.RFC3339), d.Deadline.UTC().Format(time.RFC3339), drainEnds(d), ans)
 	}
