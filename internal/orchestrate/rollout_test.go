@@ -212,7 +212,7 @@ func TestRolloutThroughGeneratedWatches(t *testing.T) {
 	testutil.Eventually(t, 60*time.Second, "the rollout of v3 halted, no slot in use", func() bool {
 		var err error
 		r, err = st.Rollout(ctx, "web")
-		return err == nil && r.State.Halted != nil && r.State.Halted.Version == "v3" && len(r.Slots) == 0
+		return err == nil && rollout.Halted(r, "v3") != "" && len(r.Slots) == 0
 	}, agentLog)
 	if got := strings.Join(r.Failed("v3"), ","); got != "web1,web2,web3" {
 		t.Fatalf("failed v3: %s, want web1,web2,web3", got)

@@ -20,25 +20,32 @@ import (
 func intp(n int) *int { return &n }
 
 func TestDecide(t *testing.T) {
+	// Claims in line: the n-th host's claim was created at index 10*n.
 	slots := func(hosts ...string) []store.RolloutSlot {
 		var out []store.RolloutSlot
-		for _, h := range hosts {
-			out = append(out, store.RolloutSlot{Host: h, Session: "s-" + h})
+		for i, h := range hosts {
+			out = append(out, store.RolloutSlot{Host: h, Session: "s-" + h, CreateIndex: uint64(10 * (i + 1))})
 		}
 		return out
 	}
+	// Failure records written at index 5.
 	failed := func(version string, hosts ...string) map[string]store.RolloutHost {
 		out := map[string]store.RolloutHost{}
 		for _, h := range hosts {
-			out[h] = store.RolloutHost{Version: version, State: store.RolloutFailed}
+			out[h] = store.RolloutHost{Version: version, State: store.RolloutFailed, Index: 5}
 		}
 		return out
 	}
+	resume := func(version string, hosts ...string) *store.RolloutResume {
+		return &store.RolloutResume{Version: version, Forgiven: hosts}
+	}
+	oldHalt := &store.RolloutState{Halted: &store.RolloutHalt{Version: "v2", Reason: "too many"}}
 	cases := []struct {
 		name    string
 		r       store.Rollout
 		after   After
 		fresh   bool
+		claim   uint64 // the host's claim; 0 before claiming
 		granted bool
 		halt    bool
 		reason  string
@@ -46,19 +53,30 @@ func TestDecide(t *testing.T) {
 		{name: "no policy: no bound", r: store.Rollout{Slots: slots("a", "b", "c")}, granted: true},
 		{name: "a free slot", r: store.Rollout{Policy: store.RolloutPolicy{MaxUnavailable: 2}, Slots: slots("a")}, granted: true},
 		{name: "every slot in use", r: store.Rollout{Policy: store.RolloutPolicy{MaxUnavailable: 2}, Slots: slots("a", "b")}, reason: "2 at a time"},
+		{name: "claims ahead in line take the slots", r: store.Rollout{Policy: store.RolloutPolicy{MaxUnavailable: 2}, Slots: slots("a", "b", "x")}, claim: 30, reason: "2 at a time"},
+		{name: "claims behind in line do not count", r: store.Rollout{Policy: store.RolloutPolicy{MaxUnavailable: 2}, Slots: slots("a", "x", "b", "c")}, claim: 20, granted: true},
+		{name: "the host's own claim does not count", r: store.Rollout{Policy: store.RolloutPolicy{MaxUnavailable: 1}, Slots: slots("x")}, claim: 10, granted: true},
 		{name: "a fresh host is not bounded", r: store.Rollout{Policy: store.RolloutPolicy{MaxUnavailable: 2}, Slots: slots("a", "b")}, fresh: true, granted: true},
-		{name: "fresh holders do not count", r: store.Rollout{Policy: store.RolloutPolicy{MaxUnavailable: 2}, Slots: append(slots("a"), store.RolloutSlot{Host: "n", Fresh: true})}, granted: true},
+		{name: "fresh holders do not count", r: store.Rollout{Policy: store.RolloutPolicy{MaxUnavailable: 2}, Slots: append(slots("a"), store.RolloutSlot{Host: "n", Fresh: true, CreateIndex: 15})}, granted: true},
 		{name: "a fresh host waits for its order", r: store.Rollout{Policy: store.RolloutPolicy{After: "db"}}, after: After{Done: 0, Need: 2, NeedOK: true}, fresh: true, reason: "waits for role db"},
-		{name: "a fresh host waits on a halt", r: store.Rollout{State: store.RolloutState{Halted: &store.RolloutHalt{Version: "v2", Reason: "too many"}}}, fresh: true, reason: "halted"},
+		{name: "a fresh host waits on a halt", r: store.Rollout{Legacy: oldHalt}, fresh: true, halt: true, reason: "halted"},
 		{name: "failures at the limit go on", r: store.Rollout{Policy: store.RolloutPolicy{MaxFailures: intp(2)}, Hosts: failed("v2", "a", "b")}, granted: true},
 		{name: "failures over the limit halt", r: store.Rollout{Policy: store.RolloutPolicy{MaxFailures: intp(2)}, Hosts: failed("v2", "a", "b", "c")}, halt: true, reason: "3 hosts failed v2 (a, b, c), more than max_failures 2"},
 		{name: "failures of another version do not count", r: store.Rollout{Policy: store.RolloutPolicy{MaxFailures: intp(0)}, Hosts: failed("v1", "a")}, granted: true},
+		{name: "an unreadable record counts as a failure", r: store.Rollout{Policy: store.RolloutPolicy{MaxFailures: intp(0)}, Hosts: map[string]store.RolloutHost{"a": {State: store.RolloutFailed, Unreadable: true}}}, halt: true, reason: "1 hosts failed v2 (a)"},
 		{name: "forgiven failures do not count", r: store.Rollout{Policy: store.RolloutPolicy{MaxFailures: intp(1)}, Hosts: failed("v2", "a", "b", "c"),
-			State: store.RolloutState{Resumed: &store.RolloutResume{Version: "v2", Forgiven: []string{"a", "b"}}}}, granted: true},
+			Resume: resume("v2", "a", "b"), ResumeIndex: 9}, granted: true},
+		{name: "a forgiven host that failed again counts", r: store.Rollout{Policy: store.RolloutPolicy{MaxFailures: intp(1)}, Hosts: failed("v2", "a", "b", "c"),
+			Resume: resume("v2", "a", "b"), ResumeIndex: 4}, halt: true, reason: "3 hosts failed v2"},
 		{name: "a forgiveness of another version does not count", r: store.Rollout{Policy: store.RolloutPolicy{MaxFailures: intp(1)}, Hosts: failed("v2", "a", "b"),
-			State: store.RolloutState{Resumed: &store.RolloutResume{Version: "v1", Forgiven: []string{"a", "b"}}}}, halt: true},
-		{name: "a recorded halt holds", r: store.Rollout{State: store.RolloutState{Halted: &store.RolloutHalt{Version: "v2", Reason: "too many"}}}, reason: "is halted: too many"},
-		{name: "a halt of another version does not", r: store.Rollout{State: store.RolloutState{Halted: &store.RolloutHalt{Version: "v1", Reason: "too many"}}}, granted: true},
+			Resume: resume("v1", "a", "b"), ResumeIndex: 9}, halt: true},
+		{name: "an older orchestrate's resume still forgives", r: store.Rollout{Policy: store.RolloutPolicy{MaxFailures: intp(1)}, Hosts: failed("v2", "a", "b"),
+			Legacy: &store.RolloutState{Resumed: resume("v2", "a", "b")}, LegacyIndex: 5}, granted: true},
+		{name: "an older orchestrate's halt holds", r: store.Rollout{Legacy: oldHalt, LegacyIndex: 7}, halt: true, reason: "is halted: too many (halted by an older orchestrate)"},
+		{name: "a resume lifts an older halt", r: store.Rollout{Legacy: oldHalt, LegacyIndex: 7, Resume: resume("v2"), ResumeIndex: 8}, granted: true},
+		{name: "a resume of another version does not", r: store.Rollout{Legacy: oldHalt, LegacyIndex: 7, Resume: resume("v1"), ResumeIndex: 8}, halt: true},
+		{name: "an older halt of another version does not hold", r: store.Rollout{Legacy: &store.RolloutState{Halted: &store.RolloutHalt{Version: "v1", Reason: "too many"}}}, granted: true},
+		{name: "slots of the older layout block every grant", r: store.Rollout{LegacySlots: []store.RolloutSlot{{Host: "old1", Session: "s1"}}}, fresh: true, reason: "started by an older orchestrate is in progress"},
 		{name: "after: not enough hosts yet", r: store.Rollout{Policy: store.RolloutPolicy{After: "db"}}, after: After{Done: 1, Need: 2, NeedOK: true}, reason: "waits for role db: 1 of 2 hosts run v2"},
 		{name: "after: enough", r: store.Rollout{Policy: store.RolloutPolicy{After: "db"}}, after: After{Done: 2, Need: 2, NeedOK: true}, granted: true},
 		{name: "after: no count known", r: store.Rollout{Policy: store.RolloutPolicy{After: "db"}}, reason: "no desired count"},
@@ -67,8 +85,8 @@ func TestDecide(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.r.Role = "web"
-			v := Decide(&tc.r, "x", "v2", tc.fresh, tc.after)
-			if v.Granted != tc.granted || v.Halt != tc.halt || !strings.Contains(v.Reason, tc.reason) {
+			v := Decide(&tc.r, Request{Host: "x", Version: "v2", Fresh: tc.fresh, Claim: tc.claim}, tc.after)
+			if v.Granted != tc.granted || v.Halted != tc.halt || !strings.Contains(v.Reason, tc.reason) {
 				t.Fatalf("Decide = %+v, want granted %v halt %v reason containing %q", v, tc.granted, tc.halt, tc.reason)
 			}
 			if !v.Granted && v.Reason == "" {
@@ -148,9 +166,10 @@ func TestSlotsBoundUnderContention(t *testing.T) {
 	}
 }
 
-// A failure that puts the role over max_failures halts it in the same
-// transaction; no slot is granted until a resume, which forgives the
-// failures so far but counts new ones.
+// A failure that puts the role over max_failures halts it: a halt no
+// host writes, derived from the hosts' records; no slot is granted until
+// a resume, which forgives the failures so far but counts new ones, a
+// forgiven host's included.
 func TestSlotsHaltAndResume(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	s, st := newSlots(t, a)
@@ -168,11 +187,21 @@ func TestSlotsHaltAndResume(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	haltedNow := func() string {
+		t.Helper()
+		r, err := st.Rollout(ctx, "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Halted(r, "v2")
+	}
 	fail("web1")
+	if why := haltedNow(); why != "" {
+		t.Fatalf("halted after 1 failure with max_failures 1: %s", why)
+	}
 	fail("web2")
-	r, _ := st.Rollout(ctx, "web")
-	if r.State.Halted == nil || !strings.Contains(r.State.Halted.Reason, "2 hosts failed v2 (web1, web2)") {
-		t.Fatalf("not halted after 2 failures with max_failures 1: %+v", r.State)
+	if why := haltedNow(); !strings.Contains(why, "2 hosts failed v2 (web1, web2)") {
+		t.Fatalf("not halted after 2 failures with max_failures 1: %q", why)
 	}
 	if sl, v, err := s.Acquire(ctx, "web", "web3", "v2", false); err != nil || sl != nil || !strings.Contains(v.Reason, "halted") {
 		t.Fatalf("a slot while halted: %v %+v %v", sl, v, err)
@@ -191,10 +220,35 @@ func TestSlotsHaltAndResume(t *testing.T) {
 		t.Fatal("a second resume found the rollout halted")
 	}
 	fail("web3") // one new failure: within max_failures 1
+	if why := haltedNow(); why != "" {
+		t.Fatalf("halted by one new failure after the resume: %s", why)
+	}
 	fail("web4") // two: halted again
-	r, _ = st.Rollout(ctx, "web")
-	if r.State.Halted == nil || !strings.Contains(r.State.Halted.Reason, "(web3, web4)") {
-		t.Fatalf("new failures after a resume did not halt: %+v", r.State)
+	if why := haltedNow(); !strings.Contains(why, "(web3, web4)") {
+		t.Fatalf("new failures after a resume did not halt: %q", why)
+	}
+	// Resumed again; web1, forgiven twice, fails once more: it counts,
+	// with web5.
+	if again, forgiven, err := Resume(ctx, st, "web", "v2"); err != nil || !again || strings.Join(forgiven, ",") != "web3,web4" {
+		t.Fatalf("second Resume = %v %v %v", halted, forgiven, err)
+	}
+	fail("web1")
+	if why := haltedNow(); why != "" {
+		t.Fatalf("halted by web1 failing again alone: %s", why)
+	}
+	fail("web5")
+	if why := haltedNow(); !strings.Contains(why, "2 hosts failed v2 (web1, web5)") {
+		t.Fatalf("a forgiven host that failed again did not count: %q", why)
+	}
+	// No host wrote a halt: the role's keys are the policy, the resume
+	// and each host's progress.
+	keys, _, err := a.Client.KV().Keys("orchestrate/", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "orchestrate/rollout/web/hosts/web1 orchestrate/rollout/web/hosts/web2 orchestrate/rollout/web/hosts/web3 orchestrate/rollout/web/hosts/web4 orchestrate/rollout/web/hosts/web5 orchestrate/rollout/web/policy orchestrate/rollout/web/resume"
+	if got := strings.Join(keys, " "); got != want {
+		t.Fatalf("keys after the rollout:\n%s\nwant\n%s", got, want)
 	}
 }
 
@@ -248,8 +302,8 @@ func TestSlotsOfADeadHolder(t *testing.T) {
 	}
 }
 
-// Values written by hand under a role's rollout are refused by name, and
-// a grant writes nothing then.
+// Values written by hand into keys only the operator writes are refused
+// by name, and a grant writes nothing then.
 func TestRolloutRefusesHandWrittenValues(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	s, _ := newSlots(t, a)
@@ -258,8 +312,10 @@ func TestRolloutRefusesHandWrittenValues(t *testing.T) {
 		{"orchestrate/rollout/web/policy", `{"max_unavailable": -1}`},
 		{"orchestrate/rollout/web/policy", `{"max_unavailable": "2"}`},
 		{"orchestrate/rollout/web/state", `halted`},
-		{"orchestrate/rollout/web/hosts/web1", `{"version":"v2","state":"exploded"}`},
+		{"orchestrate/rollout/web/resume", `{"version": "v2", "forgiven": "web1"}`},
+		{"orchestrate/rollout/web/resume", `{"version": "", "forgiven": []}`},
 		{"orchestrate/rollout/web/nonsense", `x`},
+		{"orchestrate/rollout/web/slot/a b", `x`},
 		{"orchestrate/rollout/web/policy", `{"max_unavailable": 1, "after": "web"}`},
 	} {
 		t.Run(kv.key+"="+kv.value, func(t *testing.T) {
@@ -279,6 +335,57 @@ func TestRolloutRefusesHandWrittenValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A host's own records hold what the host wrote, so nonsense in them must
+// not stop its role's rollout: another host still decides, counting the
+// nonsense the safe way (a claim as a slot in use, a progress record as a
+// failure), and the rollout's readers name the keys.
+func TestRolloutCountsUnreadableHostRecordsSafely(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	s, st := newSlots(t, a)
+	ctx := context.Background()
+	if _, err := st.SetRolloutPolicy(ctx, "web", func(p *store.RolloutPolicy) error { p.MaxUnavailable = 1; p.MaxFailures = intp(1); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// web1's claim holds nonsense (a claim in another host's name), under
+	// a session of its own: a slot in use.
+	id, _, err := a.Client.Session().CreateNoChecks(&api.SessionEntry{TTL: "30s", Behavior: api.SessionBehaviorDelete}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := a.Client.KV().Acquire(&api.KVPair{Key: "orchestrate/rollout/web/slot/web1", Value: []byte(`{"host":"web9","version":"v2","time":"2026-01-01T00:00:00Z"}`), Session: id}, nil); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	sl, v, err := s.Acquire(ctx, "web", "web2", "v2", false)
+	if err != nil || sl != nil || !strings.Contains(v.Reason, "1 at a time") {
+		t.Fatalf("web2 with web1's nonsense claim held: %v %+v %v; want waiting for the slot", sl, v, err)
+	}
+	if _, err := a.Client.Session().Destroy(id, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Two progress records of nonsense: two failures, over max_failures 1.
+	for _, h := range []string{"web3", "web4"} {
+		if _, err := a.Client.KV().Put(&api.KVPair{Key: "orchestrate/rollout/web/hosts/" + h, Value: []byte(`{"version":"v2","state":"exploded"}`)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sl, v, err = s.Acquire(ctx, "web", "web2", "v2", false)
+	if err != nil || sl != nil || !v.Halted || !strings.Contains(v.Reason, "2 hosts failed v2 (web3, web4)") {
+		t.Fatalf("web2 with two unreadable records: %v %+v %v; want halted on two failures", sl, v, err)
+	}
+	r, err := st.Rollout(ctx, "web")
+	if err != nil || strings.Join(r.Unreadable, " ") != "orchestrate/rollout/web/hosts/web3 orchestrate/rollout/web/hosts/web4" {
+		t.Fatalf("Unreadable = %v (%v)", r, err)
+	}
+	// A host's next outcome rewrites its own record.
+	if err := s.Record(ctx, "web", "web3", "v2", store.RolloutDone, ""); err != nil {
+		t.Fatal(err)
+	}
+	if sl, v, err = s.Acquire(ctx, "web", "web2", "v2", false); err != nil || sl == nil {
+		t.Fatalf("web2 after web3 rewrote its record: %+v %v", v, err)
+	}
+	sl.Abandon()
 }
 
 // A restart of the node's agent in the middle of the step ends the
