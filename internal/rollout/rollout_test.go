@@ -418,9 +418,21 @@ func TestSlotSurvivesAnAgentRestart(t *testing.T) {
 	}
 	took := testutil.Eventually(t, 2*s.TTL, "the slot held again after the agent's restart", held)
 	t.Logf("slot held %s after the restart returned", took.Round(100*time.Millisecond))
+	claim := func() *api.KVPair {
+		p, _, err := server.Client.KV().Get("orchestrate/rollout/web/slot/web1", nil)
+		if err != nil || p == nil {
+			t.Fatalf("web1's claim: %v %v", p, err)
+		}
+		return p
+	}
+	before := claim()
 	time.Sleep(2*s.TTL + 2*time.Second)
 	if !held() {
 		t.Fatalf("the slot expired %s after the restart: its renewals did not resume", 2*s.TTL)
+	}
+	// Renewals never rewrite the claim: its place in line stays.
+	if after := claim(); after.CreateIndex != before.CreateIndex || after.ModifyIndex != before.ModifyIndex || after.Session != before.Session {
+		t.Fatalf("the held claim moved: %d/%d/%s, then %d/%d/%s", before.CreateIndex, before.ModifyIndex, before.Session, after.CreateIndex, after.ModifyIndex, after.Session)
 	}
 }
 
@@ -453,5 +465,124 @@ func TestRecordSameOutcomeWritesNothing(t *testing.T) {
 	}
 	if after := index(); after == before {
 		t.Fatal("a new outcome was not written")
+	}
+}
+
+// olderSlot holds a slot of the older layout (slot/<session>, as
+// orchestrate before node restriction took them) for host, and returns
+// its session.
+func olderSlot(t *testing.T, a *consultest.Agent, host string) string {
+	t.Helper()
+	id, _, err := a.Client.Session().CreateNoChecks(&api.SessionEntry{TTL: "60s", Behavior: api.SessionBehaviorDelete}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := `{"host":"` + host + `","version":"v2","time":"2026-11-20T10:00:00Z"}`
+	if ok, _, err := a.Client.KV().Acquire(&api.KVPair{Key: "orchestrate/rollout/web/slot/" + id, Value: []byte(val), Session: id}, nil); err != nil || !ok {
+		t.Fatalf("acquire an older slot: %v %v", ok, err)
+	}
+	return id
+}
+
+// An upgrade in the middle of a rollout. Slots held in the older layout
+// block every grant, fresh hosts' too, saying what to do, until they are
+// given back; a host's own older slot (its converge died before the
+// upgrade) is given back by its next run.
+func TestSlotsWaitForOlderLayoutSlots(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	s, st := newSlots(t, a)
+	ctx := context.Background()
+	if _, err := st.SetRolloutPolicy(ctx, "web", func(p *store.RolloutPolicy) error { p.MaxUnavailable = 3; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	id1 := olderSlot(t, a, "web1")
+	for _, fresh := range []bool{false, true} {
+		sl, v, err := s.Acquire(ctx, "web", "web2", "v2", fresh)
+		if err != nil || sl != nil || !strings.Contains(v.Reason, "started by an older orchestrate is in progress") ||
+			!strings.Contains(v.Reason, "web1 (session "+id1+")") || !strings.Contains(v.Reason, "consul session destroy") {
+			t.Fatalf("fresh %v: Acquire = %v %+v %v; want waiting on the older slot", fresh, sl, v, err)
+		}
+	}
+	r, err := st.Rollout(ctx, "web")
+	if err != nil || len(r.Slots) != 0 || strings.Join(r.Holders(), ",") != "web1" {
+		t.Fatalf("after the refusals: %+v %v; want no claim, web1 holding", r, err)
+	}
+	// web2's own older slot goes with its next run; web1's still blocks.
+	olderSlot(t, a, "web2")
+	if sl, v, err := s.Acquire(ctx, "web", "web2", "v2", false); err != nil || sl != nil || !strings.Contains(v.Reason, "web1 (session") || strings.Contains(v.Reason, "web2 (session") {
+		t.Fatalf("Acquire with web2's own older slot = %v %+v %v", sl, v, err)
+	}
+	if _, err := a.Client.Session().Destroy(id1, nil); err != nil {
+		t.Fatal(err)
+	}
+	sl, v, err := s.Acquire(ctx, "web", "web2", "v2", false)
+	if err != nil || sl == nil {
+		t.Fatalf("no slot once the older ones were given back: %+v %v", v, err)
+	}
+	sl.Abandon()
+}
+
+// An older orchestrate's state keeps holding after the upgrade: its halt
+// until `rollout resume`, which deletes it (the resume forgives every
+// failure so far), its resume's forgiveness until the host fails again.
+func TestOlderRolloutStateHolds(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	s, st := newSlots(t, a)
+	ctx := context.Background()
+	put := func(key, val string) {
+		t.Helper()
+		if _, err := a.Client.KV().Put(&api.KVPair{Key: "orchestrate/rollout/web/" + key, Value: []byte(val)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failedRec := `{"version":"v2","state":"failed","time":"2026-11-20T10:00:00Z"}`
+	put("policy", `{"max_unavailable":1,"max_failures":1,"time":"2026-11-20T09:00:00Z"}`)
+	put("hosts/web1", failedRec)
+	put("hosts/web3", failedRec)
+	put("state", `{"seq":12,"halted":{"version":"v2","reason":"2 hosts failed v2 (web1, web3), more than max_failures 1","time":"2026-11-20T10:00:00Z"}}`)
+	// The operator raised max_failures since: the older halt still holds.
+	if _, err := st.SetRolloutPolicy(ctx, "web", func(p *store.RolloutPolicy) error { p.MaxFailures = intp(5); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	sl, v, err := s.Acquire(ctx, "web", "web4", "v2", false)
+	if err != nil || sl != nil || !v.Halted || !strings.Contains(v.Reason, "(halted by an older orchestrate)") {
+		t.Fatalf("Acquire under an older halt = %v %+v %v", sl, v, err)
+	}
+	if sl, _, err := s.Acquire(ctx, "web", "web4", "v3", false); err != nil || sl == nil {
+		t.Fatalf("the older halt of v2 held v3: %v", err)
+	} else {
+		sl.Abandon()
+	}
+	halted, forgiven, err := Resume(ctx, st, "web", "v2")
+	if err != nil || !halted || strings.Join(forgiven, ",") != "web1,web3" {
+		t.Fatalf("Resume = %v %v %v; want halted, web1 and web3 forgiven", halted, forgiven, err)
+	}
+	if p, _, _ := a.Client.KV().Get("orchestrate/rollout/web/state", nil); p != nil {
+		t.Fatal("the older state is still there after the resume")
+	}
+	if sl, v, err = s.Acquire(ctx, "web", "web4", "v2", false); err != nil || sl == nil {
+		t.Fatalf("no slot after the resume: %+v %v", v, err)
+	}
+	sl.Abandon()
+
+	// An older resume forgave web1; with max_failures 0, web1's failure
+	// does not count until web1 fails again.
+	if _, err := a.Client.KV().DeleteTree("orchestrate/", nil); err != nil {
+		t.Fatal(err)
+	}
+	put("policy", `{"max_unavailable":1,"max_failures":0,"time":"2026-11-20T09:00:00Z"}`)
+	put("hosts/web1", failedRec)
+	put("state", `{"seq":14,"resumed":{"version":"v2","forgiven":["web1"],"time":"2026-11-20T11:00:00Z"}}`)
+	if sl, v, err = s.Acquire(ctx, "web", "web2", "v2", false); err != nil || sl == nil {
+		t.Fatalf("web1's forgiven failure halted the rollout: %+v %v", v, err)
+	}
+	if err := sl.Release(ctx, store.RolloutDone, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Record(ctx, "web", "web1", "v2", store.RolloutFailed, "again"); err != nil {
+		t.Fatal(err)
+	}
+	if sl, v, err = s.Acquire(ctx, "web", "web2", "v2", false); err != nil || sl != nil || !strings.Contains(v.Reason, "1 hosts failed v2 (web1)") {
+		t.Fatalf("web1 failing again after the older resume: %v %+v %v; want halted", sl, v, err)
 	}
 }
