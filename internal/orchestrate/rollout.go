@@ -23,7 +23,7 @@ type rolloutOptions struct {
 
 var cmdRollout = &command{
 	name: "rollout", minArgs: 1, maxArgs: 2, usage: "ROLE | resume ROLE", json: true,
-	summary: "Set how ROLE's hosts roll a new version out and print its rollout: at most --max-unavailable of them in their consistent step at once (each takes an update slot, a Consul semaphore), none before --after ROLE[:N] has N hosts on the version, and none once more than --max-failures failed it. `rollout resume ROLE` lifts a halt (the failures so far no longer count). Flags not given keep their value.",
+	summary: "Set how ROLE's hosts roll a new version out and print its rollout: at most --max-unavailable of them in their consistent step at once (each claims an update slot in its own key, held by its Consul session), none before --after ROLE[:N] has N hosts on the version, and none once more than --max-failures failed it. `rollout resume ROLE` lifts a halt (the failures so far no longer count). Flags not given keep their value.",
 	setup: func(fs *pflag.FlagSet) runFunc {
 		o := &rolloutOptions{}
 		fs.StringVar(&o.maxUnavailable, "max-unavailable", "", "how many hosts of ROLE may run their consistent step at once: N, or all (the default: no bound)")

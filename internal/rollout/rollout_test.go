@@ -107,8 +107,8 @@ func newSlots(t *testing.T, a *consultest.Agent) (*Slots, *store.Store) {
 	return s, st
 }
 
-// Twenty hosts race for three slots, again and again: the semaphore never
-// grants a fourth, whatever the interleaving, and every host gets through.
+// Twenty hosts race for three slots, again and again: the claims never
+// grant a fourth, whatever the interleaving, and every host gets through.
 func TestSlotsBoundUnderContention(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	s, st := newSlots(t, a)
