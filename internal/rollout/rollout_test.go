@@ -195,14 +195,17 @@ func TestSlotsHaltAndResume(t *testing.T) {
 		}
 		return Halted(r, "v2")
 	}
-	fail("web1")
-	if why := haltedNow(); why != "" {
-		t.Fatalf("halted after 1 failure with max_failures 1: %s", why)
+	// failThen fails host, then wants the rollout halted for a reason
+	// containing want ("": not halted).
+	failThen := func(host, want string) {
+		t.Helper()
+		fail(host)
+		if why := haltedNow(); (want == "") != (why == "") || !strings.Contains(why, want) {
+			t.Fatalf("after %s failed: halted %q, want %q", host, why, want)
+		}
 	}
-	fail("web2")
-	if why := haltedNow(); !strings.Contains(why, "2 hosts failed v2 (web1, web2)") {
-		t.Fatalf("not halted after 2 failures with max_failures 1: %q", why)
-	}
+	failThen("web1", "")
+	failThen("web2", "2 hosts failed v2 (web1, web2)")
 	if sl, v, err := s.Acquire(ctx, "web", "web3", "v2", false); err != nil || sl != nil || !strings.Contains(v.Reason, "halted") {
 		t.Fatalf("a slot while halted: %v %+v %v", sl, v, err)
 	}
@@ -212,34 +215,24 @@ func TestSlotsHaltAndResume(t *testing.T) {
 		t.Fatalf("no slot for a new version: %v", err)
 	}
 	sl.Abandon()
-	halted, forgiven, err := Resume(ctx, st, "web", "v2")
-	if err != nil || !halted || strings.Join(forgiven, ",") != "web1,web2" {
-		t.Fatalf("Resume = %v %v %v", halted, forgiven, err)
+	resume := func(want string) {
+		t.Helper()
+		halted, forgiven, err := Resume(ctx, st, "web", "v2")
+		if err != nil || !halted || strings.Join(forgiven, ",") != want {
+			t.Fatalf("Resume = %v %v %v, want the failures of %s forgiven", halted, forgiven, err, want)
+		}
 	}
+	resume("web1,web2")
 	if again, _, _ := Resume(ctx, st, "web", "v2"); again {
 		t.Fatal("a second resume found the rollout halted")
 	}
-	fail("web3") // one new failure: within max_failures 1
-	if why := haltedNow(); why != "" {
-		t.Fatalf("halted by one new failure after the resume: %s", why)
-	}
-	fail("web4") // two: halted again
-	if why := haltedNow(); !strings.Contains(why, "(web3, web4)") {
-		t.Fatalf("new failures after a resume did not halt: %q", why)
-	}
+	failThen("web3", "") // one new failure: within max_failures 1
+	failThen("web4", "(web3, web4)")
 	// Resumed again; web1, forgiven twice, fails once more: it counts,
 	// with web5.
-	if again, forgiven, err := Resume(ctx, st, "web", "v2"); err != nil || !again || strings.Join(forgiven, ",") != "web3,web4" {
-		t.Fatalf("second Resume = %v %v %v", halted, forgiven, err)
-	}
-	fail("web1")
-	if why := haltedNow(); why != "" {
-		t.Fatalf("halted by web1 failing again alone: %s", why)
-	}
-	fail("web5")
-	if why := haltedNow(); !strings.Contains(why, "2 hosts failed v2 (web1, web5)") {
-		t.Fatalf("a forgiven host that failed again did not count: %q", why)
-	}
+	resume("web3,web4")
+	failThen("web1", "")
+	failThen("web5", "2 hosts failed v2 (web1, web5)")
 	// No host wrote a halt: the role's keys are the policy, the resume
 	// and each host's progress.
 	keys, _, err := a.Client.KV().Keys("orchestrate/", "", nil)
