@@ -6,11 +6,20 @@ import (
 	"strings"
 )
 
-// policyName matches a host or role name that HostPolicyRules puts in a
-// rule: letters, digits, '.', '_' and '-', starting and ending with a
+// policyName matches a role or prefix segment that HostPolicyRules puts
+// in a rule: letters, digits, '.', '_' and '-', starting and ending with a
 // letter or digit. Nothing in it can end an HCL string ('"', '\'), start an
 // interpolation ("${", "%{") or widen a rule ('*', '/', white space).
 var policyName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
+
+// policyHost is stricter for the host: Consul's rule for a node identity's
+// name (the host's token carries one, and its sessions are on that node),
+// which also keeps orchestrate-host-<host> a valid policy name.
+var policyHost = regexp.MustCompile(`^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$`)
+
+// maxPolicyHost keeps orchestrate-host-<host> within Consul's 128 bytes
+// for a policy name.
+const maxPolicyHost = 128 - len("orchestrate-host-")
 
 // hostRecordsDir is <prefix>/hosts/: each host's own records live under
 // hosts/<host>/ (status, version, metrics, drain answer).
@@ -44,9 +53,12 @@ func HostPolicyRules(prefix, host, role string) (string, error) {
 		if err := ValidName(n[0], n[1]); err != nil {
 			return "", &InputError{Err: err}
 		}
-		if !policyName.MatchString(n[1]) {
-			return "", &InputError{Err: fmt.Errorf("%s %q cannot go into a policy rule: letters, digits, '.', '_' and '-' only, starting and ending with a letter or digit", n[0], n[1])}
-		}
+	}
+	if !policyHost.MatchString(host) || len(host) > maxPolicyHost {
+		return "", &InputError{Err: fmt.Errorf("host %q cannot have a policy of its own: lower-case letters, digits, '-' and '_' only, starting and ending with a letter or digit, at most %d bytes (Consul's rule for a node identity)", host, maxPolicyHost)}
+	}
+	if !policyName.MatchString(role) {
+		return "", &InputError{Err: fmt.Errorf("role %q cannot go into a policy rule: letters, digits, '.', '_' and '-' only, starting and ending with a letter or digit", role)}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# orchestrate-host-%s: the records of host %s (role %s), and nothing else.\n", host, host, role)

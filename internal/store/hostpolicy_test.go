@@ -13,29 +13,29 @@ import (
 // refused by name. (The rules' effect on a real ACL agent:
 // TestNodeRestrictionRolloutAttacks in internal/orchestrate.)
 func TestHostPolicyRules(t *testing.T) {
-	got, err := store.HostPolicyRules("cloud1/orchestrate", "web-1.dc", "web")
+	got, err := store.HostPolicyRules("cloud1/orchestrate", "web_1-a", "web")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `# orchestrate-host-web-1.dc: the records of host web-1.dc (role web), and nothing else.
+	want := `# orchestrate-host-web_1-a: the records of host web_1-a (role web), and nothing else.
 
 # Its status, version, metrics and drain answer.
-key_prefix "cloud1/orchestrate/hosts/web-1.dc/" {
+key_prefix "cloud1/orchestrate/hosts/web_1-a/" {
   policy = "write"
 }
 
 # Its claim on an update slot of its role, locked by its session.
-key "cloud1/orchestrate/rollout/web/slot/web-1.dc" {
+key "cloud1/orchestrate/rollout/web/slot/web_1-a" {
   policy = "write"
 }
 
 # Its progress in its role's rollout.
-key "cloud1/orchestrate/rollout/web/hosts/web-1.dc" {
+key "cloud1/orchestrate/rollout/web/hosts/web_1-a" {
   policy = "write"
 }
 
 # Sessions on its own node (the holder of its slot claim).
-session "web-1.dc" {
+session "web_1-a" {
   policy = "write"
 }
 `
@@ -53,6 +53,9 @@ session "web-1.dc" {
 		{"orchestrate", "..", "web", `".." is not a name`},
 		{"orchestrate", "-web1", "web", `host "-web1"`},
 		{"orchestrate", "web1.", "web", `host "web1."`},
+		{"orchestrate", "web1.dc1", "web", `host "web1.dc1" cannot have a policy`},
+		{"orchestrate", "Web1", "web", `host "Web1"`},
+		{"orchestrate", strings.Repeat("a", 112), "web", "at most 111 bytes"},
 		{"orchestrate", "web/1", "web", "contains a slash"},
 		{"orchestrate", "web1", "we\"b", `role "we\"b"`},
 		{"orchestrate", "web1", "", "role is empty"},
