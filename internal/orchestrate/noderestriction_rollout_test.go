@@ -337,17 +337,17 @@ func TestNodeRestrictionRolloutForgedWake(t *testing.T) {
 	t.Setenv("STEP_DIR", stepDir)
 	script, _ := filepath.Abs("testdata/rollout/consistent.sh")
 	var bFile string
-	convergeArgs := func() []string {
-		return []string{"--consistent-cmd", script + " web2", "--role", "web", "--host", "web2",
-			"--log-dir", filepath.Join(dir, "log"), "--lock-file", filepath.Join(dir, "converge.lock"),
-			"--hiera-data", filepath.Join(dir, "services.yaml"), "--no-checks"}
-	}
+	// What web2's converge runs with: the watch's (watch-config gives it
+	// --hiera-data from --out) and the one run by hand alike.
+	hieraData := filepath.Join(dir, "services.yaml")
+	stepArgs := []string{"--consistent-cmd", script + " web2", "--role", "web"}
+	more := []string{"--log-dir=" + filepath.Join(dir, "log"), "--lock-file=" + filepath.Join(dir, "converge.lock"), "--no-checks"}
 	r := newRestricted(t, func(r *restricted) (string, []string) {
 		var b string
 		b, bFile = r.token(t, "web2", "web")
-		args := []string{"--host", "web2", "--orchestrate", countingWrapper(t, dir, builtBinary(t, "orchestrate"), count), "--handler-token-file", bFile}
-		args = append(args, convergeArgs()[:4]...)
-		for _, c := range convergeArgs()[4:] {
+		args := append([]string{"--host", "web2", "--out", hieraData, "--orchestrate", countingWrapper(t, dir, builtBinary(t, "orchestrate"), count),
+			"--handler-token-file", bFile}, stepArgs...)
+		for _, c := range more {
 			args = append(args, "--converge-arg="+c)
 		}
 		ws := generatedWatches(t, args...)
@@ -380,7 +380,8 @@ func TestNodeRestrictionRolloutForgedWake(t *testing.T) {
 	mustCode(t, r.operator(t, "report-version", "--host", "web2", "v1"), 0, "report-version web2")
 	mustCode(t, r.operator(t, "rollout", "web", "--after", "db:1"), 0, "rollout web --after db:1")
 	mustCode(t, r.operator(t, "trigger-update", "v2"), 0, "trigger-update v2")
-	res := cli(t, r.cl, "", append(append([]string{"converge", "--handler"}, convergeArgs()...), "--token-file", bFile)...)
+	args := append(append([]string{"converge", "--handler", "--host", "web2", "--hiera-data", hieraData, "--token-file", bFile}, stepArgs...), more...)
+	res := cli(t, r.cl, "", args...)
 	mustCode(t, res, 0, "web2's converge, waiting for db")
 	if !strings.Contains(res.stdout, "waiting for a rollout slot") {
 		t.Fatalf("web2 did not wait for db: %s", res.stdout)
