@@ -107,15 +107,21 @@ func newSlots(t *testing.T, a *consultest.Agent) (*Slots, *store.Store) {
 	return s, st
 }
 
+// setPolicy changes web's rollout policy.
+func setPolicy(t *testing.T, st *store.Store, change func(*store.RolloutPolicy)) {
+	t.Helper()
+	if _, err := st.SetRolloutPolicy(context.Background(), "web", func(p *store.RolloutPolicy) error { change(p); return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Twenty hosts race for three slots, again and again: the claims never
 // grant a fourth, whatever the interleaving, and every host gets through.
 func TestSlotsBoundUnderContention(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	s, st := newSlots(t, a)
 	ctx := context.Background()
-	if _, err := st.SetRolloutPolicy(ctx, "web", func(p *store.RolloutPolicy) error { p.MaxUnavailable = 3; return nil }); err != nil {
-		t.Fatal(err)
-	}
+	setPolicy(t, st, func(p *store.RolloutPolicy) { p.MaxUnavailable = 3 })
 	var holding, most atomic.Int32
 	var wg sync.WaitGroup
 	done := make([]bool, 20)
@@ -174,9 +180,7 @@ func TestSlotsHaltAndResume(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	s, st := newSlots(t, a)
 	ctx := context.Background()
-	if _, err := st.SetRolloutPolicy(ctx, "web", func(p *store.RolloutPolicy) error { p.MaxFailures = intp(1); return nil }); err != nil {
-		t.Fatal(err)
-	}
+	setPolicy(t, st, func(p *store.RolloutPolicy) { p.MaxFailures = intp(1) })
 	fail := func(host string) {
 		t.Helper()
 		sl, v, err := s.Acquire(ctx, "web", host, "v2", false)
@@ -252,9 +256,7 @@ func TestSlotsOfADeadHolder(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	s, st := newSlots(t, a)
 	ctx := context.Background()
-	if _, err := st.SetRolloutPolicy(ctx, "web", func(p *store.RolloutPolicy) error { p.MaxUnavailable = 1; return nil }); err != nil {
-		t.Fatal(err)
-	}
+	setPolicy(t, st, func(p *store.RolloutPolicy) { p.MaxUnavailable = 1 })
 	// A holder whose process died: its session stops being renewed.
 	dead := func(host string) {
 		t.Helper()
@@ -338,9 +340,7 @@ func TestRolloutCountsUnreadableHostRecordsSafely(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	s, st := newSlots(t, a)
 	ctx := context.Background()
-	if _, err := st.SetRolloutPolicy(ctx, "web", func(p *store.RolloutPolicy) error { p.MaxUnavailable = 1; p.MaxFailures = intp(1); return nil }); err != nil {
-		t.Fatal(err)
-	}
+	setPolicy(t, st, func(p *store.RolloutPolicy) { p.MaxUnavailable = 1; p.MaxFailures = intp(1) })
 	// web1's claim holds nonsense (a claim in another host's name), under
 	// a session of its own: a slot in use.
 	id, _, err := a.Client.Session().CreateNoChecks(&api.SessionEntry{TTL: "30s", Behavior: api.SessionBehaviorDelete}, nil)
@@ -485,9 +485,7 @@ func TestSlotsWaitForOlderLayoutSlots(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	s, st := newSlots(t, a)
 	ctx := context.Background()
-	if _, err := st.SetRolloutPolicy(ctx, "web", func(p *store.RolloutPolicy) error { p.MaxUnavailable = 3; return nil }); err != nil {
-		t.Fatal(err)
-	}
+	setPolicy(t, st, func(p *store.RolloutPolicy) { p.MaxUnavailable = 3 })
 	id1 := olderSlot(t, a, "web1")
 	for _, fresh := range []bool{false, true} {
 		sl, v, err := s.Acquire(ctx, "web", "web2", "v2", fresh)
@@ -534,9 +532,7 @@ func TestOlderRolloutStateHolds(t *testing.T) {
 	put("hosts/web3", failedRec)
 	put("state", `{"seq":12,"halted":{"version":"v2","reason":"2 hosts failed v2 (web1, web3), more than max_failures 1","time":"2026-11-20T10:00:00Z"}}`)
 	// The operator raised max_failures since: the older halt still holds.
-	if _, err := st.SetRolloutPolicy(ctx, "web", func(p *store.RolloutPolicy) error { p.MaxFailures = intp(5); return nil }); err != nil {
-		t.Fatal(err)
-	}
+	setPolicy(t, st, func(p *store.RolloutPolicy) { p.MaxFailures = intp(5) })
 	sl, v, err := s.Acquire(ctx, "web", "web4", "v2", false)
 	if err != nil || sl != nil || !v.Halted || !strings.Contains(v.Reason, "(halted by an older orchestrate)") {
 		t.Fatalf("Acquire under an older halt = %v %+v %v", sl, v, err)
