@@ -23,7 +23,7 @@ type rolloutOptions struct {
 
 var cmdRollout = &command{
 	name: "rollout", minArgs: 1, maxArgs: 2, usage: "ROLE | resume ROLE", json: true,
-	summary: "Set how ROLE's hosts roll a new version out and print its rollout: at most --max-unavailable of them in their consistent step at once (each takes an update slot, a Consul semaphore), none before --after ROLE[:N] has N hosts on the version, and none once more than --max-failures failed it. `rollout resume ROLE` lifts a halt (the failures so far no longer count). Flags not given keep their value.",
+	summary: "Set how ROLE's hosts roll a new version out and print its rollout: at most --max-unavailable of them in their consistent step at once (each claims an update slot in its own key, held by its Consul session), none before --after ROLE[:N] has N hosts on the version, and none once more than --max-failures failed it. `rollout resume ROLE` lifts a halt (the failures so far no longer count). Flags not given keep their value.",
 	setup: func(fs *pflag.FlagSet) runFunc {
 		o := &rolloutOptions{}
 		fs.StringVar(&o.maxUnavailable, "max-unavailable", "", "how many hosts of ROLE may run their consistent step at once: N, or all (the default: no bound)")
@@ -71,10 +71,27 @@ func runRollout(ctx context.Context, e *env, o rolloutOptions, args []string) er
 	}
 	rep := newRolloutReport(r, version)
 	if e.json {
-		return e.printJSON(rep)
+		if err := e.printJSON(rep); err != nil {
+			return err
+		}
+	} else {
+		writeRollout(e.Stdout, rep)
 	}
-	writeRollout(e.Stdout, rep)
-	return nil
+	return unreadableRollout(rep)
+}
+
+// unreadableRollout is exit 2 naming the hosts' records that hold values
+// orchestrate did not write, once the report is printed (as status does
+// for a corrupt status key).
+func unreadableRollout(reps ...rolloutReport) error {
+	var keys []string
+	for _, r := range reps {
+		keys = append(keys, r.Unreadable...)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return exitcode.Usagef("rollout records hold values orchestrate did not write: %s (counted the safe way meanwhile; the host's next converge rewrites its own)", strings.Join(keys, ", "))
 }
 
 func resumeRollout(ctx context.Context, e *env, role, version string) error {
@@ -184,6 +201,13 @@ type rolloutReport struct {
 	Pending int      `json:"pending"`
 	Failed  []string `json:"failed"`
 	Halted  string   `json:"halted,omitempty"`
+	// Blocked says why no slot is granted even so: slots of an older
+	// orchestrate's layout are held.
+	Blocked string `json:"blocked,omitempty"`
+	// Unreadable lists the hosts' own records whose values orchestrate did
+	// not write: each counts the safe way (a claim as a slot in use, a
+	// progress record as a failure).
+	Unreadable []string `json:"unreadable,omitempty"`
 }
 
 func newRolloutReport(r *store.Rollout, version string) rolloutReport {
@@ -195,7 +219,9 @@ func newRolloutReport(r *store.Rollout, version string) rolloutReport {
 			rep.Pending++
 		}
 	}
-	rep.Halted, _ = rollout.Halted(r, version)
+	rep.Halted = rollout.Halted(r, version)
+	rep.Blocked = rollout.LegacyReason(r)
+	rep.Unreadable = r.Unreadable
 	return rep
 }
 
@@ -210,6 +236,12 @@ func writeRollout(w io.Writer, r rolloutReport) {
 		fmt.Fprintf(w, "; HALTED: %s", r.Halted)
 	}
 	fmt.Fprintln(w)
+	if r.Blocked != "" {
+		fmt.Fprintf(w, "  no slot is granted: %s\n", r.Blocked)
+	}
+	for _, k := range r.Unreadable {
+		fmt.Fprintf(w, "  %s: unreadable (not written by orchestrate); counted as a slot in use or a failure\n", k)
+	}
 }
 
 // rolloutReports lists every role's rollout of version, sorted by role.

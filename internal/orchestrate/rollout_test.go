@@ -212,7 +212,7 @@ func TestRolloutThroughGeneratedWatches(t *testing.T) {
 	testutil.Eventually(t, 60*time.Second, "the rollout of v3 halted, no slot in use", func() bool {
 		var err error
 		r, err = st.Rollout(ctx, "web")
-		return err == nil && r.State.Halted != nil && r.State.Halted.Version == "v3" && len(r.Slots) == 0
+		return err == nil && rollout.Halted(r, "v3") != "" && len(r.Slots) == 0
 	}, agentLog)
 	if got := strings.Join(r.Failed("v3"), ","); got != "web1,web2,web3" {
 		t.Fatalf("failed v3: %s, want web1,web2,web3", got)
@@ -535,5 +535,68 @@ func TestConvergeWaitsForASlot(t *testing.T) {
 	r2, err := st.Rollout(context.Background(), "web")
 	if err != nil || r2.Hosts["node1"].State != store.RolloutDone || len(r2.Slots) != 0 {
 		t.Fatalf("rollout after node1 converged: %+v %v", r2, err)
+	}
+}
+
+// An upgrade in the middle of a rollout: while a slot of the older layout
+// (rollout/<role>/slot/<session>) is held, converge grants no slot and
+// says so in the host's waiting record, and `orchestrate rollout` says
+// what to do; once it is given back the host converges. An older halt
+// holds until `rollout resume`.
+func TestConvergeWaitsForOlderLayoutSlots(t *testing.T) {
+	e := newConvergeEnv(t)
+	a := e.a
+	mustCode(t, cli(t, a, "", "trigger-update", "v1"), 0, "trigger")
+	mustCode(t, cli(t, a, "", "report-version", "--host", "node1", "v1"), 0, "report")
+	mustCode(t, cli(t, a, "", "trigger-update", "v2"), 0, "trigger")
+	id, _, err := a.Client.Session().CreateNoChecks(&api.SessionEntry{TTL: "60s", Behavior: api.SessionBehaviorDelete}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := a.Client.KV().Acquire(&api.KVPair{Key: "orchestrate/rollout/web/slot/" + id, Session: id,
+		Value: []byte(`{"host":"web7","version":"v2","time":"2026-11-20T10:00:00Z"}`)}, nil); err != nil || !ok {
+		t.Fatalf("an older slot: %v %v", ok, err)
+	}
+	r := e.converge(t, "--role", "web", "--handler")
+	mustCode(t, r, 0, "converge with an older slot held")
+	if ran := e.ran(t); len(ran) != 0 {
+		t.Fatalf("steps ran while an older slot was held: %v", ran)
+	}
+	snap, err := mustStore(t, a).Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := snap.Hosts["node1"].Status[store.CategoryPuppet]; !p.Waiting || !strings.Contains(p.Detail, "started by an older orchestrate is in progress") {
+		t.Fatalf("node1's waiting record: %+v", p)
+	}
+	r = cli(t, a, "", "rollout", "web")
+	mustCode(t, r, 0, "rollout web")
+	if !strings.Contains(r.stdout, "slots in use 1/all (web7)") || !strings.Contains(r.stdout, "no slot is granted: a rollout of web started by an older orchestrate") ||
+		!strings.Contains(r.stdout, "consul session destroy SESSION") || !strings.Contains(r.stdout, id) {
+		t.Fatalf("rollout web with an older slot held:\n%s", r.stdout)
+	}
+	if _, err := a.Client.Session().Destroy(id, nil); err != nil {
+		t.Fatal(err)
+	}
+	// An older halt of v2: holds until resumed.
+	if _, err := a.Client.KV().Put(&api.KVPair{Key: "orchestrate/rollout/web/state",
+		Value: []byte(`{"seq":3,"halted":{"version":"v2","reason":"2 hosts failed v2 (web7, web8), more than max_failures 1","time":"2026-11-20T10:00:00Z"}}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustCode(t, e.converge(t, "--role", "web", "--slot-wake", "--handler"), 0, "slot-wake under an older halt")
+	if ran := e.ran(t); len(ran) != 0 {
+		t.Fatalf("steps ran under an older halt: %v", ran)
+	}
+	if r = cli(t, a, "", "status", "--no-catalog"); !strings.Contains(r.stdout, "HALTED: 2 hosts failed v2 (web7, web8), more than max_failures 1 (halted by an older orchestrate)") {
+		t.Fatalf("status under an older halt:\n%s", r.stdout)
+	}
+	mustCode(t, cli(t, a, "", "rollout", "resume", "web"), 0, "rollout resume web")
+	mustCode(t, e.converge(t, "--role", "web", "--slot-wake", "--handler"), 0, "slot-wake after the resume")
+	if cli(t, a, "", "verify-hosts", "v2", "node1").code != 0 {
+		t.Fatalf("node1 not on v2 after the older slot went and the resume; ran %v", e.ran(t))
+	}
+	keys := strings.Join(allKeys(t, a.Client), " ")
+	if strings.Contains(keys, "rollout/web/state") || !strings.Contains(keys, "rollout/web/resume") {
+		t.Fatalf("keys after the resume: %s", keys)
 	}
 }

@@ -156,7 +156,7 @@ func runStatus(ctx context.Context, e *env, noCatalog bool) error {
 	if rollErr != nil {
 		return exitcode.Wrap(exitcode.Usage, rollErr)
 	}
-	return nil
+	return unreadableRollout(rep.Rollouts...)
 }
 
 func buildStatus(snap *store.Snapshot, catalog map[string]bool) statusReport {

@@ -33,9 +33,10 @@ type watchConfigOptions struct {
 	// pending-update only)
 	convergeArgs  []string // further converge arguments
 	watchServices []string // services whose health changes also re-render
-	// role is converge's --role; rolloutDir, its rollout keys, is watched
-	// so the node's waiting converge runs again when a slot frees.
-	role, rolloutDir string
+	// role is converge's --role; rolloutDir, its rollout keys, and
+	// wakeKey, its doorbell, are watched so the node's waiting converge
+	// runs again when a slot frees or a role it follows progressed.
+	role, rolloutDir, wakeKey string
 	// drainCmd is `orchestrate drain`'s --drain-cmd; drainKey, this host's
 	// drain request, is watched so the command runs when the reaper asks.
 	drainCmd, drainKey, host string
@@ -61,7 +62,7 @@ var cmdWatchConfig = &command{
 		fs.StringVar(&o.eventualCmd, "eventual-cmd", "", "converge's eventual Puppet run: the current_version watch runs it after the consistent one, and hiera-services runs `orchestrate converge --eventual-only` (this step only) whenever the data changed; needs --consistent-cmd or --puppet-cmd, excludes --exec")
 		fs.StringVar(&o.puppetCmd, "puppet-cmd", "", "the older single Puppet run, instead of --consistent-cmd")
 		fs.StringArrayVar(&o.convergeArgs, "converge-arg", nil, "one more converge argument, e.g. --converge-arg=--validate-dir=/usr/lib/jiocloud/tests (repeatable)")
-		fs.StringVar(&o.role, "role", "", "this node's role: converge takes one of its update slots before the consistent step (`orchestrate rollout`), and a keyprefix watch on the role's rollout keys runs converge again whenever a slot may have freed")
+		fs.StringVar(&o.role, "role", "", "this node's role: converge takes one of its update slots before the consistent step (`orchestrate rollout`), and a keyprefix watch on the role's rollout keys and a key watch on its doorbell (<prefix>/wake/ROLE) run converge again whenever a slot may have freed")
 		fs.StringVar(&o.drainCmd, "drain-cmd", "", "command that moves this host's work away when the reaper drains it (scale in, replacement): a key watch on <prefix>/drain/HOST runs `orchestrate drain --drain-cmd CMD`, which answers the reaper when it succeeded")
 		fs.BoolVar(&o.standby, "standby", false, "this node may be a reaper warm pool standby: a key watch on <prefix>/reaper/pool/ROLE/HOST runs `orchestrate standby`, which keeps the node in Consul maintenance while it is one and ends it when the reaper claims it (needs --role)")
 		fs.StringArrayVar(&o.watchServices, "watch-service", nil, "also re-render when this service's health changes, to keep its healthy_services:: keys fresh (repeatable; the dependencies file's services are watched already)")
@@ -75,6 +76,7 @@ func runWatchConfig(_ context.Context, e *env, o watchConfigOptions) error {
 	}
 	if o.role != "" {
 		o.rolloutDir = e.store.RolloutDir(o.role)
+		o.wakeKey = e.store.WakeKey(o.role)
 	}
 	o.host = e.host
 	o.drainKey = store.DrainKey(e.store.Prefix(), e.host)
@@ -134,12 +136,15 @@ func watchEntries(o watchConfigOptions, deps hieradata.Dependencies, prefix stri
 	// Puppet command, says whether it has an update pending).
 	ws = append(ws, watch.Watch{Type: "key", Key: prefix + "/current_version", Args: o.currentVersionArgs(prefix)})
 	if o.role != "" {
-		// The role's rollout changed (a slot freed, a halt lifted, a role
-		// it follows progressed): a node waiting for a slot decides again.
-		// The handler reads KV itself and ignores the payload.
-		// --slot-wake: only a waiting host acts; a failed one is not
-		// rebuilt on every change of its role's rollout.
-		ws = append(ws, watch.Watch{Type: "keyprefix", Prefix: o.rolloutDir, Args: o.slotWakeArgs(prefix)})
+		// The role's rollout changed (a slot freed, the policy changed, a
+		// resume) or its doorbell rang (a host of a role it follows
+		// reported the version): a node waiting for a slot decides again.
+		// The handler reads KV itself and ignores the payload, so a
+		// doorbell rung by anyone only wakes. --slot-wake: only a waiting
+		// host acts; a failed one is not rebuilt on every change of its
+		// role's rollout.
+		ws = append(ws, watch.Watch{Type: "keyprefix", Prefix: o.rolloutDir, Args: o.slotWakeArgs(prefix)},
+			watch.Watch{Type: "key", Key: o.wakeKey, Args: o.slotWakeArgs(prefix)})
 	}
 	if o.drainCmd != "" {
 		// The reaper asked this host to drain: the handler moves the work

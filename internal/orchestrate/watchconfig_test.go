@@ -66,12 +66,16 @@ func TestWatchConfigStanza(t *testing.T) {
 					"--hiera-data", "/var/lib/orchestrate/hiera/services.yaml", "--token-file", "/etc/orchestrate/node.token", "--validate-dir=/usr/lib/jiocloud/tests"}}}},
 		{name: "role", args: []string{"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--role", "compute"},
 			// The role's rollout watch runs converge for a host waiting
-			// for a slot only (--slot-wake).
+			// for a slot only (--slot-wake), and so does its doorbell's.
 			want: []watch.Watch{{Type: "services", Args: []string{
 				"/usr/bin/hiera-services", "--out", "/var/lib/orchestrate/hiera/services.yaml"}},
 				{Type: "key", Key: "orchestrate/current_version", Args: []string{"/usr/bin/orchestrate", "converge", "--handler",
 					"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--role", "compute", "--hiera-data", "/var/lib/orchestrate/hiera/services.yaml"}},
 				{Type: "keyprefix", Prefix: "orchestrate/rollout/compute/", Args: []string{"/usr/bin/orchestrate", "converge", "--handler", "--slot-wake",
+					"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--role", "compute", "--hiera-data", "/var/lib/orchestrate/hiera/services.yaml"}},
+				// The doorbell a host of a role compute follows rings: the
+				// same handler.
+				{Type: "key", Key: "orchestrate/wake/compute", Args: []string{"/usr/bin/orchestrate", "converge", "--handler", "--slot-wake",
 					"--consistent-cmd", "puppet apply /etc/puppet/consistent.pp", "--role", "compute", "--hiera-data", "/var/lib/orchestrate/hiera/services.yaml"}}}},
 		{name: "everything", args: []string{"--hiera-services", "/opt/bin/hiera-services", "--out", "/var/lib/hiera/services.yaml",
 			"--dependencies", deps, "--exec", "puppet agent --onetime --no-daemonize", "--watch-service", "glance", "--watch-service", "mysql",

@@ -13,23 +13,38 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
-// A role's rollout lives under <prefix>/rollout/<role>/:
+// A role's rollout lives under <prefix>/rollout/<role>/. A host writes two
+// keys there, its own (its policy, HostPolicyRules, allows those alone);
+// everything else is the operator's:
 //
+//	slot/<host>       the host's claim on an update slot: created (never
+//	                  rewritten) locked by the host's session, behaviour
+//	                  delete, so it goes when the holder's session expires
+//	                  or ends; its CreateIndex is its place in line
+//	hosts/<host>      the host's progress on the version it last worked on
 //	policy            the operator's settings (orchestrate rollout ROLE ...)
-//	state             the guard: every slot grant and release is one
-//	                  transaction that checks-and-sets it, so the limit and
-//	                  the failure count are decided on one consistent view;
-//	                  it also holds a halt and a resume
-//	slot/<session>    one key per slot in use, locked by its holder's
-//	                  session; the session's behaviour is delete, so the key
-//	                  goes when the holder's session expires or its node fails
-//	hosts/<host>      each host's progress on the version it last worked on
+//	resume            the operator's last resume (orchestrate rollout
+//	                  resume ROLE): the failures it forgives
 //	followers/<role>  roles whose policy says --after this role
-//	wake              touched when a role this one follows made progress, so
-//	                  a watch on this role's keys wakes its waiting hosts
+//
+// Left by orchestrate before node restriction, read and never written:
+//
+//	state             the guard every grant checked-and-set; a halt in it
+//	                  holds until a resume, its resume still forgives
+//	slot/<session>    a slot in the older layout (the key is named after
+//	                  its holder's session): while one is held, no slot is
+//	                  granted (a rollout the older version started is in
+//	                  progress)
+//	wake              the older doorbell, ignored
+//
+// A host that reports a version rings <prefix>/wake/<follower> for each
+// role that follows its own: a doorbell any node may ring, whose content
+// nobody reads.
 const (
 	dirRollout      = "rollout"
+	dirWake         = "wake"
 	rolloutPolicy   = "policy"
+	rolloutResume   = "resume"
 	rolloutState    = "state"
 	rolloutSlots    = "slot"
 	rolloutHosts    = "hosts"
@@ -66,39 +81,45 @@ type RolloutPolicy struct {
 	Time       time.Time `json:"time"`
 }
 
-// RolloutState is the guard of a role's rollout.
+// RolloutState is the guard an older orchestrate kept in state: read only,
+// so that a halt it recorded keeps holding until a resume.
 type RolloutState struct {
-	// Seq counts the transactions on the guard; each changes it, so every
-	// check-and-set moves the key's index.
 	Seq     uint64         `json:"seq"`
 	Halted  *RolloutHalt   `json:"halted,omitempty"`
 	Resumed *RolloutResume `json:"resumed,omitempty"`
 }
 
-// RolloutHalt says why the rollout of a version stopped granting slots.
+// RolloutHalt says why the rollout of a version stopped granting slots
+// (in an older orchestrate's state).
 type RolloutHalt struct {
 	Version string    `json:"version"`
 	Reason  string    `json:"reason"`
 	Time    time.Time `json:"time"`
 }
 
-// RolloutResume is an operator's resume: the failures of Version it
-// forgives no longer count toward max_failures.
+// RolloutResume is an operator's resume: the failures of Version by the
+// hosts in Forgiven, recorded before it, no longer count toward
+// max_failures.
 type RolloutResume struct {
 	Version  string    `json:"version"`
 	Forgiven []string  `json:"forgiven"`
 	Time     time.Time `json:"time"`
 }
 
-// RolloutSlot is a slot in use.
+// RolloutSlot is a claim on a slot (or, in LegacySlots, a slot of the
+// older layout), held by Session.
 type RolloutSlot struct {
-	Session string `json:"-"`
+	// Host is the key's last segment for a claim (what the value says is
+	// not trusted); the value's for an older slot.
 	Host    string `json:"host"`
 	Version string `json:"version"`
 	// Fresh: the host runs no version yet (a new server building), so it
 	// serves nothing and does not count toward max_unavailable.
-	Fresh bool      `json:"fresh,omitempty"`
-	Time  time.Time `json:"time"`
+	Fresh   bool      `json:"fresh,omitempty"`
+	Time    time.Time `json:"time"`
+	Session string    `json:"-"`
+	// CreateIndex is the claim's place in line.
+	CreateIndex uint64 `json:"-"`
 }
 
 // RolloutHost is one host's progress, in hosts/<host>.
@@ -107,35 +128,59 @@ type RolloutHost struct {
 	State   string    `json:"state"`
 	Detail  string    `json:"detail,omitempty"`
 	Time    time.Time `json:"time"`
+	// Index is the record's ModifyIndex: a failure recorded after a
+	// resume is not forgiven by it.
+	Index uint64 `json:"-"`
+	// Unreadable: the value is not a record orchestrate wrote; it counts
+	// as a failure of any version.
+	Unreadable bool `json:"-"`
 }
 
 // Rollout is everything stored about one role's rollout, read in one
-// request; the indexes are what a transaction on it checks.
+// request.
 type Rollout struct {
 	Role        string
 	Policy      RolloutPolicy
 	PolicyIndex uint64 // 0: no policy written (no bound, no halt, no order)
-	State       RolloutState
-	StateIndex  uint64 // 0: no guard yet
-	Slots       []RolloutSlot
-	Hosts       map[string]RolloutHost
-	Followers   []string
+	Resume      *RolloutResume
+	ResumeIndex uint64
+	// Legacy is an older orchestrate's state, LegacyIndex its ModifyIndex.
+	Legacy      *RolloutState
+	LegacyIndex uint64
+	// Slots are the live claims, in line (by CreateIndex).
+	Slots []RolloutSlot
+	// LegacySlots are slots held in the older layout.
+	LegacySlots []RolloutSlot
+	// Unheld lists hosts whose claim key exists without a holder.
+	Unheld    []string
+	Hosts     map[string]RolloutHost
+	Followers []string
+	// Unreadable lists the keys of host-written records whose values
+	// orchestrate did not write. Each is counted the safe way (a claim as a
+	// slot in use, a progress record as a failure) rather than failing the
+	// whole read: one host must not stop its role's rollout by writing
+	// nonsense into its own records.
+	Unreadable []string
 }
 
-// Failed lists the hosts whose record says they failed version, sorted.
+// Failed lists the hosts whose record says they failed version, and those
+// whose record is unreadable, sorted.
 func (r *Rollout) Failed(version string) []string {
-	return r.hostsIn(version, RolloutFailed)
+	var out []string
+	for h, rec := range r.Hosts {
+		if rec.Unreadable || rec.Version == version && rec.State == RolloutFailed {
+			out = append(out, h)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Done lists the hosts whose record says they run version, sorted.
 func (r *Rollout) Done(version string) []string {
-	return r.hostsIn(version, RolloutDone)
-}
-
-func (r *Rollout) hostsIn(version, state string) []string {
 	var out []string
 	for h, rec := range r.Hosts {
-		if rec.Version == version && rec.State == state {
+		if !rec.Unreadable && rec.Version == version && rec.State == RolloutDone {
 			out = append(out, h)
 		}
 	}
@@ -144,20 +189,27 @@ func (r *Rollout) hostsIn(version, state string) []string {
 }
 
 // Holders lists the hosts that hold a slot and count toward
-// max_unavailable (fresh ones do not), sorted.
+// max_unavailable (fresh ones do not; slots of the older layout do),
+// sorted.
 func (r *Rollout) Holders() []string {
-	return r.holders(false)
+	out := []string{}
+	for _, s := range r.Slots {
+		if !s.Fresh {
+			out = append(out, s.Host)
+		}
+	}
+	for _, s := range r.LegacySlots {
+		out = append(out, s.Host)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Fresh lists the new hosts (no version yet) that hold a slot, sorted.
 func (r *Rollout) Fresh() []string {
-	return r.holders(true)
-}
-
-func (r *Rollout) holders(fresh bool) []string {
 	out := []string{}
 	for _, s := range r.Slots {
-		if s.Fresh == fresh {
+		if s.Fresh {
 			out = append(out, s.Host)
 		}
 	}
@@ -165,23 +217,66 @@ func (r *Rollout) holders(fresh bool) []string {
 	return out
 }
 
+// Claim is host's live claim, or nil.
+func (r *Rollout) Claim(host string) *RolloutSlot {
+	for i := range r.Slots {
+		if r.Slots[i].Host == host {
+			return &r.Slots[i]
+		}
+	}
+	return nil
+}
+
+// Ahead lists the live claims that count toward max_unavailable and stand
+// before a claim of host at index in line: the non-fresh claims of other
+// hosts with a smaller CreateIndex (index 0: every one).
+func (r *Rollout) Ahead(host string, index uint64) []RolloutSlot {
+	var out []RolloutSlot
+	for _, s := range r.Slots {
+		if s.Host != host && !s.Fresh && (index == 0 || s.CreateIndex < index) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func (s *Store) rolloutDir(role string) string { return s.key(dirRollout, role) + "/" }
 
 // RolloutDir is the directory of role's rollout keys, with a trailing
 // slash: a keyprefix watch on it wakes the role's waiting hosts whenever a
-// slot is given back, a holder's session ends, the policy changes, a halt
-// is lifted or a role it follows made progress.
+// slot is given back, a holder's session ends, the policy changes or a
+// resume is written.
 func (s *Store) RolloutDir(role string) string { return s.rolloutDir(role) }
 
-// Rollout reads role's rollout. A value orchestrate did not write is an
-// InputError naming the key: a record that cannot be read might hide a
-// failure or a slot in use.
+// WakeKey is role's doorbell, <prefix>/wake/<role>: a host of a role that
+// role follows rings it when it reports a version, and a key watch on it
+// wakes role's waiting hosts. Any node may ring it; nobody reads what it
+// holds.
+func (s *Store) WakeKey(role string) string { return s.key(dirWake, role) }
+
+// Rollout reads role's rollout. A value of a key only the operator writes
+// that orchestrate did not write is an InputError naming the key: a policy
+// or resume that cannot be read might hide a bound or a halt. A host's own
+// records that cannot be read are listed in Unreadable instead.
 func (s *Store) Rollout(ctx context.Context, role string) (*Rollout, error) {
+	return s.readRollout(ctx, role, false)
+}
+
+// RolloutConsistent is Rollout with a consistent read: it sees every write
+// Consul committed before it began (the leader checks it still leads), as
+// a slot grant needs.
+func (s *Store) RolloutConsistent(ctx context.Context, role string) (*Rollout, error) {
+	return s.readRollout(ctx, role, true)
+}
+
+func (s *Store) readRollout(ctx context.Context, role string, consistent bool) (*Rollout, error) {
 	if err := ValidName("role", role); err != nil {
 		return nil, &InputError{Err: err}
 	}
 	dir := s.rolloutDir(role)
-	pairs, meta, err := s.kv.List(dir, readOpts(ctx))
+	q := readOpts(ctx)
+	q.RequireConsistent = consistent
+	pairs, meta, err := s.kv.List(dir, q)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", dir, err)
 	}
@@ -222,57 +317,119 @@ func (s *Store) Rollouts(ctx context.Context) (map[string]*Rollout, error) {
 
 func parseRollout(role, dir string, pairs api.KVPairs) (*Rollout, error) {
 	r := &Rollout{Role: role, Hosts: map[string]RolloutHost{}}
-	bad := func(p *api.KVPair, format string, args ...any) error {
-		return &InputError{Err: fmt.Errorf("%s: %s (written by hand? `orchestrate rollout` and converge write these keys)", p.Key, fmt.Sprintf(format, args...))}
-	}
 	for _, p := range pairs {
 		parts := strings.Split(strings.TrimPrefix(p.Key, dir), "/")
+		var err error
 		switch {
-		case len(parts) == 1 && parts[0] == rolloutPolicy:
-			if err := strictJSON(p.Value, &r.Policy); err != nil {
-				return nil, bad(p, "not a rollout policy: %v", err)
-			}
-			if err := r.Policy.Validate(); err != nil {
-				return nil, bad(p, "%v", err)
-			}
-			if r.Policy.After == role {
-				return nil, bad(p, "role %s rolls out after itself: no host would ever start", role)
-			}
-			r.PolicyIndex = p.ModifyIndex
-		case len(parts) == 1 && parts[0] == rolloutState:
-			if err := strictJSON(p.Value, &r.State); err != nil {
-				return nil, bad(p, "not a rollout state: %v", err)
-			}
-			r.StateIndex = p.ModifyIndex
-		case len(parts) == 1 && parts[0] == rolloutWake:
+		case len(parts) == 1:
+			err = r.parseOperatorKey(p, parts[0])
 		case len(parts) == 2 && parts[0] == rolloutSlots:
-			if p.Session == "" {
-				// Released but not deleted: no holder.
-				continue
-			}
-			sl := RolloutSlot{Session: p.Session}
-			if err := strictJSON(p.Value, &sl); err != nil || ValidName("host", sl.Host) != nil {
-				return nil, bad(p, "not a rollout slot of a host")
-			}
-			r.Slots = append(r.Slots, sl)
+			err = r.parseSlot(p, parts[1])
 		case len(parts) == 2 && parts[0] == rolloutHosts && ValidName("host", parts[1]) == nil:
-			var h RolloutHost
-			if err := strictJSON(p.Value, &h); err != nil {
-				return nil, bad(p, "not a rollout host record: %v", err)
-			}
-			switch h.State {
-			case RolloutUpdating, RolloutDone, RolloutFailed, RolloutPending:
-			default:
-				return nil, bad(p, "unknown rollout state %q", h.State)
-			}
-			r.Hosts[parts[1]] = h
+			r.parseProgress(p, parts[1])
 		case len(parts) == 2 && parts[0] == rolloutFollower && ValidName("role", parts[1]) == nil:
 			r.Followers = append(r.Followers, parts[1])
 		default:
-			return nil, bad(p, "not a rollout key")
+			err = badRollout(p, "not a rollout key")
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
+	sort.Slice(r.Slots, func(i, j int) bool { return r.Slots[i].CreateIndex < r.Slots[j].CreateIndex })
 	return r, nil
+}
+
+// badRollout is the InputError for a key only the operator writes (or an
+// older orchestrate wrote) that holds a value orchestrate did not write.
+func badRollout(p *api.KVPair, format string, args ...any) error {
+	return &InputError{Err: fmt.Errorf("%s: %s (written by hand? `orchestrate rollout` writes these keys)", p.Key, fmt.Sprintf(format, args...))}
+}
+
+// parseOperatorKey reads policy, resume, state or the older wake key.
+func (r *Rollout) parseOperatorKey(p *api.KVPair, name string) error {
+	switch name {
+	case rolloutPolicy:
+		if err := strictJSON(p.Value, &r.Policy); err != nil {
+			return badRollout(p, "not a rollout policy: %v", err)
+		}
+		if err := r.Policy.Validate(); err != nil {
+			return badRollout(p, "%v", err)
+		}
+		if r.Policy.After == r.Role {
+			return badRollout(p, "role %s rolls out after itself: no host would ever start", r.Role)
+		}
+		r.PolicyIndex = p.ModifyIndex
+	case rolloutResume:
+		var res RolloutResume
+		if err := strictJSON(p.Value, &res); err != nil {
+			return badRollout(p, "not a rollout resume: %v", err)
+		}
+		if err := ValidName("version", res.Version); err != nil {
+			return badRollout(p, "%v", err)
+		}
+		r.Resume, r.ResumeIndex = &res, p.ModifyIndex
+	case rolloutState:
+		var st RolloutState
+		if err := strictJSON(p.Value, &st); err != nil {
+			return badRollout(p, "not a rollout state: %v", err)
+		}
+		r.Legacy, r.LegacyIndex = &st, p.ModifyIndex
+	case rolloutWake:
+	default:
+		return badRollout(p, "not a rollout key")
+	}
+	return nil
+}
+
+// parseSlot reads slot/<name>: a host's claim, or a slot of the older
+// layout (the key named after the session that holds it). A key nobody
+// holds is no slot.
+func (r *Rollout) parseSlot(p *api.KVPair, name string) error {
+	switch {
+	case p.Session != "" && name == p.Session:
+		// The older layout. Its value only names the host for the
+		// operator: the slot counts whatever it says.
+		sl := RolloutSlot{}
+		if json.Unmarshal(p.Value, &sl) != nil || ValidName("host", sl.Host) != nil {
+			sl.Host = "(unreadable)"
+		}
+		sl.Session, sl.CreateIndex = p.Session, p.CreateIndex
+		r.LegacySlots = append(r.LegacySlots, sl)
+	case ValidName("host", name) != nil:
+		return badRollout(p, "not a rollout slot")
+	case p.Session == "":
+		r.Unheld = append(r.Unheld, name)
+	default:
+		// The host is the key's; a value that is not a claim (or names
+		// another host) counts as a slot in use by this host.
+		sl := RolloutSlot{}
+		if err := strictJSON(p.Value, &sl); err != nil || sl.Host != name {
+			r.Unreadable = append(r.Unreadable, p.Key)
+			sl = RolloutSlot{}
+		}
+		sl.Host, sl.Session, sl.CreateIndex = name, p.Session, p.CreateIndex
+		r.Slots = append(r.Slots, sl)
+	}
+	return nil
+}
+
+// parseProgress reads hosts/<host>; a value orchestrate did not write
+// counts as a failure.
+func (r *Rollout) parseProgress(p *api.KVPair, host string) {
+	var h RolloutHost
+	err := strictJSON(p.Value, &h)
+	switch {
+	case err != nil:
+	case h.State == RolloutUpdating, h.State == RolloutDone, h.State == RolloutFailed, h.State == RolloutPending:
+		if ValidName("version", h.Version) == nil {
+			h.Index = p.ModifyIndex
+			r.Hosts[host] = h
+			return
+		}
+	}
+	r.Unreadable = append(r.Unreadable, p.Key)
+	r.Hosts[host] = RolloutHost{State: RolloutFailed, Unreadable: true, Index: p.ModifyIndex}
 }
 
 // strictJSON decodes data into v, refusing unknown fields and trailing
@@ -381,84 +538,141 @@ func (s *Store) afterCycle(ctx context.Context, role, after string) error {
 	return nil
 }
 
-// GrantSlot gives host a slot of r's role for version, held by session:
-// one transaction that checks-and-sets the guard (as read in r, changed
-// to st), locks slot/<session> and marks the host updating. ok is false
-// when another writer moved the guard first: read again and decide again.
-//
-// A nil st leaves the guard alone and checks only that the policy is
-// still the one read: for a policy with no bound, no halt and no order,
-// nothing is counted, and a thousand hosts taking slots at once must not
-// fight over one key.
-func (s *Store) GrantSlot(ctx context.Context, r *Rollout, st *RolloutState, host, version, session string, fresh bool) (ok bool, err error) {
-	now := s.Now().UTC()
-	slot, err := json.Marshal(RolloutSlot{Host: host, Version: version, Fresh: fresh, Time: now})
-	if err != nil {
-		return false, err
-	}
-	rec, err := json.Marshal(RolloutHost{Version: version, State: RolloutUpdating, Time: now})
-	if err != nil {
-		return false, err
-	}
-	dir := s.rolloutDir(r.Role)
-	ops := api.KVTxnOps{
-		{Verb: api.KVLock, Key: dir + rolloutSlots + "/" + session, Value: slot, Session: session},
-		{Verb: api.KVSet, Key: dir + rolloutHosts + "/" + host, Value: rec},
-	}
-	return s.guarded(ctx, r, st, ops, "grant a rollout slot of "+r.Role+" to "+host)
+// slotKey is host's claim in role's rollout.
+func (s *Store) slotKey(role, host string) string {
+	return s.rolloutDir(role) + rolloutSlots + "/" + host
 }
 
-// EndSlot records host's outcome: the slot held by session (if any) is
-// given back, hosts/<host> holds rec, the guard moves to st (nil: as in
-// GrantSlot), and every follower role is woken; one transaction. ok is
-// false when another writer moved the guard first.
-func (s *Store) EndSlot(ctx context.Context, r *Rollout, st *RolloutState, host, session string, rec RolloutHost) (ok bool, err error) {
+// ClaimSlot creates host's claim on a slot of role for version, locked by
+// session: one transaction that checks the key does not exist and
+// acquires it, so the claim is new and its CreateIndex, returned, is its
+// place in line. ok is false when the key exists (a claim an earlier run
+// left): nothing was written.
+func (s *Store) ClaimSlot(ctx context.Context, role, host, version, session string, fresh bool) (index uint64, ok bool, err error) {
+	for _, n := range [][2]string{{"role", role}, {"host", host}, {"version", version}} {
+		if err := ValidName(n[0], n[1]); err != nil {
+			return 0, false, &InputError{Err: err}
+		}
+	}
+	val, err := json.Marshal(RolloutSlot{Host: host, Version: version, Fresh: fresh, Time: s.Now().UTC()})
+	if err != nil {
+		return 0, false, err
+	}
+	key := s.slotKey(role, host)
+	ops := api.KVTxnOps{
+		{Verb: api.KVCheckNotExists, Key: key},
+		{Verb: api.KVLock, Key: key, Value: val, Session: session},
+	}
+	what := "claim a rollout slot of " + role + " for " + host
+	done, resp, _, err := s.kv.Txn(ops, readOpts(ctx))
+	if err != nil {
+		return 0, false, fmt.Errorf("%s: %w", what, err)
+	}
+	if !done {
+		if len(resp.Errors) == 1 && resp.Errors[0].OpIndex == 0 {
+			return 0, false, nil
+		}
+		return 0, false, refusedOr(resp, fmt.Errorf("%s: transaction rolled back: %s", what, TxnErrors(resp)))
+	}
+	for _, p := range resp.Results {
+		if p != nil && p.Key == key {
+			return p.CreateIndex, true, nil
+		}
+	}
+	return 0, false, fmt.Errorf("%s: Consul did not return the claim's index", what)
+}
+
+// DropClaim deletes host's claim made at index (a claim that was not
+// granted): a check-and-set on that index, so a newer claim stays.
+func (s *Store) DropClaim(ctx context.Context, role, host string, index uint64) error {
+	key := s.slotKey(role, host)
+	if _, _, err := s.kv.DeleteCAS(&api.KVPair{Key: key, ModifyIndex: index}, writeOpts(ctx)); err != nil {
+		return fmt.Errorf("give back the claim %s: %w", key, err)
+	}
+	return nil
+}
+
+// DropUnheld deletes host's claim key that no session holds.
+func (s *Store) DropUnheld(ctx context.Context, role, host string) error {
+	key := s.slotKey(role, host)
+	p, _, err := s.kv.Get(key, readOpts(ctx))
+	if err != nil || p == nil || p.Session != "" {
+		return err
+	}
+	if _, _, err := s.kv.DeleteCAS(&api.KVPair{Key: key, ModifyIndex: p.ModifyIndex}, writeOpts(ctx)); err != nil {
+		return fmt.Errorf("delete %s, held by nobody: %w", key, err)
+	}
+	return nil
+}
+
+// SetRolloutHost writes host's progress in role's rollout.
+func (s *Store) SetRolloutHost(ctx context.Context, role, host string, rec RolloutHost) error {
+	val, err := s.progress(rec)
+	if err != nil {
+		return err
+	}
+	key := s.rolloutDir(role) + rolloutHosts + "/" + host
+	if _, err := s.kv.Put(&api.KVPair{Key: key, Value: val}, writeOpts(ctx)); err != nil {
+		return fmt.Errorf("write %s: %w", key, err)
+	}
+	return nil
+}
+
+func (s *Store) progress(rec RolloutHost) ([]byte, error) {
 	if rec.Time.IsZero() {
 		rec.Time = s.Now().UTC()
 	}
-	val, err := json.Marshal(rec)
+	return json.Marshal(rec)
+}
+
+// EndSlot records host's outcome in hosts/<host> and, with release, gives
+// its claim back, in one transaction; a host that reports the version
+// (RolloutDone) also rings the doorbell of every role in followers. Every
+// key written is the host's own but the doorbells, which any node may
+// ring.
+func (s *Store) EndSlot(ctx context.Context, role string, followers []string, host string, release bool, rec RolloutHost) error {
+	val, err := s.progress(rec)
+	if err != nil {
+		return err
+	}
+	ops := api.KVTxnOps{{Verb: api.KVSet, Key: s.rolloutDir(role) + rolloutHosts + "/" + host, Value: val}}
+	if release {
+		ops = append(ops, &api.KVTxnOp{Verb: api.KVDelete, Key: s.slotKey(role, host)})
+	}
+	if rec.State == RolloutDone {
+		bell := []byte(s.Now().UTC().Format(time.RFC3339Nano) + " " + host)
+		for _, f := range followers {
+			ops = append(ops, &api.KVTxnOp{Verb: api.KVSet, Key: s.WakeKey(f), Value: bell})
+		}
+	}
+	// The record and the release first, whole; doorbells past one
+	// transaction's limit ring after it.
+	for len(ops) > 0 {
+		n := min(len(ops), maxTxnOps)
+		if _, err := s.txn(ctx, ops[:n], "record the rollout outcome of "+host+" in "+role); err != nil {
+			return err
+		}
+		ops = ops[n:]
+	}
+	return nil
+}
+
+// ResumeRollout writes res as r's resume: a check-and-set on the resume
+// read in r. An older orchestrate's state that concerns no other version
+// is deleted in the same transaction (check-and-set on its index): the
+// resume forgives every failure so far, so nothing it held is lost. ok is
+// false when another writer moved either key first.
+func (s *Store) ResumeRollout(ctx context.Context, r *Rollout, res RolloutResume) (ok bool, err error) {
+	val, err := json.Marshal(res)
 	if err != nil {
 		return false, err
 	}
 	dir := s.rolloutDir(r.Role)
-	ops := api.KVTxnOps{{Verb: api.KVSet, Key: dir + rolloutHosts + "/" + host, Value: val}}
-	if session != "" {
-		ops = append(ops, &api.KVTxnOp{Verb: api.KVDelete, Key: dir + rolloutSlots + "/" + session})
+	ops := api.KVTxnOps{{Verb: api.KVCAS, Key: dir + rolloutResume, Value: val, Index: r.ResumeIndex}}
+	if l := r.Legacy; l != nil && (l.Halted == nil || l.Halted.Version == res.Version) && (l.Resumed == nil || l.Resumed.Version == res.Version) {
+		ops = append(ops, &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: dir + rolloutState, Index: r.LegacyIndex})
 	}
-	if rec.State == RolloutDone {
-		wake := []byte(rec.Time.Format(time.RFC3339Nano) + " " + host)
-		for _, f := range r.Followers {
-			ops = append(ops, &api.KVTxnOp{Verb: api.KVSet, Key: s.rolloutDir(f) + rolloutWake, Value: wake})
-		}
-	}
-	return s.guarded(ctx, r, st, ops, "end the rollout slot of "+host+" in "+r.Role)
-}
-
-// SetRolloutState moves the guard of r's role to st (a halt, a resume).
-func (s *Store) SetRolloutState(ctx context.Context, r *Rollout, st RolloutState) (ok bool, err error) {
-	return s.guarded(ctx, r, &st, nil, "rollout state of "+r.Role)
-}
-
-// guarded runs ops with a check-and-set of the guard from r's index to
-// st, or, for a nil st, a check that the policy is the one in r.
-func (s *Store) guarded(ctx context.Context, r *Rollout, st *RolloutState, ops api.KVTxnOps, what string) (bool, error) {
-	dir := s.rolloutDir(r.Role)
-	var check *api.KVTxnOp
-	switch {
-	case st != nil:
-		next := *st
-		next.Seq = r.State.Seq + 1
-		val, err := json.Marshal(next)
-		if err != nil {
-			return false, err
-		}
-		check = &api.KVTxnOp{Verb: api.KVCAS, Key: dir + rolloutState, Value: val, Index: r.StateIndex}
-	case r.PolicyIndex == 0:
-		check = &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: dir + rolloutPolicy}
-	default:
-		check = &api.KVTxnOp{Verb: api.KVCheckIndex, Key: dir + rolloutPolicy, Index: r.PolicyIndex}
-	}
-	return s.txn(ctx, append(api.KVTxnOps{check}, ops...), what)
+	return s.txn(ctx, ops, "resume the rollout of "+r.Role)
 }
 
 // txn runs ops; ok is false when a check-and-set found the key moved.

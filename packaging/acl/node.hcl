@@ -40,8 +40,17 @@ key_prefix "orchestrate/drain/" {
   policy = "write"
 }
 
-# converge's rolling-update slots (rollout/<role>/...), held by a session.
+# converge's rolling-update slots and progress: rollout/<role>/slot/<host>
+# (held by a session) and rollout/<role>/hosts/<host>. The per-host policy
+# (store.HostPolicyRules) grants exactly those two keys of the node's own.
 key_prefix "orchestrate/rollout/" {
+  policy = "write"
+}
+
+# The doorbells of the roles that roll out after the node's own
+# (wake/<role>), rung when it reports a version; nobody reads what they
+# hold, so any node may ring any of them.
+key_prefix "orchestrate/wake/" {
   policy = "write"
 }
 

@@ -1,0 +1,73 @@
+package store
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// policyName matches a role or prefix segment that HostPolicyRules puts
+// in a rule: letters, digits, '.', '_' and '-', starting and ending with a
+// letter or digit. Nothing in it can end an HCL string ('"', '\'), start an
+// interpolation ("${", "%{") or widen a rule ('*', '/', white space).
+var policyName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
+
+// policyHost is stricter for the host: Consul's rule for a node identity's
+// name (the host's token carries one, and its sessions are on that node),
+// which also keeps orchestrate-host-<host> a valid policy name.
+var policyHost = regexp.MustCompile(`^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$`)
+
+// maxPolicyHost keeps orchestrate-host-<host> within Consul's 128 bytes
+// for a policy name.
+const maxPolicyHost = 128 - len("orchestrate-host-")
+
+// hostRecordsDir is <prefix>/hosts/: each host's own records live under
+// hosts/<host>/ (status, version, metrics, drain answer).
+const hostRecordsDir = "hosts"
+
+// HostPolicyRules renders the Consul ACL rules of host's own policy
+// (orchestrate-host-<host>), host being of role, for KV prefix: write on
+// exactly the records the host owns and nothing else. Every node also
+// holds the shared read-only role (read of the whole prefix) and write on
+// the doorbells (<prefix>/wake/); those are not here.
+//
+//   - key_prefix <prefix>/hosts/<host>/: its status, version, metrics and
+//     drain answer (the trailing slash keeps web1 out of web10's records);
+//   - key <prefix>/rollout/<role>/slot/<host>: its claim on an update slot;
+//   - key <prefix>/rollout/<role>/hosts/<host>: its rollout progress;
+//   - session <host>: sessions on its own node only (the slot's holder).
+//
+// A name that could break out of an HCL string or widen a rule is refused
+// (an InputError naming it), as is a prefix that is not such names joined
+// by slashes.
+func HostPolicyRules(prefix, host, role string) (string, error) {
+	if err := ValidPrefix(prefix); err != nil {
+		return "", &InputError{Err: err}
+	}
+	for _, seg := range strings.Split(prefix, "/") {
+		if !policyName.MatchString(seg) {
+			return "", &InputError{Err: fmt.Errorf("prefix %q: segment %q has a character a policy rule cannot hold safely (letters, digits, '.', '_' and '-' only)", prefix, seg)}
+		}
+	}
+	for _, n := range [][2]string{{"host", host}, {"role", role}} {
+		if err := ValidName(n[0], n[1]); err != nil {
+			return "", &InputError{Err: err}
+		}
+	}
+	if !policyHost.MatchString(host) || len(host) > maxPolicyHost {
+		return "", &InputError{Err: fmt.Errorf("host %q cannot have a policy of its own: lower-case letters, digits, '-' and '_' only, starting and ending with a letter or digit, at most %d bytes (Consul's rule for a node identity)", host, maxPolicyHost)}
+	}
+	if !policyName.MatchString(role) {
+		return "", &InputError{Err: fmt.Errorf("role %q cannot go into a policy rule: letters, digits, '.', '_' and '-' only, starting and ending with a letter or digit", role)}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# orchestrate-host-%s: the records of host %s (role %s), and nothing else.\n", host, host, role)
+	rule := func(kind, name, why string) {
+		fmt.Fprintf(&b, "\n# %s\n%s \"%s\" {\n  policy = \"write\"\n}\n", why, kind, name)
+	}
+	rule("key_prefix", prefix+"/"+hostRecordsDir+"/"+host+"/", "Its status, version, metrics and drain answer.")
+	rule("key", prefix+"/"+dirRollout+"/"+role+"/"+rolloutSlots+"/"+host, "Its claim on an update slot of its role, locked by its session.")
+	rule("key", prefix+"/"+dirRollout+"/"+role+"/"+rolloutHosts+"/"+host, "Its progress in its role's rollout.")
+	rule("session", host, "Sessions on its own node (the holder of its slot claim).")
+	return b.String(), nil
+}
