@@ -101,6 +101,9 @@ type Config struct {
 	Cloud CloudConfig `yaml:"cloud"`
 	// Roles are the machine roles the reaper keeps.
 	Roles []Role `yaml:"roles"`
+	// NodeIdentity, when set, gives every server the reaper builds a Consul
+	// token of its own (identity.go).
+	NodeIdentity *NodeIdentity `yaml:"node_identity"`
 }
 
 // CloudConfig selects OpenStack credentials.
@@ -568,7 +571,7 @@ func (c *Config) Validate() error {
 		}
 		seen[r.Name] = true
 	}
-	return nil
+	return c.validateIdentity()
 }
 
 func (r *Role) validate(field string) error {
