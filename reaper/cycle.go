@@ -242,7 +242,9 @@ func (r *Reaper) state(t *leaderTerm, p *Plan, journal []Entry, now time.Time, e
 		Armed: p.Armed, NotArmedReason: p.NotArmedReason, Paused: p.Paused, PauseReason: p.PauseReason,
 		Roles: p.Roles, Unassigned: p.Unassigned, Blocked: p.Blocked, Journal: journal, Errors: errs,
 		Planned: []string{},
+		Terms:   t.termsNow(r.id, now),
 	}
+	r.noteChurn(st.Terms)
 	if now.Before(t.quota.until) {
 		st.BackoffUntil, st.BackoffReason = t.quota.until, t.quota.reason
 	}

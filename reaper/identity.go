@@ -34,6 +34,9 @@ type NodeIdentity struct {
 	key *ecdsa.PrivateKey
 }
 
+// Key is the private key Validate loaded (nil before).
+func (ni *NodeIdentity) Key() *ecdsa.PrivateKey { return ni.key }
+
 // tokenPartSize bounds what the reaper's part adds to a server's user
 // data (two token copies, the MIME headers): the operator's file must
 // leave this much room under Nova's limit.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/nodeid"
+	"github.com/jiocloud/orchestrate/internal/orchestrate"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
@@ -27,8 +28,7 @@ import (
 // the operator).
 func identityWorld(t *testing.T) (*fixture, *api.Client) {
 	t.Helper()
-	const mgmt = "2c9d1e8f-4a7b-4c3d-9e6f-5a4b3c2d1e0f"
-	f := newFixtureOn(t, consultest.Options{HCL: agentHCL, ACLToken: mgmt})
+	f := newFixtureOn(t, consultest.Options{HCL: agentHCL, ACLToken: identityMgmt})
 	admin := f.c
 	key, pemKey, err := nodeid.NewKey()
 	if err != nil {
@@ -42,7 +42,7 @@ func identityWorld(t *testing.T) (*fixture, *api.Client) {
 	}
 	for i := 1; i <= 5; i++ {
 		h := fmt.Sprintf("web%d", i)
-		if err := nodeid.ApplyHostPolicy(ctx, admin, h, fmt.Sprintf("key_prefix \"orchestrate/hosts/%s/\" { policy = \"write\" }\n", h)); err != nil {
+		if err := nodeid.ApplyHostPolicy(ctx, admin, h, fmt.Sprintf("key_prefix \"orchestrate/hosts/%s/\" { policy = \"write\" }\nsession %q { policy = \"write\" }\n", h, h)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -74,6 +74,8 @@ agent_prefix "" { policy = "read" }
 	}
 	return f, rc
 }
+
+const identityMgmt = "2c9d1e8f-4a7b-4c3d-9e6f-5a4b3c2d1e0f"
 
 var tokenInUserData = regexp.MustCompile(`"agent": "([0-9a-f-]{36})"`)
 
@@ -207,4 +209,86 @@ func TestNodeRestrictionServersGetTheirOwnToken(t *testing.T) {
 		return writesOwn(t, f, web5, "web5") != nil && (rec == nil || rec.Accessor != old.Accessor)
 	})
 	_ = r
+}
+
+// The attack on the leader session: with the shipped node policy a node
+// cannot destroy the reaper's session at all (sessions only on its own
+// node). Whoever can (a management token, a Consul server in trouble
+// ending sessions) and does so again and again does not stop the reaper
+// finishing a replacement, and the churn shows in the report, reaper
+// status and the metrics.
+func TestNodeRestrictionLeaderSessionAttack(t *testing.T) {
+	t.Parallel()
+	f, rc := identityWorld(t)
+	admin := f.c
+	f.seed(3)
+	arm(t, admin)
+	r := startReaper(t, f.cfg, rc, f.cloud, nil)
+	testutil.Eventually(t, 10*time.Second, "the reaper to lead", r.Leading)
+
+	leaderSession := func() string {
+		p, _, err := admin.KV().Get(f.cfg.LeaderKey(), nil)
+		if err != nil || p == nil {
+			return ""
+		}
+		return p.Session
+	}
+	// web1's own token (its host policy: sessions on web1 only).
+	id, err := nodeid.NewMinter(admin, f.cfg.NodeIdentity.Key(), nodeid.DefaultAuthMethod, nodeid.DefaultAudience)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web1, err := id.Mint(context.Background(), "web1", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := api.DefaultNonPooledConfig()
+	conf.Address, conf.Token, conf.TokenFile = f.agent.HTTPAddr, web1.Secret, ""
+	node, _ := api.NewClient(conf)
+	if _, err := node.Session().Destroy(leaderSession(), nil); err == nil || !strings.Contains(err.Error(), "Permission denied") {
+		t.Fatalf("a node's token destroying the reaper's session: %v, want permission denied", err)
+	}
+	if !r.Leading() {
+		t.Fatal("the reaper lost its lead to a refused destroy")
+	}
+
+	// Now the session is destroyed every 1.5 s by a token that may.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(1500 * time.Millisecond):
+			}
+			if s := leaderSession(); s != "" {
+				admin.Session().Destroy(s, nil)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	setCritical(t, admin, "web2")
+	testutil.Eventually(t, 60*time.Second, "web2 replaced under the attack", func() bool {
+		return !catalogHas(t, admin, "web2") && len(f.sim.Servers()) == 3 && len(journalKeys(t, admin)) == 0
+	})
+	// The replacement took a few seconds: at least one leadership was
+	// lost and taken again on its way (a re-take costs lock_delay plus
+	// the api's 5 s lock retry), and the report says so.
+	testutil.Eventually(t, 15*time.Second, "the report to carry the leaderships of the attack", func() bool {
+		st, err := readReport(admin)
+		return err == nil && st != nil && len(st.Terms) >= 2
+	})
+	var out, errOut strings.Builder
+	if code := orchestrate.Run(context.Background(), []string{"reaper", "status", "--consul-addr", f.agent.HTTPAddr, "--token", identityMgmt}, orchestrate.IO{Stdout: &out, Stderr: &errOut}); code != 0 || !strings.Contains(out.String(), "leadership changed:") {
+		t.Errorf("reaper status: exit %d, want a line on the changed leadership:\n%s%s", code, out.String(), errOut.String())
+	}
+	body := scrape(t, r)
+	if (strings.Contains(body, `reaper_leadership_lost_total{cause="lock"} 0`) && strings.Contains(body, `reaper_leadership_lost_total{cause="session"} 0`)) || strings.Contains(body, "reaper_leader_terms_last_hour 1\n") {
+		t.Errorf("metrics do not show the lost leaderships:\n%s", body)
+	}
+	if n := f.sim.Creates.Load(); n != 1 {
+		t.Errorf("%d creates for one replacement: a lost term repeated work", n)
+	}
 }

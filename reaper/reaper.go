@@ -287,6 +287,17 @@ type daemonStatus struct {
 	// capacity names the roles whose capacity is exhausted, with why
 	// (empty when none): the check turns warning.
 	capacity string
+	// churn: the leadership was unstable at the last report.
+	churn bool
+}
+
+// setChurn records whether the leadership is unstable and returns what it
+// was before.
+func (s *daemonStatus) setChurn(v bool) (was bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was, s.churn = s.churn, v
+	return was
 }
 
 // setCapacity records the roles whose capacity the last cycle found
