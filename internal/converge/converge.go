@@ -18,7 +18,7 @@ import (
 
 // Check IDs mirrored on the local agent.
 const (
-	CheckPuppet     = "orchestrate:puppet"
+	CheckPuppet     = store.ConvergePuppetCheck
 	CheckEventual   = "orchestrate:eventual"
 	CheckValidation = "orchestrate:validation"
 )
