@@ -75,7 +75,11 @@ type Minter struct {
 // client's agent to authMethod (audience: the auth method's
 // BoundAudiences).
 func NewMinter(client *api.Client, key *ecdsa.PrivateKey, authMethod, audience string) (*Minter, error) {
-	sk, err := hkdf.Key(sha256.New, key.D.Bytes(), nil, "orchestrate node token seal v1", 32)
+	raw, err := key.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	sk, err := hkdf.Key(sha256.New, raw, nil, "orchestrate node token seal v1", 32)
 	if err != nil {
 		return nil, err
 	}
