@@ -74,6 +74,9 @@ type CreateRequest struct {
 	Role     *Role
 	Metadata map[string]string
 	Tags     []string
+	// UserData is what the server's cloud-init reads: the role's file,
+	// with the server's token part appended under node_identity.
+	UserData []byte
 }
 
 // Cloud is the compute service, kept small: the reaper lists once per cycle,

@@ -77,6 +77,9 @@ type Config struct {
 	ServiceName string `yaml:"service_name"`
 	// MaxInFlight bounds replacements and deletions in flight per role.
 	MaxInFlight int `yaml:"max_in_flight"`
+	// MaxCreatesPerCycle bounds the servers created (or retried) in one
+	// cycle, across the fleet.
+	MaxCreatesPerCycle int `yaml:"max_creates_per_cycle"`
 	// MaxActionsPerHour bounds destructive actions (drains leading to a
 	// delete) over any sliding hour, across the fleet.
 	MaxActionsPerHour int `yaml:"max_actions_per_hour"`
@@ -101,6 +104,9 @@ type Config struct {
 	Cloud CloudConfig `yaml:"cloud"`
 	// Roles are the machine roles the reaper keeps.
 	Roles []Role `yaml:"roles"`
+	// NodeIdentity, when set, gives every server the reaper builds a Consul
+	// token of its own (identity.go).
+	NodeIdentity *NodeIdentity `yaml:"node_identity"`
 }
 
 // CloudConfig selects OpenStack credentials.
@@ -296,6 +302,11 @@ const (
 	// One replacement per role at a time: a bad image or flavor costs one
 	// failed server, not the role.
 	defaultMaxInFlight = 1
+	// 10 creates a cycle: a count set by mistake (40 for 4), or a whole
+	// cloud's first build, reaches Nova in paced batches (20 a minute at
+	// the default interval) instead of all at once, and a bad image
+	// costs one batch before the errors back the role off.
+	defaultMaxCreates = 10
 	// 10 an hour: a runaway (bad health check, bad config) destroys at
 	// most 10 machines before a human looks.
 	defaultMaxPerHour = 10
@@ -337,6 +348,7 @@ func DefaultConfig() *Config {
 		Listen:             defaultListen,
 		ServiceName:        defaultServiceName,
 		MaxInFlight:        defaultMaxInFlight,
+		MaxCreatesPerCycle: defaultMaxCreates,
 		MaxActionsPerHour:  defaultMaxPerHour,
 		PauseFleetFraction: defaultPauseFleet,
 		PauseRoleFraction:  defaultPauseRole,
@@ -529,6 +541,9 @@ func (c *Config) Validate() error {
 	if c.MaxInFlight < 1 {
 		return fmt.Errorf("max_in_flight: must be at least 1, got %d", c.MaxInFlight)
 	}
+	if c.MaxCreatesPerCycle < 1 {
+		return fmt.Errorf("max_creates_per_cycle: must be at least 1, got %d", c.MaxCreatesPerCycle)
+	}
 	if c.MaxActionsPerHour < 0 {
 		return fmt.Errorf("max_actions_per_hour: must not be negative, got %d", c.MaxActionsPerHour)
 	}
@@ -568,7 +583,7 @@ func (c *Config) Validate() error {
 		}
 		seen[r.Name] = true
 	}
-	return nil
+	return c.validateIdentity()
 }
 
 func (r *Role) validate(field string) error {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jiocloud/orchestrate/internal/nodeid"
 )
 
 const goodYAML = `
@@ -262,6 +264,54 @@ func TestMetricsOffLoopbackNeedsTLSOrAuth(t *testing.T) {
 			t.Errorf("listen %s with %s: %v", tc.listen, filepath.Base(tc.file), err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("listen %s with %s: %v, want an error naming %q", tc.listen, filepath.Base(tc.file), err, tc.want)
+		}
+	}
+}
+
+// node_identity: the key must load and be P-256, every server name must be
+// a Consul node identity, and user data must be a part cloud-init can put
+// beside the token's.
+func TestNodeIdentityConfig(t *testing.T) {
+	dir := t.TempDir()
+	_, good, err := nodeid.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	keyFile := write("key.pem", good)
+	notKey := write("garbage.pem", []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))
+	mime := write("mime.txt", []byte("Content-Type: multipart/mixed; boundary=x\n\n--x--\n"))
+	script := write("ud.sh", []byte("#!/bin/sh\necho hi\n"))
+	for _, tc := range []struct {
+		name, old, new, want string
+	}{
+		{"fine", "interval: 10s", "interval: 10s\nnode_identity: {key_file: " + keyFile + "}", ""},
+		{"no key file", "interval: 10s", "interval: 10s\nnode_identity: {auth_method: x}", "node_identity.key_file: the reaper's private key is required"},
+		{"missing key", "interval: 10s", "interval: 10s\nnode_identity: {key_file: /nonexistent/key.pem}", "node_identity.key_file"},
+		{"not a key", "interval: 10s", "interval: 10s\nnode_identity: {key_file: " + notKey + "}", "no PEM private key"},
+		{"upper case names", `name_template: "{role}{n}-prod"`, `name_template: "Web{n}"`, "must be a Consul node identity"},
+		{"user data already MIME", "tags: [orchestrate]", "tags: [orchestrate]\n      user_data_file: " + mime, "already MIME"},
+		{"a script is fine", "tags: [orchestrate]", "tags: [orchestrate]\n      user_data_file: " + script, ""},
+	} {
+		text := strings.Replace(goodYAML, tc.old, tc.new, 1)
+		if !strings.Contains(text, "node_identity") {
+			text += "node_identity: {key_file: " + keyFile + "}\n"
+		}
+		c, err := ParseConfig(strings.NewReader(text))
+		if err == nil {
+			err = c.Validate()
+		}
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error naming %q", tc.name, err, tc.want)
 		}
 	}
 }

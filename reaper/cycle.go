@@ -56,7 +56,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *Plan {
 		Now: start, Config: r.cfg, Servers: obs.servers, Checks: obs.checks,
 		Desired: obs.desired, Journal: obs.keys.Entries, Armed: obs.keys.Armed != nil,
 		ArmKeyWritten: obs.keys.ArmKeyWritten, ArmProblem: obs.keys.ArmProblem,
-		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: obs.recorded, Suspect: obs.suspect, Memory: t.memory, Destructive: obs.keys.Destructive,
+		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: withTokens(obs.recorded, obs.keys.Tokens), Suspect: obs.suspect, Memory: t.memory, Destructive: obs.keys.Destructive,
 		BackoffUntil: t.quota.until, PoolBackoffUntil: t.pool.until, PoolFlush: obs.keys.Flush, PoolFlushProblems: obs.keys.FlushProblems, PoolRecords: poolByHost(obs.keys.Pool), RoleBackoff: t.roleBackoffs(), DeleteBackoff: t.deleteBackoffs(obs.keys.Entries),
 		TermStart: t.started,
 		Scaling:   obs.scaling, Metrics: obs.metrics, Autoscale: t.autoscale,
@@ -164,6 +164,9 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *Plan, obs *observ
 			r.log.Info(msg, "role", f.Role, "requested_by", f.Record.By, "reason", f.Record.Reason)
 		}
 	}
+	if ctx.Err() == nil && !dry {
+		errs = append(errs, r.sweepTokens(ctx, t, obs, start)...)
+	}
 	t.noteClaims(plan.Claims, start)
 	return errs
 }
@@ -239,7 +242,9 @@ func (r *Reaper) state(t *leaderTerm, p *Plan, journal []Entry, now time.Time, e
 		Armed: p.Armed, NotArmedReason: p.NotArmedReason, Paused: p.Paused, PauseReason: p.PauseReason,
 		Roles: p.Roles, Unassigned: p.Unassigned, Blocked: p.Blocked, Journal: journal, Errors: errs,
 		Planned: []string{},
+		Terms:   t.termsNow(r.id, now),
 	}
+	r.noteChurn(st.Terms)
 	if now.Before(t.quota.until) {
 		st.BackoffUntil, st.BackoffReason = t.quota.until, t.quota.reason
 	}

@@ -118,6 +118,9 @@ func (r *Reaper) deleteOld(ctx context.Context, t *leaderTerm, e Entry, put func
 // its node; done is false while the cloud refused the delete or has not
 // carried it out (err says so, or is nil while the entry waits).
 func (r *Reaper) deleteEntryServer(ctx context.Context, t *leaderTerm, e Entry, name, id string, put func(Entry, []time.Time) error) (done bool, err error) {
+	if err := r.revokeToken(ctx, t, name); err != nil {
+		return false, err
+	}
 	gone, err := r.deleteServer(ctx, id)
 	switch {
 	case err != nil && ClassOf(err) == Conflict:
@@ -173,10 +176,22 @@ func (r *Reaper) create(ctx context.Context, t *leaderTerm, role *Role, e Entry,
 	if e.Standby {
 		meta[MetaStandby] = role.Name
 	}
+	ud, err := r.mintFor(ctx, t, role, e)
+	if err != nil {
+		return r.createFailed(ctx, t, role, e, err)
+	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	s, err := r.cloud.Create(cctx, CreateRequest{Name: e.NewName, Role: role, Metadata: meta, Tags: role.Boot.Tags})
+	s, err := r.cloud.Create(cctx, CreateRequest{Name: e.NewName, Role: role, Metadata: meta, Tags: role.Boot.Tags, UserData: ud})
 	cancel()
 	if err != nil {
+		if ClassOf(err) != Transient {
+			// Refused: no server holds the token. (A transient error may
+			// hide a server Nova made: the token stays with it, and the
+			// sweep logs it out if none appears.)
+			if rerr := r.revokeToken(ctx, t, e.NewName); rerr != nil {
+				r.log.Warn("log out the node token of a refused create", "server", e.NewName, "err", rerr)
+			}
+		}
 		return r.createFailed(ctx, t, role, e, err)
 	}
 	t.backoffReset(role.Name)

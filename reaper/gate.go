@@ -50,6 +50,8 @@ func (pl *planner) gate(rs *roleServers, n need) string {
 		// not in sight either (a blip, a new leader with no memory of
 		// the list): a create could double the role, reuse its name.
 		return fmt.Sprintf("Nova listed %d partial record(s): whose they are is unknown", pl.plan.Partial)
+	case (n.create || n.pool) && pl.creates >= pl.in.Config.MaxCreatesPerCycle:
+		return fmt.Sprintf("max_creates_per_cycle (%d) reached: the rest in the next cycles", pl.in.Config.MaxCreatesPerCycle)
 	case n.budget && pl.budget <= 0:
 		return fmt.Sprintf("max_actions_per_hour (%d) reached", pl.in.Config.MaxActionsPerHour)
 	}

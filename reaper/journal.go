@@ -78,6 +78,10 @@ type ReaperKeys struct {
 	// CooloffProblems those that cannot be read (host: why).
 	Cooloff         map[string]store.DrainAbortRecord
 	CooloffProblems map[string]string
+	// Tokens holds the sealed node tokens of servers the reaper built, by
+	// host; a record that cannot be read is in Problems and keeps its
+	// name from being built again (its token may live).
+	Tokens map[string]store.NodeTokenRecord
 }
 
 // Read lists <prefix>/reaper/ in one request.
@@ -87,7 +91,7 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 		return nil, fmt.Errorf("read %s: %w", j.key(store.ReaperDir), err)
 	}
 	out := &ReaperKeys{Pool: map[string]store.StandbyRecord{}, Flush: map[string]store.PoolFlushRecord{},
-		Cooloff: map[string]store.DrainAbortRecord{}, CooloffProblems: map[string]string{}}
+		Cooloff: map[string]store.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]store.NodeTokenRecord{}}
 	for _, p := range pairs {
 		rel := strings.TrimPrefix(p.Key, j.prefix+"/")
 		switch {
@@ -112,6 +116,14 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 			case err == nil:
 				rec.Index = p.ModifyIndex
 				out.Cooloff[rec.Host] = rec
+			}
+		case strings.HasPrefix(rel, store.ReaperTokenDir):
+			rec, err := store.ParseNodeToken(rel, p.Value)
+			if err != nil {
+				out.Problems = append(out.Problems, err.Error())
+			}
+			if rec.Host != "" {
+				out.Tokens[rec.Host] = rec
 			}
 		case strings.HasPrefix(rel, keyJournal):
 			var e Entry
@@ -207,6 +219,17 @@ func (j *Journal) Put(ctx context.Context, session string, e Entry, budget []tim
 // Remove deletes a finished entry, and runs extra, in one transaction.
 func (j *Journal) Remove(ctx context.Context, session, id string, extra ...*api.KVTxnOp) error {
 	return j.txn(ctx, session, append([]*api.KVTxnOp{{Verb: api.KVDelete, Key: j.key(keyJournal + id)}}, extra...)...)
+}
+
+// tokenSetOp records a server's sealed token.
+func (j *Journal) tokenSetOp(rec store.NodeTokenRecord) *api.KVTxnOp {
+	return &api.KVTxnOp{Verb: api.KVSet, Key: store.NodeTokenKey(j.prefix, rec.Host), Value: rec.Value()}
+}
+
+// DropToken removes host's token record (its token was logged out), under
+// the leader check.
+func (j *Journal) DropToken(ctx context.Context, session, host string) error {
+	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVDelete, Key: store.NodeTokenKey(j.prefix, host)})
 }
 
 // poolDeleteOp removes host's standby record from role's pool.

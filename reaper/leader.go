@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/store"
 )
 
 // Leadership follows consul-esm's leader.go: a session, a lock on the leader
@@ -144,8 +146,10 @@ func (r *Reaper) holdLock(ctx context.Context, wg *sync.WaitGroup, ls *leaderSes
 		select {
 		case <-lostCh:
 			r.log.Warn("lost the leader lock: cancelling in-flight work")
+			r.metrics.lostLeadership(leaderLostLock)
 		case <-ls.expiredCh:
 			r.log.Warn("leader session expired: cancelling in-flight work")
+			r.metrics.lostLeadership(leaderLostSession)
 		case <-leadCtx.Done():
 		}
 		cancel()
@@ -164,6 +168,30 @@ func (r *Reaper) holdLock(ctx context.Context, wg *sync.WaitGroup, ls *leaderSes
 	r.endSession(ls)
 	r.log.Info("no longer leader")
 	return false
+}
+
+// Causes of a lost leadership, for reaper_leadership_lost_total.
+const (
+	leaderLostLock    = "lock"
+	leaderLostSession = "session"
+)
+
+// noteChurn logs, once per change, when the leadership becomes unstable
+// (churnTerms or more leaderships in the last hour) and when it is stable
+// again, and sets the metric. A leader that keeps losing its lock still
+// finishes its journalled work each time it leads again: the journal, not
+// the term, holds it.
+func (r *Reaper) noteChurn(terms []store.LeaderTerm) {
+	r.metrics.setLeaderTerms(len(terms))
+	unstable := len(terms) >= churnTerms
+	if unstable == r.status.setChurn(unstable) {
+		return
+	}
+	if unstable {
+		r.log.Warn("leadership is unstable: the leader lock was taken again and again", "terms_last_hour", len(terms), "first", terms[0].Time.UTC().Format(time.RFC3339))
+	} else {
+		r.log.Info("leadership stable again", "terms_last_hour", len(terms))
+	}
 }
 
 // reportLockConflict: a leader key that no lock wrote (a value put there by

@@ -19,8 +19,14 @@ import (
 // format 0.0.4) to keep the dependency set small.
 type Metrics struct {
 	// mu guards every field below.
-	mu          sync.Mutex
-	leader      bool
+	mu     sync.Mutex
+	leader bool
+	// leaderLost counts leaderships that ended without this reaper
+	// stopping (the lock lost, the session expired or destroyed);
+	// leaderTerms the leaderships of the last hour, as the last report
+	// carried them (every instance's).
+	leaderLost  map[string]int // why
+	leaderTerms int
 	paused      bool
 	armed       bool
 	dryRun      bool
@@ -74,6 +80,23 @@ func (m *Metrics) drainAborted(role, cause string) {
 func (m *Metrics) setLeader(v bool) {
 	m.mu.Lock()
 	m.leader = v
+	m.mu.Unlock()
+}
+
+// lostLeadership counts a leadership that ended without the reaper
+// stopping.
+func (m *Metrics) lostLeadership(why string) {
+	m.mu.Lock()
+	if m.leaderLost == nil {
+		m.leaderLost = map[string]int{}
+	}
+	m.leaderLost[why]++
+	m.mu.Unlock()
+}
+
+func (m *Metrics) setLeaderTerms(n int) {
+	m.mu.Lock()
+	m.leaderTerms = n
 	m.mu.Unlock()
 }
 
@@ -174,6 +197,11 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	b := cli.Build()
 	fmt.Fprintf(&sb, "# HELP reaper_build_info The running reaper's build: version, commit and Go version (always 1).\n# TYPE reaper_build_info gauge\nreaper_build_info{version=%q,commit=%q,goversion=%q} 1\n", b.Version, b.Commit, b.GoVersion)
 	gauge("reaper_leader", "1 when this reaper holds the leader lock.", oneIfTrue(m.leader))
+	sb.WriteString("# HELP reaper_leadership_lost_total Leaderships of this reaper that ended without it stopping, by cause (lock lost, session expired or destroyed).\n# TYPE reaper_leadership_lost_total counter\n")
+	for _, why := range []string{leaderLostLock, leaderLostSession} {
+		fmt.Fprintf(&sb, "reaper_leadership_lost_total{cause=%q} %d\n", why, m.leaderLost[why])
+	}
+	gauge("reaper_leader_terms_last_hour", "Leaderships begun in the last hour, by any reaper, as the leader's last report carries them; above 1 the lock changed hands.", m.leaderTerms)
 	gauge("reaper_paused", "1 when destructive actions are paused (too many servers look unhealthy at once).", oneIfTrue(m.paused))
 	gauge("reaper_armed", "1 when the start gate is open (the reaper may destroy).", oneIfTrue(m.armed))
 	gauge("reaper_dry_run", "1 when the reaper only logs what it would do.", oneIfTrue(m.dryRun))

@@ -218,7 +218,7 @@ func (n *Nova) Create(ctx context.Context, req CreateRequest) (Server, error) {
 		AvailabilityZone: b.AvailabilityZone,
 		Metadata:         req.Metadata,
 		Tags:             req.Tags,
-		UserData:         b.userData,
+		UserData:         req.UserData,
 	}
 	switch {
 	case len(b.Networks) == 1 && (b.Networks[0] == "none" || b.Networks[0] == "auto"):

@@ -57,10 +57,7 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 	for name := range snap.Hosts {
 		recorded[name] = true
 	}
-	suspect := map[string]bool{}
-	for name := range snap.Suspects() {
-		suspect[name] = true
-	}
+	suspect := corroboratedSuspects(snap.Suspects(), checks)
 	return &observation{servers: servers, checks: checks, desired: desired, validated: snap.Validated(), reporting: snap.ReportingValidation(),
 		recorded: recorded, suspect: suspect, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx)}, nil
 }
@@ -88,7 +85,7 @@ func (r *Reaper) readChecks(ctx context.Context) ([]Check, error) {
 	}
 	checks := make([]Check, len(hcs))
 	for i, c := range hcs {
-		checks[i] = Check{Node: c.Node, CheckID: c.CheckID, Name: c.Name, Status: c.Status, ServiceID: c.ServiceID}
+		checks[i] = Check{Node: c.Node, CheckID: c.CheckID, Name: c.Name, Status: c.Status, ServiceID: c.ServiceID, Notes: c.Notes}
 	}
 	return checks, nil
 }
@@ -107,4 +104,23 @@ func (r *Reaper) readKV(ctx context.Context) (*store.Snapshot, map[string]int, e
 		return nil, nil, err
 	}
 	return snap, desired, nil
+}
+
+// corroboratedSuspects keeps the hosts whose suspect record the node's own
+// Consul health agrees with: converge's check on the node's agent, which
+// only the node's identity may write, is in warning with a failed
+// consistent run. A record alone (written by a hand that is not the
+// node's) replaces nothing.
+func corroboratedSuspects(records map[string]string, checks []Check) map[string]bool {
+	out := map[string]bool{}
+	if len(records) == 0 {
+		return out
+	}
+	for _, c := range checks {
+		if _, ok := records[c.Node]; ok && c.CheckID == store.ConvergePuppetCheck && c.ServiceID == "" &&
+			c.Status == "warning" && strings.Contains(c.Notes, "puppet outcome: failed") {
+			out[c.Node] = true
+		}
+	}
+	return out
 }

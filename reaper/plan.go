@@ -16,6 +16,8 @@ type Check struct {
 	// ServiceID is the service the check belongs to; empty for a node's
 	// own checks (serfHealth, node maintenance).
 	ServiceID string
+	// Notes is the check's notes (converge's mirror of its outcome).
+	Notes string
 }
 
 // Consul check statuses and IDs the planner reads.

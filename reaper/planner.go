@@ -14,6 +14,9 @@ import (
 type planner struct {
 	in   Input
 	plan *Plan
+	// creates counts the creates planned this cycle, for
+	// max_creates_per_cycle.
+	creates int
 	// byNode holds each Consul node's checks.
 	byNode map[string][]Check
 	// byID finds servers by Nova ID; byJournal by the journal entry ID in
@@ -439,6 +442,9 @@ func (pl *planner) add(op Op, e Entry, reason string) {
 		delete(pl.plan.Memory.Listed, e.OldName)
 	case OpRollback:
 		delete(pl.plan.Memory.Listed, e.NewName)
+	}
+	if op == OpCreate {
+		pl.creates++
 	}
 	pl.plan.Actions = append(pl.plan.Actions, Action{Op: op, Entry: e, Reason: reason})
 }

@@ -171,6 +171,12 @@ func TestPlan(t *testing.T) {
 			want: []string{"create web1"},
 		},
 		{
+			name: "a count set to 40 by mistake: at most max_creates_per_cycle creates a cycle, the rest later", servers: web3, checks: web3checks,
+			cfg:     func(c *Config) { c.MaxCreatesPerCycle = 4 },
+			desired: map[string]int{"web": 40},
+			want:    []string{"create web4", "create web5", "create web6", "create web7"}, wantBlocked: "max_creates_per_cycle (4) reached",
+		},
+		{
 			name: "below desired: a name with version or status records is not reused", servers: web3[1:], checks: web3checks[1:],
 			recorded: map[string]bool{"web1": true, "web2": true, "web4": true},
 			want:     []string{"create web5"},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/jiocloud/orchestrate/internal/nodeid"
 	"github.com/jiocloud/orchestrate/internal/store"
 )
 
@@ -69,6 +70,9 @@ type Reaper struct {
 	status daemonStatus
 	// prom holds a client per role that scales on a Prometheus query.
 	prom map[string]*promClient
+	// minter logs in for the servers the reaper builds (node_identity);
+	// nil without it.
+	minter *nodeid.Minter
 }
 
 // Option changes how a Reaper made by New behaves.
@@ -124,10 +128,20 @@ func New(cfg *Config, client *api.Client, cloud Cloud, log *slog.Logger, opts ..
 			prom[role.Name] = c
 		}
 	}
+	var minter *nodeid.Minter
+	if ni := cfg.NodeIdentity; ni != nil {
+		if ni.key == nil {
+			return nil, errors.New("node_identity: the configuration was not validated (no key loaded)")
+		}
+		if minter, err = nodeid.NewMinter(client, ni.key, ni.AuthMethod, ni.Audience); err != nil {
+			return nil, fmt.Errorf("node_identity: %w", err)
+		}
+	}
 	host, _ := os.Hostname()
 	var b [3]byte
 	rand.Read(b[:])
 	return &Reaper{
+		minter:  minter,
 		prom:    prom,
 		cfg:     cfg,
 		client:  client,
@@ -273,6 +287,17 @@ type daemonStatus struct {
 	// capacity names the roles whose capacity is exhausted, with why
 	// (empty when none): the check turns warning.
 	capacity string
+	// churn: the leadership was unstable at the last report.
+	churn bool
+}
+
+// setChurn records whether the leadership is unstable and returns what it
+// was before.
+func (s *daemonStatus) setChurn(v bool) (was bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was, s.churn = s.churn, v
+	return was
 }
 
 // setCapacity records the roles whose capacity the last cycle found

@@ -16,6 +16,9 @@ type leaderTerm struct {
 	// term began.
 	session string
 	started time.Time
+	// terms are the leaderships of the last hour, from the last report
+	// (seeded with it), this one added by the first report.
+	terms []store.LeaderTerm
 	// memory is the last plan's memory of conditions that must last.
 	memory Memory
 	// quota is the project-wide backoff after a quota error.
@@ -96,6 +99,7 @@ func (t *leaderTerm) seedAutoscale(rep *store.ReaperReport) {
 	if rep == nil {
 		return
 	}
+	t.terms = append([]store.LeaderTerm(nil), rep.Terms...)
 	for _, r := range rep.Roles {
 		if r.Autoscale != nil {
 			t.autoscale[r.Name] = r.Autoscale
@@ -228,4 +232,27 @@ func (t *leaderTerm) backoffReset(role string) {
 	t.quota.step = 0
 	t.pool.step = 0
 	t.backoffOf(role).step = 0
+}
+
+// churnTerms is how many leaderships in an hour make the leadership
+// unstable: a failover is one; losing the lock again and again (a
+// Consul server in trouble, a session destroyed by hand) is more.
+const churnTerms = 3
+
+// termsNow returns the leaderships of the last hour ending with this
+// one: the report carries them, so churn shows across leaders.
+func (t *leaderTerm) termsNow(id string, now time.Time) []store.LeaderTerm {
+	out := []store.LeaderTerm{}
+	mine := false
+	for _, lt := range t.terms {
+		if now.Sub(lt.Time) <= time.Hour && !lt.Time.After(now) {
+			out = append(out, lt)
+			mine = mine || (lt.Leader == id && lt.Time.Equal(t.started))
+		}
+	}
+	if !mine {
+		out = append(out, store.LeaderTerm{Time: t.started, Leader: id})
+	}
+	t.terms = out
+	return out
 }

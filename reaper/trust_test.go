@@ -681,15 +681,20 @@ func TestForeignNodeHoldsOnlyItsName(t *testing.T) {
 }
 
 // A server whose consistent run failed on every attempt (converge marked
-// it suspect) is replaced only in a role with replace_suspect, and the
-// record goes with it.
+// it suspect, and its node's own check says so) is replaced only in a role
+// with replace_suspect, and the record goes with it. A suspect record the
+// node's check does not confirm (written by another hand) replaces
+// nothing.
 func TestSuspectServerReplacedOnlyWhenAsked(t *testing.T) {
 	t.Parallel()
-	for _, replace := range []bool{false, true} {
-		t.Run(fmt.Sprintf("replace_suspect=%v", replace), func(t *testing.T) {
+	for _, tc := range []struct {
+		replace, check bool
+	}{{false, true}, {true, true}, {true, false}} {
+		replace := tc.replace && tc.check
+		t.Run(fmt.Sprintf("replace_suspect=%v,node_check=%v", tc.replace, tc.check), func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			f.cfg.Roles[0].ReplaceSuspect = replace
+			f.cfg.Roles[0].ReplaceSuspect = tc.replace
 			f.seed(3)
 			f.arm()
 			st, err := store.New(f.c, prefix)
@@ -704,12 +709,20 @@ func TestSuspectServerReplacedOnlyWhenAsked(t *testing.T) {
 				store.StatusValue{Version: "v2", Detail: "suspect: the consistent step failed 3 time(s)", Suspect: true}); err != nil {
 				t.Fatal(err)
 			}
+			if tc.check {
+				// What converge's mirror on web2's own agent syncs.
+				if _, err := f.c.Catalog().Register(&api.CatalogRegistration{Node: "web2", Address: "127.0.0.1", Check: &api.AgentCheck{
+					Node: "web2", CheckID: store.ConvergePuppetCheck, Name: store.ConvergePuppetCheck, Status: api.HealthWarning,
+					Notes: "orchestrate converge, last puppet outcome: failed: suspect: the consistent step failed 3 time(s)"}}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
 			r := f.start(nil)
 			testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
 			if !replace {
 				time.Sleep(2 * time.Second) // ten cycles
 				if n, d := f.sim.Creates.Load(), f.sim.Deletes.Load(); n != 0 || d != 0 {
-					t.Fatalf("%d creates, %d deletes without replace_suspect", n, d)
+					t.Fatalf("%d creates, %d deletes without replace_suspect, or for a record the node did not confirm", n, d)
 				}
 				return
 			}

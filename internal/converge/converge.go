@@ -18,7 +18,7 @@ import (
 
 // Check IDs mirrored on the local agent.
 const (
-	CheckPuppet     = "orchestrate:puppet"
+	CheckPuppet     = store.ConvergePuppetCheck
 	CheckEventual   = "orchestrate:eventual"
 	CheckValidation = "orchestrate:validation"
 )
@@ -139,6 +139,7 @@ func (c *Converger) runOnce(ctx context.Context, retry bool) (Result, error) {
 		return Result{}, err
 	}
 	defer unlock()
+	endLeftGroup(c.cfg.LockFile, c.log.Warn)
 
 	d, err := c.decide(ctx)
 	want, run, reason := d.want, d.run, d.reason

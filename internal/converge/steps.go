@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -313,6 +315,9 @@ type runLog struct {
 	path string
 	// passEnv names the credentials the steps may inherit.
 	passEnv []string
+	// groupFile records the process group of the step running, for the
+	// next run to end should this one die (stepGroupFile).
+	groupFile string
 }
 
 func openRunLog(cfg Config, now time.Time) (*runLog, error) {
@@ -326,7 +331,7 @@ func openRunLog(cfg Config, now time.Time) (*runLog, error) {
 		return nil, fmt.Errorf("log file: %w", err)
 	}
 	pruneLogs(cfg.LogDir, cfg.Host, cfg.KeepLogs)
-	return &runLog{f: f, path: path, passEnv: cfg.PassEnv}, nil
+	return &runLog{f: f, path: path, passEnv: cfg.PassEnv, groupFile: stepGroupFile(cfg.LockFile)}, nil
 }
 
 // runLogStamp is the part of a run log's name after "converge-<host>-".
@@ -397,13 +402,25 @@ func (rl *runLog) run(ctx context.Context, step, cmdline string, timeout time.Du
 	fmt.Fprintf(rl.f, "== %s: %s (started %s)\n", step, cmdline, start.UTC().Format(time.RFC3339))
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", cmdline)
+	// The step runs under groupGuard, in a process group of its own; the
+	// guard gets SIGTERM when converge dies (Pdeathsig, which Linux sends
+	// when the thread that started it ends: the thread is locked until
+	// the step is over) and kills the whole group, so a killed converge
+	// never leaves Puppet running.
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", groupGuard, cmdline)
 	cmd.Stdout, cmd.Stderr = rl.f, rl.f
 	cmd.Env = append(watch.ChildEnv(os.Environ(), rl.passEnv), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
+	runtime.LockOSThread()
+	err := cmd.Start()
+	if err == nil {
+		rl.noteGroup(cmd.Process.Pid)
+		err = cmd.Wait()
+		rl.noteGroup(0)
+	}
+	runtime.UnlockOSThread()
 	r := stepResult{elapsed: time.Since(start)}
 	var ee *exec.ExitError
 	switch {
@@ -419,4 +436,55 @@ func (rl *runLog) run(ctx context.Context, step, cmdline string, timeout time.Du
 	}
 	fmt.Fprintf(rl.f, "== %s: %s after %s\n\n", step, r, r.elapsed.Round(time.Millisecond))
 	return r
+}
+
+// groupGuard runs a step ($0) in the background of a shell that leads the
+// step's process group: when converge dies the shell gets SIGTERM and
+// kills the whole group (Puppet, its children), then itself; otherwise it
+// waits for the step and exits with its status.
+const groupGuard = `trap 'kill -KILL 0' TERM HUP INT
+/bin/sh -c "$0" </dev/null &
+wait $!`
+
+// stepGroupFile is where a run records the process group of its step,
+// beside its lock: the next run, once it holds the lock, ends a group a
+// dead run left (what Pdeathsig could not reach: a step's process that
+// left the group is not killed, but a group is never left running).
+func stepGroupFile(lock string) string { return lock + ".step" }
+
+// noteGroup records the running step's process group (0: none).
+func (rl *runLog) noteGroup(pgid int) {
+	if rl.groupFile == "" {
+		return
+	}
+	if pgid == 0 {
+		os.Remove(rl.groupFile)
+		return
+	}
+	if err := os.WriteFile(rl.groupFile, []byte(strconv.Itoa(pgid)+"\n"), 0o644); err != nil {
+		fmt.Fprintf(rl.f, "== cannot record the step's process group in %s: %v\n", rl.groupFile, err)
+	}
+}
+
+// endLeftGroup ends the step process group a dead run recorded, if any of
+// it still lives, and waits (up to 5 s) for it to go: one run's steps
+// never overlap another's. Called with the lock held.
+func endLeftGroup(lock string, log func(msg string, args ...any)) {
+	data, err := os.ReadFile(stepGroupFile(lock))
+	if err != nil {
+		return
+	}
+	pgid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pgid <= 1 {
+		os.Remove(stepGroupFile(lock))
+		return
+	}
+	if syscall.Kill(-pgid, 0) == nil {
+		log("a converge that died left its step running: killing its process group", "pgid", pgid)
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		for i := 0; i < 50 && syscall.Kill(-pgid, 0) == nil; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	os.Remove(stepGroupFile(lock))
 }

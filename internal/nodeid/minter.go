@@ -75,7 +75,11 @@ type Minter struct {
 // client's agent to authMethod (audience: the auth method's
 // BoundAudiences).
 func NewMinter(client *api.Client, key *ecdsa.PrivateKey, authMethod, audience string) (*Minter, error) {
-	sk, err := hkdf.Key(sha256.New, key.D.Bytes(), nil, "orchestrate node token seal v1", 32)
+	raw, err := key.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	sk, err := hkdf.Key(sha256.New, raw, nil, "orchestrate node token seal v1", 32)
 	if err != nil {
 		return nil, err
 	}
@@ -171,8 +175,12 @@ func (m *Minter) seal(secret string) (string, error) {
 	return base64.RawURLEncoding.EncodeToString(gcm.Seal(nonce, nonce, []byte(secret), []byte("orchestrate"))), nil
 }
 
+// ErrSealedOtherKey: a sealed token does not open with this key (sealed
+// by another key, or changed).
+var ErrSealedOtherKey = errors.New("a sealed node token does not open with this reaper's key (sealed by another key, or changed)")
+
 // unseal reverses seal; a value sealed under another key, or changed, is
-// an error that says so.
+// ErrSealedOtherKey.
 func (m *Minter) unseal(sealed string) (string, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(sealed)
 	gcm, gerr := m.gcm()
@@ -180,11 +188,11 @@ func (m *Minter) unseal(sealed string) (string, error) {
 		return "", gerr
 	}
 	if err != nil || len(raw) < gcm.NonceSize() {
-		return "", errors.New("a sealed node token is not base64 of a sealed value")
+		return "", ErrSealedOtherKey
 	}
 	plain, err := gcm.Open(nil, raw[:gcm.NonceSize()], raw[gcm.NonceSize():], []byte("orchestrate"))
 	if err != nil {
-		return "", errors.New("a sealed node token does not open with this reaper's key (sealed by another key, or changed)")
+		return "", ErrSealedOtherKey
 	}
 	return string(plain), nil
 }

@@ -3,7 +3,9 @@ package orchestrate
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -599,4 +601,59 @@ func puppetApply(puppet, dir, extra string) func(manifest string) string {
 	opts := " apply --detailed-exitcodes --color=false --vardir " + dir + "/var --confdir " + dir + "/conf --codedir " + dir +
 		"/code --logdir " + dir + "/plog --rundir " + dir + "/run " + extra
 	return func(manifest string) string { return puppet + opts + " " + manifest }
+}
+
+// A converge killed in its Puppet step takes the step with it: the whole
+// process group (the step's shell, Puppet, its children) ends with
+// converge, so the next run never starts a second Puppet beside it. A
+// group a dead run left anyway (recorded beside the lock) is ended by the
+// next run before it runs anything.
+func TestConvergeKilledTakesItsStepWithIt(t *testing.T) {
+	e := newConvergeEnv(t)
+	mustCode(t, cli(t, e.a, "", "trigger-update", "v2"), 0, "trigger")
+	if err := os.WriteFile(filepath.Join(e.stepDir, "puppet.sleep"), []byte("30"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(testutil.BuildCommands(t, "orchestrate"), "orchestrate")
+	step, _ := filepath.Abs("testdata/converge/step.sh")
+	cmd := exec.Command(bin, "converge", "--consul-addr", e.a.HTTPAddr, "--update-cmd", step+" update",
+		"--puppet-cmd", step+" puppet", "--validate-dir", e.checks, "--hiera-data", e.hiera,
+		"--log-dir", e.logDir, "--lock-file", e.lockFile)
+	cmd.Env = append(os.Environ(), "STEP_DIR="+e.stepDir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pgid int
+	testutil.Eventually(t, 10*time.Second, "the Puppet step to start", func() bool {
+		data, err := os.ReadFile(e.lockFile + ".step")
+		pgid, _ = strconv.Atoi(strings.TrimSpace(string(data)))
+		return err == nil && pgid > 1 && strings.Contains(strings.Join(e.ran(t), " "), "puppet v2")
+	})
+	cmd.Process.Kill()
+	cmd.Wait()
+	testutil.Eventually(t, 3*time.Second, "the step's process group to end with converge", func() bool {
+		return syscall.Kill(-pgid, 0) == syscall.ESRCH
+	})
+
+	// A group left behind (as a step that escaped the guard's kill would
+	// be): the next run ends it before its own steps.
+	left := exec.Command("sleep", "30")
+	left.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := left.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer left.Process.Kill()
+	go left.Wait()
+	if err := os.WriteFile(e.lockFile+".step", []byte(strconv.Itoa(left.Process.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(e.stepDir, "puppet.sleep"))
+	r := e.converge(t)
+	mustCode(t, r, 0, "converge after a dead run")
+	if syscall.Kill(-left.Process.Pid, 0) != syscall.ESRCH {
+		t.Fatal("the group a dead run left still runs")
+	}
+	if !strings.Contains(r.stdout, "converged (v2)") {
+		t.Fatalf("stdout %q", r.stdout)
+	}
 }

@@ -101,6 +101,12 @@ func writeReaperHeader(w io.Writer, rr *reaperReport) {
 		stale = " STALE: no leader is running cycles"
 	}
 	fmt.Fprintf(w, "reaper: leader %s, state %s old%s: %s\n", st.Leader, rr.Age, stale, strings.Join(flags, ", "))
+	if n := len(st.Terms); n > 1 {
+		// More than one leadership in the hour: a failover, or a lock
+		// lost again and again (the log and reaper_leadership_lost_total
+		// say why).
+		fmt.Fprintf(w, "  leadership changed: %d leaderships in the last hour, the first at %s\n", n, st.Terms[0].Time.UTC().Format(time.RFC3339))
+	}
 	if !st.Armed && st.NotArmedReason != "" {
 		fmt.Fprintf(w, "  %s\n", oneLine(st.NotArmedReason))
 	}

@@ -63,6 +63,13 @@ const StandbyNotesPrefix = "orchestrate standby:"
 // NodeMaintenanceCheck is the ID of Consul's node maintenance check.
 const NodeMaintenanceCheck = "_node_maintenance"
 
+// ConvergePuppetCheck is the TTL check converge keeps on its node's own
+// agent, mirroring its consistent run's outcome (warning, notes "... last
+// puppet outcome: failed: ..." after a failure). Only the node's own
+// identity may write a check of its node: the reaper acts on a suspect
+// record only when this check agrees.
+const ConvergePuppetCheck = "orchestrate:puppet"
+
 // PoolKey is the key of host's standby record in role's pool.
 func PoolKey(prefix, role, host string) string {
 	return ReaperKey(prefix, ReaperPoolDir+role+"/"+host)

@@ -156,6 +156,16 @@ type ReaperReport struct {
 	Journal     []JournalEntry         `json:"journal,omitempty"`
 	// Errors lists what went wrong in the cycle (cloud or Consul).
 	Errors []string `json:"errors,omitempty"`
+	// Terms are the starts of leaderships in the last hour (this one
+	// last), carried from report to report: more than one means the
+	// leader lock changed hands or was lost and taken again.
+	Terms []LeaderTerm `json:"terms,omitempty"`
+}
+
+// LeaderTerm is the start of one leadership.
+type LeaderTerm struct {
+	Time   time.Time `json:"time"`
+	Leader string    `json:"leader"`
 }
 
 // RoleBackoff is one role's create backoff.

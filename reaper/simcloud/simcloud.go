@@ -70,13 +70,16 @@ type Cloud struct {
 	partial map[string]bool
 	// goneAt holds when each server whose delete was accepted goes.
 	goneAt map[string]time.Time
+	// userData holds the user data each server was created with, by name
+	// (the last create of that name).
+	userData map[string][]byte
 }
 
 var _ reaper.Cloud = (*Cloud)(nil)
 
 // New returns an empty cloud with no quota.
 func New() *Cloud {
-	return &Cloud{Now: time.Now, servers: map[string]*reaper.Server{}, active: map[string]bool{}, hiddenUntil: map[string]time.Time{}, partial: map[string]bool{}, goneAt: map[string]time.Time{}}
+	return &Cloud{Now: time.Now, servers: map[string]*reaper.Server{}, active: map[string]bool{}, hiddenUntil: map[string]time.Time{}, partial: map[string]bool{}, goneAt: map[string]time.Time{}, userData: map[string][]byte{}}
 }
 
 // SetQuota limits the number of servers (0: no limit).
@@ -255,6 +258,29 @@ func (c *Cloud) advance() (became, gone []reaper.Server) {
 	return became, gone
 }
 
+// UserData returns the user data the last server named name was created
+// with (nil when none was).
+func (c *Cloud) UserData(name string) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]byte(nil), c.userData[name]...)
+}
+
+// Vanish deletes the servers named name at once, as an operator's delete
+// outside the reaper does; OnDelete is called for each.
+func (c *Cloud) Vanish(name string) bool {
+	c.mu.Lock()
+	var gone []reaper.Server
+	for id, s := range c.servers {
+		if s.Name == name {
+			gone = append(gone, c.remove(id))
+		}
+	}
+	c.mu.Unlock()
+	c.fire(nil, gone)
+	return len(gone) > 0
+}
+
 // remove drops server id at once and returns it. Caller holds mu.
 func (c *Cloud) remove(id string) reaper.Server {
 	out := copyServer(c.servers[id])
@@ -356,6 +382,7 @@ func (c *Cloud) Create(ctx context.Context, req reaper.CreateRequest) (reaper.Se
 		s.Metadata[k] = v
 	}
 	c.servers[s.ID] = s
+	c.userData[s.Name] = append([]byte(nil), req.UserData...)
 	if c.lateN > 0 {
 		c.lateN--
 		c.hiddenUntil[s.ID] = c.Now().Add(c.lateAfter)
