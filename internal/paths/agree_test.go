@@ -413,6 +413,7 @@ func TestNoOtherSpelling(t *testing.T) {
 		paths.ReaperConfig, paths.ReaperEnv, paths.ReaperToken, paths.Clouds,
 		paths.StateDir, paths.HieraDir, paths.HieraData, paths.LogDir,
 		paths.ConvergeLock, paths.DrainLock, paths.ConsulConfigDir, paths.WatchConfig,
+		paths.NodeIdentityKey, paths.AgentTokenFile, paths.NodePolicy,
 	}, examplePaths...) {
 		known[p] = true
 	}
