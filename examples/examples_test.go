@@ -10,6 +10,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"mime"
+	"mime/multipart"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +26,8 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/hieradata"
+	"github.com/jiocloud/orchestrate/internal/nodeid"
+	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
 )
@@ -106,8 +111,19 @@ func TestDependenciesYAML(t *testing.T) {
 	}
 }
 
-// The user data is cloud-config; the agent configuration it writes passes
-// `consul validate` of the real Consul; every shell command parses.
+// cloudConfig is the part of cloud-config the tests read.
+type cloudConfig struct {
+	Packages   []string `yaml:"packages"`
+	WriteFiles []struct {
+		Path, Content, Permissions string
+	} `yaml:"write_files"`
+	Runcmd [][]string `yaml:"runcmd"`
+}
+
+// The user data is cloud-config, and the reaper can append its token part
+// to it; the agent configuration the two write together passes `consul
+// validate` of the real Consul, with gossip encryption and TLS on and the
+// node's own token as the agent's; every shell command parses.
 func TestUserData(t *testing.T) {
 	bin := consultest.RequireBinary(t)
 	b, err := os.ReadFile("user-data.yaml")
@@ -117,13 +133,7 @@ func TestUserData(t *testing.T) {
 	if !bytes.HasPrefix(b, []byte("#cloud-config\n")) {
 		t.Fatalf("user-data.yaml does not start with #cloud-config")
 	}
-	var ud struct {
-		Packages   []string `yaml:"packages"`
-		WriteFiles []struct {
-			Path, Content, Permissions string
-		} `yaml:"write_files"`
-		Runcmd [][]string `yaml:"runcmd"`
-	}
+	var ud cloudConfig
 	if err := yaml.Unmarshal(b, &ud); err != nil {
 		t.Fatal(err)
 	}
@@ -131,22 +141,37 @@ func TestUserData(t *testing.T) {
 		t.Errorf("packages %v", ud.Packages)
 	}
 	files := map[string]string{}
-	for _, f := range ud.WriteFiles {
-		files[f.Path] = f.Content
-	}
-	agent, ok := files["/etc/consul.d/agent.json"]
-	if !ok {
-		t.Fatalf("no /etc/consul.d/agent.json in %v", files)
+	for _, part := range userDataParts(t, b) {
+		var cc cloudConfig
+		if err := yaml.Unmarshal([]byte(part), &cc); err != nil {
+			t.Fatalf("a part of the user data is not YAML: %v\n%s", err, part)
+		}
+		for _, f := range cc.WriteFiles {
+			files[f.Path] = f.Content
+		}
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "agent.json"), []byte(agent), 0o600); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{paths.ConsulConfigDir + "/agent.json", paths.AgentTokenFile} {
+		if files[f] == "" {
+			t.Fatalf("no %s in %v", f, files)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), []byte(files[f]), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if out, err := exec.Command(bin, "validate", dir).CombinedOutput(); err != nil {
 		t.Errorf("consul validate of the agent configuration: %v\n%s", err, out)
 	}
-	if tok := files["/etc/orchestrate/node.token"]; strings.TrimSpace(tok) == "" {
-		t.Errorf("no node token file")
+	for _, want := range []string{`"encrypt_verify_incoming": true`, `"auto_encrypt": {"tls": true}`, `"verify_server_hostname": true`} {
+		if !strings.Contains(files[paths.ConsulConfigDir+"/agent.json"], want) {
+			t.Errorf("the agent configuration lacks %s", want)
+		}
+	}
+	if tok := files[paths.NodeToken]; strings.TrimSpace(tok) != testToken {
+		t.Errorf("node token file %q, want the reaper's token", tok)
+	}
+	if strings.Contains(string(b), "token\": \"") {
+		t.Errorf("the example holds a token of its own: every server would share it")
 	}
 	for _, cmd := range ud.Runcmd {
 		if len(cmd) == 3 && cmd[0] == "sh" && cmd[1] == "-c" {
@@ -217,4 +242,35 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+const testToken = "0b1c2d3e-aaaa-4bbb-8ccc-111122223333"
+
+// userDataParts composes the example with the reaper's token part, as the
+// reaper does under node_identity, and returns each part's body.
+func userDataParts(t *testing.T, operator []byte) []string {
+	t.Helper()
+	ud, err := nodeid.UserData(testToken, operator)
+	if err != nil {
+		t.Fatalf("the reaper cannot append its part to the example: %v", err)
+	}
+	head, body, _ := bytes.Cut(ud, []byte("\n\n"))
+	_, params, err := mime.ParseMediaType(strings.TrimPrefix(strings.SplitN(string(head), "\n", 2)[0], "Content-Type: "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	var parts []string
+	for {
+		p, err := r.NextPart()
+		if err != nil {
+			break
+		}
+		data, _ := io.ReadAll(p)
+		parts = append(parts, string(data))
+	}
+	if len(parts) != 2 {
+		t.Fatalf("%d parts, want the example and the reaper's", len(parts))
+	}
+	return parts
 }

@@ -22,7 +22,8 @@ const usageText = `usage: reaper --config FILE [flags]
 Keeps every role at its desired count of healthy, young machines through
 OpenStack Nova, under a Consul session lock (several copies may run; one
 acts). Dry run unless the config says dry_run: false or --dry-run=false.
-reaper --version prints the version.
+reaper --version prints the version; reaper identity --help how to set up
+node_identity in Consul.
 
 `
 
@@ -138,6 +139,9 @@ func (o *cmdLine) config() (*Config, error) {
 }
 
 func run(ctx context.Context, args []string, stdio cli.IO, cloud Cloud) error {
+	if len(args) > 0 && args[0] == "identity" {
+		return runIdentity(ctx, args[1:], stdio)
+	}
 	var o cmdLine
 	help, err := o.parse(args, stdio.Stdout)
 	if help || err != nil {

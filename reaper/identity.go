@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -58,6 +59,9 @@ func (c *Config) validateIdentity() error {
 	}
 	if ni.KeyFile == "" {
 		return errors.New("node_identity.key_file: the reaper's private key is required")
+	}
+	if fi, err := os.Stat(ni.KeyFile); err == nil && fi.Mode().Perm()&0o007 != 0 {
+		return fmt.Errorf("node_identity.key_file %s is readable by every user (mode %v): whoever reads it can mint any server's identity; chmod 0640 (root:orchestrate) or 0600", ni.KeyFile, fi.Mode().Perm())
 	}
 	key, err := nodeid.LoadKey(ni.KeyFile)
 	if err != nil {

@@ -7,16 +7,18 @@ import (
 	"fmt"
 	"mime"
 	"strings"
+
+	"github.com/jiocloud/orchestrate/internal/paths"
 )
 
 // Where the reaper's part of a server's user data puts the node's token.
 const (
 	// TokenFile is read by orchestrate, hiera-services and the watch
 	// handlers (--token-file).
-	TokenFile = "/etc/orchestrate/node.token"
+	TokenFile = paths.NodeToken
 	// AgentTokenFile sets the Consul agent's own tokens to the node's:
 	// agent (its node, its checks) and default (the watches' queries).
-	AgentTokenFile = "/etc/consul.d/orchestrate-node-token.json"
+	AgentTokenFile = paths.AgentTokenFile
 )
 
 // partTypes maps the first line of a user data file to its MIME type, as

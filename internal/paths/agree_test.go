@@ -316,16 +316,14 @@ func TestExamples(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(read(t, "examples/user-data.yaml")), &ud); err != nil {
 		t.Fatal(err)
 	}
-	var written []string
-	for _, f := range ud.WriteFiles {
-		written = append(written, f.Path)
-	}
-	if !contains(written, paths.NodeToken) {
-		t.Errorf("examples/user-data.yaml writes %v, not the node token %s", written, paths.NodeToken)
-	}
+	// The node token and the agent's token file come from the reaper's
+	// part of the user data (internal/nodeid writes paths.NodeToken and
+	// paths.AgentTokenFile); the example hands them on and reads them.
 	runcmd, _ := json.Marshal(ud.Runcmd)
-	if !strings.Contains(string(runcmd), "--token-file "+paths.NodeToken) {
-		t.Errorf("examples/user-data.yaml: no command reads the node token %s: %s", paths.NodeToken, runcmd)
+	for _, p := range []string{"--token-file " + paths.NodeToken, paths.AgentTokenFile} {
+		if !strings.Contains(string(runcmd), p) {
+			t.Errorf("examples/user-data.yaml: no command uses %s: %s", p, runcmd)
+		}
 	}
 
 	var reaperYAML struct {
@@ -399,7 +397,8 @@ var examplePaths = []string{
 	paths.ConfigDir + "/web-user-data",       // the packaged reaper.yaml's commented role
 	paths.ConfigDir + "/prometheus.password", // reaper/README.md web_config_file
 	paths.ConfigDir + "/prometheus-ca.pem",
-	paths.ConsulConfigDir + "/agent.json", // examples/user-data.yaml
+	paths.ConsulConfigDir + "/agent.json",          // examples/user-data.yaml
+	paths.ConsulConfigDir + "/consul-agent-ca.pem", // examples/user-data.yaml
 }
 
 // Every path of the package's namespaces that the documents, the module,
@@ -413,6 +412,7 @@ func TestNoOtherSpelling(t *testing.T) {
 		paths.ReaperConfig, paths.ReaperEnv, paths.ReaperToken, paths.Clouds,
 		paths.StateDir, paths.HieraDir, paths.HieraData, paths.LogDir,
 		paths.ConvergeLock, paths.DrainLock, paths.ConsulConfigDir, paths.WatchConfig,
+		paths.NodeIdentityKey, paths.AgentTokenFile, paths.NodePolicy,
 	}, examplePaths...) {
 		known[p] = true
 	}

@@ -49,6 +49,9 @@ const (
 	ReaperToken = ConfigDir + "/reaper.token"
 	// Clouds is the reaper's clouds.yaml (OS_CLIENT_CONFIG_FILE).
 	Clouds = ConfigDir + "/clouds.yaml"
+	// NodeIdentityKey is the reaper's private key for the servers' tokens
+	// (reaper.yaml node_identity.key_file), readable by the reaper only.
+	NodeIdentityKey = ConfigDir + "/node-identity.key"
 )
 
 // State, logs and locks.
@@ -81,6 +84,10 @@ const (
 	// WatchConfig is the file in it holding the watches watch-config
 	// generates (class orchestrate writes it).
 	WatchConfig = ConsulConfigDir + "/orchestrate-watches.json"
+	// AgentTokenFile is the file in it, written by the reaper's part of a
+	// server's user data, that gives the agent the node's own token (its
+	// agent and default tokens).
+	AgentTokenFile = ConsulConfigDir + "/orchestrate-node-token.json"
 	// ConsulHTTPAddr is the local agent's HTTP API, the Consul API
 	// client's default.
 	ConsulHTTPAddr = "127.0.0.1:8500"
@@ -95,6 +102,9 @@ const (
 	User = "orchestrate"
 	// ACLDir holds the shipped Consul ACL policies.
 	ACLDir = "/usr/share/orchestrate/acl"
+	// NodePolicy is the shared read-only policy every node's token
+	// carries (the role orchestrate-node).
+	NodePolicy = ACLDir + "/node.hcl"
 	// DocDir holds the documents and examples.
 	DocDir = "/usr/share/doc/orchestrate"
 	// UnitDir is where the package puts its systemd units.
