@@ -398,3 +398,30 @@ func TestWatchExecReadsAndSplay(t *testing.T) {
 	defer wt.stop(t)
 	testutil.Eventually(t, 15*time.Second, "--exec after a restart that lost the record", func() bool { return w.count() == 3 }, wt.logs.String)
 }
+
+// TestSplayRenderStaysBounded: the run that waits its splay renders twice
+// (before and after it), one render after the other: on a default agent
+// with 600 services it never holds more connections than one render does.
+func TestSplayRenderStaysBounded(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	for i := range 600 {
+		register(t, a.Client, inst{node: fmt.Sprintf("n%d", i%20), nodeAddr: fmt.Sprintf("10.0.1.%d", i%20+1), svc: fmt.Sprintf("svc%03d", i), port: 8000 + i, status: "passing"})
+	}
+	w := newExecWorld(t, a)
+	cmd, logs, done := w.startOnce(t, "--reads=", "--splay", "1s")
+	conns := countProcConns(cmd.Process.Pid, a.Ports.HTTP)
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the run did not finish:\n%s", logs.String())
+	}
+	peak := conns.stop()
+	if code != 0 || w.count() != 1 || !strings.Contains(logs.String(), "waiting the splay") {
+		t.Fatalf("exit %d, %d runs of --exec (want 0, 1, after a splay):\n%s", code, w.count(), tail(logs.String(), 3000))
+	}
+	if peak > onceConns+1 || peak == 0 {
+		t.Fatalf("two renders around a splay held %d connections at once, want 1 to %d", peak, onceConns+1)
+	}
+	t.Logf("once mode with a splay, 600 services, default agent: at most %d connections at once", peak)
+}
