@@ -192,6 +192,19 @@ func TestExecStateUpgradeAndDamage(t *testing.T) {
 	}
 }
 
+// mysqlNode starts an agent whose catalog holds one mysql instance and a
+// node depending on it (--reads=) whose --exec ran once.
+func mysqlNode(t *testing.T) (*consultest.Agent, *execWorld) {
+	t.Helper()
+	a := consultest.Start(t, consultest.Options{})
+	register(t, a.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", port: 3306, status: "passing"})
+	w := newExecWorld(t, a)
+	if code, stderr := w.once(t, "--reads=", "--splay", "0"); code != 0 || w.count() != 1 {
+		t.Fatalf("first run: exit %d, %d runs\n%s", code, w.count(), stderr)
+	}
+	return a, w
+}
+
 // pendingHeld reports whether a run holds the lock of the run waiting its
 // splay.
 func pendingHeld(t *testing.T, lockFile string) bool {
@@ -259,12 +272,7 @@ func waitSplaying(t *testing.T, w *execWorld, done chan int, logs *testutil.Sync
 // the first run still waiting (it holds the pending lock), so they come
 // before that run's last render whatever its random delay.
 func TestSplayCoalescesIntoOneRun(t *testing.T) {
-	a := consultest.Start(t, consultest.Options{})
-	register(t, a.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", port: 3306, status: "passing"})
-	w := newExecWorld(t, a)
-	if code, stderr := w.once(t, "--reads=", "--splay", "0"); code != 0 || w.count() != 1 {
-		t.Fatalf("first run: exit %d, %d runs\n%s", code, w.count(), stderr)
-	}
+	a, w := mysqlNode(t)
 	for attempt, host := 1, 10; ; attempt, host = attempt+1, host+3 {
 		register(t, a.Client, inst{node: fmt.Sprint("db", host), nodeAddr: fmt.Sprint("10.0.0.", host), svc: "mysql", port: 3306, status: "passing"})
 		runsBefore := w.count()
@@ -317,12 +325,7 @@ func TestSplayCoalescesIntoOneRun(t *testing.T) {
 // killed) while a run waits its splay loses no --exec: the next run,
 // whatever woke it, finds it due and runs it.
 func TestSplayKilledRunLeavesExecDue(t *testing.T) {
-	a := consultest.Start(t, consultest.Options{})
-	register(t, a.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", port: 3306, status: "passing"})
-	w := newExecWorld(t, a)
-	if code, stderr := w.once(t, "--reads=", "--splay", "0"); code != 0 || w.count() != 1 {
-		t.Fatalf("first run: exit %d, %d runs\n%s", code, w.count(), stderr)
-	}
+	a, w := mysqlNode(t)
 	for host := 10; ; host++ {
 		register(t, a.Client, inst{node: fmt.Sprint("db", host), nodeAddr: fmt.Sprint("10.0.0.", host), svc: "mysql", port: 3306, status: "passing"})
 		before := w.count()
@@ -424,4 +427,39 @@ func TestSplayRenderStaysBounded(t *testing.T) {
 		t.Fatalf("two renders around a splay held %d connections at once, want 1 to %d", peak, onceConns+1)
 	}
 	t.Logf("once mode with a splay, 600 services, default agent: at most %d connections at once", peak)
+}
+
+// TestSplayRenderFailureStillRuns: the agent going away while a run waits
+// its splay does not lose the change: the run's second render fails, and
+// --exec runs on the data the first one wrote; the exit is 3 (Consul was
+// unreachable), the warning says so. The test holds the file lock while it
+// stops the agent, with the run still waiting, so the second render comes
+// after whatever the delay drawn.
+func TestSplayRenderFailureStillRuns(t *testing.T) {
+	a, w := mysqlNode(t)
+	for host := 10; ; host++ {
+		register(t, a.Client, inst{node: fmt.Sprint("db", host), nodeAddr: fmt.Sprint("10.0.0.", host), svc: "mysql", port: 3306, status: "passing"})
+		before := w.count()
+		_, logs, done := w.startOnce(t, "--reads=", "--splay", "3s")
+		if !waitSplaying(t, w, done, logs) {
+			continue
+		}
+		unlock, err := watch.Lock(context.Background(), w.lockFile, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !pendingHeld(t, w.lockFile) {
+			unlock()
+			<-done
+			continue
+		}
+		a.Stop()
+		unlock()
+		code := <-done
+		if code != 3 || w.count() != before+1 || !strings.Contains(w.lastRun(), fmt.Sprintf(`"10.0.0.%d"`, host)) ||
+			!strings.Contains(logs.String(), "render after the splay failed") {
+			t.Fatalf("exit %d (want 3), %d runs of --exec (want 1), last on %s:\n%s", code, w.count()-before, w.lastRun(), logs.String())
+		}
+		return
+	}
 }
