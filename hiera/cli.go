@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/consul-template/config"
 	"github.com/spf13/pflag"
@@ -43,8 +44,18 @@ type Config struct {
 	Watch bool
 	// Wait is MIN:MAX quiescence for --watch, as consul-template's -wait.
 	Wait string
-	// Exec is a shell command run after each real change of Out.
+	// Exec is a shell command run after a change of what the node reads
+	// in Out (all of it unless ReadsDeclared).
 	Exec string
+	// Reads names the services whose keys the node's Puppet reads besides
+	// its dependencies and Expect; ReadsRegex reads every service whose
+	// name matches. ReadsDeclared (--reads given, even empty, or
+	// --reads-regex) makes Exec run only when keys the node reads changed.
+	Reads         []string
+	ReadsRegex    string
+	ReadsDeclared bool
+	// Splay is the window of the random delay before Exec; 0: none.
+	Splay time.Duration
 	// LockFile serialises overlapping runs; empty: .<out name>.lock beside Out.
 	LockFile string
 	// PassEnv names credentials Exec may inherit (see watch.ChildEnv).
@@ -54,6 +65,7 @@ type Config struct {
 	Log    logging.Options
 
 	serviceRe *regexp.Regexp
+	readsRe   *regexp.Regexp
 	wait      *config.WaitConfig
 }
 
@@ -67,7 +79,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&c.Expect, "expect-service", nil, "always output this service's keys, as empty lists while no instance exists, so Puppet code that looks them up compiles (repeatable)")
 	fs.BoolVar(&c.Watch, "watch", false, "keep running, re-render on every catalog change")
 	fs.StringVar(&c.Wait, "wait", "", "with --watch: MIN[:MAX] quiescence before rendering, e.g. 2s:10s (MAX defaults to 4*MIN)")
-	fs.StringVar(&c.Exec, "exec", "", "shell command to run after the file's content changed (never when it did not)")
+	fs.StringVar(&c.Exec, "exec", "", "shell command to run when what this node reads in the file changed since it last ran (all of the file unless --reads; after --splay)")
+	fs.StringSliceVar(&c.Reads, "reads", nil, "with --exec: the services this node's Puppet reads besides its dependencies and --expect-service (comma-separated, repeatable); given at all, even empty (--reads=), --exec runs only when their keys or the dependency state changed, not on any change of the file")
+	fs.StringVar(&c.ReadsRegex, "reads-regex", "", "with --exec: this node's Puppet also reads every service whose name matches this Go regular expression (declares, as --reads does)")
+	fs.DurationVar(&c.Splay, "splay", DefaultSplay, "with --exec: wait a random delay within this window before running it, changes meanwhile coalescing into the one run, which sees the latest data (0: run at once; at most 10m)")
 	fs.StringVar(&c.LockFile, "lock-file", "", "lock serialising overlapping runs (default .NAME.lock beside --out)")
 	fs.StringArrayVar(&c.PassEnv, "pass-env", nil, "let --exec inherit this credential variable (CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE or an OS_* one), withheld by default (repeatable)")
 	c.Consul.AddFlags(fs)
@@ -121,6 +136,9 @@ func (c *Config) Validate() error {
 		}
 		c.wait = w
 	}
+	if err := c.validateExec(); err != nil {
+		return err
+	}
 	if err := watch.ValidPassEnv(c.PassEnv); err != nil {
 		return err
 	}
@@ -129,6 +147,32 @@ func (c *Config) Validate() error {
 	}
 	if c.LockFile == "" {
 		c.LockFile = filepath.Join(filepath.Dir(c.Out), "."+filepath.Base(c.Out)+".lock")
+	}
+	return nil
+}
+
+// validateExec checks the flags that say when --exec runs.
+func (c *Config) validateExec() error {
+	for _, s := range c.Reads {
+		if err := ValidServiceName(s); err != nil {
+			return fmt.Errorf("--reads: %w", err)
+		}
+	}
+	if c.ReadsRegex != "" {
+		re, err := regexp.Compile(c.ReadsRegex)
+		if err != nil {
+			return fmt.Errorf("--reads-regex: %w", err)
+		}
+		c.readsRe = re
+	}
+	if len(c.Reads) > 0 || c.readsRe != nil {
+		c.ReadsDeclared = true
+	}
+	if c.ReadsDeclared && c.Exec == "" {
+		return errors.New("--reads and --reads-regex need --exec: they say when it runs")
+	}
+	if c.Splay < 0 || c.Splay > MaxSplay {
+		return fmt.Errorf("--splay %s: want 0 (no delay) up to %s", c.Splay, MaxSplay)
 	}
 	return nil
 }
@@ -159,6 +203,10 @@ func run(ctx context.Context, args []string, stdio IO) error {
 	}
 	if fs.NArg() > 0 {
 		return exitcode.Usagef("unexpected argument %q (hiera-services takes flags only)", fs.Arg(0))
+	}
+	c.ReadsDeclared = fs.Changed("reads")
+	if fs.Changed("splay") && c.Exec == "" {
+		return exitcode.Usagef("--splay needs --exec: it delays it")
 	}
 	if err := c.Validate(); err != nil {
 		return exitcode.Wrap(exitcode.Usage, err)
@@ -202,10 +250,15 @@ func run(ctx context.Context, args []string, stdio IO) error {
 const summary = `Renders Puppet's hiera data (services.yaml and dependency state) from the
 Consul catalog through consul-template, and writes it only when it changed.
 
-Once (default): render, write if changed, run --exec if it changed, exit; the
+Once (default): render, write if changed, run --exec if due (below), exit; the
 Consul watch handler mode (the watch's JSON on stdin is read and ignored;
 overlapping runs take turns on --lock-file). --watch: stay running and
 re-render on every catalog change.
+
+--exec runs when what this node reads changed since it last ran: the whole
+file, or with --reads (--reads-regex) the keys of the services named, of the
+dependencies and of --expect-service, and the dependency state. It waits a
+random delay within --splay first; changes meanwhile join that one run.
 
 Exit codes: 0 done, 1 the --exec command failed, 2 bad flags, template or
 dependencies file, 3 Consul could not be reached (the file is left as it was).`

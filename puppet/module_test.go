@@ -379,3 +379,56 @@ func TestApplyWithoutACLs(t *testing.T) {
 		t.Errorf("the watches without ACLs:\n%s", watches)
 	}
 }
+
+// The reads parameter reaches the watches as watch-config --reads: the
+// role's list, or [] (the node reads only its dependencies), and undef
+// leaves it out (the whole-file trigger); a name that cannot be a service
+// fails the catalog naming the parameter.
+func TestApplyReads(t *testing.T) {
+	w := newWorld(t)
+	const node = `
+class { 'orchestrate':
+  manage_package     => false,
+  config_dir         => '%[1]s/etc/orchestrate',
+  hiera_data_file    => '%[1]s/var/lib/orchestrate/hiera/services.yaml',
+  watch_config_file  => '%[1]s/etc/consul.d/orchestrate-watches.json',
+  token_file         => 'none',
+  consul_reload      => 'true',
+  orchestrate_bin    => '%[2]s/orchestrate',
+  hiera_services_bin => '%[2]s/hiera-services',
+  dependencies       => { 'mysql' => { 'functional' => 1 } },
+  watch_args         => ['--host', 'web1', '--consistent-cmd', 'true', '--eventual-cmd', 'true'],
+  READS
+}
+`
+	for _, tc := range []struct {
+		reads string
+		want  []string // watch-config's --reads arguments
+	}{
+		{"reads => ['memcached', 'glance'],", []string{"--reads=memcached,glance"}},
+		{"reads => [],", []string{"--reads="}},
+		{"", nil},
+	} {
+		if code, out := w.apply(t, strings.Replace(node, "READS", tc.reads, 1)); code != 2 && code != 0 {
+			t.Fatalf("%s: exit %d:\n%s", tc.reads, code, out)
+		}
+		_, watches := w.file(t, "etc/consul.d/orchestrate-watches.json")
+		args := append([]string{"watch-config", "--orchestrate", filepath.Join(w.bin, "orchestrate"), "--hiera-services", filepath.Join(w.bin, "hiera-services"),
+			"--out", filepath.Join(w.root, "var/lib/orchestrate/hiera/services.yaml"),
+			"--dependencies", filepath.Join(w.root, "etc/orchestrate/dependencies.yaml")}, tc.want...)
+		args = append(args, "--host", "web1", "--consistent-cmd", "true", "--eventual-cmd", "true")
+		want, err := exec.Command(filepath.Join(w.bin, "orchestrate"), args...).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if watches != string(want) {
+			t.Errorf("%s: watch file:\n%s\nwant:\n%s", tc.reads, watches, want)
+		}
+		if tc.want == nil && strings.Contains(watches, "--reads") {
+			t.Errorf("no reads: the watches carry --reads:\n%s", watches)
+		}
+	}
+	if code, out := w.apply(t, strings.Replace(node, "READS", "reads => ['a b'],", 1)); code != 1 && code != 4 && code != 6 || !strings.Contains(out, "reads") {
+		t.Errorf("a bad service name: exit %d, want a failure naming reads:\n%s", code, out)
+	}
+}

@@ -31,6 +31,7 @@ type suite struct {
 var suites = []suite{
 	{what: "hiera-services (agent with default limits) vs consul-template, 1,000 services x 5 instances, 50 runs and 50 changes each", pkg: "./hiera", bench: "Catalog1000x5", extra: []string{"-benchtime", "50x"}},
 	{what: "hiera-services --watch on 8 default client agents, 500 services x 2, one check change every 200 ms", pkg: "./hiera", bench: "EightNodesTrickle", extra: []string{"-benchtime", "50x"}},
+	{what: "the eventual step on 8 default client agents running the generated watches, each node depending on mysql and declaring nothing more (--reads=): per iteration one unrelated registration, then one mysql instance; --splay 0 beside the default 5 s", pkg: "./internal/orchestrate", bench: "EightNodesEventual", extra: []string{"-benchtime", "5x"}},
 	{what: "service-blocker: Nth instance passing -> exit, 50 trials each, polling (--no-watch) beside watching; load of one waiting blocker; an agent with 500 waiting", pkg: "./blocker", bench: ".", extra: []string{"-benchtime", "1x"}},
 	{what: "reaper planner, 10,000 servers and nodes", pkg: "./reaper", bench: "Plan10k", extra: []string{"-benchtime", "20x", "-benchmem"}},
 	{what: "reaper, one full cycle, real agent + simulated cloud, 2,000 nodes", pkg: "./reaper", bench: "Cycle2000", extra: []string{"-benchtime", "10x", "-benchmem"}},

@@ -87,7 +87,7 @@ func (d *demo) hieraStep() error {
 		return err
 	}
 	data, _ := os.ReadFile(changes)
-	say("--exec ran %d times: once per real change of the file, never for a render that changed nothing", strings.Count(string(data), "\n"))
+	say("--exec ran %d times: after real changes of the file (those within its 5 s splay join one run), never for a render that changed nothing", strings.Count(string(data), "\n"))
 	return nil
 }
 

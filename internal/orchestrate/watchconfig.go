@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -44,6 +45,10 @@ type watchConfigOptions struct {
 	// `orchestrate standby`, which holds the node's maintenance while it
 	// is a standby (needs role).
 	standby bool
+	// reads, when readsSet (--reads given, even empty), is what the
+	// node's Puppet reads besides its dependencies: hiera-services' --reads.
+	reads    []string
+	readsSet bool
 }
 
 var cmdWatchConfig = &command{
@@ -66,7 +71,11 @@ var cmdWatchConfig = &command{
 		fs.StringVar(&o.drainCmd, "drain-cmd", "", "command that moves this host's work away when the reaper drains it (scale in, replacement): a key watch on <prefix>/drain/HOST runs `orchestrate drain --drain-cmd CMD`, which answers the reaper when it succeeded")
 		fs.BoolVar(&o.standby, "standby", false, "this node may be a reaper warm pool standby: a key watch on <prefix>/reaper/pool/ROLE/HOST runs `orchestrate standby`, which keeps the node in Consul maintenance while it is one and ends it when the reaper claims it (needs --role)")
 		fs.StringArrayVar(&o.watchServices, "watch-service", nil, "also re-render when this service's health changes, to keep its healthy_services:: keys fresh (repeatable; the dependencies file's services are watched already)")
-		return func(ctx context.Context, e *env, _ []string) error { return runWatchConfig(ctx, e, *o) }
+		fs.StringSliceVar(&o.reads, "reads", nil, "the services this node's Puppet reads besides its dependencies (comma-separated, repeatable; --reads= for none): each gets a service watch, as a dependency does, and hiera-services runs --exec (the eventual step) only when their data, the dependencies' or a --watch-service's changed, instead of on any change of the file (hiera-services --reads)")
+		return func(ctx context.Context, e *env, _ []string) error {
+			o.readsSet = fs.Changed("reads")
+			return runWatchConfig(ctx, e, *o)
+		}
 	},
 }
 
@@ -130,6 +139,11 @@ func watchEntries(o watchConfigOptions, deps hieradata.Dependencies, prefix stri
 		add(r.Service)
 	}
 	for _, s := range o.watchServices {
+		add(s)
+	}
+	// What the node reads changes with its instances and health, neither
+	// of which moves the service list.
+	for _, s := range o.reads {
 		add(s)
 	}
 	// A new desired version: the node converges to it (or, without a
@@ -230,6 +244,12 @@ func (o watchConfigOptions) hieraServicesArgs(prefix string) []string {
 		// The data changed: the eventual step runs again, alone.
 		args = append(args, "--exec", watch.ShellCommand(o.convergeArgsFor(prefix, true)))
 	}
+	if o.readsSet {
+		// A --watch-service is watched because Puppet reads it.
+		reads := append(slices.Clone(o.reads), o.watchServices...)
+		slices.Sort(reads)
+		args = append(args, "--reads="+strings.Join(slices.Compact(reads), ","))
+	}
 	if o.tokenFile != "" {
 		args = append(args, "--token-file", o.tokenFile)
 	}
@@ -265,6 +285,14 @@ func (o watchConfigOptions) validate() error {
 		if err := hieradata.ValidServiceName(s); err != nil {
 			return fmt.Errorf("--watch-service: %w", err)
 		}
+	}
+	for _, s := range o.reads {
+		if err := hieradata.ValidServiceName(s); err != nil {
+			return fmt.Errorf("--reads: %w", err)
+		}
+	}
+	if o.readsSet && o.exec == "" && o.eventualCmd == "" {
+		return fmt.Errorf("--reads needs --exec or --eventual-cmd: it says when hiera-services runs them")
 	}
 	switch {
 	case o.puppetCmd != "" && o.consistentCmd != "":

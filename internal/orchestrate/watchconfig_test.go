@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -336,5 +337,75 @@ func TestWatchConfigTwoSteps(t *testing.T) {
 	}
 	if ev := count("eventual"); ev < 2 {
 		t.Fatalf("the eventual step ran %d times, want at least 2 (pending, then converged)", ev)
+	}
+}
+
+// TestWatchConfigReads: --reads reaches the hiera-services handlers as
+// one --reads= argument holding it and every --watch-service, sorted;
+// given empty, as --reads= (the node reads only its dependencies);
+// without it, the handlers carry none and keep the whole-file trigger.
+func TestWatchConfigReads(t *testing.T) {
+	hsArgsOf := func(args ...string) []string {
+		t.Helper()
+		ws := generatedWatches(t, args...)
+		if ws[0].Type != "services" {
+			t.Fatalf("first watch %+v", ws[0])
+		}
+		var watched []string
+		for _, w := range ws {
+			if w.Type == "service" {
+				watched = append(watched, w.Service)
+			}
+		}
+		// Each service read gets a watch of its own, as a dependency.
+		for _, a := range ws[0].Args {
+			if list, ok := strings.CutPrefix(a, "--reads="); ok && list != "" {
+				for _, s := range strings.Split(list, ",") {
+					if !slices.Contains(watched, s) {
+						t.Errorf("%s is read but has no service watch: %v", s, watched)
+					}
+				}
+			}
+		}
+		return ws[0].Args
+	}
+	base := []string{"--hiera-services", "/opt/hiera-services", "--orchestrate", "/opt/orchestrate", "--consistent-cmd", "true", "--eventual-cmd", "true"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // the --reads argument; "" none
+	}{
+		{"none", nil, ""},
+		{"empty", []string{"--reads="}, "--reads="},
+		{"list and watched services", []string{"--reads", "memcached,keystone", "--reads", "glance", "--watch-service", "rabbitmq", "--watch-service", "glance"}, "--reads=glance,keystone,memcached,rabbitmq"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := hsArgsOf(append(slices.Clone(base), tc.args...)...)
+			var got []string
+			for _, a := range args {
+				if strings.HasPrefix(a, "--reads") {
+					got = append(got, a)
+				}
+			}
+			if (tc.want == "" && len(got) != 0) || (tc.want != "" && !reflect.DeepEqual(got, []string{tc.want})) {
+				t.Fatalf("hiera-services arguments %q, want the one --reads argument %q", args, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--reads", "a b", "--exec", "true"}, "--reads: service name \"a b\""},
+		{[]string{"--reads", "a,,b", "--exec", "true"}, "--reads: service name is empty"},
+		{[]string{"--reads", `%{lookup('x')}`, "--exec", "true"}, "--reads"},
+		{[]string{"--reads", "mysql"}, "--reads needs --exec or --eventual-cmd"},
+		{[]string{"--reads="}, "--reads needs --exec or --eventual-cmd"},
+	} {
+		r := watchConfig(t, tc.args...)
+		mustCode(t, r, 2, strings.Join(tc.args, " "))
+		if !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+			t.Errorf("%v: stderr %q (want %q), stdout %q", tc.args, r.stderr, tc.want, r.stdout)
+		}
 	}
 }

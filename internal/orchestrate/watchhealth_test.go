@@ -110,7 +110,8 @@ func fileHas(path string, lines ...string) bool {
 // watch-config generates, handlers inheriting the agent's environment as in
 // production, and changes only the check of a dependency's instance:
 // critical → passing → warning → passing → critical. Each change reaches
-// services.yaml within 2 s and runs --exec once. A changed address, a new
+// services.yaml within 2 s and runs --exec once (without a splay, so at
+// once). A changed address, a new
 // service and a removed instance reach it within 2 s too.
 func TestGeneratedWatchesSeeHealth(t *testing.T) {
 	consultest.RequireBinary(t)
@@ -123,7 +124,7 @@ func TestGeneratedWatchesSeeHealth(t *testing.T) {
 	out := filepath.Join(dir, "hiera", "services.yaml")
 	execs := filepath.Join(dir, "execs")
 	ws := generatedWatches(t, "--hiera-services", hs, "--orchestrate", builtBinary(t, "orchestrate"),
-		"--out", out, "--dependencies", deps, "--exec", "echo run >> "+execs)
+		"--out", out, "--dependencies", deps, "--exec", "echo run >> "+execs, "--hiera-arg=--splay=0")
 	a := consultest.Start(t, consultest.Options{NodeName: "node1", HCL: agentConfig(t, ws), HandlerEnv: true})
 	dump := func() string {
 		data, _ := os.ReadFile(out)

@@ -29,6 +29,12 @@
 # @param watch_args
 #   more `orchestrate watch-config` arguments, e.g. ['--consistent-cmd',
 #   'puppet agent -t --detailed-exitcodes', '--role', 'compute']
+# @param reads
+#   the services this node's Puppet reads besides its dependencies (the
+#   role's list; [] for none): given, the eventual step (or --exec) runs
+#   only when their data, the dependencies' or the dependency state
+#   changed, and each is watched (watch-config --reads); undef: it runs on
+#   any change of `hiera_data_file`
 # @param token_file
 #   the node's Consul token file, which the watch handlers read (their
 #   --token-file); written with `consul_token` when that is given, else
@@ -56,6 +62,7 @@ class orchestrate (
   Boolean                                $manage_watches     = true,
   Orchestrate::Absolutepath              $watch_config_file  = '/etc/consul.d/orchestrate-watches.json',
   Array[String[1]]                       $watch_args         = [],
+  Optional[Array[Orchestrate::Servicename]] $reads = undef,
   Orchestrate::Tokenfile                 $token_file         = "${config_dir}/node.token",
   Optional[Sensitive[String[1]]]         $consul_token       = undef,
   String[1]                              $token_owner        = 'consul',
@@ -103,9 +110,10 @@ class orchestrate (
 
   if $manage_watches {
     $token_args = $token_file ? { 'none' => [], default => ['--handler-token-file', $token_file] }
+    $reads_args = $reads ? { undef => [], default => ["--reads=${join($reads, ',')}"] }
     $watch_cmd = shellquote([$orchestrate_bin, 'watch-config',
         '--orchestrate', $orchestrate_bin, '--hiera-services', $hiera_services_bin,
-      '--out', $hiera_data_file, '--dependencies', $dependencies_file] + $token_args + $watch_args)
+      '--out', $hiera_data_file, '--dependencies', $dependencies_file] + $token_args + $reads_args + $watch_args)
     $file_q = shellquote([$watch_config_file])
     # watch-config asks the local agent for this node's name: with ACLs on,
     # Puppet's environment holds no token, so it uses the node's.
