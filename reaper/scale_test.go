@@ -18,12 +18,12 @@ func autoscaled(c *Config) {
 }
 
 // reports are web's nodes' reports of "load", all at time at.
-func reports(at time.Time, vals map[string]float64) map[string]map[string]map[string]store.MetricReport {
+func reports(at time.Time, vals map[string]float64) map[string]map[string]store.MetricReport {
 	hosts := map[string]map[string]store.MetricReport{}
 	for h, v := range vals {
-		hosts[h] = map[string]store.MetricReport{"load": {Value: v, Time: at}}
+		hosts[h] = map[string]store.MetricReport{"load": {Role: "web", Value: v, Time: at}}
 	}
-	return map[string]map[string]map[string]store.MetricReport{"web": hosts}
+	return hosts
 }
 
 // window is an unbroken stabilization window since `since`, each cycle
@@ -180,7 +180,7 @@ func TestScaleInOrder(t *testing.T) {
 		{name: "protected never", scaling: func(s *store.Scaling) { s.Protected["web3"] = store.Protection{} }, want: "web1"},
 		{name: "equal load: the oldest", scaling: func(s *store.Scaling) {
 			s.Protected["web3"] = store.Protection{}
-			s.Metrics["web"]["web1"]["load"] = store.MetricReport{Value: 0.9, Time: t0}
+			s.Metrics["web1"]["load"] = store.MetricReport{Value: 0.9, Time: t0}
 		}, want: "web2"},
 	}
 	for _, tc := range cases {

@@ -76,6 +76,7 @@ func commands() []*command {
 		cmdConverge,
 		cmdWatchConfig,
 		cmdReaper, cmdPool, cmdStandby,
+		cmdMigrate,
 	}
 }
 

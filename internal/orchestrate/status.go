@@ -226,7 +226,7 @@ func writeStatusTable(w io.Writer, rep statusReport, categories []string, now ti
 			case !ok:
 				row = append(row, "-")
 			case st.Corrupt:
-				row = append(row, st.State+" (unreadable)")
+				row = append(row, strings.TrimSpace(st.State+" (unreadable)"))
 			case st.Suspect && st.State == store.StateFailed:
 				row = append(row, "failed SUSPECT "+age(now, st.Time))
 			default:
