@@ -284,3 +284,113 @@ func TestNodeRestrictionAttacks(t *testing.T) {
 		t.Errorf("metrics %s, want web2's own 0.4 only", rep)
 	}
 }
+
+// theOldLayout is what orchestrate before node restriction wrote for web1
+// and web2, value for value: versions, status (web2's consistent run
+// failed, suspect), load reports, and web2's answer inside its drain
+// request.
+var theOldLayout = map[string]string{
+	"orchestrate/running_version/v1/web1":    `{"time":"2026-11-20T10:00:00.123456789Z"}`,
+	"orchestrate/running_version/v1/web2":    `{"time":"2026-11-20T10:01:00Z"}`,
+	"orchestrate/status/puppet/success/web1": `{"time":"2026-11-20T10:00:00Z","version":"v1","detail":"","log_url":""}`,
+	"orchestrate/status/puppet/failed/web2":  `{"time":"2026-11-20T10:03:00Z","version":"v1","detail":"Exec[x] returned 1","log_url":"","suspect":true}`,
+	"orchestrate/metrics/web/web1/load":      `{"value":0.73,"time":"2026-11-20T10:04:00Z"}`,
+	"orchestrate/drain/web2": `{"requested":"2026-11-20T10:05:00Z","role":"web","entry":"web.187a.1","reason":"surplus","deadline":"2099-11-20T11:05:00Z",` +
+		`"on_failure":"abort","on_timeout":"abort","answer":{"time":"2026-11-20T10:06:00Z","by":"drain handler on web2","drained":true}}`,
+}
+
+// The upgrade from the older layout with the binaries and the tokens an
+// operator has: status (read-only operator token) shows the older records;
+// migrate --check lists them (exit 1); migrate is refused to a node's
+// token and to the read-only operator (exit 3, nothing moved) and to
+// anyone while an older rollout slot is held (exit 1, naming it); with a
+// token that writes the prefix it moves everything while web1 writes its
+// own status with its own token, whose last write stands; the older keys
+// are gone, status shows the same records, and --check exits 0.
+func TestNodeRestrictionMigrateCommand(t *testing.T) {
+	t.Parallel()
+	w := newACLWorld(t)
+	for k, v := range theOldLayout {
+		if _, err := w.admin.KV().Put(&api.KVPair{Key: k, Value: []byte(v)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader := w.token(t, policyText(t, "operator.hcl", ""))
+	web1 := w.hostToken(t, "web1", "web", tokenOpts{})
+	admin := filepath.Join(t.TempDir(), "mgmt.token")
+	if err := os.WriteFile(admin, []byte(mgmtToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	status := func(what string) string {
+		t.Helper()
+		r := w.run(t, reader, "orchestrate", "status", "--no-catalog")
+		must(t, what, r, 0, "")
+		for _, want := range []string{"web1  v1", "web2  v1", "failed SUSPECT", "drained (drain handler on web2 at 2026-11-20T10:06:00Z)"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("%s: no %q in\n%s", what, want, r.stdout)
+			}
+		}
+		return r.stderr
+	}
+	if e := status("status before"); !strings.Contains(e, "6 records are still in the layout before node restriction") {
+		t.Errorf("status does not say the older layout is left: %s", e)
+	}
+	r := w.run(t, reader, "orchestrate", "migrate", "--check")
+	must(t, "migrate --check before", r, 1, "6 records to move")
+	if !strings.Contains(r.stdout, "web2\tdrain\tthe answer inside orchestrate/drain/web2 -> orchestrate/hosts/web2/drain") {
+		t.Errorf("migrate --check:\n%s", r.stdout)
+	}
+	before := w.kvDump(t)
+	must(t, "migrate with a node's token", w.run(t, web1, "orchestrate", "migrate"), 3, "Permission denied")
+	must(t, "migrate with the read-only operator token", w.run(t, reader, "orchestrate", "migrate"), 3, "Permission denied")
+	w.sameKV(t, "refused migrations", before)
+
+	sess, _, err := w.admin.Session().Create(&api.SessionEntry{Behavior: api.SessionBehaviorDelete, TTL: "60s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := "orchestrate/rollout/web/slot/" + sess
+	if ok, _, err := w.admin.KV().Acquire(&api.KVPair{Key: slot, Value: []byte(`{"host":"web1","version":"v2","time":"2026-11-20T10:00:00Z"}`), Session: sess}, nil); err != nil || !ok {
+		t.Fatalf("acquire %v %v", ok, err)
+	}
+	before = w.kvDump(t)
+	must(t, "migrate with an older slot held", w.run(t, admin, "orchestrate", "migrate"), 1, slot)
+	must(t, "migrate --check with an older slot held", w.run(t, reader, "orchestrate", "migrate", "--check"), 1, "1 held slots")
+	w.sameKV(t, "a migration refused for a held slot", before)
+	if _, err := w.admin.Session().Destroy(sess, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// web1 writes its own status, with its own token, while the
+	// migration runs.
+	done := make(chan struct{})
+	var last string
+	go func() {
+		defer close(done)
+		for i := range 5 {
+			last = fmt.Sprintf("own write %d", i)
+			must(t, "web1's own status", w.run(t, web1, "orchestrate", "update-status", "--host", "web1", "--detail", last, "puppet", "running"), 0, "")
+		}
+	}()
+	must(t, "migrate", w.run(t, admin, "orchestrate", "migrate"), 0, "")
+	<-done
+	after := w.kvDump(t)
+	for k := range theOldLayout {
+		if _, ok := after[k]; ok && k != "orchestrate/drain/web2" {
+			t.Errorf("older key %s left", k)
+		}
+	}
+	if strings.Contains(after["orchestrate/drain/web2"], "answer") || !strings.Contains(after["orchestrate/hosts/web2/drain"], `"entry":"web.187a.1"`) {
+		t.Errorf("drain request %s, answer %s", after["orchestrate/drain/web2"], after["orchestrate/hosts/web2/drain"])
+	}
+	if got := after["orchestrate/hosts/web1/status/puppet"]; !strings.Contains(got, `"detail":"`+last+`"`) {
+		t.Errorf("web1's own status %s, want its last write %q", got, last)
+	}
+	if !strings.Contains(after["orchestrate/hosts/web2/status/puppet"], `"suspect":true`) || !strings.Contains(after["orchestrate/hosts/web1/metrics/load"], `"role":"web"`) {
+		t.Errorf("moved records: %v", after)
+	}
+	if e := status("status after"); strings.Contains(e, "layout before node restriction") {
+		t.Errorf("status still says the older layout is left: %s", e)
+	}
+	must(t, "migrate --check after", w.run(t, reader, "orchestrate", "migrate", "--check"), 0, "nothing is left")
+}

@@ -132,6 +132,9 @@ func runStatus(ctx context.Context, e *env, noCatalog bool) error {
 	}
 	rep := buildStatus(snap, catalog)
 	reportProblems(e, snap)
+	if n := len(snap.OldLayout); n > 0 {
+		fmt.Fprintf(e.Stderr, "orchestrate: note: %d records are still in the layout before node restriction (read where a host wrote none of its own yet): `orchestrate migrate` moves them\n", n)
+	}
 	rolls, rollErr := e.store.Rollouts(ctx)
 	switch {
 	case rollErr == nil:
