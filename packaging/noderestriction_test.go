@@ -394,3 +394,29 @@ func TestNodeRestrictionMigrateCommand(t *testing.T) {
 	}
 	must(t, "migrate --check after", w.run(t, reader, "orchestrate", "migrate", "--check"), 0, "nothing is left")
 }
+
+// The host policy README shows is the one store.HostPolicyRules renders.
+func TestNodeRestrictionREADMEShowsTheHostPolicy(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	at := strings.Index(text, "The host's own policy, as `store.HostPolicyRules")
+	if at < 0 {
+		t.Fatal("README no longer shows the host policy")
+	}
+	start := strings.Index(text[at:], "```hcl\n")
+	end := strings.Index(text[at+start+7:], "```")
+	if start < 0 || end < 0 {
+		t.Fatal("no hcl block after the host policy's paragraph")
+	}
+	shown := text[at+start+7 : at+start+7+end]
+	want, err := store.HostPolicyRules("orchestrate", "web1", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shown != want {
+		t.Fatalf("README shows:\n%s\nHostPolicyRules renders:\n%s", shown, want)
+	}
+}
