@@ -112,9 +112,9 @@ func (s *Store) HostVersions(ctx context.Context, host string) ([]string, error)
 		return nil, &InputError{Err: err}
 	}
 	k := HostVersionKey(s.prefix, host)
-	p, _, err := s.kv.Get(k, readOpts(ctx))
+	p, err := s.get(ctx, k)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", k, err)
+		return nil, err
 	}
 	if p != nil {
 		v, err := parseVersionRecord(p.Value)
@@ -172,9 +172,9 @@ func (s *Store) UpdateStatus(ctx context.Context, host, category, state string, 
 		if err := backoff(ctx, attempt); err != nil {
 			return err
 		}
-		p, _, err := s.kv.Get(k, readOpts(ctx))
+		p, err := s.get(ctx, k)
 		if err != nil {
-			return fmt.Errorf("read %s: %w", k, err)
+			return err
 		}
 		var index uint64 // 0: must not exist yet
 		if p != nil {
@@ -265,22 +265,18 @@ func (s *Store) readDrain(ctx context.Context, host string) (drainState, error) 
 		return d, &InputError{Err: err}
 	}
 	k := DrainKey(s.prefix, host)
-	p, _, err := s.kv.Get(k, readOpts(ctx))
-	if err != nil {
-		return d, fmt.Errorf("read %s: %w", k, err)
-	}
-	if p == nil {
-		return d, nil
+	p, err := s.get(ctx, k)
+	if err != nil || p == nil {
+		return d, err
 	}
 	var req DrainRecord
 	if err := strictJSON(p.Value, &req); err != nil || req.Requested.IsZero() {
 		return d, &InputError{Err: fmt.Errorf("%s holds a value the reaper did not write", k)}
 	}
 	d.req, d.reqIndex = &req, p.ModifyIndex
-	ak := DrainAnswerKey(s.prefix, host)
-	a, _, err := s.kv.Get(ak, readOpts(ctx))
+	a, err := s.get(ctx, DrainAnswerKey(s.prefix, host))
 	if err != nil {
-		return d, fmt.Errorf("read %s: %w", ak, err)
+		return d, err
 	}
 	if a != nil {
 		d.ansIndex = a.ModifyIndex
@@ -358,4 +354,13 @@ func movedUnder(resp *api.KVTxnResponse) bool {
 		}
 	}
 	return true
+}
+
+// get reads key k (nil when absent).
+func (s *Store) get(ctx context.Context, k string) (*api.KVPair, error) {
+	p, _, err := s.kv.Get(k, readOpts(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", k, err)
+	}
+	return p, nil
 }

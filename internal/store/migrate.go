@@ -118,11 +118,8 @@ func (s *Store) PlanMigration(ctx context.Context) (*Migration, error) {
 }
 
 func (s *Store) planMigration(ctx context.Context) (*plan, error) {
-	pairs, meta, err := s.kv.List(s.prefix+"/", readOpts(ctx))
+	pairs, err := s.listAll(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read %s/: %w", s.prefix, err)
-	}
-	if err := hiddenByACLs(meta, s.prefix+"/"); err != nil {
 		return nil, err
 	}
 	r := newMigrationReader(s.prefix)

@@ -64,11 +64,8 @@ func (p Problem) String() string { return p.Key + ": " + p.Problem }
 
 // Snapshot reads the whole prefix in one request.
 func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
-	pairs, meta, err := s.kv.List(s.prefix+"/", readOpts(ctx))
+	pairs, err := s.listAll(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read %s/: %w", s.prefix, err)
-	}
-	if err := hiddenByACLs(meta, s.prefix+"/"); err != nil {
 		return nil, err
 	}
 	snap := &Snapshot{Hosts: map[string]*Host{}, Desired: map[string]int{}, Scaling: newScaling(),
@@ -96,6 +93,19 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 	snap.answerDrains()
 	snap.legacy, snap.newVersion, snap.answers = nil, nil, nil
 	return snap, nil
+}
+
+// listAll reads every key under the prefix, refusing a listing Consul's
+// ACLs left keys out of.
+func (s *Store) listAll(ctx context.Context) (api.KVPairs, error) {
+	pairs, meta, err := s.kv.List(s.prefix+"/", readOpts(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("read %s/: %w", s.prefix, err)
+	}
+	if err := hiddenByACLs(meta, s.prefix+"/"); err != nil {
+		return nil, err
+	}
+	return pairs, nil
 }
 
 // addHostRecord reads one of a host's own records: hosts/<host>/version,
