@@ -44,7 +44,7 @@ type statusReport struct {
 }
 
 // scalingView is the scaling part of the status (nodes' metric reports
-// left out: `consul kv get -recurse <prefix>/metrics/` has them).
+// left out: each is under its host's records, hosts/<host>/metrics/).
 type scalingView struct {
 	Capacity  map[string]store.CapacityRecord            `json:"capacity"`
 	Overrides map[string]store.Override                  `json:"overrides"`
