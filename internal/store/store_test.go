@@ -214,6 +214,12 @@ func TestSnapshotReportsCorruptValues(t *testing.T) {
 	if h := snap.Hosts["h7"]; (h != nil && h.Version != "") || len(snap.Scaling.Metrics["h7"]) != 0 {
 		t.Fatalf("h7 = %+v, metrics %v: want no version, no metric", h, snap.Scaling.Metrics["h7"])
 	}
+	// The host's own reader names its unreadable version record (exit 2)
+	// rather than take the host for one that never reported.
+	var ie *store.InputError
+	if _, err := s.HostVersions(ctx, "h7"); !errors.As(err, &ie) || !strings.Contains(err.Error(), "test/orchestrate/hosts/h7/version") {
+		t.Fatalf("HostVersions(h7) = %v, want an input error naming the key", err)
+	}
 	if snap.Hosts["h3"] == nil || snap.Hosts["h3"].Version != "v1" {
 		t.Fatalf("h3 with a corrupt timestamp still runs v1: %+v", snap.Hosts["h3"])
 	}
@@ -407,6 +413,15 @@ func TestForgetHost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Its load report and drain answer, and web10's.
+	for _, h := range []string{"web1", "web10"} {
+		if err := s.ReportMetric(ctx, "web", h, "load", 0.5); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.KV().Put(&api.KVPair{Key: store.DrainAnswerKey("test/orchestrate", h), Value: []byte(`{"entry":"web.1","time":"2026-01-01T00:00:00Z","by":"t","drained":true}`)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// A version that happens to be named like the host.
 	if err := s.ReportVersion(ctx, "web2", "web1"); err != nil {
 		t.Fatal(err)
@@ -434,6 +449,9 @@ func TestForgetHost(t *testing.T) {
 	}
 	if got := strings.Join(snap.HostNames(), ","); got != "web10,web1x,web2" {
 		t.Fatalf("hosts after forgetting web1 = %s, want web10,web1x,web2", got)
+	}
+	if _, ok := snap.Scaling.Metrics["web1"]; ok || len(snap.Scaling.Metrics["web10"]) != 1 {
+		t.Fatalf("metrics after forgetting web1: %v", snap.Scaling.Metrics)
 	}
 	if snap.Hosts["web2"].Version != "web1" || len(snap.Hosts["web10"].Status) != 2 {
 		t.Fatalf("another host's records changed: %+v %+v", snap.Hosts["web2"], snap.Hosts["web10"])
