@@ -171,6 +171,13 @@ func TestNodeRestrictionCommandMatrix(t *testing.T) {
 			must(t, tc.name+" for web1", w.run(t, a, "orchestrate", with("web1")...), 0, "")
 		})
 	}
+	// The platform answers for a host with an operator's token, in the
+	// host's own record.
+	op := w.token(t, `key_prefix "orchestrate/" { policy = "write" }`)
+	must(t, "drained web2 with an operator's token", w.run(t, op, "orchestrate", "drained", "--detail", "moved by the platform", "web2"), 0, "")
+	if got := w.kvDump(t)["orchestrate/hosts/web2/drain"]; !strings.Contains(got, `"entry":"web.web2.1"`) || !strings.Contains(got, "moved by the platform") {
+		t.Errorf("web2's answer record: %q", got)
+	}
 }
 
 // The raw writes a node's token could try: web1's token against every

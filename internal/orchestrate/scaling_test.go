@@ -193,6 +193,8 @@ func TestScalingCommands(t *testing.T) {
 		{[]string{"scale-in", "web", "web1"}, "already named"},
 		{[]string{"protect", "a b"}, "white space"},
 		{[]string{"drain"}, "--drain-cmd is required"},
+		{[]string{"drained", "../web1"}, `drained: host "../web1"`},
+		{[]string{"drained", "web 1"}, "white space"},
 	} {
 		r := cli(t, a, "", tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
