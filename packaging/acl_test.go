@@ -80,7 +80,13 @@ func policyText(t *testing.T, name, drop string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := string(b)
+	return dropRule(t, string(b), drop)
+}
+
+// dropRule is the policy text with the rule whose first line is drop
+// removed ("" keeps every rule).
+func dropRule(t *testing.T, text, drop string) string {
+	t.Helper()
 	if drop == "" {
 		return text
 	}
@@ -88,7 +94,7 @@ func policyText(t *testing.T, name, drop string) string {
 	// an "x = y" rule).
 	re := regexp.MustCompile(`(?ms)^` + regexp.QuoteMeta(drop) + `(\s*\{.*?^\}|\s*$)`)
 	if !re.MatchString(text) {
-		t.Fatalf("%s has no rule %q", name, drop)
+		t.Fatalf("the policy has no rule %q:\n%s", drop, text)
 	}
 	return re.ReplaceAllString(text, "")
 }
@@ -159,19 +165,22 @@ func must(t *testing.T, what string, r result, code int, refused string) {
 	}
 }
 
-// The node policy lets orchestrate report this node's version and status
-// and read the desired version, hiera-services render the catalog and
-// service-blocker --passing-only count healthy instances; each permission
-// taken away makes the binary that needs it exit 3 naming it.
+// A node's token as shipped, the role of node.hcl and the host's own
+// policy (store.HostPolicyRules), lets orchestrate report this node's
+// version, status, load and drain answer and read the desired version,
+// hiera-services render the catalog and service-blocker --passing-only
+// count healthy instances; each permission taken away makes the binary
+// that needs it exit 3 naming it, and nothing is written.
 func TestACLNodePolicy(t *testing.T) {
 	t.Parallel()
 	w := newACLWorld(t)
 	if _, err := w.admin.KV().Put(&api.KVPair{Key: "orchestrate/current_version", Value: []byte("v2")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	tok := w.token(t, policyText(t, "node.hcl", ""))
+	tok := w.hostToken(t, "web1", "web", tokenOpts{})
 	must(t, "update-status", w.run(t, tok, "orchestrate", "update-status", "--host", "web1", "puppet", "success"), 0, "")
-	must(t, "update-status, host from the agent", w.run(t, tok, "orchestrate", "update-status", "validation", "running"), 0, "")
+	self := w.hostToken(t, w.agent.NodeName, "web", tokenOpts{})
+	must(t, "update-status, host from the agent", w.run(t, self, "orchestrate", "update-status", "validation", "running"), 0, "")
 	must(t, "report-version", w.run(t, tok, "orchestrate", "report-version", "--host", "web1", "v2"), 0, "")
 	must(t, "report-version again", w.run(t, tok, "orchestrate", "report-version", "--host", "web1", "v3"), 0, "")
 	must(t, "pending-update", w.run(t, tok, "orchestrate", "pending-update", "--host", "web1"), 0, "")
@@ -187,56 +196,60 @@ func TestACLNodePolicy(t *testing.T) {
 	must(t, "report-metric", w.run(t, tok, "orchestrate", "report-metric", "--role", "web", "--host", "web1", "load", "0.5"), 0, "")
 	now := time.Now().UTC()
 	drain := fmt.Sprintf(`{"requested": %q, "role": "web", "entry": "web.x.1", "reason": "surplus", "deadline": %q}`, now.Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
-	for _, h := range []string{"web1", "web2"} { // web2's request stays unanswered, for the refusal below
-		if _, err := w.admin.KV().Put(&api.KVPair{Key: "orchestrate/drain/" + h, Value: []byte(drain)}, nil); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := w.admin.KV().Put(&api.KVPair{Key: "orchestrate/drain/web1", Value: []byte(drain)}, nil); err != nil {
+		t.Fatal(err)
 	}
 	must(t, "drained", w.run(t, tok, "orchestrate", "drained", "web1"), 0, "")
+	if _, err := w.admin.KV().Put(&api.KVPair{Key: "orchestrate/drain/web1", Value: []byte(strings.Replace(drain, "web.x.1", "web.x.2", 1))}, nil); err != nil {
+		t.Fatal(err) // a new request, unanswered, for the refusal below
+	}
 
 	// What the node wrote, read back with the management token.
 	keys, _, err := w.admin.KV().Keys("orchestrate/", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"orchestrate/current_version", "orchestrate/drain/web1", "orchestrate/drain/web2", "orchestrate/metrics/web/web1/load", "orchestrate/running_version/v3/web1",
-		"orchestrate/status/puppet/success/web1", "orchestrate/status/validation/running/" + w.agent.NodeName}
+	want := []string{"orchestrate/current_version", "orchestrate/drain/web1", "orchestrate/hosts/" + w.agent.NodeName + "/status/validation",
+		"orchestrate/hosts/web1/drain", "orchestrate/hosts/web1/metrics/load", "orchestrate/hosts/web1/status/puppet", "orchestrate/hosts/web1/version"}
 	if strings.Join(keys, " ") != strings.Join(want, " ") {
 		t.Errorf("keys %v, want %v", keys, want)
 	}
+	before := w.kvDump(t)
 
+	own := `key_prefix "orchestrate/hosts/web1/"`
+	// The node identity grants read of every service on its own: without
+	// it, node.hcl's service rule is what does.
+	noService := tokenOpts{drop: `service_prefix ""`, noIdentity: true}
 	for _, tc := range []struct {
-		name, drop string
-		args       []string
-		refused    string
+		name    string
+		opts    tokenOpts
+		args    []string
+		refused string
 	}{
-		{"status write", `key_prefix "orchestrate/status/"`, []string{"orchestrate", "update-status", "--host", "web1", "puppet", "failed"}, "lacks permission 'key:write'"},
-		{"version write", `key_prefix "orchestrate/running_version/"`, []string{"orchestrate", "report-version", "--host", "web1", "v4"}, "lacks permission 'key:write'"},
-		{"metric write", `key_prefix "orchestrate/metrics/"`, []string{"orchestrate", "report-metric", "--role", "web", "--host", "web1", "load", "0.7"}, "lacks permission 'key:write'"},
-		{"drain write", `key_prefix "orchestrate/drain/"`, []string{"orchestrate", "drained", "--failed", "web2"}, "lacks permission 'key:write'"},
-		{"key read", `key_prefix "orchestrate/"`, []string{"orchestrate", "current-version"}, "key:read"},
-		{"agent read", `agent_prefix ""`, []string{"orchestrate", "update-status", "puppet", "success"}, "agent:read"},
-		{"service read", `service_prefix ""`, []string{"hiera-services", "--out", filepath.Join(t.TempDir(), "s.yaml")}, "service_prefix"},
-		{"node read", `node_prefix ""`, []string{"hiera-services", "--out", filepath.Join(t.TempDir(), "s.yaml")}, "node_prefix"},
-		{"service read, blocker", `service_prefix ""`, []string{"service-blocker", "--passing-only", "--timeout", "3s", "--dns", w.agent.DNSAddr, "web:2"}, "service:read"},
+		{"status write", tokenOpts{hostDrop: own}, []string{"orchestrate", "update-status", "--host", "web1", "puppet", "failed"}, "lacks permission 'key:write'"},
+		{"version write", tokenOpts{hostDrop: own}, []string{"orchestrate", "report-version", "--host", "web1", "v4"}, "lacks permission 'key:write'"},
+		{"metric write", tokenOpts{hostDrop: own}, []string{"orchestrate", "report-metric", "--role", "web", "--host", "web1", "load", "0.7"}, "lacks permission 'key:write'"},
+		{"drain answer write", tokenOpts{hostDrop: own}, []string{"orchestrate", "drained", "--failed", "web1"}, "Permission denied"},
+		{"key read", tokenOpts{drop: `key_prefix "orchestrate/"`}, []string{"orchestrate", "current-version"}, "key:read"},
+		{"agent read", tokenOpts{drop: `agent_prefix ""`}, []string{"orchestrate", "update-status", "puppet", "success"}, "agent:read"},
+		{"service read", noService, []string{"hiera-services", "--out", filepath.Join(t.TempDir(), "s.yaml")}, "service_prefix"},
+		{"node read", tokenOpts{drop: `node_prefix ""`}, []string{"hiera-services", "--out", filepath.Join(t.TempDir(), "s.yaml")}, "node_prefix"},
+		{"service read, blocker", noService, []string{"service-blocker", "--passing-only", "--timeout", "3s", "--dns", w.agent.DNSAddr, "web:2"}, "service:read"},
 	} {
 		t.Run("without "+tc.name, func(t *testing.T) {
-			tok := w.token(t, policyText(t, "node.hcl", tc.drop))
+			tok := w.hostToken(t, "web1", "web", tc.opts)
 			must(t, strings.Join(tc.args, " "), w.run(t, tok, tc.args[0], tc.args[1:]...), 3, tc.refused)
 		})
 	}
 	// Nothing the refused runs tried was written.
-	after, _, _ := w.admin.KV().Keys("orchestrate/", "", nil)
-	if strings.Join(after, " ") != strings.Join(want, " ") {
-		t.Errorf("after the refusals: keys %v, want %v", after, want)
-	}
+	w.sameKV(t, "after the refusals", before)
 }
 
 // The operator policy shows everything and changes nothing.
 func TestACLOperatorPolicy(t *testing.T) {
 	t.Parallel()
 	w := newACLWorld(t)
-	node := w.token(t, policyText(t, "node.hcl", ""))
+	node := w.hostToken(t, "web1", "web", tokenOpts{})
 	must(t, "update-status", w.run(t, node, "orchestrate", "update-status", "--host", "web1", "puppet", "failed"), 0, "")
 
 	tok := w.token(t, policyText(t, "operator.hcl", ""))
@@ -313,10 +326,10 @@ func TestACLReaperPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The nodes' records, which a node token wrote, for the reaper to read.
-	node := w.token(t, policyText(t, "node.hcl", ""))
+	// The nodes' records, which each node's token wrote, for the reaper to
+	// read.
 	for _, h := range []string{"web1", "web2"} {
-		must(t, "report-version", w.run(t, node, "orchestrate", "report-version", "--host", h, "v1"), 0, "")
+		must(t, "report-version", w.run(t, w.hostToken(t, h, "web", tokenOpts{}), "orchestrate", "report-version", "--host", h, "v1"), 0, "")
 	}
 
 	tok := w.token(t, policyText(t, "reaper.hcl", ""))
@@ -337,45 +350,6 @@ func TestACLReaperPolicy(t *testing.T) {
 	code, log = reaperRun(t, w, tok, simcloud.New(), func() bool { return false })
 	if code != 3 || !strings.Contains(log, "service:write") {
 		t.Errorf("reaper without its service rule: exit %d, want 3 naming service:write:\n%s", code, log)
-	}
-}
-
-// hostStatusRules are the per-host status rules README ("Can one node
-// rewrite another's status?") shows: node.hcl without its status/ prefix
-// rule, plus write on the host's own key in each category and state.
-func hostStatusRules(t *testing.T, host string, categories []string) string {
-	t.Helper()
-	var b strings.Builder
-	b.WriteString(policyText(t, "node.hcl", `key_prefix "orchestrate/status/"`))
-	for _, c := range categories {
-		for _, s := range store.States {
-			fmt.Fprintf(&b, "key \"orchestrate/status/%s/%s/%s\" { policy = \"write\" }\n", c, s, host)
-		}
-	}
-	return b.String()
-}
-
-// With a per-host policy a node moves its own status and is refused
-// another host's; its version records stay writable by every node (the
-// version, not the host, follows the prefix).
-func TestACLPerHostStatus(t *testing.T) {
-	t.Parallel()
-	w := newACLWorld(t)
-	tok := w.token(t, hostStatusRules(t, "web1", []string{"provisioned", "update", "puppet", "eventual", "validation"}))
-	for _, state := range []string{"running", "failed", "success"} {
-		must(t, "own status "+state, w.run(t, tok, "orchestrate", "update-status", "--host", "web1", "puppet", state), 0, "")
-	}
-	r := w.run(t, tok, "orchestrate", "update-status", "--host", "web2", "puppet", "failed")
-	t.Logf("refused: %s", r.stderr)
-	must(t, "another host's status", r, 3, "lacks permission 'key:write'")
-	must(t, "a category not in the policy", w.run(t, tok, "orchestrate", "update-status", "--host", "web1", "smoke", "failed"), 3, "lacks permission 'key:write'")
-	must(t, "another host's version", w.run(t, tok, "orchestrate", "report-version", "--host", "web2", "v1"), 0, "")
-	keys, _, err := w.admin.KV().Keys("orchestrate/status/", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "orchestrate/status/puppet/success/web1"; strings.Join(keys, " ") != want {
-		t.Errorf("status keys %v, want [%s]", keys, want)
 	}
 }
 
@@ -414,7 +388,7 @@ func TestACLGeneratedWatchesRunOnTheAgentsDefaultToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := newACLWorldWith(t, consultest.Options{NodeName: "app1", HCL: string(agentCfg), HandlerEnv: true})
-	node := w.token(t, policyText(t, "node.hcl", ""))
+	node := w.hostToken(t, "app1", "app", tokenOpts{})
 	b, err := os.ReadFile(node)
 	if err != nil {
 		t.Fatal(err)
@@ -429,7 +403,7 @@ func TestACLGeneratedWatchesRunOnTheAgentsDefaultToken(t *testing.T) {
 	// refused (retried every 5 s): the node never converges, however
 	// good the handlers' token.
 	time.Sleep(3 * time.Second)
-	if p, _, err := w.admin.KV().Get("orchestrate/running_version/v1/app1", nil); err != nil || p != nil {
+	if p, _, err := w.admin.KV().Get("orchestrate/hosts/app1/version", nil); err != nil || p != nil {
 		t.Fatalf("converged without a default token for the watches (%v)", err)
 	}
 	pol, _, err := w.admin.ACL().PolicyCreate(&api.ACLPolicy{Name: "agent-default", Rules: policyText(t, "operator.hcl", "")}, nil)
@@ -440,7 +414,7 @@ func TestACLGeneratedWatchesRunOnTheAgentsDefaultToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 30*time.Second, "app1 converged to v1 by the current_version watch's handler", func() bool {
-		p, _, err := w.admin.KV().Get("orchestrate/running_version/v1/app1", nil)
+		p, _, err := w.admin.KV().Get("orchestrate/hosts/app1/version", nil)
 		return err == nil && p != nil
 	})
 	testutil.Eventually(t, 30*time.Second, "services.yaml with both web instances", func() bool {

@@ -376,7 +376,10 @@ func (pl *planner) promMetric(r *Role) reading {
 }
 
 // consulMetric is the average of the fresh reports of the role's serving
-// servers, each taken at most at plausible_max; a report that cannot be a
+// servers, each taken at most at plausible_max. A server's report is read
+// from its host's own records: which role it counts for is the reaper's
+// knowledge of the server (rs), never the role the report names, so a
+// node cannot vote in another role. A report that cannot be a
 // load (negative, not finite: none `orchestrate report-metric` writes) is
 // no report. In doubt when fewer than half of the serving servers have a
 // usable report.
@@ -391,7 +394,7 @@ func (pl *planner) consulMetric(rs *roleServers, serving int) reading {
 		if !pl.serves(rs, s) || pl.inEntry[s.ID] == StateDeleting {
 			continue
 		}
-		rep, ok := pl.in.Scaling.Metrics[r.Name][s.Name][m.Name]
+		rep, ok := pl.in.Scaling.Metrics[s.Name][m.Name]
 		switch {
 		case !ok:
 			stale = append(stale, s.Name+" (none)")

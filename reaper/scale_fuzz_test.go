@@ -41,7 +41,7 @@ func FuzzAutoscaleDecision(f *testing.F) {
 		n := norm(serving, 12) + 1
 		vals := []float64{v0, v1, v2, v3}
 		in := Input{Now: t0, Config: c, Armed: true, Desired: map[string]int{"web": want},
-			Scaling: store.Scaling{Metrics: map[string]map[string]map[string]store.MetricReport{"web": {}}},
+			Scaling: store.Scaling{Metrics: map[string]map[string]store.MetricReport{}},
 			// A whole window behind, no change for an hour: a scale in
 			// is held by nothing but the readings.
 			Autoscale: map[string]*store.AutoscaleReport{"web": window(t0.Add(-time.Hour), a.Min+norm(past, a.Max-a.Min+1))}}
@@ -52,7 +52,7 @@ func FuzzAutoscaleDecision(f *testing.F) {
 			in.Checks = append(in.Checks, pass(name))
 			if i < norm(reported, n+1) {
 				v := vals[i%len(vals)]
-				in.Scaling.Metrics["web"][name] = map[string]store.MetricReport{"load": {Value: v, Time: t0}}
+				in.Scaling.Metrics[name] = map[string]store.MetricReport{"load": {Value: v, Time: t0}}
 				readings = append(readings, v)
 			}
 		}

@@ -18,12 +18,12 @@ func autoscaled(c *Config) {
 }
 
 // reports are web's nodes' reports of "load", all at time at.
-func reports(at time.Time, vals map[string]float64) map[string]map[string]map[string]store.MetricReport {
+func reports(at time.Time, vals map[string]float64) map[string]map[string]store.MetricReport {
 	hosts := map[string]map[string]store.MetricReport{}
 	for h, v := range vals {
-		hosts[h] = map[string]store.MetricReport{"load": {Value: v, Time: at}}
+		hosts[h] = map[string]store.MetricReport{"load": {Role: "web", Value: v, Time: at}}
 	}
-	return map[string]map[string]map[string]store.MetricReport{"web": hosts}
+	return hosts
 }
 
 // window is an unbroken stabilization window since `since`, each cycle
@@ -96,6 +96,23 @@ func TestAutoscaleDecisions(t *testing.T) {
 			result: store.ResultHold, newCount: 3, reason: "recommends 3"},
 		{name: "a server without a report counts as the target below it: ceil((0.1 + 0.1 + 0.5) / 0.5) = 2", metrics: map[string]float64{"web1": 0.1, "web2": 0.1}, prev: window(t0.Add(-time.Hour), 2),
 			result: store.ResultScaleIn, newCount: 2, reason: "recommends 2"},
+		// A node writes its reports under its own host; which role they
+		// count for is the reaper's knowledge of the server, never the
+		// role the report names.
+		{name: "a report counts for its server's role, whatever role it names", metrics: all(0.8), prev: long,
+			scaling: func(s *store.Scaling) {
+				for h, m := range s.Metrics {
+					r := m["load"]
+					r.Role = "db"
+					s.Metrics[h]["load"] = r
+				}
+			},
+			result: store.ResultScaleOut, newCount: 5, reason: "recommends 5"},
+		{name: "a host of no server of the role, naming it, is no vote", metrics: all(0.54), prev: long,
+			scaling: func(s *store.Scaling) {
+				s.Metrics["db1"] = map[string]store.MetricReport{"load": {Role: "web", Value: 100, Time: t0}}
+			},
+			result: store.ResultHold, newCount: 3, reason: "within-tolerance"},
 		{name: "a count set by hand: override", metrics: all(2), prev: long,
 			scaling: func(s *store.Scaling) { s.Overrides["web"] = store.Override{Count: 3, By: "ops", Time: t0} },
 			result:  store.ResultOverride, newCount: 3, reason: "orchestrate scale web --auto"},
@@ -180,7 +197,7 @@ func TestScaleInOrder(t *testing.T) {
 		{name: "protected never", scaling: func(s *store.Scaling) { s.Protected["web3"] = store.Protection{} }, want: "web1"},
 		{name: "equal load: the oldest", scaling: func(s *store.Scaling) {
 			s.Protected["web3"] = store.Protection{}
-			s.Metrics["web"]["web1"]["load"] = store.MetricReport{Value: 0.9, Time: t0}
+			s.Metrics["web1"]["load"] = store.MetricReport{Value: 0.9, Time: t0}
 		}, want: "web2"},
 	}
 	for _, tc := range cases {

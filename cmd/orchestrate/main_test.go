@@ -46,9 +46,9 @@ func TestBinaryAgainstAgent(t *testing.T) {
 	run(0, "update-status", "puppet", "failed", "--host", "h1")
 	run(1, "get-failures")
 	run(0, "update-status", "puppet", "success", "--host", "h1")
-	ks, _, err := a.Client.KV().Keys("orchestrate/status/puppet/", "", nil)
-	if err != nil || len(ks) != 1 {
-		t.Fatalf("status/puppet keys = %v (%v), want exactly one", ks, err)
+	ks, _, err := a.Client.KV().Keys("orchestrate/hosts/h1/status/", "", nil)
+	if err != nil || len(ks) != 1 || ks[0] != "orchestrate/hosts/h1/status/puppet" {
+		t.Fatalf("h1's status keys = %v (%v), want exactly its puppet record", ks, err)
 	}
 	run(0, "get-failures")
 	run(2, "update-status", "puppet", "nope", "--host", "h1")

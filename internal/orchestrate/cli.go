@@ -36,6 +36,10 @@ type command struct {
 	minArgs, maxArgs int
 	// needsHost: the command acts for one host (--host).
 	needsHost bool
+	// hostArg: its positional argument, when given, is the host: the
+	// default host (the agent's node name, which needs agent read) is
+	// not looked up, so a platform's token answers for any host.
+	hostArg bool
 	// json: the command prints data and takes --json.
 	json bool
 	// handler: the command is run by Consul watches and takes --handler,
@@ -76,6 +80,7 @@ func commands() []*command {
 		cmdConverge,
 		cmdWatchConfig,
 		cmdReaper, cmdPool, cmdStandby,
+		cmdMigrate,
 	}
 }
 
@@ -136,6 +141,12 @@ func run(ctx context.Context, args []string, stdio IO) error {
 	}
 	if n := fs.NArg(); n < cmd.minArgs || (cmd.maxArgs >= 0 && n > cmd.maxArgs) {
 		return exitcode.Usagef("%s: got %d arguments, usage: orchestrate %s %s", cmd.name, n, cmd.name, cmd.usage)
+	}
+	if cmd.hostArg && fs.NArg() == 1 {
+		if err := store.ValidName("host", fs.Arg(0)); err != nil {
+			return exitcode.Usagef("%s: %v", cmd.name, err)
+		}
+		common.host = fs.Arg(0)
 	}
 	e, err := common.env(stdio, cmd)
 	if err != nil {

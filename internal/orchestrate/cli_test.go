@@ -83,25 +83,18 @@ func TestDoneWhenSession(t *testing.T) {
 		t.Fatalf("get-failures printed %q", r.stdout)
 	}
 	mustCode(t, cli(t, a, "", "update-status", "puppet", "success", "--host", "h1"), 0, "status success")
-	ks, _, err := a.Client.KV().Keys("orchestrate/status/puppet/", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ks) != 1 || ks[0] != "orchestrate/status/puppet/success/h1" {
-		t.Fatalf("keys under status/puppet: %v, want exactly success/h1", ks)
+	p, _, err := a.Client.KV().Get("orchestrate/hosts/h1/status/puppet", nil)
+	if err != nil || p == nil || !strings.HasPrefix(string(p.Value), `{"state":"success",`) {
+		t.Fatalf("h1's puppet status: %v %v, want success", p, err)
 	}
 	mustCode(t, cli(t, a, "", "get-failures"), 0, "get-failures after success")
 
 	// The status value records the running version and the time.
-	p, _, err := a.Client.KV().Get(ks[0], nil)
-	if err != nil || p == nil {
-		t.Fatal(err)
-	}
 	var v map[string]any
 	if err := json.Unmarshal(p.Value, &v); err != nil {
 		t.Fatalf("status value %q: %v", p.Value, err)
 	}
-	for _, k := range []string{"time", "version", "detail", "log_url"} {
+	for _, k := range []string{"state", "time", "version", "detail", "log_url"} {
 		if _, ok := v[k]; !ok {
 			t.Errorf("status value lacks %q: %s", k, p.Value)
 		}
@@ -204,11 +197,11 @@ func TestPendingUpdateWithoutCurrentVersion(t *testing.T) {
 func TestDefaultHostIsAgentNodeName(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{NodeName: "compute-7"})
 	mustCode(t, cli(t, a, "", "report-version", "v3"), 0, "report without --host")
-	ks, _, err := a.Client.KV().Keys("orchestrate/running_version/", "", nil)
+	ks, _, err := a.Client.KV().Keys("orchestrate/hosts/", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ks) != 1 || ks[0] != "orchestrate/running_version/v3/compute-7" {
+	if len(ks) != 1 || ks[0] != "orchestrate/hosts/compute-7/version" {
 		t.Fatalf("keys = %v, want the agent's node name", ks)
 	}
 }

@@ -490,7 +490,7 @@ func TestConvergeUnusableLocalPaths(t *testing.T) {
 		}
 	}
 	for _, k := range allKeys(t, e.a.Client) {
-		if strings.Contains(k, "/status/") || strings.Contains(k, "/running_version/") {
+		if strings.Contains(k, "/hosts/") || strings.Contains(k, "/status/") || strings.Contains(k, "/running_version/") {
 			t.Errorf("unusable path still recorded %s", k)
 		}
 	}

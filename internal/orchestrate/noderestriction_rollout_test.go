@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -71,9 +70,7 @@ func newRestricted(t *testing.T, client func(r *restricted) (hcl string, env []s
 
 // token mints host's token as the design has it: host's node identity,
 // the shared role and its own policy (store.HostPolicyRules), and returns
-// its secret and a file holding it. Its status and version records are
-// not under hosts/<host>/ on this branch yet (another change moves them):
-// until then it also gets those keys of its own, exactly.
+// its secret and a file holding it.
 func (r *restricted) token(t *testing.T, host, role string) (secret, file string) {
 	t.Helper()
 	rules, err := store.HostPolicyRules("orchestrate", host, role)
@@ -84,22 +81,10 @@ func (r *restricted) token(t *testing.T, host, role string) (secret, file string
 	if _, _, err := acl.PolicyCreate(&api.ACLPolicy{Name: "orchestrate-host-" + host, Rules: rules}, nil); err != nil {
 		t.Fatalf("the rendered host policy: %v\n%s", err, rules)
 	}
-	var own strings.Builder
-	for _, c := range []string{"provisioned", "update", "puppet", "eventual", "validation"} {
-		for _, s := range []string{"success", "failed", "pending", "running"} {
-			fmt.Fprintf(&own, "key \"orchestrate/status/%s/%s/%s\" { policy = \"write\" }\n", c, s, host)
-		}
-	}
-	for _, v := range []string{"v1", "v2"} {
-		fmt.Fprintf(&own, "key \"orchestrate/running_version/%s/%s\" { policy = \"write\" }\n", v, host)
-	}
-	if _, _, err := acl.PolicyCreate(&api.ACLPolicy{Name: "records-outside-hosts-" + host, Rules: own.String()}, nil); err != nil {
-		t.Fatal(err)
-	}
 	tok, _, err := acl.TokenCreate(&api.ACLToken{
 		NodeIdentities: []*api.ACLNodeIdentity{{NodeName: host, Datacenter: "dc1"}},
 		Roles:          []*api.ACLTokenRoleLink{{Name: "orchestrate-node"}},
-		Policies:       []*api.ACLTokenPolicyLink{{Name: "orchestrate-host-" + host}, {Name: "records-outside-hosts-" + host}},
+		Policies:       []*api.ACLTokenPolicyLink{{Name: "orchestrate-host-" + host}},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 
 var cmdReportMetric = &command{
 	name: "report-metric", minArgs: 2, maxArgs: 2, usage: "NAME VALUE", needsHost: true,
-	summary: "Report this host's value of a metric (its utilization, say 0.73) for its role's autoscaler (<prefix>/metrics/ROLE/HOST/NAME), from a cron job, a check script or the workload itself.",
+	summary: "Report this host's value of a metric (its utilization, say 0.73) for its role's autoscaler (<prefix>/hosts/HOST/metrics/NAME; the reaper counts it for the role it knows the server by), from a cron job, a check script or the workload itself.",
 	setup: func(fs *pflag.FlagSet) runFunc {
 		role := fs.String("role", os.Getenv("ORCHESTRATE_ROLE"), "this host's role (default $ORCHESTRATE_ROLE)")
 		return func(ctx context.Context, e *env, args []string) error {
@@ -199,16 +199,13 @@ func scaleInCheck(rep *store.ReaperReport, drains map[string]store.DrainRecord, 
 }
 
 var cmdDrained = &command{
-	name: "drained", minArgs: 0, maxArgs: 1, usage: "[HOST]", needsHost: true,
-	summary: "Answer the reaper's drain request for HOST (default this host): its work moved away, so the reaper deletes it now rather than at the drain timeout; or, with --failed, it could not be moved, so the reaper aborts a scale-in or max-age drain (the server stays) unless its role says on_drain_failure: delete. Exit 1 when HOST has no drain request (none was made, or it ended).",
+	name: "drained", minArgs: 0, maxArgs: 1, usage: "[HOST]", needsHost: true, hostArg: true,
+	summary: "Answer the reaper's drain request for HOST (default this host): its work moved away, so the reaper deletes it now rather than at the drain timeout; or, with --failed, it could not be moved, so the reaper aborts a scale-in or max-age drain (the server stays) unless its role says on_drain_failure: delete. The answer goes into HOST's own record (<prefix>/hosts/HOST/drain), naming the request it answers: a node's token answers only for its own host (another's: exit 3), an operator's token for any. Exit 1 when HOST has no drain request (none was made, or it ended).",
 	setup: func(fs *pflag.FlagSet) runFunc {
 		failed := fs.Bool("failed", false, "moving the work away failed: as the request's on_failure says, the reaper aborts the drain (the server stays) or deletes at the drain timeout; status says why")
 		detail := fs.String("detail", "", "what was done, or what failed")
 		return func(ctx context.Context, e *env, args []string) error {
-			host := e.host
-			if len(args) == 1 {
-				host = args[0]
-			}
+			host := e.host // HOST when given (hostArg)
 			d, err := e.store.AnswerDrain(ctx, host, store.DrainAnswer{Time: e.store.Now().UTC(), By: whoAmI(), Drained: !*failed, Detail: *detail})
 			if errors.Is(err, store.ErrNoDrain) {
 				fmt.Fprintf(e.Stderr, "orchestrate: no drain was requested for %s\n", host)
@@ -255,7 +252,7 @@ var cmdUnprotect = &command{
 
 var cmdDrain = &command{
 	name: "drain", minArgs: 0, maxArgs: 0, needsHost: true, handler: true,
-	summary: "The node's drain handler (a key watch on <prefix>/drain/HOST runs it): when the reaper asked this host to drain and nobody answered yet, run --drain-cmd to move the work away, then answer (`orchestrate drained`). Exit 0 when there is nothing to do.",
+	summary: "The node's drain handler (a key watch on <prefix>/drain/HOST runs it): when the reaper asked this host to drain and nobody answered yet, run --drain-cmd to move the work away, then answer (`orchestrate drained`, in <prefix>/hosts/HOST/drain). Exit 0 when there is nothing to do.",
 	setup: func(fs *pflag.FlagSet) runFunc {
 		cmd := fs.String("drain-cmd", "", "command (run with /bin/sh -c) that moves this host's work away; exit 0 means it did")
 		lockFile := fs.String("lock-file", paths.DrainLock, "one drain at a time per host")

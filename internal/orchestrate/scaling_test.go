@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,10 +17,12 @@ import (
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
-// putDrain writes a drain request as the reaper does.
+// putDrain writes a drain request as the reaper does, each for a new
+// journal entry (the reaper's entry IDs never repeat).
 func putDrain(t *testing.T, a *consultest.Agent, host string, deadline time.Time) {
 	t.Helper()
-	data, _ := json.Marshal(store.DrainRecord{Requested: time.Now().UTC(), Role: "web", Entry: "web.e1", Reason: "surplus", Deadline: deadline})
+	entry := fmt.Sprintf("web.%x.1", time.Now().UnixNano())
+	data, _ := json.Marshal(store.DrainRecord{Requested: time.Now().UTC(), Role: "web", Entry: entry, Reason: "surplus", Deadline: deadline})
 	if _, err := a.Client.KV().Put(&api.KVPair{Key: store.DrainKey(store.DefaultPrefix, host), Value: data}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +67,7 @@ func TestScalingCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := snap.Scaling.Metrics["web"]; m["web1"]["load"].Value != 0.73 || m["web2"]["queue"].Value != 12 || m["web1"]["load"].Time.IsZero() {
+	if m := snap.Scaling.Metrics; m["web1"]["load"].Value != 0.73 || m["web1"]["load"].Role != "web" || m["web2"]["queue"].Value != 12 || m["web1"]["load"].Time.IsZero() {
 		t.Fatalf("metrics %+v", m)
 	}
 	t.Setenv("ORCHESTRATE_ROLE", "")
@@ -190,6 +193,8 @@ func TestScalingCommands(t *testing.T) {
 		{[]string{"scale-in", "web", "web1"}, "already named"},
 		{[]string{"protect", "a b"}, "white space"},
 		{[]string{"drain"}, "--drain-cmd is required"},
+		{[]string{"drained", "../web1"}, `drained: host "../web1"`},
+		{[]string{"drained", "web 1"}, "white space"},
 	} {
 		r := cli(t, a, "", tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {

@@ -44,7 +44,7 @@ type statusReport struct {
 }
 
 // scalingView is the scaling part of the status (nodes' metric reports
-// left out: `consul kv get -recurse <prefix>/metrics/` has them).
+// left out: each is under its host's records, hosts/<host>/metrics/).
 type scalingView struct {
 	Capacity  map[string]store.CapacityRecord            `json:"capacity"`
 	Overrides map[string]store.Override                  `json:"overrides"`
@@ -132,6 +132,9 @@ func runStatus(ctx context.Context, e *env, noCatalog bool) error {
 	}
 	rep := buildStatus(snap, catalog)
 	reportProblems(e, snap)
+	if n := len(snap.OldLayout); n > 0 {
+		fmt.Fprintf(e.Stderr, "orchestrate: note: %d records are still in the layout before node restriction (read where a host wrote none of its own yet): `orchestrate migrate` moves them\n", n)
+	}
 	rolls, rollErr := e.store.Rollouts(ctx)
 	switch {
 	case rollErr == nil:
@@ -226,7 +229,7 @@ func writeStatusTable(w io.Writer, rep statusReport, categories []string, now ti
 			case !ok:
 				row = append(row, "-")
 			case st.Corrupt:
-				row = append(row, st.State+" (unreadable)")
+				row = append(row, strings.TrimSpace(st.State+" (unreadable)"))
 			case st.Suspect && st.State == store.StateFailed:
 				row = append(row, "failed SUSPECT "+age(now, st.Time))
 			default:

@@ -8,9 +8,9 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
-// ForgetHost removes every record of host (see HostKeys): its
-// running_version, its state in every status category, its rollout
-// progress and its scaling keys. A machine that later gets the same name
+// ForgetHost removes every record of host (see HostKeys): its own records
+// (hosts/<host>/: version, status, metrics, drain answer) and those of the
+// older layout, its rollout progress and its scaling keys. A machine that later gets the same name
 // then starts with no record of the one before it (it would otherwise be
 // "at version v1, validation success" before it ever ran Puppet). Keys
 // already gone are no error, so a retry after a failure finishes the job.
@@ -40,13 +40,18 @@ func (s *Store) ForgetHost(ctx context.Context, host string) error {
 	return nil
 }
 
-// HostKeys lists the keys that record host: running_version/<v>/<host>,
-// status/<category>/<state>/<host>, rollout/<role>/hosts/<host>, its
-// metric reports (metrics/<role>/<host>/<name>), its drain request and
-// protection (drain/<host>, protect/<host>) and a scale-in naming it
-// (roles/<role>/scale_in/<host>).
+// HostKeys lists the keys that record host: everything under
+// hosts/<host>/, its records in the older layout
+// (running_version/<v>/<host>, status/<category>/<state>/<host>,
+// metrics/<role>/<host>/<name>), rollout/<role>/hosts/<host>, its drain
+// request and protection (drain/<host>, protect/<host>) and a scale-in
+// naming it (roles/<role>/scale_in/<host>).
 func (s *Store) HostKeys(ctx context.Context, host string) ([]string, error) {
-	var out []string
+	own := HostDir(s.prefix, host)
+	out, _, err := s.kv.Keys(own, "", readOpts(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", own, err)
+	}
 	for _, dir := range []struct {
 		name  string
 		depth int // path segments after the directory

@@ -12,16 +12,15 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
-// The keys of autoscaling and scale-in, under the prefix:
+// The keys of autoscaling and scale-in, under the prefix (a node's own
+// load reports and drain answers are under hosts/<host>/, hostrecords.go):
 //
-//	metrics/<role>/<host>/<name>   a node's own utilization report
-//	drain/<host>                   the reaper's drain request, and its answer
+//	drain/<host>                   the reaper's drain request
 //	protect/<host>                 scale-in protection
 //	capacity/<role>                creates of the role fail for quota or capacity
 //	roles/<role>/override          a desired count set by hand (orchestrate scale)
 //	roles/<role>/scale_in/<host>   a host named for scale-in (orchestrate scale-in)
 const (
-	dirMetrics   = "metrics"
 	dirDrain     = "drain"
 	dirProtect   = "protect"
 	dirCapacity  = "capacity"
@@ -54,21 +53,20 @@ func ProtectKey(prefix, host string) string { return ReaperKey(prefix, dirProtec
 // CapacityKey is capacity/<role> under prefix.
 func CapacityKey(prefix, role string) string { return ReaperKey(prefix, dirCapacity+"/"+role) }
 
-// MetricKey is metrics/<role>/<host>/<name> under prefix.
-func MetricKey(prefix, role, host, name string) string {
-	return ReaperKey(prefix, dirMetrics+"/"+role+"/"+host+"/"+name)
-}
-
-// MetricReport is the value of metrics/<role>/<host>/<name>: one node's
-// utilization, as it last reported it.
+// MetricReport is the value of hosts/<host>/metrics/<name>: one node's
+// utilization, as it last reported it. Role is the role the node said it
+// is of: shown to readers, never used by the reaper, which knows each
+// server's role itself (a node must not vote in another role).
 type MetricReport struct {
+	Role  string    `json:"role,omitempty"`
 	Value float64   `json:"value"`
 	Time  time.Time `json:"time"`
 }
 
 // DrainRecord is the value of drain/<host>: the reaper asks the node (or
-// the platform) to move its work away before the server is deleted, and
-// the answer comes back in the same key.
+// the platform) to move its work away before the server is deleted. Only
+// the reaper writes it; the answer is the host's own record
+// (DrainAnswerKey), which counts only when it names the request's Entry.
 type DrainRecord struct {
 	Requested time.Time `json:"requested"`
 	Role      string    `json:"role"`
@@ -81,15 +79,22 @@ type DrainRecord struct {
 	// OnFailure and OnTimeout say what a failed answer, and no answer by
 	// the deadline, lead to: DrainAbort (the server stays) or DrainDelete.
 	// Empty in a request written before they existed: delete.
-	OnFailure string       `json:"on_failure,omitempty"`
-	OnTimeout string       `json:"on_timeout,omitempty"`
-	Answer    *DrainAnswer `json:"answer,omitempty"`
+	OnFailure string `json:"on_failure,omitempty"`
+	OnTimeout string `json:"on_timeout,omitempty"`
+	// Answer is, as read, the answer to this request (nil: none yet). In
+	// the key it is only found as the older layout wrote it (a node
+	// answered inside the request); the reaper never writes it.
+	Answer *DrainAnswer `json:"answer,omitempty"`
 }
 
-// DrainAnswer is the node's or the platform's answer to a drain request.
+// DrainAnswer is the node's or the platform's answer to a drain request,
+// the value of hosts/<host>/drain.
 type DrainAnswer struct {
-	Time time.Time `json:"time"`
-	By   string    `json:"by"`
+	// Entry is the journal entry of the request answered (empty in an
+	// answer the older layout kept inside its request).
+	Entry string    `json:"entry,omitempty"`
+	Time  time.Time `json:"time"`
+	By    string    `json:"by"`
 	// Drained: the work moved away. False: moving it failed (Detail says
 	// how); the request's OnFailure says what follows.
 	Drained bool   `json:"drained"`
@@ -143,9 +148,9 @@ var ErrNoDrain = errors.New("no drain was requested for this host")
 
 // Scaling is the autoscaling and scale-in part of a snapshot.
 type Scaling struct {
-	// Metrics holds each role's nodes' reports: role -> host -> name.
-	Metrics map[string]map[string]map[string]MetricReport
-	// Drains holds each host's drain request.
+	// Metrics holds each host's reports: host -> name.
+	Metrics map[string]map[string]MetricReport
+	// Drains holds each host's drain request, with its answer.
 	Drains map[string]DrainRecord
 	// Protected holds the protected hosts.
 	Protected map[string]Protection
@@ -161,7 +166,7 @@ type Scaling struct {
 }
 
 func newScaling() Scaling {
-	return Scaling{Metrics: map[string]map[string]map[string]MetricReport{}, Drains: map[string]DrainRecord{},
+	return Scaling{Metrics: map[string]map[string]MetricReport{}, Drains: map[string]DrainRecord{},
 		Protected: map[string]Protection{}, Capacity: map[string]CapacityRecord{}, Overrides: map[string]Override{},
 		ScaleIn: map[string]map[string]ScaleInRequest{}, DesiredIndex: map[string]uint64{}}
 }
@@ -171,25 +176,6 @@ func newScaling() Scaling {
 func (snap *Snapshot) addScaling(p *api.KVPair, parts []string) bool {
 	sc := &snap.Scaling
 	switch {
-	case parts[0] == dirMetrics:
-		if len(parts) != 4 || ValidName("role", parts[1]) != nil || ValidName("host", parts[2]) != nil || ValidName("metric", parts[3]) != nil {
-			snap.bad(p.Key, "not of the form metrics/<role>/<host>/<name>")
-			return true
-		}
-		var m MetricReport
-		if err := strictJSON(p.Value, &m); err != nil || m.Time.IsZero() {
-			snap.bad(p.Key, "not a metric report (`orchestrate report-metric` writes {\"value\": V, \"time\": T})")
-			return true
-		}
-		role, host := sc.Metrics[parts[1]], parts[2]
-		if role == nil {
-			role = map[string]map[string]MetricReport{}
-			sc.Metrics[parts[1]] = role
-		}
-		if role[host] == nil {
-			role[host] = map[string]MetricReport{}
-		}
-		role[host][parts[3]] = m
 	case parts[0] == dirDrain:
 		var d DrainRecord
 		if len(parts) != 2 || ValidName("host", parts[1]) != nil {
@@ -198,6 +184,10 @@ func (snap *Snapshot) addScaling(p *api.KVPair, parts []string) bool {
 			snap.bad(p.Key, "not a drain record the reaper wrote")
 		} else {
 			sc.Drains[parts[1]] = d
+			if d.Answer != nil {
+				// An answer inside the request: the older layout's.
+				snap.OldLayout = append(snap.OldLayout, p.Key)
+			}
 		}
 	case parts[0] == dirProtect:
 		if len(parts) != 2 || ValidName("host", parts[1]) != nil {
@@ -268,24 +258,6 @@ func ParseMetricValue(s string) (float64, error) {
 		return 0, fmt.Errorf("metric value %q is not a number", s)
 	}
 	return v, ValidMetricValue(v)
-}
-
-// ReportMetric writes host's report of metric name for role.
-func (s *Store) ReportMetric(ctx context.Context, role, host, name string, v float64) error {
-	for _, c := range [][2]string{{"role", role}, {"host", host}, {"metric", name}} {
-		if err := ValidName(c[0], c[1]); err != nil {
-			return &InputError{Err: err}
-		}
-	}
-	if err := ValidMetricValue(v); err != nil {
-		return &InputError{Err: err}
-	}
-	data, _ := json.Marshal(MetricReport{Value: v, Time: s.Now().UTC()})
-	k := MetricKey(s.prefix, role, host, name)
-	if _, err := s.kv.Put(&api.KVPair{Key: k, Value: data}, writeOpts(ctx)); err != nil {
-		return fmt.Errorf("write %s: %w", k, err)
-	}
-	return nil
 }
 
 // Scale sets roles/<role>/desired to n and records that it was set by hand
@@ -407,58 +379,6 @@ func (s *Store) ScaleIn(ctx context.Context, role string, hosts []string, req Sc
 		}
 	}
 	return 0, fmt.Errorf("scale in %s: %w", role, ErrConflict)
-}
-
-// Drain reads host's drain request, with its modify index.
-func (s *Store) Drain(ctx context.Context, host string) (*DrainRecord, uint64, error) {
-	if err := ValidName("host", host); err != nil {
-		return nil, 0, &InputError{Err: err}
-	}
-	k := DrainKey(s.prefix, host)
-	p, _, err := s.kv.Get(k, readOpts(ctx))
-	if err != nil {
-		return nil, 0, fmt.Errorf("read %s: %w", k, err)
-	}
-	if p == nil {
-		return nil, 0, nil
-	}
-	var d DrainRecord
-	if err := strictJSON(p.Value, &d); err != nil || d.Requested.IsZero() {
-		return nil, 0, &InputError{Err: fmt.Errorf("%s holds a value the reaper did not write", k)}
-	}
-	return &d, p.ModifyIndex, nil
-}
-
-// AnswerDrain records the answer to host's drain request. It returns the
-// record as it stands: when the request was answered already, that
-// answer, unchanged (the first answer counts). ErrNoDrain when there is no
-// request.
-func (s *Store) AnswerDrain(ctx context.Context, host string, a DrainAnswer) (*DrainRecord, error) {
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		if err := backoff(ctx, attempt); err != nil {
-			return nil, err
-		}
-		d, index, err := s.Drain(ctx, host)
-		if err != nil {
-			return nil, err
-		}
-		if d == nil {
-			return nil, ErrNoDrain
-		}
-		if d.Answer != nil {
-			return d, nil
-		}
-		d.Answer = &a
-		data, _ := json.Marshal(d)
-		ok, err := s.txn(ctx, api.KVTxnOps{{Verb: api.KVCAS, Key: DrainKey(s.prefix, host), Index: index, Value: data}}, "answer the drain of "+host)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return d, nil
-		}
-	}
-	return nil, fmt.Errorf("answer the drain of %s: %w", host, ErrConflict)
 }
 
 // Protect exempts host from scale-in.

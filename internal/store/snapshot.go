@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -25,6 +24,16 @@ type Snapshot struct {
 	// Problems lists keys whose content is not what orchestrate writes
 	// (corrupt JSON, a host under two versions, an unknown state...).
 	Problems []Problem
+	// OldLayout lists the keys of hosts' records in the layout before node
+	// restriction (legacy.go), read where a host has no record of the kind
+	// of its own yet: `orchestrate migrate` moves them.
+	OldLayout []string
+
+	// While reading: the older layout's records, the hosts with a version
+	// record of their own, and the hosts' drain answers.
+	legacy     *legacyRecords
+	newVersion map[string]bool
+	answers    map[string]DrainAnswer
 }
 
 // Host is one host's version and status.
@@ -55,14 +64,12 @@ func (p Problem) String() string { return p.Key + ": " + p.Problem }
 
 // Snapshot reads the whole prefix in one request.
 func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
-	pairs, meta, err := s.kv.List(s.prefix+"/", readOpts(ctx))
+	pairs, err := s.listAll(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read %s/: %w", s.prefix, err)
-	}
-	if err := hiddenByACLs(meta, s.prefix+"/"); err != nil {
 		return nil, err
 	}
-	snap := &Snapshot{Hosts: map[string]*Host{}, Desired: map[string]int{}, Scaling: newScaling()}
+	snap := &Snapshot{Hosts: map[string]*Host{}, Desired: map[string]int{}, Scaling: newScaling(),
+		legacy: newLegacyRecords(), newVersion: map[string]bool{}, answers: map[string]DrainAnswer{}}
 	for _, p := range pairs {
 		parts := strings.Split(strings.TrimPrefix(p.Key, s.prefix+"/"), "/")
 		switch parts[0] {
@@ -70,15 +77,94 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 			if len(parts) == 1 {
 				snap.addCurrentVersion(p)
 			}
+		case hostRecordsDir:
+			snap.addHostRecord(p, parts)
 		case dirRunning:
 			snap.addRunning(p, parts)
 		case dirStatus:
 			snap.addStatus(p, parts)
+		case dirMetrics:
+			snap.addLegacyMetric(p, parts)
 		default:
 			snap.addScaling(p, parts)
 		}
 	}
+	snap.fallBack()
+	snap.answerDrains()
+	snap.legacy, snap.newVersion, snap.answers = nil, nil, nil
 	return snap, nil
+}
+
+// listAll reads every key under the prefix, refusing a listing Consul's
+// ACLs left keys out of.
+func (s *Store) listAll(ctx context.Context) (api.KVPairs, error) {
+	pairs, meta, err := s.kv.List(s.prefix+"/", readOpts(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("read %s/: %w", s.prefix, err)
+	}
+	if err := hiddenByACLs(meta, s.prefix+"/"); err != nil {
+		return nil, err
+	}
+	return pairs, nil
+}
+
+// addHostRecord reads one of a host's own records: hosts/<host>/version,
+// hosts/<host>/status/<category>, hosts/<host>/metrics/<name> or
+// hosts/<host>/drain.
+func (snap *Snapshot) addHostRecord(p *api.KVPair, parts []string) {
+	if len(parts) < 3 || ValidName("host", parts[1]) != nil {
+		snap.bad(p.Key, "not a record of a host (hosts/<host>/...)")
+		return
+	}
+	name, rest := parts[1], parts[2:]
+	switch {
+	case len(rest) == 1 && rest[0] == hostVersion:
+		snap.newVersion[name] = true
+		v, err := parseVersionRecord(p.Value)
+		if err != nil {
+			snap.bad(p.Key, "%v", err)
+			return
+		}
+		h := snap.host(name)
+		h.Version, h.VersionTime = v.Version, v.Time
+	case len(rest) == 2 && rest[0] == hostStatus && ValidName("category", rest[1]) == nil:
+		st, err := parseStatusRecord(p.Value)
+		if err != nil {
+			snap.bad(p.Key, "%v", err)
+		}
+		snap.host(name).Status[rest[1]] = st
+	case len(rest) == 2 && rest[0] == hostMetrics && ValidName("metric", rest[1]) == nil:
+		m, err := parseMetricReport(p.Value)
+		if err != nil {
+			snap.bad(p.Key, "%v", err)
+			return
+		}
+		if snap.Scaling.Metrics[name] == nil {
+			snap.Scaling.Metrics[name] = map[string]MetricReport{}
+		}
+		snap.Scaling.Metrics[name][rest[1]] = m
+	case len(rest) == 1 && rest[0] == hostDrain:
+		a, err := parseDrainAnswer(p.Value)
+		if err != nil {
+			snap.bad(p.Key, "%v", err)
+			return
+		}
+		snap.answers[name] = a
+	default:
+		snap.bad(p.Key, "not a record orchestrate writes under hosts/<host>/ (version, status/<category>, metrics/<name>, drain)")
+	}
+}
+
+// answerDrains gives each drain request its answer: the host's own record
+// when it names the request's entry (an answer to an earlier request is
+// none), else an answer the older layout kept inside the request.
+func (snap *Snapshot) answerDrains() {
+	for host, d := range snap.Scaling.Drains {
+		if a, ok := snap.answers[host]; ok && a.Entry == d.Entry {
+			d.Answer = &a
+		}
+		snap.Scaling.Drains[host] = d
+	}
 }
 
 func (snap *Snapshot) host(name string) *Host {
@@ -101,53 +187,6 @@ func (snap *Snapshot) addCurrentVersion(p *api.KVPair) {
 		return
 	}
 	snap.CurrentVersion = v
-}
-
-// addRunning reads running_version/<version>/<host>.
-func (snap *Snapshot) addRunning(p *api.KVPair, parts []string) {
-	if len(parts) != 3 || ValidName("version", parts[1]) != nil || ValidName("host", parts[2]) != nil {
-		snap.bad(p.Key, "not of the form running_version/<version>/<host>")
-		return
-	}
-	var vv VersionValue
-	if err := json.Unmarshal(p.Value, &vv); err != nil {
-		snap.bad(p.Key, "value is not the JSON orchestrate writes: %v", err)
-	}
-	h := snap.host(parts[2])
-	if h.Version != "" {
-		snap.bad(p.Key, "host %s is also under version %s", h.Name, h.Version)
-		// Keep the most recent report as the host's version.
-		if !vv.Time.After(h.VersionTime) {
-			return
-		}
-	}
-	h.Version, h.VersionTime = parts[1], vv.Time
-}
-
-// addStatus reads status/<category>/<state>/<host>.
-func (snap *Snapshot) addStatus(p *api.KVPair, parts []string) {
-	if len(parts) != 4 || ValidName("category", parts[1]) != nil || ValidName("host", parts[3]) != nil {
-		snap.bad(p.Key, "not of the form status/<category>/<state>/<host>")
-		return
-	}
-	cat, state, name := parts[1], parts[2], parts[3]
-	if !ValidState(state) {
-		snap.bad(p.Key, "unknown state %q", state)
-		return
-	}
-	st := Status{State: state}
-	if err := json.Unmarshal(p.Value, &st.StatusValue); err != nil {
-		snap.bad(p.Key, "value is not the JSON orchestrate writes: %v", err)
-		st.Corrupt = true
-	}
-	h := snap.host(name)
-	if prev, dup := h.Status[cat]; dup {
-		snap.bad(p.Key, "host %s is also %s in %s", name, prev.State, cat)
-		if !st.Time.After(prev.Time) {
-			return
-		}
-	}
-	h.Status[cat] = st
 }
 
 // addDesired reads roles/<role>/desired.
@@ -224,8 +263,8 @@ type Failure struct {
 	LogURL   string    `json:"log_url"`
 }
 
-// Failures lists failed hosts, sorted by host then category, limited to
-// categories when any are given.
+// Failures lists failed hosts (and records whose state cannot be read),
+// sorted by host then category, limited to categories when any are given.
 func (s *Snapshot) Failures(categories ...string) []Failure {
 	want := map[string]bool{}
 	for _, c := range categories {
@@ -241,7 +280,10 @@ func (s *Snapshot) Failures(categories ...string) []Failure {
 		sort.Strings(cats)
 		for _, c := range cats {
 			st := h.Status[c]
-			if st.State != StateFailed || (len(want) > 0 && !want[c]) {
+			// A record whose state cannot be read (the host-first layout
+			// keeps the state in the value) is listed as a failure too.
+			failed := st.State == StateFailed || (st.Corrupt && st.State == "")
+			if !failed || (len(want) > 0 && !want[c]) {
 				continue
 			}
 			detail := st.Detail

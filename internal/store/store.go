@@ -1,16 +1,16 @@
 // Package store owns orchestrate's Consul KV layout, under one prefix: the
-// desired version, the version each host runs, each host's build status
-// per category, desired role counts, and the reaper's keys (the arm
-// record, its journal, its report); nothing else spells a key. Every
-// change that touches more than one key is a single Consul transaction
-// with check-and-set on every key it moves, retried on conflict, so a host
-// is never under two versions or two states of one category, nor under
-// none.
+// desired version, each host's own records under hosts/<host>/ (the
+// version it runs, its build status per category, its load reports, its
+// drain answers), desired role counts, and the reaper's keys (the arm
+// record, its journal, its report); nothing else spells a key. A host's
+// records are keyed host first so that one prefix rule of the host's own
+// policy confines a node to them (HostPolicyRules). Every change that
+// touches more than one key is a single Consul transaction with
+// check-and-set on every key it moves, retried on conflict.
 package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -29,8 +29,6 @@ const DefaultPrefix = "orchestrate"
 // Key segments under the prefix.
 const (
 	keyCurrentVersion = "current_version"
-	dirRunning        = "running_version"
-	dirStatus         = "status"
 	dirRoles          = "roles"
 )
 
@@ -109,12 +107,16 @@ func (s *Store) key(parts ...string) string {
 	return s.prefix + "/" + strings.Join(parts, "/")
 }
 
-// VersionValue is the JSON stored at running_version/<version>/<host>.
+// VersionValue is the JSON stored at hosts/<host>/version. The older
+// layout's running_version/<version>/<host> holds only its time.
 type VersionValue struct {
-	Time time.Time `json:"time"`
+	Version string    `json:"version,omitempty"`
+	Time    time.Time `json:"time"`
 }
 
-// StatusValue is the JSON stored at status/<category>/<state>/<host>.
+// StatusValue is a host's record of its state in one category, stored
+// with the state at hosts/<host>/status/<category> (the older layout's
+// status/<category>/<state>/<host> holds it without the state).
 type StatusValue struct {
 	Time    time.Time `json:"time"`
 	Version string    `json:"version"`
@@ -156,137 +158,6 @@ func (s *Store) CurrentVersion(ctx context.Context) (string, error) {
 		return "", &InputError{Err: fmt.Errorf("%s holds an invalid version: %w", p.Key, err)}
 	}
 	return v, nil
-}
-
-// HostVersions returns the versions host is listed under (normally one, none
-// before its first report).
-func (s *Store) HostVersions(ctx context.Context, host string) ([]string, error) {
-	if err := ValidName("host", host); err != nil {
-		return nil, &InputError{Err: err}
-	}
-	keys, _, err := s.kv.Keys(s.key(dirRunning)+"/", "", readOpts(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("list running versions: %w", err)
-	}
-	var out []string
-	for _, k := range keys {
-		if v, h, ok := s.splitRunning(k); ok && h == host {
-			out = append(out, v)
-		}
-	}
-	return out, nil
-}
-
-// ReportVersion moves host under running_version/<version>, removing it from
-// every other version, in one check-and-set transaction.
-func (s *Store) ReportVersion(ctx context.Context, host, version string) error {
-	if err := ValidName("host", host); err != nil {
-		return &InputError{Err: err}
-	}
-	if err := ValidName("version", version); err != nil {
-		return &InputError{Err: err}
-	}
-	val, err := json.Marshal(VersionValue{Time: s.Now().UTC()})
-	if err != nil {
-		return err
-	}
-	target := s.key(dirRunning, version, host)
-	return s.move(ctx, s.key(dirRunning)+"/", target, val, func(k string) bool {
-		_, h, ok := s.splitRunning(k)
-		return ok && h == host
-	})
-}
-
-// UpdateStatus puts host in exactly one state of category, in one
-// check-and-set transaction.
-func (s *Store) UpdateStatus(ctx context.Context, host, category, state string, v StatusValue) error {
-	if err := ValidName("host", host); err != nil {
-		return &InputError{Err: err}
-	}
-	if err := ValidName("category", category); err != nil {
-		return &InputError{Err: err}
-	}
-	if !ValidState(state) {
-		return &InputError{Err: fmt.Errorf("state %q is not one of %s", state, strings.Join(States, ", "))}
-	}
-	if v.Time.IsZero() {
-		v.Time = s.Now().UTC()
-	}
-	val, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	dir := s.key(dirStatus, category) + "/"
-	target := dir + state + "/" + host
-	return s.move(ctx, dir, target, val, func(k string) bool {
-		rest := strings.TrimPrefix(k, dir)
-		st, h, ok := strings.Cut(rest, "/")
-		return ok && st != "" && h == host
-	})
-}
-
-// move writes val at target and deletes every other key under dir for which
-// mine is true, atomically: each delete and the write carry the index read,
-// so a concurrent writer makes the transaction roll back and retry.
-func (s *Store) move(ctx context.Context, dir, target string, val []byte, mine func(string) bool) error {
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		if err := backoff(ctx, attempt); err != nil {
-			return err
-		}
-		pairs, _, err := s.kv.List(dir, readOpts(ctx))
-		if err != nil {
-			return fmt.Errorf("list %s: %w", dir, err)
-		}
-		ops := api.KVTxnOps{}
-		var targetIndex uint64 // 0: must not exist yet
-		for _, p := range pairs {
-			if p.Key == target {
-				targetIndex = p.ModifyIndex
-				continue
-			}
-			if mine(p.Key) {
-				ops = append(ops, &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: p.Key, Index: p.ModifyIndex})
-			}
-		}
-		ops = append(ops, &api.KVTxnOp{Verb: api.KVCAS, Key: target, Value: val, Index: targetIndex})
-		if len(ops) > maxTxnOps {
-			return &InputError{Err: fmt.Errorf("%s: %d stale entries for this host, more than one transaction can move; delete them by hand", dir, len(ops)-1)}
-		}
-		ok, resp, _, err := s.kv.Txn(ops, readOpts(ctx))
-		if err != nil {
-			return fmt.Errorf("kv transaction on %s: %w", target, err)
-		}
-		if ok {
-			// The transaction checked only the keys it listed: a concurrent
-			// first write of this host (when neither listed anything)
-			// commits too, leaving the host in two places. Move again until
-			// no other key of this host is left.
-			again, err := s.othersLeft(ctx, dir, target, mine)
-			if err != nil || !again {
-				return err
-			}
-			continue
-		}
-		if !allStale(resp) {
-			return refusedOr(resp, fmt.Errorf("kv transaction on %s rolled back: %s", target, TxnErrors(resp)))
-		}
-	}
-	return fmt.Errorf("%s: %w", target, ErrConflict)
-}
-
-// othersLeft reports whether a key of this host other than target is under
-// dir.
-func (s *Store) othersLeft(ctx context.Context, dir, target string, mine func(string) bool) (bool, error) {
-	keys, _, err := s.kv.Keys(dir, "", readOpts(ctx))
-	if err != nil {
-		return false, fmt.Errorf("list %s: %w", dir, err)
-	}
-	for _, k := range keys {
-		if k != target && mine(k) {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // maxTxnOps is Consul's limit on operations in one transaction.
@@ -356,19 +227,6 @@ func (s *Store) SetDesired(ctx context.Context, role string, n int) error {
 	return nil
 }
 
-// splitRunning parses <prefix>/running_version/<version>/<host>.
-func (s *Store) splitRunning(key string) (version, host string, ok bool) {
-	rest, found := strings.CutPrefix(key, s.key(dirRunning)+"/")
-	if !found {
-		return "", "", false
-	}
-	version, host, ok = strings.Cut(rest, "/")
-	if !ok || version == "" || host == "" || strings.Contains(host, "/") {
-		return "", "", false
-	}
-	return version, host, true
-}
-
 // InputError marks bad input (a bad name, a corrupt value): the one
 // input-error kind of every library, exit code 2.
 type InputError = fault.InputError
@@ -379,39 +237,4 @@ func readOpts(ctx context.Context) *api.QueryOptions {
 
 func writeOpts(ctx context.Context) *api.WriteOptions {
 	return (&api.WriteOptions{}).WithContext(ctx)
-}
-
-// HostStatus returns host's state in every category it has one in.
-func (s *Store) HostStatus(ctx context.Context, host string) (map[string]Status, error) {
-	if err := ValidName("host", host); err != nil {
-		return nil, &InputError{Err: err}
-	}
-	dir := s.key(dirStatus) + "/"
-	keys, _, err := s.kv.Keys(dir, "", readOpts(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", dir, err)
-	}
-	out := map[string]Status{}
-	for _, k := range keys {
-		parts := strings.Split(strings.TrimPrefix(k, dir), "/")
-		if len(parts) != 3 || parts[2] != host || !ValidState(parts[1]) {
-			continue
-		}
-		p, _, err := s.kv.Get(k, readOpts(ctx))
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", k, err)
-		}
-		if p == nil {
-			continue // moved since the listing
-		}
-		st := Status{State: parts[1]}
-		if err := json.Unmarshal(p.Value, &st.StatusValue); err != nil {
-			st.Corrupt = true
-		}
-		if prev, dup := out[parts[0]]; dup && !st.Time.After(prev.Time) {
-			continue
-		}
-		out[parts[0]] = st
-	}
-	return out, nil
 }

@@ -36,17 +36,20 @@ func keys(t *testing.T, c *api.Client, p string) []string {
 	return ks
 }
 
-func TestReportVersionMovesHost(t *testing.T) {
+// A host's version is one key of its own, rewritten by each report.
+func TestReportVersionOneKeyPerHost(t *testing.T) {
 	ctx := context.Background()
 	s, c := newStore(t)
 	for _, v := range []string{"v1", "v2", "v2", "v3", "v1"} {
 		if err := s.ReportVersion(ctx, "h1", v); err != nil {
 			t.Fatalf("ReportVersion(%s): %v", v, err)
 		}
-		got := keys(t, c, "test/orchestrate/running_version/")
-		want := "test/orchestrate/running_version/" + v + "/h1"
-		if len(got) != 1 || got[0] != want {
-			t.Fatalf("after reporting %s: keys %v, want exactly [%s]", v, got, want)
+		if got := keys(t, c, "test/orchestrate/"); len(got) != 1 || got[0] != "test/orchestrate/hosts/h1/version" {
+			t.Fatalf("after reporting %s: keys %v, want exactly [test/orchestrate/hosts/h1/version]", v, got)
+		}
+		p, _, err := c.KV().Get("test/orchestrate/hosts/h1/version", nil)
+		if err != nil || !strings.Contains(string(p.Value), `"version":"`+v+`"`) {
+			t.Fatalf("after reporting %s: %s %v", v, p.Value, err)
 		}
 	}
 	if err := s.ReportVersion(ctx, "h2", "v3"); err != nil {
@@ -65,11 +68,12 @@ func TestReportVersionMovesHost(t *testing.T) {
 	}
 }
 
-func TestReportVersionRepairsHostUnderTwoVersions(t *testing.T) {
+// A host under two versions in the older layout (written by hand, or by
+// an older tool) is reported as a problem; its first report of its own
+// stands over both, which stay for `orchestrate migrate`.
+func TestReportVersionStandsOverTheOlderLayout(t *testing.T) {
 	ctx := context.Background()
 	s, c := newStore(t)
-	// A host listed twice (written by hand, or by an older tool) is
-	// reported as a problem and healed by the next report.
 	for _, k := range []string{"v1", "v2"} {
 		if _, err := c.KV().Put(&api.KVPair{Key: "test/orchestrate/running_version/" + k + "/h1", Value: []byte(`{"time":"2026-01-01T00:00:00Z"}`)}, nil); err != nil {
 			t.Fatal(err)
@@ -82,14 +86,25 @@ func TestReportVersionRepairsHostUnderTwoVersions(t *testing.T) {
 	if len(snap.Problems) != 1 || !strings.Contains(snap.Problems[0].Problem, "also under version") {
 		t.Fatalf("Problems = %v, want one naming the duplicate", snap.Problems)
 	}
+	if vs, err := s.HostVersions(ctx, "h1"); err != nil || len(vs) != 2 {
+		t.Fatalf("HostVersions before the report = %v %v, want both older versions", vs, err)
+	}
 	if err := s.ReportVersion(ctx, "h1", "v3"); err != nil {
 		t.Fatal(err)
 	}
-	if got := keys(t, c, "test/orchestrate/running_version/"); len(got) != 1 || !strings.HasSuffix(got[0], "/v3/h1") {
-		t.Fatalf("keys after report = %v, want only v3/h1", got)
+	if vs, err := s.HostVersions(ctx, "h1"); err != nil || len(vs) != 1 || vs[0] != "v3" {
+		t.Fatalf("HostVersions = %v %v, want [v3]", vs, err)
+	}
+	snap, err = s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := snap.Hosts["h1"]; h == nil || h.Version != "v3" || len(snap.OldLayout) != 2 {
+		t.Fatalf("host %+v, older keys %v: want v3, both older keys listed", h, snap.OldLayout)
 	}
 }
 
+// Each category is one key of the host's own holding its state.
 func TestUpdateStatusOneStatePerCategory(t *testing.T) {
 	ctx := context.Background()
 	s, c := newStore(t)
@@ -104,10 +119,13 @@ func TestUpdateStatusOneStatePerCategory(t *testing.T) {
 		if err := s.UpdateStatus(ctx, "h1", st.cat, st.state, store.StatusValue{Version: "v7", Detail: "step " + st.state}); err != nil {
 			t.Fatalf("UpdateStatus(%s %s): %v", st.cat, st.state, err)
 		}
-		got := keys(t, c, "test/orchestrate/status/"+st.cat+"/")
-		want := "test/orchestrate/status/" + st.cat + "/" + st.state + "/h1"
-		if len(got) != 1 || got[0] != want {
-			t.Fatalf("after %s %s: keys %v, want [%s]", st.cat, st.state, got, want)
+		k := "test/orchestrate/hosts/h1/status/" + st.cat
+		p, _, err := c.KV().Get(k, nil)
+		if err != nil || p == nil || !strings.HasPrefix(string(p.Value), `{"state":"`+st.state+`",`) {
+			t.Fatalf("after %s %s: %s = %v %v", st.cat, st.state, k, p, err)
+		}
+		if got := keys(t, c, "test/orchestrate/hosts/h1/status/"); len(got) > 2 {
+			t.Fatalf("after %s %s: keys %v", st.cat, st.state, got)
 		}
 	}
 	snap, err := s.Snapshot(ctx)
@@ -123,6 +141,10 @@ func TestUpdateStatusOneStatePerCategory(t *testing.T) {
 	}
 	if f := snap.Failures(); len(f) != 0 {
 		t.Fatalf("Failures = %v, want none", f)
+	}
+	hs, err := s.HostStatus(ctx, "h1")
+	if err != nil || hs["puppet"].State != "success" || hs["validation"].State != "success" || len(hs) != 2 {
+		t.Fatalf("HostStatus = %+v %v", hs, err)
 	}
 }
 
@@ -169,16 +191,34 @@ func TestSnapshotReportsCorruptValues(t *testing.T) {
 	put("running_version/v1/h3", "garbage")
 	put("roles/db/desired", "three")
 	put("status/puppet/success/h4", `{"time":"2026-01-01T00:00:00Z","version":"v1","detail":"","log_url":""}`)
+	// The host-first layout: a corrupt status counts as an unreadable
+	// failure; a version, metric or drain answer that is not one is none.
+	put("hosts/h5/status/puppet", `{"state":"failed"`)
+	put("hosts/h6/status/puppet", `{"state":"exploded","time":"2026-01-01T00:00:00Z"}`)
+	put("hosts/h7/version", `{"time":"2026-01-01T00:00:00Z"}`)
+	put("hosts/h7/metrics/load", `{"value":"high"}`)
+	put("hosts/h7/drain", `{"drained":true}`)
+	put("hosts/h7/elsewhere", `{}`)
+	put("hosts/h8", `{}`)
 	snap, err := s.Snapshot(ctx)
 	if err != nil {
 		t.Fatalf("Snapshot must not fail on corrupt values: %v", err)
 	}
-	if len(snap.Problems) != 4 {
-		t.Fatalf("Problems = %v, want 4", snap.Problems)
+	if len(snap.Problems) != 11 {
+		t.Fatalf("Problems = %v, want 11", snap.Problems)
 	}
 	f := snap.Failures()
-	if len(f) != 1 || f[0].Host != "h1" || !strings.Contains(f[0].Detail, "unreadable") {
-		t.Fatalf("Failures = %+v, want h1 with an unreadable value", f)
+	if len(f) != 3 || f[0].Host != "h1" || !strings.Contains(f[0].Detail, "unreadable") || f[1].Host != "h5" || f[2].Host != "h6" {
+		t.Fatalf("Failures = %+v, want h1, h5 and h6 with unreadable values", f)
+	}
+	if h := snap.Hosts["h7"]; (h != nil && h.Version != "") || len(snap.Scaling.Metrics["h7"]) != 0 {
+		t.Fatalf("h7 = %+v, metrics %v: want no version, no metric", h, snap.Scaling.Metrics["h7"])
+	}
+	// The host's own reader names its unreadable version record (exit 2)
+	// rather than take the host for one that never reported.
+	var ie *store.InputError
+	if _, err := s.HostVersions(ctx, "h7"); !errors.As(err, &ie) || !strings.Contains(err.Error(), "test/orchestrate/hosts/h7/version") {
+		t.Fatalf("HostVersions(h7) = %v, want an input error naming the key", err)
 	}
 	if snap.Hosts["h3"] == nil || snap.Hosts["h3"].Version != "v1" {
 		t.Fatalf("h3 with a corrupt timestamp still runs v1: %+v", snap.Hosts["h3"])
@@ -253,19 +293,15 @@ func TestConcurrentHosts(t *testing.T) {
 			t.Errorf("%s = %s/%s/%s, want %s/%s/%s", h.Name, h.Version, h.Status["puppet"].State, h.Status["validation"].State, f.version, f.puppet, f.validation)
 		}
 	}
-	// Exactly one key per host per category and one version key per host.
-	if n := len(keys(t, c, "test/orchestrate/running_version/")); n != hosts {
-		t.Errorf("%d running_version keys, want %d", n, hosts)
-	}
-	for _, cat := range []string{"puppet", "validation"} {
-		if n := len(keys(t, c, "test/orchestrate/status/"+cat+"/")); n != hosts {
-			t.Errorf("%d status/%s keys, want %d", n, cat, hosts)
-		}
+	// Exactly its version and one key per category for each host.
+	if n := len(keys(t, c, "test/orchestrate/hosts/")); n != 3*hosts {
+		t.Errorf("%d keys under hosts/, want %d", n, 3*hosts)
 	}
 }
 
-// TestConcurrentMovesOfOneHost races writers moving the same host: the
-// check-and-set transaction must leave it under exactly one version.
+// TestConcurrentMovesOfOneHost races writers on the same host's records:
+// every write lands (a check-and-set that lost retries on the record that
+// stands) and the host has one version and one puppet state.
 func TestConcurrentMovesOfOneHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -294,18 +330,15 @@ func TestConcurrentMovesOfOneHost(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if got := keys(t, c, "test/orchestrate/running_version/"); len(got) != 1 {
-		t.Fatalf("host under %d versions after racing moves: %v", len(got), got)
-	}
-	if got := keys(t, c, "test/orchestrate/status/puppet/"); len(got) != 1 {
-		t.Fatalf("host in %d puppet states after racing moves: %v", len(got), got)
+	if got := keys(t, c, "test/orchestrate/"); strings.Join(got, " ") != "test/orchestrate/hosts/contended/status/puppet test/orchestrate/hosts/contended/version" {
+		t.Fatalf("keys after racing writes: %v", got)
 	}
 }
 
 // TestConcurrentFirstWrites races two writers on hosts that have no key
-// yet: both list nothing, so each transaction only checks that its own
-// target does not exist, and both used to commit, leaving the host under
-// two versions (or in two states of one category).
+// yet: both read nothing and check-and-set at index 0; the loser reads
+// again and writes over the winner's record, so both writes land and the
+// host has one record of each kind.
 func TestConcurrentFirstWrites(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -333,22 +366,8 @@ func TestConcurrentFirstWrites(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	count := func(p string) map[string]int {
-		n := map[string]int{}
-		for _, k := range keys(t, c, p) {
-			n[k[strings.LastIndex(k, "/")+1:]]++
-		}
-		return n
-	}
-	for h, n := range count("test/orchestrate/running_version/") {
-		if n != 1 {
-			t.Errorf("host %s under %d versions", h, n)
-		}
-	}
-	for h, n := range count("test/orchestrate/status/puppet/") {
-		if n != 1 {
-			t.Errorf("host %s in %d puppet states", h, n)
-		}
+	if n := len(keys(t, c, "test/orchestrate/")); n != 2*hosts {
+		t.Errorf("%d keys, want %d (a version and a puppet state per host)", n, 2*hosts)
 	}
 }
 
@@ -394,6 +413,15 @@ func TestForgetHost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Its load report and drain answer, and web10's.
+	for _, h := range []string{"web1", "web10"} {
+		if err := s.ReportMetric(ctx, "web", h, "load", 0.5); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.KV().Put(&api.KVPair{Key: store.DrainAnswerKey("test/orchestrate", h), Value: []byte(`{"entry":"web.1","time":"2026-01-01T00:00:00Z","by":"t","drained":true}`)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// A version that happens to be named like the host.
 	if err := s.ReportVersion(ctx, "web2", "web1"); err != nil {
 		t.Fatal(err)
@@ -421,6 +449,9 @@ func TestForgetHost(t *testing.T) {
 	}
 	if got := strings.Join(snap.HostNames(), ","); got != "web10,web1x,web2" {
 		t.Fatalf("hosts after forgetting web1 = %s, want web10,web1x,web2", got)
+	}
+	if _, ok := snap.Scaling.Metrics["web1"]; ok || len(snap.Scaling.Metrics["web10"]) != 1 {
+		t.Fatalf("metrics after forgetting web1: %v", snap.Scaling.Metrics)
 	}
 	if snap.Hosts["web2"].Version != "web1" || len(snap.Hosts["web10"].Status) != 2 {
 		t.Fatalf("another host's records changed: %+v %+v", snap.Hosts["web2"], snap.Hosts["web10"])

@@ -40,14 +40,16 @@
 #   --token-file); written with `consul_token` when that is given, else
 #   it must exist (the user data writes it); 'none' on a cloud without
 #   Consul ACLs
-# @param consul_token the node's Consul ACL token (shipped policy node.hcl)
+# @param consul_token the node's own Consul ACL token: its node identity, the
+#   role orchestrate-node (shipped policy node.hcl) and its own policy
+#   orchestrate-host-HOST (README: Consul ACL tokens)
 # @param token_owner  owner of `token_file` (the user the Consul agent runs
 #   the handlers as); mode 0600
 # @param token_group  group of `token_file`
 # @param consul_reload command run after the watch configuration changed;
 #   the default signals the agent (SIGHUP through its unit's ExecReload),
 #   which needs no ACL token: `consul reload` would need one with agent
-#   write, which the node token (node.hcl) does not have
+#   write, which the node token does not have
 # @param orchestrate_bin    the orchestrate binary
 # @param hiera_services_bin the hiera-services binary
 # @param file_owner owner of the configuration files
