@@ -139,7 +139,7 @@ func missingGrants(tok *api.ACLToken, host string) string {
 		hasPolicy = hasPolicy || p.Name == HostPolicyName(host)
 	}
 	if !hasPolicy {
-		lacks = append(lacks, "no policy "+HostPolicyName(host)+" (create it: `reaper host-policies --apply`)")
+		lacks = append(lacks, "no policy "+HostPolicyName(host)+" (create it: `reaper identity --apply` with a management token)")
 	}
 	return strings.Join(lacks, " and ")
 }
