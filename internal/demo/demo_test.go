@@ -27,7 +27,7 @@ func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	keep := t.TempDir()
-	if err := run(ctx, []string{"--bin", bin, "--keep", keep}); err != nil {
+	if err := run(ctx, []string{"--bin", bin, "--keep", keep, "--acl", "../../packaging/acl"}); err != nil {
 		t.Fatalf("demo: %v", err)
 	}
 }

@@ -3,7 +3,9 @@
 // prints each step for a person to read: hiera-services rendering the
 // dependency state, service-blocker waiting for a third database, a rolling
 // version with converge on every node, and the reaper replacing a dead node
-// and pausing when most of the fleet looks unhealthy at once.
+// and pausing when most of the fleet looks unhealthy at once. ACLs are on
+// (default deny): the operator, the reaper and every node run with their
+// own tokens, set up as the README's "Consul ACL tokens" tells an operator.
 //
 // `make demo` runs it. It stops everything it started, by PID, and leaves no
 // files outside a temporary directory it removes (or --keep DIR).
@@ -37,6 +39,7 @@ func run(ctx context.Context, args []string) error {
 	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
 	binDir := fs.String("bin", "bin", "directory holding the built binaries and consul")
 	keep := fs.String("keep", "", "keep data, logs and rendered files in this directory instead of a removed temp dir")
+	aclDir := fs.String("acl", "packaging/acl", "directory holding the shipped Consul ACL policies (node.hcl, reaper.hcl)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -58,17 +61,28 @@ func run(ctx context.Context, args []string) error {
 	d := &demo{ctx: ctx, bin: bin, dir: dir}
 	defer d.stopAll()
 
-	step(1, "A real Consul dev agent on free loopback ports")
-	d.agent, err = consultest.New(ctx, filepath.Join(bin, "consul"), filepath.Join(dir, "consul"), consultest.Options{NodeName: "bootstrap1"})
+	step(1, "A real Consul dev agent on free loopback ports, with ACLs on and a token of its own for every node")
+	mgmt, err := newUUID()
+	if err != nil {
+		return err
+	}
+	d.agent, err = consultest.New(ctx, filepath.Join(bin, "consul"), filepath.Join(dir, "consul"), consultest.Options{NodeName: "bootstrap1", ACLToken: mgmt})
 	if err != nil {
 		return err
 	}
 	d.stoppers = append(d.stoppers, d.agent.Stop)
 	d.sim = newSimNodes(d.agent.Client)
 	d.stoppers = append(d.stoppers, d.sim.close)
+	d.agents = newNodeAgents(d.agent.HTTPAddr)
+	d.stoppers = append(d.stoppers, d.agents.close)
 	say("agent %s: HTTP %s, DNS %s; working directory %s", d.agent.NodeName, d.agent.HTTPAddr, d.agent.DNSAddr, dir)
 	say("the simulated cloud: db x3, lb x2, controller x3, compute x4, each a Consul catalog node")
-	say("with its service on its own 127.0.0.x address, tagged addresses eth0/eth1 and health checks")
+	say("with its service on its own 127.0.0.x address, tagged addresses eth0/eth1 and health checks;")
+	say("the nodes share this one agent: each reaches it through a loopback port of its own that plays its own agent")
+	say("in the one way a command can tell (the sessions it creates are on its own node), passing all else through")
+	if err := d.aclSetup(*aclDir); err != nil {
+		return err
+	}
 
 	for _, s := range []func() error{d.hieraStep, d.blockerStep, d.rollingStep, d.reaperStep} {
 		if err := s(); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/jiocloud/orchestrate/internal/nodeid"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
@@ -22,9 +23,11 @@ import (
 // production, with times shortened so the demo takes seconds. The safety
 // rules are the defaults: one replacement in flight per role, 10
 // destructive actions per hour, pause above 45% of the fleet or 55% of a
-// role unhealthy.
-func reaperConfig() string {
+// role unhealthy. Every server it builds gets a token of its own, minted
+// with the key in keyFile (node_identity).
+func reaperConfig(keyFile string) string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "node_identity: {key_file: %q}\n", keyFile)
 	b.WriteString(`dry_run: false
 interval: 1s
 session_ttl: 10s
@@ -63,6 +66,8 @@ roles:
 	return b.String()
 }
 
+func (d *demo) reaperYAML() string { return filepath.Join(d.dir, "reaper.yaml") }
+
 // reaperRun is the reaper of steps 5 and 6, running in-process against
 // the simulated cloud.
 type reaperRun struct {
@@ -73,6 +78,56 @@ type reaperRun struct {
 	booted  []string // guarded by mu: servers the cloud brought up
 	// builtIn is how long step 5's replacement by a build took.
 	builtIn time.Duration
+	// firstTokens are the sealed tokens of the first servers, by server
+	// ID (guarded by mu): the demo minted them, so the reaper cannot log
+	// them out.
+	firstTokens map[string]string
+}
+
+// boot plays a server the reaper built coming up: cloud-init writes its
+// token from its user data, its agent registers its Consul node with its
+// role's service (as after Puppet ran), and its watch runs converge with
+// its token: the reaper counts it as serving once it validated the
+// current version.
+func (r *reaperRun) boot(s reaper.Server) {
+	d := r.d
+	secret, err := nodeToken(r.cloud.UserData(s.Name))
+	if err == nil {
+		err = d.writeToken(s.Name, secret)
+	}
+	if err != nil {
+		fmt.Printf("   (%s has no token of its own: %v)\n", s.Name, err)
+	}
+	if err := d.sim.up(context.Background(), s.Name, s.Metadata["role"]); err != nil {
+		fmt.Printf("   (simulated boot of %s failed: %v)\n", s.Name, err)
+	}
+	out, err := d.converge(d.steps, s.Name, 0)
+	if err != nil {
+		fmt.Printf("   (converge of %s failed: %v)\n", s.Name, err)
+	}
+	say("%s boots, its token from its user data, and its watch runs converge: %s", s.Name, strings.TrimSpace(out))
+	r.mu.Lock()
+	r.booted = append(r.booted, s.Name)
+	r.mu.Unlock()
+}
+
+// gone plays a deleted server: its node leaves the catalog and its disk,
+// token file and all, is gone. The token of a first server, which the
+// reaper did not mint and so does not log out, the demo logs out, as the
+// operator who made it would.
+func (r *reaperRun) gone(s reaper.Server) {
+	d := r.d
+	d.sim.down(context.Background(), s.Name)
+	_ = os.Remove(d.tokenFile(s.Name))
+	r.mu.Lock()
+	sealed, first := r.firstTokens[s.ID]
+	delete(r.firstTokens, s.ID)
+	r.mu.Unlock()
+	if first {
+		if err := d.minter.Revoke(context.Background(), sealed); err != nil {
+			fmt.Printf("   (logging out %s's token failed: %v)\n", s.Name, err)
+		}
+	}
 }
 
 // poolStep: lb keeps a standby (warm_pool: {size: 1}); lb2's checks die
@@ -186,38 +241,19 @@ func (d *demo) reaperStep() error {
 // startReaper fills the simulated cloud with the demo's servers, starts the
 // reaper on it and waits until it leads and is armed.
 func (d *demo) startReaper() (*reaperRun, error) {
-	r := &reaperRun{d: d, cloud: simcloud.New(), logPath: filepath.Join(d.dir, "reaper.log")}
+	r := &reaperRun{d: d, cloud: simcloud.New(), logPath: filepath.Join(d.dir, "reaper.log"), firstTokens: map[string]string{}}
 	r.cloud.BootDelay = 2 * time.Second
 	r.cloud.DeleteDelay = 500 * time.Millisecond
 	for _, nr := range allNodes() {
-		r.cloud.Add(reaper.Server{Name: nr[0], Created: time.Now().Add(-time.Hour), Metadata: map[string]string{"role": nr[1]}})
+		s := r.cloud.Add(reaper.Server{Name: nr[0], Created: time.Now().Add(-time.Hour), Metadata: map[string]string{"role": nr[1]}})
+		r.firstTokens[s.ID] = d.firstTokens[nr[0]]
 	}
-	// The simulated cloud plays the booted machines: a server that becomes
-	// ACTIVE registers its Consul node with its role's service, as its agent
-	// would after Puppet ran; a deleted one disappears.
-	r.cloud.OnActive = func(s reaper.Server) {
-		if err := d.sim.up(context.Background(), s.Name, s.Metadata["role"]); err != nil {
-			fmt.Printf("   (simulated boot of %s failed: %v)\n", s.Name, err)
-		}
-		// Its watch runs converge, as on every node: the reaper counts it
-		// as serving once it validated the current version.
-		out, err := d.converge(d.steps, s.Name, 0)
-		if err != nil {
-			fmt.Printf("   (converge of %s failed: %v)\n", s.Name, err)
-		}
-		say("%s boots and its watch runs converge: %s", s.Name, strings.TrimSpace(out))
-		r.mu.Lock()
-		r.booted = append(r.booted, s.Name)
-		r.mu.Unlock()
-	}
-	r.cloud.OnDelete = func(s reaper.Server) { d.sim.down(context.Background(), s.Name) }
+	r.cloud.OnActive = r.boot
+	r.cloud.OnDelete = r.gone
 	say("the simulated cloud holds the 12 servers above; servers it creates boot in 2s and register in Consul")
 
-	cfg := filepath.Join(d.dir, "reaper.yaml")
-	if err := os.WriteFile(cfg, []byte(reaperConfig()), 0o644); err != nil {
-		return nil, err
-	}
-	say("reaper.yaml: dry_run false, 1s cycles, critical_grace 3s, drain 2s; safety limits at their defaults")
+	say("reaper.yaml (step 1): dry_run false, 1s cycles, critical_grace 3s, drain 2s; safety limits at their defaults;")
+	say("node_identity: each server it builds gets its own token in its user data (cloud-init writes %s)", nodeid.TokenFile)
 	logf, err := os.Create(r.logPath)
 	if err != nil {
 		return nil, err
@@ -226,9 +262,10 @@ func (d *demo) startReaper() (*reaperRun, error) {
 	done := make(chan int, 1)
 	go func() {
 		defer logf.Close()
-		done <- reaper.RunWithCloud(rctx, []string{"--config", cfg, "--consul-addr", d.agent.HTTPAddr}, cli.IO{Stdout: logf, Stderr: logf}, r.cloud)
+		done <- reaper.RunWithCloud(rctx, []string{"--config", d.reaperYAML(), "--consul-addr", d.agent.HTTPAddr, "--token-file", d.tokenFile(reaperToken)},
+			cli.IO{Stdout: logf, Stderr: logf}, r.cloud)
 	}()
-	fmt.Printf("   $ reaper --config reaper.yaml   # in-process, with the simulated cloud as its provider\n")
+	fmt.Printf("   %s$ reaper --config reaper.yaml --token-file tokens/reaper.token   # in-process, with the simulated cloud as its provider\n", reaperToken)
 	d.stoppers = append(d.stoppers, func() {
 		stop()
 		select {
@@ -249,6 +286,10 @@ func (d *demo) startReaper() (*reaperRun, error) {
 // replaceDead kills compute3's checks and waits for its replacement.
 func (r *reaperRun) replaceDead() error {
 	d := r.d
+	compute3, err := d.tokenOf("compute3")
+	if err != nil {
+		return err
+	}
 	say("compute3's checks turn critical (its machine died)")
 	killed := time.Now()
 	if err := d.sim.setHealth(d.ctx, "compute3", "compute", api.HealthCritical); err != nil {
@@ -277,14 +318,44 @@ func (r *reaperRun) replaceDead() error {
 	r.builtIn = time.Since(killed)
 	say("the reaper's log (one line per state change):")
 	printLog(r.logPath, "replace", "create", "drain", "delete", "deregister", "journal", "action")
-	say("compute3 was replaced by a build %s after its checks turned critical (critical grace 3s, boot 2s, converge, drain 2s)", r.builtIn.Round(100*time.Millisecond))
+	say("compute3 was replaced by a build %s after its checks turned critical (critical grace 3s, boot 2s, converge, and compute's drain_timeout 10s: a dead machine answers no drain request)", r.builtIn.Round(100*time.Millisecond))
 	var names []string
 	for _, s := range r.cloud.Servers() {
 		names = append(names, s.Name+" "+s.Status)
 	}
 	say("the cloud now: %s", strings.Join(names, ", "))
-	_, err := d.orch(0, "reaper", "status")
+	if err := r.replacementTokens(compute3); err != nil {
+		return err
+	}
+	_, err = d.orch(0, "reaper", "status")
 	return err
+}
+
+// replacementTokens shows the token the reaper gave compute3's
+// replacement, and that compute3's own (secret) no longer works.
+func (r *reaperRun) replacementTokens(compute3 string) error {
+	d := r.d
+	var built string
+	r.mu.Lock()
+	for _, b := range r.booted {
+		if built == "" && roleOf(b) == "compute" {
+			built = b
+		}
+	}
+	r.mu.Unlock()
+	say("the reaper logged in for %s before creating it and handed it its token in its user data (cloud-init wrote it):", built)
+	if err := d.showToken(built); err != nil {
+		return err
+	}
+	if err := d.waitFor("compute3's token logged out", 10*time.Second, func() bool {
+		gone, err := d.tokenGone(compute3)
+		return err == nil && gone
+	}); err != nil {
+		return err
+	}
+	say("compute3's token, made in step 1, was logged out when its server went, as the operator who made it would")
+	say("(the reaper logs out the tokens it minted): Consul now answers \"ACL not found\" to it")
+	return nil
 }
 
 // pauseOnPartition turns most of the fleet critical at once and shows

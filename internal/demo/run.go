@@ -9,10 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/consul/api"
+
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/nodeid"
 )
 
 // demo is one run: the agent, the simulated nodes, and what to stop.
@@ -27,6 +31,17 @@ type demo struct {
 	steps *stepScripts
 	// stoppers run in reverse order at the end.
 	stoppers []func()
+	// minter logs in for a node through the auth method the reaper's key
+	// is trusted by; firstTokens are the sealed tokens it minted for the
+	// first nodes, by host, which the demo logs out when such a server is
+	// deleted (the reaper logs out only the tokens it minted).
+	minter      *nodeid.Minter
+	firstTokens map[string]string
+	// agents are the nodes' own agent ports.
+	agents *nodeAgents
+	// clientsMu guards clients: API clients by token secret.
+	clientsMu sync.Mutex
+	clients   map[string]*api.Client
 }
 
 func step(n int, title string) {
@@ -46,15 +61,20 @@ func indent(text string) {
 	}
 }
 
-// cmd runs bin/name args against the agent, prints the command line, its
-// exit code and output, and fails unless it exits with want.
-func (d *demo) cmd(want int, name string, args ...string) (string, error) {
-	out, err := d.command(name, args...).CombinedOutput()
+// cmd runs bin/name args against the agent with who's token, prints the
+// command line (its prompt names whose token), its exit code and output,
+// and fails unless it exits with want.
+func (d *demo) cmd(want int, who, name string, args ...string) (string, error) {
+	c, err := d.command(who, name, args...)
+	if err != nil {
+		return "", err
+	}
+	out, err := c.CombinedOutput()
 	code, err := exitCode(err)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", name, err)
 	}
-	fmt.Printf("   $ %s %s   # exit %d\n", name, strings.Join(args, " "), code)
+	fmt.Printf("   %s$ %s %s   # exit %d\n", who, name, shellJoin(args), code)
 	indent(string(out))
 	if code != want {
 		return string(out), fmt.Errorf("%s %s: exit %d, expected %d", name, strings.Join(args, " "), code, want)
@@ -62,9 +82,30 @@ func (d *demo) cmd(want int, name string, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// orch runs orchestrate quietly (warnings only on stderr).
+// shellJoin is args as a shell would take them: an argument with any
+// character but letters, digits and _./:=@,+- in single quotes.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if a == "" || strings.IndexFunc(a, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./:=@,+-", r))
+		}) >= 0 {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// orch runs orchestrate quietly (warnings only on stderr) with the
+// operator's token.
 func (d *demo) orch(want int, args ...string) (string, error) {
-	return d.cmd(want, "orchestrate", append(args, "--log-level", "warn")...)
+	return d.orchAs(want, operator, args...)
+}
+
+// orchAs runs orchestrate quietly with who's token.
+func (d *demo) orchAs(want int, who string, args ...string) (string, error) {
+	return d.cmd(want, who, "orchestrate", append(args, "--log-level", "warn")...)
 }
 
 // bg is a child process running in the background.
@@ -74,17 +115,22 @@ type bg struct {
 	done chan error
 }
 
-// start runs bin/name in the background, its output in a file; stopAll
-// stops it by PID (its process group) if it is still running.
-func (d *demo) start(name string, args ...string) (*bg, error) {
+// start runs bin/name in the background with who's token, its output in
+// a file; stopAll stops it by PID (its process group) if it is still
+// running.
+func (d *demo) start(who, name string, args ...string) (*bg, error) {
 	out := filepath.Join(d.dir, name+".out")
 	f, err := os.Create(out)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	env, err := d.env(who)
+	if err != nil {
+		return nil, err
+	}
 	c := exec.Command(filepath.Join(d.bin, name), args...)
-	c.Env = d.agent.Env()
+	c.Env = env
 	c.Stdout, c.Stderr = f, f
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.Start(); err != nil {
@@ -92,7 +138,7 @@ func (d *demo) start(name string, args ...string) (*bg, error) {
 	}
 	b := &bg{cmd: c, out: out, done: make(chan error, 1)}
 	go func() { b.done <- c.Wait() }()
-	fmt.Printf("   $ %s %s &   # pid %d\n", name, strings.Join(args, " "), c.Process.Pid)
+	fmt.Printf("   %s$ %s %s &   # pid %d\n", who, name, shellJoin(args), c.Process.Pid)
 	d.stoppers = append(d.stoppers, func() { b.stop() })
 	return b, nil
 }
@@ -186,11 +232,41 @@ func grepFile(path string, prefixes ...string) {
 	}
 }
 
-// command is bin/name args with the agent's environment.
-func (d *demo) command(name string, args ...string) *exec.Cmd {
+// command is bin/name args with who's agent address and token.
+func (d *demo) command(who, name string, args ...string) (*exec.Cmd, error) {
+	env, err := d.env(who)
+	if err != nil {
+		return nil, err
+	}
 	c := exec.CommandContext(d.ctx, filepath.Join(d.bin, name), args...)
-	c.Env = d.agent.Env()
-	return c
+	c.Env = env
+	return c, nil
+}
+
+// env is who's token file and no other token (a command has exactly the
+// rights of whoever runs it), and the address of who's agent: a node's
+// own (nodeAgents), the real agent for the operator and the reaper.
+func (d *demo) env(who string) ([]string, error) {
+	addr, err := d.agentAddr(who)
+	if err != nil {
+		return nil, err
+	}
+	var env []string
+	for _, kv := range d.agent.Env() {
+		if !strings.HasPrefix(kv, "CONSUL_HTTP_TOKEN") && !strings.HasPrefix(kv, "CONSUL_HTTP_ADDR=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "CONSUL_HTTP_ADDR="+addr, "CONSUL_HTTP_TOKEN_FILE="+d.tokenFile(who)), nil
+}
+
+// agentAddr is the HTTP address of who's Consul agent.
+func (d *demo) agentAddr(who string) (string, error) {
+	switch who {
+	case management, operator, reaperToken:
+		return d.agent.HTTPAddr, nil
+	}
+	return d.agents.addr(who)
 }
 
 // exitCode turns Run's error into an exit code; other errors pass through.

@@ -9,6 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/store"
 )
 
 // nodeNames lists role's simulated nodes: db1, db2, ...
@@ -43,7 +47,7 @@ func (d *demo) hieraStep() error {
 	}
 	say("controller1's dependencies (%s): db: {addressable: 2, functional: 2}, lb: {functional: 1}", filepath.Base(deps))
 	changes := filepath.Join(d.dir, "puppet-runs.log")
-	_, err := d.start("hiera-services", "--watch", "--wait", "100ms:500ms", "--out", d.services(),
+	_, err := d.start("controller1", "hiera-services", "--watch", "--wait", "100ms:500ms", "--out", d.services(),
 		"--dependencies", deps, "--exec", "echo puppet would run now >> "+changes, "--log-level", "warn")
 	if err != nil {
 		return err
@@ -94,7 +98,7 @@ func (d *demo) hieraStep() error {
 // blockerStep: service-blocker waits for a third functional db.
 func (d *demo) blockerStep() error {
 	step(3, "service-blocker waits for 3 functional db endpoints (Consul DNS, passing checks, TCP)")
-	b, err := d.start("service-blocker", "--dns", d.agent.DNSAddr, "--mode", "functional", "--timeout", "60s", "db:3")
+	b, err := d.start("controller1", "service-blocker", "--dns", d.agent.DNSAddr, "--mode", "functional", "--timeout", "60s", "db:3")
 	if err != nil {
 		return err
 	}
@@ -169,7 +173,7 @@ func (d *demo) convergeCmd(sc *stepScripts, node string, extra ...string) []stri
 
 // converge runs one node's converge and checks its exit code.
 func (d *demo) converge(sc *stepScripts, node string, want int, extra ...string) (string, error) {
-	c := execIn(d, "orchestrate", d.convergeCmd(sc, node, extra...)...)
+	c := execIn(d, node, "orchestrate", d.convergeCmd(sc, node, extra...)...)
 	out, code, err := c()
 	if err != nil {
 		return "", err
@@ -235,8 +239,8 @@ func (d *demo) rollingStep() error {
 }
 
 // haltedRollout rolls v2: compute takes two slots at a time, compute2 and
-// compute3 fail validation, the rollout halts, and an operator fixes and
-// resumes it.
+// compute3 fail validation, the rollout halts, a node's attempt to forge
+// another's status is refused, and an operator fixes and resumes it.
 func (d *demo) haltedRollout(sc *stepScripts) error {
 	say("now v2; compute2's and compute3's API checks will fail")
 	for _, n := range []string{"compute2", "compute3"} {
@@ -251,19 +255,39 @@ func (d *demo) haltedRollout(sc *stepScripts) error {
 	if err := d.convergeAll(sc, "db", "lb", "controller"); err != nil {
 		return err
 	}
+	if err := d.slotsInUse(sc); err != nil {
+		return err
+	}
+	hosts, err := d.halts(sc)
+	if err != nil {
+		return err
+	}
+	if err := d.forgedStatusRefused(); err != nil {
+		return err
+	}
+	return d.resumeRollout(sc, hosts)
+}
+
+// slotsInUse: compute1 and compute2 take compute's two update slots and
+// hold them (their Puppet runs held), compute3 and compute4 wait; the
+// held runs then finish, compute1 converged and compute2 failed.
+func (d *demo) slotsInUse(sc *stepScripts) error {
 	say("compute1 and compute2 take compute's two update slots (their Puppet runs are held, to look):")
 	var running []*exec.Cmd
 	for _, n := range []string{"compute1", "compute2"} {
 		if err := os.WriteFile(sc.hold+n, nil, 0o644); err != nil {
 			return err
 		}
-		c := d.command("orchestrate", d.convergeCmd(sc, n, "--handler")...)
+		c, err := d.command(n, "orchestrate", d.convergeCmd(sc, n, "--handler")...)
+		if err != nil {
+			return err
+		}
 		if err := c.Start(); err != nil {
 			return err
 		}
 		running = append(running, c)
 		if err := d.waitFor(n+" holding a slot", 20*time.Second, func() bool {
-			out, code, err := execIn(d, "orchestrate", "rollout", "compute", "--json")()
+			out, code, err := execIn(d, operator, "orchestrate", "rollout", "compute", "--json")()
 			return err == nil && code == 0 && strings.Contains(out, `"`+n+`"`)
 		}); err != nil {
 			return err
@@ -289,6 +313,14 @@ func (d *demo) haltedRollout(sc *stepScripts) error {
 			return fmt.Errorf("converge %s: %w", n, err)
 		}
 	}
+	return nil
+}
+
+// halts: woken by the slots given back, compute3 takes one and fails
+// too, which halts the rollout and leaves compute4 on v1; status,
+// get-failures and verify-hosts show it. It returns the file of every
+// host's name that verify-hosts reads.
+func (d *demo) halts(sc *stepScripts) (string, error) {
 	say("every change of compute's rollout fires its keyprefix watch: the waiting nodes run `converge --slot-wake`")
 	say("compute3 takes a slot and fails too: two failures, more than --max-failures 1, halt the rollout;")
 	say("compute4 is left untouched on v1:")
@@ -298,15 +330,15 @@ func (d *demo) haltedRollout(sc *stepScripts) error {
 	}{{"compute3", 1}, {"compute4", 0}} {
 		out, err := d.converge(sc, c.node, c.want, "--handler", "--slot-wake")
 		if err != nil {
-			return err
+			return "", err
 		}
 		indent(out)
 	}
 	if _, err := d.orch(0, "status", "--no-catalog"); err != nil {
-		return err
+		return "", err
 	}
 	if _, err := d.orch(1, "get-failures"); err != nil {
-		return err
+		return "", err
 	}
 	hosts := filepath.Join(d.dir, "hosts")
 	var names []string
@@ -314,11 +346,41 @@ func (d *demo) haltedRollout(sc *stepScripts) error {
 		names = append(names, nr[0])
 	}
 	if err := os.WriteFile(hosts, []byte(strings.Join(names, "\n")+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	_, err := d.orch(1, "verify-hosts", "v2", "--from-file", hosts)
+	return hosts, err
+}
+
+// forgedStatusRefused: compute1's token cannot write compute4's status
+// (a failed Puppet run would count against the rollout, and a suspect
+// one could make the reaper replace a healthy server): exit 3, and no
+// key under the prefix changes.
+func (d *demo) forgedStatusRefused() error {
+	say("could a node blame another? compute1's token tries to record a failed Puppet run for compute4:")
+	kv := d.agent.Client.KV()
+	qo := (&api.QueryOptions{RequireConsistent: true}).WithContext(d.ctx)
+	_, before, err := kv.Keys(store.DefaultPrefix+"/", "", qo)
+	if err != nil {
 		return err
 	}
-	if _, err := d.orch(1, "verify-hosts", "v2", "--from-file", hosts); err != nil {
+	if _, err := d.orchAs(3, "compute1", "update-status", "puppet", "failed", "--host", "compute4", "--detail", "forged by compute1"); err != nil {
 		return err
 	}
+	_, after, err := kv.Keys(store.DefaultPrefix+"/", "", qo)
+	if err != nil {
+		return err
+	}
+	if after.LastIndex != before.LastIndex {
+		return fmt.Errorf("the KV store changed (index %d to %d) on a refused write", before.LastIndex, after.LastIndex)
+	}
+	say("refused (its token writes orchestrate/hosts/compute1/ and nothing of another host): no key changed (KV index %d before and after)", after.LastIndex)
+	return nil
+}
+
+// resumeRollout: an operator fixes compute2 and compute3, re-runs their
+// converge and resumes the rollout, which lets compute4 through.
+func (d *demo) resumeRollout(sc *stepScripts, hosts string) error {
 	say("an operator fixes compute2 and compute3, re-runs their converge, and resumes the rollout for compute4")
 	for _, n := range []string{"compute2", "compute3"} {
 		if err := os.Remove(sc.broken + n); err != nil {
@@ -346,11 +408,14 @@ func (d *demo) haltedRollout(sc *stepScripts) error {
 	return err
 }
 
-// execIn returns a function running bin/name quietly and returning its
-// output and exit code.
-func execIn(d *demo, name string, args ...string) func() (string, int, error) {
+// execIn returns a function running bin/name quietly with who's token
+// and returning its output and exit code.
+func execIn(d *demo, who, name string, args ...string) func() (string, int, error) {
 	return func() (string, int, error) {
-		c := d.command(name, args...)
+		c, err := d.command(who, name, args...)
+		if err != nil {
+			return "", 0, err
+		}
 		out, err := c.CombinedOutput()
 		code, err := exitCode(err)
 		return string(out), code, err
