@@ -339,15 +339,6 @@ func TestExamples(t *testing.T) {
 	}
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // A bare watch-config generates handlers that run the installed binaries,
 // and converge reads the very file hiera-services writes.
 func TestGeneratedWatches(t *testing.T) {
