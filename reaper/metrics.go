@@ -207,12 +207,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	gauge("reaper_dry_run", "1 when the reaper only logs what it would do.", oneIfTrue(m.dryRun))
 	gauge("reaper_quota_backoff_seconds", "Seconds left of the quota or capacity backoff (0: none).", m.backoffSecs)
 	sb.WriteString("# HELP reaper_role_backoff_seconds Seconds left of a role's create backoff after a capacity (no valid host) or fatal create error.\n# TYPE reaper_role_backoff_seconds gauge\n")
-	roles := make([]string, 0, len(m.roleBackoff))
-	for r := range m.roleBackoff {
-		roles = append(roles, r)
-	}
-	sort.Strings(roles)
-	for _, r := range roles {
+	for _, r := range slices.Sorted(maps.Keys(m.roleBackoff)) {
 		fmt.Fprintf(&sb, "reaper_role_backoff_seconds{role=%q} %v\n", r, m.roleBackoff[r])
 	}
 	gauge("reaper_last_cycle_duration_seconds", "Duration of the last cycle.", m.cycleSecs)
@@ -243,12 +238,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	m.writePool(&sb, perRole)
 	m.writeDrainAborts(&sb, perRole)
 	sb.WriteString("# HELP reaper_cloud_errors_total Cloud errors by class.\n# TYPE reaper_cloud_errors_total counter\n")
-	classes := make([]string, 0, len(m.cloudErrors))
-	for c := range m.cloudErrors {
-		classes = append(classes, c)
-	}
-	sort.Strings(classes)
-	for _, c := range classes {
+	for _, c := range slices.Sorted(maps.Keys(m.cloudErrors)) {
 		fmt.Fprintf(&sb, "reaper_cloud_errors_total{class=%q} %d\n", c, m.cloudErrors[c])
 	}
 	n, err := io.WriteString(w, sb.String())
