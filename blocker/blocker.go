@@ -301,7 +301,6 @@ func (b *Blocker) Wait(ctx context.Context) (Result, error) {
 		defer cancel()
 	}
 	res := Result{Mode: b.cfg.Mode, Services: make([]Status, len(b.cfg.Requirements))}
-	reqs := make([]*req, len(b.cfg.Requirements))
 	changeCh := make(chan struct{}, 1)
 	notify := func() {
 		select {
@@ -309,19 +308,7 @@ func (b *Blocker) Wait(ctx context.Context) (Result, error) {
 		default:
 		}
 	}
-	for i, r := range b.cfg.Requirements {
-		res.Services[i] = Status{Requirement: r, Found: -1}
-		rq := &req{Requirement: r, st: &res.Services[i], dc: r.Datacenter, backoff: b.cfg.Interval, lagBackoff: dnsLagRetry}
-		if rq.dc == "" {
-			rq.dc = b.cfg.Datacenter
-		}
-		rq.qname = QueryName(r.Service, b.cfg.Tag, rq.dc, b.cfg.Domain)
-		if b.cfg.Watch {
-			rq.w = &watcher{client: b.consul, req: r, tag: b.cfg.Tag, dc: rq.dc, wait: b.cfg.WatchWait,
-				first: b.queryTimeout(), retry: b.cfg.Interval, notify: notify, startedCh: make(chan struct{})}
-		}
-		reqs[i] = rq
-	}
+	reqs := b.newReqs(res.Services, notify)
 
 	// The watchers live exactly as long as this call.
 	watchCtx, stopWatching := context.WithCancel(ctx)
@@ -330,29 +317,7 @@ func (b *Blocker) Wait(ctx context.Context) (Result, error) {
 		stopWatching()
 		wg.Wait()
 	}()
-	if b.cfg.Watch {
-		for _, rq := range reqs {
-			wctx, stop := context.WithCancel(watchCtx)
-			rq.w.stop = stop
-			wg.Go(func() {
-				defer stop()
-				rq.w.runWatch(wctx)
-			})
-		}
-		if b.cfg.needsHealth() {
-			// The first poll needs to know which instances pass: wait
-			// for each watch's first answer (bounded by QueryTimeout).
-			for _, rq := range reqs {
-				select {
-				case <-rq.w.startedCh:
-				case <-ctx.Done():
-				}
-			}
-		}
-	} else {
-		b.log.Info("not watching Consul for changes (--no-watch): polling DNS",
-			"interval", b.cfg.Interval, "max_interval", b.cfg.MaxInterval)
-	}
+	b.startWatches(ctx, watchCtx, &wg, reqs)
 
 	var announced bool // a watch failure was logged in this episode
 	for {
@@ -366,14 +331,9 @@ func (b *Blocker) Wait(ctx context.Context) (Result, error) {
 				break // the wait is over
 			}
 		}
-		for _, rq := range reqs {
-			if rq.refused != nil {
-				res.Met, res.Elapsed = false, time.Since(start)
-				for i := range res.Services {
-					res.Services[i].Found = max(res.Services[i].Found, 0)
-				}
-				return res, rq.refused
-			}
+		if err := refusal(reqs); err != nil {
+			endUnmet(&res, start)
+			return res, err
 		}
 		res.Met = true
 		for _, rq := range reqs {
@@ -385,29 +345,112 @@ func (b *Blocker) Wait(ctx context.Context) (Result, error) {
 		}
 		// Said only when it matters: a blocker met at once says nothing.
 		announced = b.noteWatch(reqs, announced)
-		next := reqs[0].next
-		for _, rq := range reqs[1:] {
-			if rq.next.Before(next) {
-				next = rq.next
-			}
-		}
 		if ctx.Err() == nil {
-			timer := time.NewTimer(time.Until(next))
-			select {
-			case <-ctx.Done():
-			case <-changeCh:
-			case <-timer.C:
-			}
-			timer.Stop()
+			sleepUntil(ctx, changeCh, nextDue(reqs))
 		}
 		if ctx.Err() != nil {
-			res.Met = false
-			res.Elapsed = time.Since(start)
-			for i := range res.Services {
-				res.Services[i].Found = max(res.Services[i].Found, 0)
-			}
+			endUnmet(&res, start)
 			return res, b.failure(ctx, res, reqs)
 		}
+	}
+}
+
+// newReqs makes one req per requirement, each pointing at its Status in
+// services (whose counts start unknown, -1): the datacenter it asks (its
+// own, else the configured one), its DNS name, and, when watching, its
+// watcher, which calls notify on every change.
+func (b *Blocker) newReqs(services []Status, notify func()) []*req {
+	reqs := make([]*req, len(b.cfg.Requirements))
+	for i, r := range b.cfg.Requirements {
+		services[i] = Status{Requirement: r, Found: -1}
+		rq := &req{Requirement: r, st: &services[i], dc: r.Datacenter, backoff: b.cfg.Interval, lagBackoff: dnsLagRetry}
+		if rq.dc == "" {
+			rq.dc = b.cfg.Datacenter
+		}
+		rq.qname = QueryName(r.Service, b.cfg.Tag, rq.dc, b.cfg.Domain)
+		if b.cfg.Watch {
+			rq.w = &watcher{client: b.consul, req: r, tag: b.cfg.Tag, dc: rq.dc, wait: b.cfg.WatchWait,
+				first: b.queryTimeout(), retry: b.cfg.Interval, notify: notify, startedCh: make(chan struct{})}
+		}
+		reqs[i] = rq
+	}
+	return reqs
+}
+
+// startWatches starts each requirement's watcher under watchCtx, counted
+// in wg, and decides when the first poll may run: at once, unless health
+// counts, then once every watch gave its first answer (each bounded by
+// QueryTimeout) or ctx ended. Without watching it only says that DNS is
+// polled instead.
+func (b *Blocker) startWatches(ctx, watchCtx context.Context, wg *sync.WaitGroup, reqs []*req) {
+	if !b.cfg.Watch {
+		b.log.Info("not watching Consul for changes (--no-watch): polling DNS",
+			"interval", b.cfg.Interval, "max_interval", b.cfg.MaxInterval)
+		return
+	}
+	for _, rq := range reqs {
+		wctx, stop := context.WithCancel(watchCtx)
+		rq.w.stop = stop
+		wg.Go(func() {
+			defer stop()
+			rq.w.runWatch(wctx)
+		})
+	}
+	if b.cfg.needsHealth() {
+		// The first poll needs to know which instances pass: wait
+		// for each watch's first answer (bounded by QueryTimeout).
+		for _, rq := range reqs {
+			select {
+			case <-rq.w.startedCh:
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+// refusal is the ACL refusal that ends the wait at once (health counts
+// and the token may not read it), of the first requirement refused, or
+// nil.
+func refusal(reqs []*req) error {
+	for _, rq := range reqs {
+		if rq.refused != nil {
+			return rq.refused
+		}
+	}
+	return nil
+}
+
+// endUnmet records in res a wait that ended with a requirement not met:
+// its elapsed time, and no count left unknown (-1 becomes 0).
+func endUnmet(res *Result, start time.Time) {
+	res.Met = false
+	res.Elapsed = time.Since(start)
+	for i := range res.Services {
+		res.Services[i].Found = max(res.Services[i].Found, 0)
+	}
+}
+
+// nextDue is the earliest time a requirement is next asked without a
+// change.
+func nextDue(reqs []*req) time.Time {
+	next := reqs[0].next
+	for _, rq := range reqs[1:] {
+		if rq.next.Before(next) {
+			next = rq.next
+		}
+	}
+	return next
+}
+
+// sleepUntil waits until next, a watch's change (changeCh) or the end of
+// ctx, whichever comes first.
+func sleepUntil(ctx context.Context, changeCh <-chan struct{}, next time.Time) {
+	timer := time.NewTimer(time.Until(next))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-changeCh:
+	case <-timer.C:
 	}
 }
 

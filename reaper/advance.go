@@ -142,31 +142,7 @@ func (pl *planner) advanceBooting(rs *roleServers, e *Entry, next Entry, newS, o
 		next.Phase = store.PhaseRollback
 		pl.add(OpRollback, next, pl.recovered(rs, e, oldS)+"; its replacement "+e.NewName+" is not needed")
 	case pl.serves(rs, newS):
-		served := func() {
-			if !e.Claimed.IsZero() {
-				pl.plan.Claims = append(pl.plan.Claims, PoolClaimDone{Role: e.Role, Claim: store.PoolClaim{Host: e.NewName, Time: e.Claimed, Serving: pl.in.Now.Sub(e.Claimed)}})
-			}
-		}
-		if e.Kind != store.KindReplace || oldS == nil {
-			served()
-			pl.add(OpFinish, next, e.NewName+" checked in passing")
-			return
-		}
-		if why := pl.recovered(rs, e, oldS); why != "" {
-			// Both serve: neither is drained for this entry; the role's
-			// count decides, through a scale in and its gate.
-			served()
-			pl.add(OpFinish, next, why+" and "+e.NewName+" serves: both kept")
-			return
-		}
-		if why := pl.gate(rs, need{armed: true, unpaused: true, budget: true, victim: oldS}); why != "" {
-			pl.block("%s: drain of %s waits: %s", e.ID, e.OldName, why)
-			return
-		}
-		served()
-		next.Phase = store.PhaseDraining
-		pl.startDrain(&next, oldS)
-		pl.add(OpDrain, next, e.NewName+" checked in passing; draining "+e.OldName)
+		pl.advanceServing(rs, e, next, oldS)
 	case !e.Claimed.IsZero() && pl.in.Now.Sub(e.Claimed) >= rs.role.WarmPool.claimTimeout():
 		// A claimed standby that does not serve is a failed create.
 		if why := pl.gate(rs, need{unpaused: true, victim: newS}); why != "" {
@@ -191,6 +167,40 @@ func (pl *planner) advanceBooting(rs *roleServers, e *Entry, next Entry, newS, o
 		next.Error = "did not check in passing within boot_timeout"
 		pl.add(OpRollback, next, e.NewName+" did not check in passing within boot_timeout")
 	}
+}
+
+// advanceServing: the entry's new server checks in passing. A create,
+// or a replacement whose old server is gone, finishes; a replacement whose
+// old server passes again finishes keeping both (the role's count decides
+// through a scale in); otherwise the old server is drained, when the gate
+// allows. A claimed standby's claim is recorded as served whenever the
+// entry moves on.
+func (pl *planner) advanceServing(rs *roleServers, e *Entry, next Entry, oldS *Server) {
+	served := func() {
+		if !e.Claimed.IsZero() {
+			pl.plan.Claims = append(pl.plan.Claims, PoolClaimDone{Role: e.Role, Claim: store.PoolClaim{Host: e.NewName, Time: e.Claimed, Serving: pl.in.Now.Sub(e.Claimed)}})
+		}
+	}
+	if e.Kind != store.KindReplace || oldS == nil {
+		served()
+		pl.add(OpFinish, next, e.NewName+" checked in passing")
+		return
+	}
+	if why := pl.recovered(rs, e, oldS); why != "" {
+		// Both serve: neither is drained for this entry; the role's
+		// count decides, through a scale in and its gate.
+		served()
+		pl.add(OpFinish, next, why+" and "+e.NewName+" serves: both kept")
+		return
+	}
+	if why := pl.gate(rs, need{armed: true, unpaused: true, budget: true, victim: oldS}); why != "" {
+		pl.block("%s: drain of %s waits: %s", e.ID, e.OldName, why)
+		return
+	}
+	served()
+	next.Phase = store.PhaseDraining
+	pl.startDrain(&next, oldS)
+	pl.add(OpDrain, next, e.NewName+" checked in passing; draining "+e.OldName)
 }
 
 // advanceStandby: a standby's create entry ends once Nova made the

@@ -450,8 +450,6 @@ func (c *Config) Role(name string) *Role {
 	return nil
 }
 
-// Validate checks every value and names the first bad field. It also
-// compiles regexes and reads user-data files.
 // validateListen: /metrics off loopback needs a web configuration (TLS
 // and/or basic auth); one that is given must be valid.
 func (c *Config) validateListen() error {
@@ -504,6 +502,8 @@ func webConfigProtects(path string) (bool, error) {
 	return wc.TLS.Cert != "" || wc.TLS.CertFile != "" || len(wc.Users) > 0, nil
 }
 
+// Validate checks every value and names the first bad field. It also
+// compiles regexes and reads user-data files.
 func (c *Config) Validate() error {
 	c.Prefix = strings.Trim(c.Prefix, "/")
 	if err := store.ValidPrefix(c.Prefix); err != nil {
@@ -512,6 +512,28 @@ func (c *Config) Validate() error {
 	if c.LockKey != "" && (strings.HasPrefix(c.LockKey, "/") || strings.HasSuffix(c.LockKey, "/") || strings.Contains(c.LockKey, "//")) {
 		return fmt.Errorf("lock_key %q: want a KV key without leading, trailing or double slashes", c.LockKey)
 	}
+	if err := c.validateTimings(); err != nil {
+		return err
+	}
+	if err := c.validateBrakes(); err != nil {
+		return err
+	}
+	if err := c.validateListen(); err != nil {
+		return err
+	}
+	if c.ServiceName == "" || store.ValidName("service", c.ServiceName) != nil {
+		return fmt.Errorf("service_name %q: want a plain name", c.ServiceName)
+	}
+	if err := c.validateRoles(); err != nil {
+		return err
+	}
+	return c.validateIdentity()
+}
+
+// validateTimings: every period is positive, the session TTL and lock
+// delay are within what Consul accepts, and the quota backoff's cap is not
+// below its start.
+func (c *Config) validateTimings() error {
 	pos := func(field string, d Duration) error {
 		if d <= 0 {
 			return fmt.Errorf("%s: must be a positive duration, got %s", field, d.D())
@@ -538,6 +560,14 @@ func (c *Config) Validate() error {
 	if c.QuotaBackoffMax < c.QuotaBackoff {
 		return fmt.Errorf("quota_backoff_max: %s is shorter than quota_backoff %s", c.QuotaBackoffMax.D(), c.QuotaBackoff.D())
 	}
+	return nil
+}
+
+// validateBrakes: the limits on how much the reaper does at once
+// (max_in_flight and max_creates_per_cycle at least 1, max_actions_per_hour
+// not negative) and the thresholds of its pause (the fleet and role
+// fractions in (0, 1], pause_min_servers at least 1).
+func (c *Config) validateBrakes() error {
 	if c.MaxInFlight < 1 {
 		return fmt.Errorf("max_in_flight: must be at least 1, got %d", c.MaxInFlight)
 	}
@@ -556,12 +586,13 @@ func (c *Config) Validate() error {
 	if c.PauseMinServers < 1 {
 		return fmt.Errorf("pause_min_servers: must be at least 1, got %d", c.PauseMinServers)
 	}
-	if err := c.validateListen(); err != nil {
-		return err
-	}
-	if c.ServiceName == "" || store.ValidName("service", c.ServiceName) != nil {
-		return fmt.Errorf("service_name %q: want a plain name", c.ServiceName)
-	}
+	return nil
+}
+
+// validateRoles: at least one role, each valid (its drain_timeout
+// defaulting to drain_period) and named once. A role is named in errors by
+// its name, or by its index when it has none.
+func (c *Config) validateRoles() error {
 	if len(c.Roles) == 0 {
 		return errors.New("roles: at least one role is needed")
 	}
@@ -583,7 +614,7 @@ func (c *Config) Validate() error {
 		}
 		seen[r.Name] = true
 	}
-	return c.validateIdentity()
+	return nil
 }
 
 func (r *Role) validate(field string) error {

@@ -99,6 +99,33 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *Plan, obs *observ
 		}
 	}
 	errs = append(errs, r.applyScaling(ctx, t, plan, dry)...)
+	errs = append(errs, r.runActions(ctx, t, plan, obs, start, dry)...)
+	if ctx.Err() == nil {
+		if err := r.journal.SyncPool(ctx, t.session, plan.Standbys, obs.keys.Pool); err != nil {
+			errs = append(errs, "warm pool records: "+err.Error())
+		}
+	}
+	if ctx.Err() == nil && !dry {
+		if err := r.endCooloffs(ctx, t, plan.CooloffEnded); err != nil {
+			errs = append(errs, "aborted-drain records: "+err.Error())
+		}
+	}
+	errs = append(errs, r.recordFlushes(ctx, t, plan, dry)...)
+	if ctx.Err() == nil && !dry {
+		errs = append(errs, r.sweepTokens(ctx, t, obs, start)...)
+	}
+	t.noteClaims(plan.Claims, start)
+	return errs
+}
+
+// runActions carries out the plan's actions in order, within the hour's
+// destructive budget, and returns what failed. A dry run only logs each
+// one; a create held back by a backoff (the role's, or the pool's for a
+// standby) is skipped; one the cloud accepted but has not carried out is
+// looked at again next cycle; the end of ctx, or a failure that says the
+// leadership is lost, stops the rest.
+func (r *Reaper) runActions(ctx context.Context, t *leaderTerm, plan *Plan, obs *observation, start time.Time, dry bool) []string {
+	var errs []string
 	budget := recent(obs.keys.Destructive, start)
 	for _, a := range plan.Actions {
 		if dry {
@@ -139,16 +166,15 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *Plan, obs *observ
 			r.opts.afterAction(a)
 		}
 	}
-	if ctx.Err() == nil {
-		if err := r.journal.SyncPool(ctx, t.session, plan.Standbys, obs.keys.Pool); err != nil {
-			errs = append(errs, "warm pool records: "+err.Error())
-		}
-	}
-	if ctx.Err() == nil && !dry {
-		if err := r.endCooloffs(ctx, t, plan.CooloffEnded); err != nil {
-			errs = append(errs, "aborted-drain records: "+err.Error())
-		}
-	}
+	return errs
+}
+
+// recordFlushes writes back the warm pool flush requests: one the plan
+// acknowledges (FlushSeen) is stamped, one it carried out (FlushDone) is
+// deleted. Nothing is written in a dry run or once ctx ended; it returns
+// what failed.
+func (r *Reaper) recordFlushes(ctx context.Context, t *leaderTerm, plan *Plan, dry bool) []string {
+	var errs []string
 	for i, f := range append(plan.FlushSeen[:len(plan.FlushSeen):len(plan.FlushSeen)], plan.FlushDone...) {
 		if dry || ctx.Err() != nil {
 			break
@@ -164,10 +190,6 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *Plan, obs *observ
 			r.log.Info(msg, "role", f.Role, "requested_by", f.Record.By, "reason", f.Record.Reason)
 		}
 	}
-	if ctx.Err() == nil && !dry {
-		errs = append(errs, r.sweepTokens(ctx, t, obs, start)...)
-	}
-	t.noteClaims(plan.Claims, start)
 	return errs
 }
 

@@ -207,12 +207,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	gauge("reaper_dry_run", "1 when the reaper only logs what it would do.", oneIfTrue(m.dryRun))
 	gauge("reaper_quota_backoff_seconds", "Seconds left of the quota or capacity backoff (0: none).", m.backoffSecs)
 	sb.WriteString("# HELP reaper_role_backoff_seconds Seconds left of a role's create backoff after a capacity (no valid host) or fatal create error.\n# TYPE reaper_role_backoff_seconds gauge\n")
-	roles := make([]string, 0, len(m.roleBackoff))
-	for r := range m.roleBackoff {
-		roles = append(roles, r)
-	}
-	sort.Strings(roles)
-	for _, r := range roles {
+	for _, r := range slices.Sorted(maps.Keys(m.roleBackoff)) {
 		fmt.Fprintf(&sb, "reaper_role_backoff_seconds{role=%q} %v\n", r, m.roleBackoff[r])
 	}
 	gauge("reaper_last_cycle_duration_seconds", "Duration of the last cycle.", m.cycleSecs)
@@ -239,35 +234,43 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	}
 	perRole("reaper_desired", "The desired count of each role, as the last cycle read it.", mapValues(m.desired, func(n int) string { return fmt.Sprint(n) }))
 	perRole("reaper_capacity_exhausted", "1 while creates of the role fail for quota or capacity (no valid host); the reason is in <prefix>/capacity/<role>.", mapValues(m.exhausted, func(b bool) string { return fmt.Sprint(oneIfTrue(b)) }))
+	m.writeAutoscale(&sb, perRole)
+	m.writePool(&sb, perRole)
+	m.writeDrainAborts(&sb, perRole)
+	sb.WriteString("# HELP reaper_cloud_errors_total Cloud errors by class.\n# TYPE reaper_cloud_errors_total counter\n")
+	for _, c := range slices.Sorted(maps.Keys(m.cloudErrors)) {
+		fmt.Fprintf(&sb, "reaper_cloud_errors_total{class=%q} %d\n", c, m.cloudErrors[c])
+	}
+	n, err := io.WriteString(w, sb.String())
+	return int64(n), err
+}
+
+// writeAutoscale writes each autoscaled role's last decision (its metric,
+// its recommendation, the reports it clamped or ignored) and the counter of
+// decisions held for a metric in doubt; m.mu is held.
+func (m *Metrics) writeAutoscale(sb *strings.Builder, perRole func(name, help string, vals map[string]string)) {
 	perRole("reaper_autoscale_value", "An autoscaled role's metric as its last decision used it.", mapValues(m.scaleValue, func(v float64) string { return fmt.Sprint(v) }))
 	perRole("reaper_autoscale_recommended", "An autoscaled role's recommended count at its last decision.", mapValues(m.recommended, func(n int) string { return fmt.Sprint(n) }))
 	perRole("reaper_autoscale_reports_clamped", "Nodes' reports an autoscaled role's last decision took at its plausible_max (one node's report is one vote).", mapValues(m.clamped, func(n int) string { return fmt.Sprint(n) }))
 	perRole("reaper_autoscale_reports_ignored", "Nodes' reports an autoscaled role's last decision ignored: negative or not finite, not a load.", mapValues(m.ignored, func(n int) string { return fmt.Sprint(n) }))
 	sb.WriteString("# HELP reaper_autoscale_metric_in_doubt_total Cycles whose autoscaling decision held because the role's metric was in doubt (unreadable, too few usable reports, a value that cannot be a load).\n# TYPE reaper_autoscale_metric_in_doubt_total counter\n")
 	for _, r := range slices.Sorted(maps.Keys(m.metricDoubt)) {
-		fmt.Fprintf(&sb, "reaper_autoscale_metric_in_doubt_total{role=%q} %d\n", r, m.metricDoubt[r])
+		fmt.Fprintf(sb, "reaper_autoscale_metric_in_doubt_total{role=%q} %d\n", r, m.metricDoubt[r])
 	}
+}
+
+// writePool writes each warm pool's configured size, its standbys by state
+// and the time its claimed standbys took to serve; m.mu is held.
+func (m *Metrics) writePool(sb *strings.Builder, perRole func(name, help string, vals map[string]string)) {
 	perRole("reaper_pool_size", "A role's warm pool size, as configured.", mapValues(m.poolSize, func(n int) string { return fmt.Sprint(n) }))
 	sb.WriteString("# HELP reaper_pool_standbys A role's warm pool standbys by state (building, converging, ready, failed), as the last cycle saw them.\n# TYPE reaper_pool_standbys gauge\n")
 	for _, k := range sortedKeys(m.standbys) {
-		fmt.Fprintf(&sb, "reaper_pool_standbys{role=%q,state=%q} %d\n", k[0], k[1], m.standbys[k])
+		fmt.Fprintf(sb, "reaper_pool_standbys{role=%q,state=%q} %d\n", k[0], k[1], m.standbys[k])
 	}
 	sb.WriteString("# HELP reaper_pool_claim_seconds Time from the claim of a warm pool standby to its serving, by role.\n# TYPE reaper_pool_claim_seconds summary\n")
 	for _, r := range slices.Sorted(maps.Keys(m.claims)) {
-		fmt.Fprintf(&sb, "reaper_pool_claim_seconds_sum{role=%q} %v\nreaper_pool_claim_seconds_count{role=%q} %d\n", r, m.claimSecs[r], r, m.claims[r])
+		fmt.Fprintf(sb, "reaper_pool_claim_seconds_sum{role=%q} %v\nreaper_pool_claim_seconds_count{role=%q} %d\n", r, m.claimSecs[r], r, m.claims[r])
 	}
-	m.writeDrainAborts(&sb, perRole)
-	sb.WriteString("# HELP reaper_cloud_errors_total Cloud errors by class.\n# TYPE reaper_cloud_errors_total counter\n")
-	classes := make([]string, 0, len(m.cloudErrors))
-	for c := range m.cloudErrors {
-		classes = append(classes, c)
-	}
-	sort.Strings(classes)
-	for _, c := range classes {
-		fmt.Fprintf(&sb, "reaper_cloud_errors_total{class=%q} %d\n", c, m.cloudErrors[c])
-	}
-	n, err := io.WriteString(w, sb.String())
-	return int64(n), err
 }
 
 // writeDrainAborts writes the aborted drains' counter and cool-off gauge;
