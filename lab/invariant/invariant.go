@@ -1,0 +1,260 @@
+// Package invariant watches the lab's cloud as a whole and names the first
+// thing that must never happen: a serving server deleted without a
+// replacement or a drain, a delete while the reaper is disarmed or paused,
+// a role taken below its min_healthy by a delete, two servers with one
+// name, a node's hiera data partial or empty. The lab feeds it one
+// observation a second (Nova's list, Consul's health, the reaper's report,
+// every node's services.yaml); it keeps the timeline of what changed, to
+// print with a violation.
+//
+// It is a pure function of what it is shown: no I/O, unit-tested without
+// the lab.
+package invariant
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+// Server is a Nova server as the lab sees it.
+type Server struct {
+	ID, Name, Role, Status string
+}
+
+// File is a node's services.yaml as read from its container.
+type File struct {
+	// Exists is false while hiera-services has not written it yet.
+	Exists bool
+	Data   []byte
+}
+
+// Observation is one look at the whole cloud.
+type Observation struct {
+	Time    time.Time
+	Servers []Server
+	// Serving says, by server name, whether its role's own checks pass.
+	Serving map[string]bool
+	// Report is the reaper leader's last report (nil before the first).
+	Report *store.ReaperReport
+	// Files are the nodes' services.yaml, by node (those that could be
+	// read this time).
+	Files map[string]File
+}
+
+// Violation is one broken invariant.
+type Violation struct {
+	Time time.Time
+	What string
+}
+
+func (v Violation) String() string { return v.Time.UTC().Format("15:04:05") + " " + v.What }
+
+// Event is one line of the timeline.
+type Event struct {
+	Time time.Time
+	What string
+}
+
+// Checker holds what the last observation showed.
+type Checker struct {
+	// MinHealthy is each role's min_healthy (from the reaper's config).
+	MinHealthy map[string]int
+	// expected are servers the scenario itself powered off or deleted:
+	// their going is not the reaper's.
+	expected map[string]bool
+	last     *Observation
+	timeline []Event
+	found    []Violation
+}
+
+// New returns a checker for roles' min_healthy.
+func New(minHealthy map[string]int) *Checker {
+	return &Checker{MinHealthy: minHealthy, expected: map[string]bool{}}
+}
+
+// Expect says that the scenario itself takes server name away (a machine
+// death, a delete by an operator): its going is no violation.
+func (c *Checker) Expect(name, why string) {
+	c.expected[name] = true
+	c.note(time.Now(), fmt.Sprintf("scenario: %s %s", name, why))
+}
+
+// Timeline returns what changed, oldest first.
+func (c *Checker) Timeline() []Event { return append([]Event(nil), c.timeline...) }
+
+// Violations returns every violation seen so far.
+func (c *Checker) Violations() []Violation { return append([]Violation(nil), c.found...) }
+
+func (c *Checker) note(t time.Time, what string) {
+	c.timeline = append(c.timeline, Event{Time: t, What: what})
+}
+
+func (c *Checker) violate(t time.Time, format string, args ...any) {
+	v := Violation{Time: t, What: fmt.Sprintf(format, args...)}
+	c.found = append(c.found, v)
+	c.note(t, "VIOLATION: "+v.What)
+}
+
+// Observe checks o against the last observation and returns the
+// violations it found in it.
+func (c *Checker) Observe(o Observation) []Violation {
+	before := len(c.found)
+	c.checkNames(o)
+	c.checkFiles(o)
+	if c.last != nil {
+		c.checkReport(*c.last, o)
+		c.checkGone(*c.last, o)
+		c.checkNew(*c.last, o)
+	}
+	c.last = &o
+	return c.found[before:]
+}
+
+// checkNames: no two servers with one name.
+func (c *Checker) checkNames(o Observation) {
+	seen := map[string]string{}
+	for _, s := range o.Servers {
+		if id, ok := seen[s.Name]; ok {
+			c.violate(o.Time, "two servers named %s (%s and %s)", s.Name, id, s.ID)
+		}
+		seen[s.Name] = s.ID
+	}
+}
+
+// checkFiles: a node's hiera data, once written, is never partial: whole
+// YAML, a mapping, not empty.
+func (c *Checker) checkFiles(o Observation) {
+	for _, node := range sortedKeys(o.Files) {
+		f := o.Files[node]
+		if !f.Exists {
+			continue
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(f.Data, &m); err != nil || len(m) == 0 {
+			c.violate(o.Time, "%s's services.yaml is partial or empty (%d bytes): %v", node, len(f.Data), err)
+		}
+	}
+}
+
+// checkReport notes the reaper's arm, pause and leader changes.
+func (c *Checker) checkReport(last, o Observation) {
+	a, b := last.Report, o.Report
+	if b == nil {
+		return
+	}
+	if a == nil || a.Armed != b.Armed {
+		c.note(o.Time, fmt.Sprintf("reaper armed: %v %s", b.Armed, b.NotArmedReason))
+	}
+	if a == nil || a.Paused != b.Paused {
+		c.note(o.Time, fmt.Sprintf("reaper paused: %v %s", b.Paused, b.PauseReason))
+	}
+	if a != nil && a.Leader != b.Leader {
+		c.note(o.Time, fmt.Sprintf("reaper leader: %s -> %s", a.Leader, b.Leader))
+	}
+}
+
+// checkNew notes the servers Nova lists for the first time.
+func (c *Checker) checkNew(last, o Observation) {
+	had := map[string]bool{}
+	for _, s := range last.Servers {
+		had[s.ID] = true
+	}
+	for _, s := range o.Servers {
+		if !had[s.ID] {
+			c.note(o.Time, fmt.Sprintf("created %s (%s, role %s)", s.Name, s.ID, s.Role))
+		}
+	}
+}
+
+// checkGone judges every server that left Nova's list since the last
+// observation: unless the scenario took it, it must have been in a
+// reaper operation removing it (drained, or replaced once its replacement
+// served), never while the reaper was disarmed or paused, and its role
+// must not be left below min_healthy by it.
+func (c *Checker) checkGone(last, o Observation) {
+	now := map[string]bool{}
+	for _, s := range o.Servers {
+		now[s.ID] = true
+	}
+	for _, s := range last.Servers {
+		if now[s.ID] {
+			continue
+		}
+		c.note(o.Time, fmt.Sprintf("deleted %s (%s, role %s)", s.Name, s.ID, s.Role))
+		if c.expected[s.Name] {
+			continue
+		}
+		c.judgeDelete(last, o, s)
+	}
+}
+
+func (c *Checker) judgeDelete(last, o Observation, s Server) {
+	rep := last.Report
+	if o.Report != nil {
+		rep = o.Report
+	}
+	switch {
+	case rep == nil:
+		c.violate(o.Time, "%s deleted before the reaper reported anything", s.Name)
+		return
+	case last.Report != nil && (!last.Report.Armed || last.Report.Paused):
+		c.violate(o.Time, "%s deleted while the reaper was %s", s.Name, stateWord(last.Report))
+	}
+	if last.Serving[s.Name] && !removing(last.Report, s.Name) && !removing(o.Report, s.Name) {
+		c.violate(o.Time, "serving server %s deleted with no reaper operation draining or replacing it", s.Name)
+	}
+	if min := c.MinHealthy[s.Role]; min > 0 && last.Serving[s.Name] {
+		if n := servingOf(o, s.Role); n < min {
+			c.violate(o.Time, "role %s at %d serving after %s was deleted, below min_healthy %d", s.Role, n, s.Name, min)
+		}
+	}
+}
+
+func stateWord(r *store.ReaperReport) string {
+	var w []string
+	if !r.Armed {
+		w = append(w, "disarmed")
+	}
+	if r.Paused {
+		w = append(w, "paused")
+	}
+	return strings.Join(w, " and ")
+}
+
+// removing: the report holds an operation removing name (its old server).
+func removing(r *store.ReaperReport, name string) bool {
+	if r == nil {
+		return false
+	}
+	for _, j := range r.Journal {
+		if j.OldName == name && (j.Phase == store.PhaseDraining || j.Phase == store.PhaseDeleting) {
+			return true
+		}
+	}
+	return false
+}
+
+func servingOf(o Observation, role string) int {
+	n := 0
+	for _, s := range o.Servers {
+		if s.Role == role && o.Serving[s.Name] {
+			n++
+		}
+	}
+	return n
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
