@@ -91,6 +91,7 @@ type Hypervisor struct {
 	mu       sync.Mutex          // guards machines, failures and every machine's fields
 	machines map[string]*machine // by server ID
 	failures map[string]failure  // servers whose container could not be made
+	last     netip.Addr          // the address handed out last
 	wg       sync.WaitGroup      // power-off escalations
 }
 
@@ -156,6 +157,9 @@ func New(cfg Config) (*Hypervisor, error) {
 			return nil, fmt.Errorf("hypervisor: state dir %s: servers %s and %s both hold address %v", cfg.StateDir, id, other, m.addr)
 		}
 		seen[m.addr] = id
+		if h.last.Less(m.addr) {
+			h.last = m.addr
+		}
 	}
 	return h, nil
 }
@@ -250,8 +254,11 @@ func (h *Hypervisor) follow(ctx context.Context, s server) {
 				return
 			}
 		}
-		if err := h.start(m); err != nil {
-			h.log.Error("hypervisor: boot failed", "server", s.Name, "id", s.ID, "err", err)
+		if err := h.start(m); err != nil { // a machine that cannot power on stays off
+			h.mu.Lock()
+			m.dead = true
+			h.mu.Unlock()
+			h.log.Error("hypervisor: boot failed; not retried while Nova says ACTIVE", "server", s.Name, "id", s.ID, "err", err)
 		}
 	case s.Status == "SHUTOFF" && running:
 		h.powerOff(m, "Nova says SHUTOFF")
@@ -268,6 +275,7 @@ func (h *Hypervisor) create(ctx context.Context, s server) *machine {
 	if failed && time.Now().Before(f.at) {
 		return nil
 	}
+	began := time.Now()
 	m, err := h.makeMachine(ctx, s)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -280,7 +288,7 @@ func (h *Hypervisor) create(ctx context.Context, s server) *machine {
 	}
 	delete(h.failures, s.ID)
 	h.machines[s.ID] = m
-	h.log.Info("hypervisor: container made", "server", s.Name, "id", s.ID, "address", m.addr)
+	h.log.Info("hypervisor: container made", "server", s.Name, "id", s.ID, "address", m.addr, "took", time.Since(began).Round(time.Millisecond))
 	return m
 }
 
@@ -306,28 +314,43 @@ func (h *Hypervisor) makeMachine(ctx context.Context, s server) (*machine, error
 	return m, nil
 }
 
-// allocate returns the first address of the pool no server holds (not the
-// subnet's network or broadcast address). Callers hold mu.
+// allocate returns the next address of the pool after the last one handed
+// out that no server holds, going round: an address freed by a deleted
+// server is reused only after the whole pool, so a replacement never meets
+// its predecessor's entry (another MAC) in a neighbour's ARP cache.
+// Callers hold mu.
 func (h *Hypervisor) allocate() (netip.Addr, error) {
 	used := map[netip.Addr]bool{}
 	for _, m := range h.machines {
 		used[m.addr] = true
 	}
-	return firstFree(h.cfg.Pool, h.cfg.Subnet, used)
+	a, err := nextFree(h.cfg.Pool, h.cfg.Subnet, used, h.last)
+	if err == nil {
+		h.last = a
+	}
+	return a, err
 }
 
-// firstFree is the first address of pool inside subnet that is not used,
+// nextFree is the first address of pool after after (from the pool's
+// start when after is not in it), going round, that is not used and is
 // neither subnet's first (network) nor last (broadcast) address.
-func firstFree(pool, subnet netip.Prefix, used map[netip.Addr]bool) (netip.Addr, error) {
+func nextFree(pool, subnet netip.Prefix, used map[netip.Addr]bool, after netip.Addr) (netip.Addr, error) {
 	last := subnet.Addr()
 	for b := 0; b < 32-subnet.Bits(); b++ {
 		a := last.As4()
 		a[3-b/8] |= 1 << (b % 8)
 		last = netip.AddrFrom4(a)
 	}
-	for a := pool.Addr(); pool.Contains(a); a = a.Next() {
+	a := pool.Addr()
+	if pool.Contains(after) && pool.Contains(after.Next()) {
+		a = after.Next()
+	}
+	for range 1 << (32 - pool.Bits()) {
 		if a != subnet.Addr() && a != last && !used[a] {
 			return a, nil
+		}
+		if a = a.Next(); !pool.Contains(a) {
+			a = pool.Addr()
 		}
 	}
 	return netip.Addr{}, fmt.Errorf("no free address in pool %v", pool)

@@ -19,28 +19,36 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 )
 
-func TestFirstFree(t *testing.T) {
+func TestNextFree(t *testing.T) {
 	p := netip.MustParsePrefix
 	a := netip.MustParseAddr
 	for _, tc := range []struct {
 		name         string
 		pool, subnet netip.Prefix
 		used         []string
+		after        string
 		want         string // "" for no free address
 	}{
-		{"pool inside a larger subnet starts at its first", p("198.18.1.0/24"), p("198.18.0.0/16"), nil, "198.18.1.0"},
-		{"subnet's network address skipped", p("198.19.0.0/24"), p("198.19.0.0/24"), nil, "198.19.0.1"},
-		{"used skipped", p("198.19.0.16/28"), p("198.19.0.0/24"), []string{"198.19.0.16", "198.19.0.17"}, "198.19.0.18"},
-		{"subnet's broadcast skipped", p("198.19.0.254/31"), p("198.19.0.0/24"), []string{"198.19.0.254"}, ""},
-		{"pool full", p("198.19.0.16/32"), p("198.19.0.0/24"), []string{"198.19.0.16"}, ""},
-		{"a /32 pool and subnet", p("198.19.0.7/32"), p("198.19.0.7/32"), nil, ""},
+		{"pool inside a larger subnet starts at its first", p("198.18.1.0/24"), p("198.18.0.0/16"), nil, "", "198.18.1.0"},
+		{"subnet's network address skipped", p("198.19.0.0/24"), p("198.19.0.0/24"), nil, "", "198.19.0.1"},
+		{"used skipped", p("198.19.0.16/28"), p("198.19.0.0/24"), []string{"198.19.0.16", "198.19.0.17"}, "", "198.19.0.18"},
+		{"freed address not reused before the pool is round", p("198.19.0.16/28"), p("198.19.0.0/24"), nil, "198.19.0.16", "198.19.0.17"},
+		{"going round", p("198.19.0.16/28"), p("198.19.0.0/24"), []string{"198.19.0.16"}, "198.19.0.31", "198.19.0.17"},
+		{"after outside the pool", p("198.19.0.16/28"), p("198.19.0.0/24"), nil, "10.0.0.1", "198.19.0.16"},
+		{"subnet's broadcast skipped", p("198.19.0.254/31"), p("198.19.0.0/24"), []string{"198.19.0.254"}, "", ""},
+		{"pool full", p("198.19.0.16/32"), p("198.19.0.0/24"), []string{"198.19.0.16"}, "", ""},
+		{"a /32 pool and subnet", p("198.19.0.7/32"), p("198.19.0.7/32"), nil, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			used := map[netip.Addr]bool{}
 			for _, u := range tc.used {
 				used[a(u)] = true
 			}
-			got, err := firstFree(tc.pool, tc.subnet, used)
+			var after netip.Addr
+			if tc.after != "" {
+				after = a(tc.after)
+			}
+			got, err := nextFree(tc.pool, tc.subnet, used, after)
 			if tc.want == "" {
 				if err == nil || !strings.Contains(err.Error(), "no free address") {
 					t.Fatalf("got %v, %v; want no free address", got, err)

@@ -136,15 +136,18 @@ func (h *Hypervisor) track(m *machine, proc *os.Process, wait func()) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		m.proc = nil
-		_ = os.Remove(m.pidFile())
 		switch m.reason {
-		case leftRunning: // the next hypervisor, or Down, tells
+		case leftRunning: // the next hypervisor, or Down, tells (and owns the PID file)
+			close(done)
+			return
 		case "":
 			m.dead = true
-			h.log.Warn("hypervisor: container died by itself; not restarted while Nova says ACTIVE", "server", m.name, "id", m.id)
+			h.log.Warn("hypervisor: container died by itself; not restarted while Nova says ACTIVE", "server", m.name, "id", m.id,
+				"console", filepath.Join(m.dir, "console.log"))
 		default:
 			h.log.Info("hypervisor: container stopped", "server", m.name, "id", m.id, "why", m.reason)
 		}
+		_ = os.Remove(m.pidFile())
 		close(done)
 	}()
 }
