@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/instanceactions"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/pagination"
 )
@@ -77,8 +78,8 @@ type Container struct {
 	// PID is systemd-nspawn's, 0 when the container is not running.
 	PID int
 	// Dead is set when the container stopped without Nova being told (it
-	// died or was Killed): it is not booted again until Nova shows the
-	// server SHUTOFF or rebooting.
+	// died or was Killed): it is not booted again until Nova is told
+	// (an instance action after the death, or the server SHUTOFF).
 	Dead bool
 }
 
@@ -189,6 +190,24 @@ func (h *Hypervisor) Run(ctx context.Context) error {
 	}
 }
 
+// toldSince reports whether Nova was asked to act on server id's machine
+// (stop, start, reboot, ...: an instance action other than create and
+// delete) in a second after died, the
+// time its container died. Nova keeps an action's start to the second: an
+// action in the very second of the death does not count, so a start just
+// before a Kill never brings the dead machine back.
+func (h *Hypervisor) toldSince(ctx context.Context, id string, died time.Time) bool {
+	told := false
+	_ = instanceactions.List(h.compute, id, nil).EachPage(ctx, func(_ context.Context, p pagination.Page) (bool, error) {
+		actions, err := instanceactions.ExtractInstanceActions(p)
+		for _, a := range actions {
+			told = told || (a.Action != "create" && a.Action != "delete" && a.StartTime.Truncate(time.Second).After(died.Truncate(time.Second)))
+		}
+		return err == nil && !told, err
+	})
+	return told
+}
+
 // server is the part of a Nova server the hypervisor reads.
 type server struct {
 	ID       string `json:"id"`
@@ -233,20 +252,22 @@ func (h *Hypervisor) reconcile(ctx context.Context) error {
 }
 
 // follow makes one server's container match its Nova status: ACTIVE runs
-// (unless it died), SHUTOFF powers off, any other status changes nothing.
-// SHUTOFF and reboots are Nova being told about the machine: they clear
-// its death.
+// (unless dead), SHUTOFF powers off, any other status changes nothing.
 func (h *Hypervisor) follow(ctx context.Context, s server) {
 	h.mu.Lock()
 	m := h.machines[s.ID]
-	running, dead := false, false
+	running, dead, died := false, false, time.Time{}
 	if m != nil {
-		if s.Status == "SHUTOFF" || s.Status == "REBOOT" || s.Status == "HARD_REBOOT" {
-			m.dead = false
-		}
-		running, dead = m.proc != nil, m.dead
+		running, dead, died = m.proc != nil, m.dead, m.died
 	}
 	h.mu.Unlock()
+	if dead && (s.Status == "SHUTOFF" || h.toldSince(ctx, s.ID, died)) {
+		h.mu.Lock()
+		m.setDead(false)
+		h.mu.Unlock()
+		dead = false
+		h.log.Info("hypervisor: Nova was told of the dead container", "server", s.Name, "id", s.ID)
+	}
 	switch {
 	case s.Status == "ACTIVE" && !running && !dead:
 		if m == nil {
@@ -256,7 +277,7 @@ func (h *Hypervisor) follow(ctx context.Context, s server) {
 		}
 		if err := h.start(m); err != nil { // a machine that cannot power on stays off
 			h.mu.Lock()
-			m.dead = true
+			m.setDead(true)
 			h.mu.Unlock()
 			h.log.Error("hypervisor: boot failed; not retried while Nova says ACTIVE", "server", s.Name, "id", s.ID, "err", err)
 		}

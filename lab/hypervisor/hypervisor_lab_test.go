@@ -120,6 +120,12 @@ func cleanup(t *testing.T, stateDir string) {
 	if err := Down(stateDir, 10*time.Second, nil); err != nil {
 		t.Errorf("Down: %v", err)
 	}
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range cmdlines {
+		if raw, _ := os.ReadFile(p); strings.Contains(string(raw), stateDir) {
+			t.Errorf("left running: %s", strings.ReplaceAll(string(raw), "\x00", " "))
+		}
+	}
 }
 
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
@@ -207,7 +213,9 @@ runcmd:
 // static address reachable over the bridge, a hypervisor restart adopting
 // running containers, Nova stop and start (cloud-init not rerun), a
 // container that dies by itself and one Killed staying off while Nova says
-// ACTIVE, Nova delete removing container and root.
+// ACTIVE (and across a restart of the hypervisor) until Nova stops and
+// starts it, Down and a hypervisor's end powering containers off, Nova
+// delete removing container and root.
 func TestLabHypervisor(t *testing.T) {
 	tarball := rootfsTar(t)
 	cloud := novatest.Start(t)
@@ -300,20 +308,27 @@ func TestLabHypervisor(t *testing.T) {
 	t.Logf("RAM per idle container (PSS of its processes): a %d MiB (python http.server running), b %d MiB",
 		pss(t, ca.PID)/1024, pss(t, cb.PID)/1024)
 
-	// A restart of the hypervisor: KeepRunning leaves the containers, the
-	// next one adopts them from their PID files, addresses unchanged.
+	// restart ends the running hypervisor and starts another on the same
+	// state dir, keeping the containers running at its end or not.
+	restart := func(keep bool) {
+		t.Helper()
+		stop()
+		cfg.KeepRunning = keep
+		if h, err = New(cfg); err != nil {
+			t.Fatal(err)
+		}
+		stop = run(t, h)
+	}
+	// KeepRunning leaves the containers; the next hypervisor adopts them
+	// from their PID files, addresses unchanged.
 	stop()
 	if !alive(ca.PID) || !alive(cb.PID) {
 		t.Fatal("KeepRunning: containers stopped with the hypervisor")
 	}
-	cfg.KeepRunning = false
-	if h, err = New(cfg); err != nil {
-		t.Fatal(err)
-	}
+	restart(false)
 	if c := get(h, a); c.PID != ca.PID || c.Address != ca.Address {
 		t.Fatalf("after restart a is %+v, want adopted pid %d at %v", c, ca.PID, ca.Address)
 	}
-	run(t, h)
 
 	// Nova stop: powered off cleanly, root kept; Nova start: booted again,
 	// same address, cloud-init not rerun.
@@ -321,7 +336,9 @@ func TestLabHypervisor(t *testing.T) {
 		t.Fatal(err)
 	}
 	cloud.WaitForStatus(t, a, "SHUTOFF")
+	shutoff := time.Now()
 	waitFor(t, "a powered off", 30*time.Second, func() bool { return !alive(ca.PID) && get(h, a).PID == 0 })
+	t.Logf("Nova SHUTOFF -> container off (clean power-off): %v", time.Since(shutoff).Round(10*time.Millisecond))
 	if _, err := os.Stat(filepath.Join(ca.Root, "srv/hvtest/hello")); err != nil || get(h, a).Dead {
 		t.Fatalf("a after SHUTOFF: root %v, %+v", err, get(h, a))
 	}
@@ -358,6 +375,41 @@ func TestLabHypervisor(t *testing.T) {
 	}
 	if err := h.Kill(a); err == nil {
 		t.Error("Kill of a dead container: no error")
+	}
+
+	// Death outlives a restart of the hypervisor; Nova stop and start
+	// clears it.
+	restart(true)
+	time.Sleep(3 * time.Second)
+	if ca, cb = get(h, a), get(h, b); ca.PID != 0 || cb.PID != 0 || !ca.Dead || !cb.Dead {
+		t.Fatalf("dead containers after a restart: %+v, %+v; want off and dead", ca, cb)
+	}
+	if err := servers.Stop(ctx, compute, b).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	cloud.WaitForStatus(t, b, "SHUTOFF")
+	if err := servers.Start(ctx, compute, b).ExtractErr(); err != nil {
+		t.Fatal(err)
+	}
+	cloud.WaitForStatus(t, b, "ACTIVE")
+	waitFor(t, "b booted after Nova stop and start", 30*time.Second, func() bool { return get(h, b).PID != 0 })
+
+	// make lab-down: Down powers off what a KeepRunning hypervisor left.
+	// A hypervisor that does not keep them powers them off at its end.
+	cb = get(h, b)
+	stop()
+	if err := Down(cfg.StateDir, 20*time.Second, nil); err != nil || alive(cb.PID) {
+		t.Fatalf("Down: %v, b's nspawn alive %v", err, alive(cb.PID))
+	}
+	if _, err := os.Stat(filepath.Join(cfg.StateDir, b, "nspawn.pid")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("b's PID file after Down: %v", err)
+	}
+	restart(false)
+	waitFor(t, "b booted by the next hypervisor", 30*time.Second, func() bool { return get(h, b).PID != 0 })
+	cb = get(h, b)
+	restart(false)
+	if alive(cb.PID) {
+		t.Fatal("b still running after its hypervisor ended without KeepRunning")
 	}
 
 	// Nova delete: containers gone, roots removed.

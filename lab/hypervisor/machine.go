@@ -26,7 +26,19 @@ type machine struct {
 	proc              *os.Process   // systemd-nspawn; nil when off
 	done              chan struct{} // closed when proc has exited
 	reason            string        // why the hypervisor stops proc ("" while it does not)
-	dead              bool          // stopped without Nova being told
+	dead              bool          // stopped without Nova being told (kept as the file "dead")
+	died              time.Time     // when it died (the file's time)
+}
+
+// setDead records whether m is dead, in its state dir too: a dead machine
+// stays dead across a restart of the hypervisor.
+func (m *machine) setDead(dead bool) {
+	m.dead, m.died = dead, time.Now()
+	if p := filepath.Join(m.dir, "dead"); dead {
+		_ = os.WriteFile(p, nil, 0o600)
+	} else {
+		_ = os.Remove(p)
+	}
 }
 
 func (h *Hypervisor) newMachine(id, name string, addr netip.Addr) *machine {
@@ -141,7 +153,7 @@ func (h *Hypervisor) track(m *machine, proc *os.Process, wait func()) {
 			close(done)
 			return
 		case "":
-			m.dead = true
+			m.setDead(true)
 			h.log.Warn("hypervisor: container died by itself; not restarted while Nova says ACTIVE", "server", m.name, "id", m.id,
 				"console", filepath.Join(m.dir, "console.log"))
 		default:
@@ -153,7 +165,8 @@ func (h *Hypervisor) track(m *machine, proc *os.Process, wait func()) {
 }
 
 // powerOff asks the container to shut down cleanly: SIGTERM makes nspawn
-// send its init SIGRTMIN+3 (halt). After StopTimeout it is killed hard.
+// send its init SIGRTMIN+3 (halt), again every 2 s (a systemd still
+// booting may not handle it yet). After StopTimeout it is killed hard.
 func (h *Hypervisor) powerOff(m *machine, why string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -166,11 +179,20 @@ func (h *Hypervisor) powerOff(m *machine, why string) {
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		select {
-		case <-done:
-		case <-time.After(h.cfg.StopTimeout):
-			h.log.Warn("hypervisor: clean power-off too slow, killing", "server", m.name, "after", h.cfg.StopTimeout)
-			killHard(proc, done)
+		again := time.NewTicker(2 * time.Second)
+		defer again.Stop()
+		timeout := time.After(h.cfg.StopTimeout)
+		for {
+			select {
+			case <-done:
+				return
+			case <-again.C:
+				_ = proc.Signal(syscall.SIGTERM)
+			case <-timeout:
+				h.log.Warn("hypervisor: clean power-off too slow, killing", "server", m.name, "after", h.cfg.StopTimeout)
+				killHard(proc, done)
+				return
+			}
 		}
 	}()
 }
@@ -220,7 +242,8 @@ func (h *Hypervisor) Kill(name string) error {
 		h.mu.Unlock()
 		return err
 	}
-	m.reason, m.dead = "killed (machine death)", true
+	m.reason = "killed (machine death)"
+	m.setDead(true)
 	proc, done := m.proc, m.done
 	h.mu.Unlock()
 	killHard(proc, done)
@@ -343,6 +366,9 @@ func (h *Hypervisor) load() (map[string]*machine, error) {
 		}
 		name, _ := os.ReadFile(filepath.Join(dir, "name"))
 		m := h.newMachine(e.Name(), string(name), addr)
+		if fi, err := os.Stat(filepath.Join(dir, "dead")); err == nil {
+			m.dead, m.died = true, fi.ModTime()
+		}
 		machines[m.id] = m
 		if proc := findNspawn(m); proc != nil {
 			h.track(m, proc, func() { waitGone(proc) })
