@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -192,5 +193,36 @@ func TestNovaDownChangesNothing(t *testing.T) {
 	}
 	if _, err := h.Exec(ctx, "0b7c2d1e-4f5a-4b6c-8d9e-0f1a2b3c4d5e", "true"); err == nil {
 		t.Error("Exec in a container that is not running: no error")
+	}
+}
+
+// TestStalePIDFileNotAdopted: a PID file that names no process, PID 1, a
+// PID past the kernel's limit, garbage, or a live process that is not
+// this root's systemd-nspawn (the test itself) adopts nothing, and is
+// removed; Down then has nothing to stop.
+func TestStalePIDFileNotAdopted(t *testing.T) {
+	for _, pid := range []string{"", "abc", "-5", "0", "1", "99999999999999999999", "4194305", strconv.Itoa(os.Getpid())} {
+		cfg := config(t)
+		dir := serverDir(t, cfg.StateDir, "s1", "198.19.0.16")
+		file := filepath.Join(dir, "nspawn.pid")
+		if err := os.WriteFile(file, []byte(pid+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		h, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := h.Containers(); len(c) != 1 || c[0].PID != 0 {
+			t.Errorf("pid file %q: containers %+v, want one, not running", pid, c)
+		}
+		if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("pid file %q: %v, want removed", pid, err)
+		}
+		if err := Down(cfg.StateDir, time.Second, nil); err != nil {
+			t.Errorf("Down: %v", err)
+		}
+	}
+	if err := Down(filepath.Join(t.TempDir(), "none"), time.Second, nil); err != nil {
+		t.Errorf("Down of a state dir that does not exist: %v", err)
 	}
 }
