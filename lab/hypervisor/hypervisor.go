@@ -162,6 +162,7 @@ func New(cfg Config) (*Hypervisor, error) {
 			h.last = m.addr
 		}
 	}
+	h.adopt()
 	return h, nil
 }
 
@@ -171,15 +172,15 @@ func New(cfg Config) (*Hypervisor, error) {
 func (h *Hypervisor) Run(ctx context.Context) error {
 	tick := time.NewTicker(h.cfg.Interval)
 	defer tick.Stop()
-	lastErr := ""
+	failing := false // one line when the list starts failing, one when it works again
 	for {
 		err := h.reconcile(ctx)
-		if msg := fmt.Sprint(err); err != nil && ctx.Err() == nil && msg != lastErr {
-			h.log.Error("hypervisor: nova list failed, changing nothing", "err", err)
-			lastErr = msg
-		} else if err == nil && lastErr != "" {
+		if err != nil && ctx.Err() == nil && !failing {
+			h.log.Error("hypervisor: nova list failed, changing nothing until it works", "err", err)
+			failing = true
+		} else if err == nil && failing {
 			h.log.Info("hypervisor: nova list works again")
-			lastErr = ""
+			failing = false
 		}
 		select {
 		case <-ctx.Done():

@@ -285,13 +285,18 @@ func (h *Hypervisor) remove(m *machine) {
 	if proc != nil {
 		killHard(proc, done)
 	}
-	if err := removeDir(m.dir); err != nil {
-		h.log.Error("hypervisor: cannot remove container root", "server", m.name, "id", m.id, "err", err)
+	err := removeDir(m.dir)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err != nil { // retried every poll, logged once
+		if h.failures[m.id].msg != err.Error() {
+			h.log.Error("hypervisor: cannot remove container root", "server", m.name, "id", m.id, "err", err)
+		}
+		h.failures[m.id] = failure{msg: err.Error()}
 		return
 	}
-	h.mu.Lock()
 	delete(h.machines, m.id)
-	h.mu.Unlock()
+	delete(h.failures, m.id)
 	h.log.Info("hypervisor: container removed", "server", m.name, "id", m.id, "address", m.addr)
 }
 
@@ -342,9 +347,7 @@ func (h *Hypervisor) shutdown() {
 	h.wg.Wait()
 }
 
-// load reads the state dir: one directory per server. A container a
-// previous run left running (nspawn.pid naming a live systemd-nspawn of
-// that root) is adopted; a stale PID file is removed.
+// load reads the state dir: one directory per server.
 func (h *Hypervisor) load() (map[string]*machine, error) {
 	entries, err := os.ReadDir(h.cfg.StateDir)
 	if err != nil {
@@ -370,6 +373,15 @@ func (h *Hypervisor) load() (map[string]*machine, error) {
 			m.dead, m.died = true, fi.ModTime()
 		}
 		machines[m.id] = m
+	}
+	return machines, nil
+}
+
+// adopt tracks the containers a previous run left running: those whose
+// nspawn.pid names a live systemd-nspawn of their root. A stale PID file
+// is removed.
+func (h *Hypervisor) adopt() {
+	for _, m := range h.machines {
 		if proc := findNspawn(m); proc != nil {
 			h.track(m, proc, func() { waitGone(proc) })
 			h.log.Info("hypervisor: container adopted", "server", m.name, "id", m.id, "pid", proc.Pid)
@@ -377,7 +389,6 @@ func (h *Hypervisor) load() (map[string]*machine, error) {
 			_ = os.Remove(m.pidFile())
 		}
 	}
-	return machines, nil
 }
 
 // findNspawn returns the live systemd-nspawn that m's PID file names, if it
@@ -428,6 +439,7 @@ func Down(stateDir string, stopTimeout time.Duration, log *slog.Logger) error {
 	if h.machines, err = h.load(); err != nil {
 		return fmt.Errorf("hypervisor down: %w", err)
 	}
+	h.adopt()
 	h.shutdown()
 	return nil
 }
