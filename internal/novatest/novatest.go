@@ -398,7 +398,7 @@ func (c *Cloud) SetInstanceQuota(t testing.TB, n int) {
 	t.Helper()
 	ctx, cancel := withTimeout(t, callTimeout)
 	defer cancel()
-	admin := c.adminCompute(t)
+	admin := c.AdminCompute(t)
 	qs, err := quotasets.Update(ctx, admin, c.ProjectID, quotasets.UpdateOpts{Instances: &n}).Extract()
 	if err != nil {
 		t.Fatalf("novatest: set instance quota of %s to %d: %v", c.ProjectName, n, err)
@@ -408,8 +408,10 @@ func (c *Cloud) SetInstanceQuota(t testing.TB, n int) {
 	}
 }
 
-// adminCompute is a compute client with the cloud admin's credentials.
-func (c *Cloud) adminCompute(t testing.TB) *gophercloud.ServiceClient {
+// AdminCompute is a compute client with the cloud admin's credentials
+// (the lab hypervisor reads every server's user_data, which only an admin
+// sees). Never log what it carries.
+func (c *Cloud) AdminCompute(t testing.TB) *gophercloud.ServiceClient {
 	t.Helper()
 	admin, err := openstack.NewComputeV2(c.admin, c.endpoint())
 	if err != nil {
@@ -425,7 +427,7 @@ func (c *Cloud) SetServerError(t testing.TB, id string) {
 	t.Helper()
 	ctx, cancel := withTimeout(t, callTimeout)
 	defer cancel()
-	admin := c.adminCompute(t)
+	admin := c.AdminCompute(t)
 	if err := servers.ResetState(ctx, admin, id, servers.StateError).ExtractErr(); err != nil {
 		t.Fatalf("novatest: reset server %s to error: %v", id, err)
 	}
