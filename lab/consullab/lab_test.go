@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"os"
@@ -64,11 +65,22 @@ func startCluster(t *testing.T) *Cluster {
 	testNet(t)
 	bin := consultest.RequireBinary(t)
 	dir := filepath.Join(t.TempDir(), "consul")
+	start := time.Now()
 	c, err := StartWith(context.Background(), Options{Dir: dir, Bin: bin, Addrs: servers})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("3 servers up, leader elected, ACLs ready in %s", time.Since(start).Round(100*time.Millisecond))
 	t.Cleanup(func() {
+		for i := range c.Addrs {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.PID(i))); err == nil {
+				for _, l := range strings.Split(string(b), "\n") {
+					if strings.HasPrefix(l, "VmRSS:") {
+						t.Logf("%s: %s", serverName(i), strings.Join(strings.Fields(l), " "))
+					}
+				}
+			}
+		}
 		c.Stop()
 		if t.Failed() {
 			for i := range c.Addrs {
@@ -145,10 +157,12 @@ func TestServersQuorum(t *testing.T) {
 	if err := c.Kill(first); err != nil {
 		t.Fatal(err)
 	}
+	killed := time.Now()
 	second, err := c.WaitLeader(ctx, 60*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("leader %s killed: %s leads after %s", serverName(first), serverName(second), time.Since(killed).Round(100*time.Millisecond))
 	if second == first {
 		t.Fatalf("leader %d after it was killed", first+1)
 	}
@@ -159,15 +173,24 @@ func TestServersQuorum(t *testing.T) {
 	if err := c.Kill(second); err != nil {
 		t.Fatal(err)
 	}
+	killed = time.Now()
 	last := 3 - first - second
+	// The last server itself says there is no leader (not only that the
+	// one it named is dead).
+	lastCl, _ := c.Client(last, "")
 	waitFor(t, "no leader with two servers of three gone", 60*time.Second, func() bool {
-		_, err := c.Leader(ctx)
-		return errors.Is(err, ErrNoLeader)
+		l, err := lastCl.Status().Leader()
+		return err == nil && l == ""
 	})
+	if _, err := c.Leader(ctx); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("Leader without quorum: %v", err)
+	}
+	t.Logf("second server killed: no leader after %s", time.Since(killed).Round(100*time.Millisecond))
 	if err := put(c, last, "lab/c", "3"); err == nil {
 		t.Fatal("a write succeeded without quorum")
 	}
 
+	restarted := time.Now()
 	for _, i := range []int{first, second} {
 		if err := c.Restart(ctx, i); err != nil {
 			t.Fatal(err)
@@ -177,6 +200,7 @@ func TestServersQuorum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("both restarted: %s leads after %s", serverName(leader), time.Since(restarted).Round(100*time.Millisecond))
 	waitFor(t, "writes after quorum came back", 60*time.Second, func() bool { return put(c, leader, "lab/c", "3") == nil })
 	for key, want := range map[string]string{"lab/a": "1", "lab/b": "2", "lab/c": "3"} {
 		p, _, err := kv(t, c, last).Get(key, &api.QueryOptions{RequireConsistent: true})

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -81,7 +82,19 @@ func Up(ctx context.Context, o Options) (*Cloud, error) {
 // Down stops every daemon of the instance by PID (scripts/nova/stop.sh),
 // keeping its data for a fast next Up.
 func (c *Cloud) Down(ctx context.Context) error {
-	return c.opts.script(ctx, "stop.sh")
+	return Stop(ctx, c.opts)
+}
+
+// Stop stops the instance of o.Dir by the PIDs recorded there, whoever
+// started it (a crashed run; make lab-down). Nothing running is no error.
+func Stop(ctx context.Context, o Options) error {
+	if !filepath.IsAbs(o.Dir) {
+		return fmt.Errorf("novalab: want an absolute dir, got %q", o.Dir)
+	}
+	if _, err := os.Stat(o.Dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return o.script(ctx, "stop.sh")
 }
 
 // script runs one of scripts/nova with the instance's environment, output
