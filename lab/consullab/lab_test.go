@@ -133,7 +133,8 @@ func waitFor(t *testing.T, what string, limit time.Duration, ok func() bool) {
 // TestServersQuorum: three servers elect a leader; the leader killed
 // (SIGKILL), the other two elect another and take writes; a second killed,
 // quorum is lost (no leader, writes refused); both back, a leader again,
-// no write lost. Also: each server listens on its own address only.
+// no write lost. Each server listens on its own address only, on Consul's
+// standard ports.
 func TestServersQuorum(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
@@ -152,6 +153,13 @@ func TestServersQuorum(t *testing.T) {
 	}
 	if err := put(c, first, "lab/a", "1"); err != nil {
 		t.Fatal(err)
+	}
+	for i, a := range c.Addrs {
+		got := listening(t, c.PID(i))
+		want := []string{"tcp 8300", "tcp 8301", "tcp 8302", "tcp 8500", "tcp 8503", "tcp 8600", "udp 8301", "udp 8302", "udp 8600"}
+		if !slices.Equal(got[a.String()], want) || len(got) != 1 {
+			t.Fatalf("%s listens on %v, want %s only, on %v", serverName(i), got, a, want)
+		}
 	}
 
 	if err := c.Kill(first); err != nil {
@@ -626,4 +634,50 @@ func TestBootstrap(t *testing.T) {
 	if *again != *toks {
 		t.Fatal("a second Bootstrap made new tokens")
 	}
+}
+
+// listening maps each local address pid has a listening TCP or bound UDP
+// socket on to its "proto port"s, sorted.
+func listening(t *testing.T, pid int) map[string][]string {
+	t.Helper()
+	inodes := map[string]bool{}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(l, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	out := map[string][]string{}
+	for _, proto := range []string{"tcp", "udp", "tcp6", "udp6"} {
+		b, err := os.ReadFile("/proc/net/" + proto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || !inodes[f[9]] || (strings.HasPrefix(proto, "tcp") && f[3] != "0A") || (strings.HasPrefix(proto, "udp") && f[2] != "00000000:0000") {
+				continue
+			}
+			h, port, _ := strings.Cut(f[1], ":")
+			var addr string
+			if len(h) == 8 {
+				var b [4]byte
+				fmt.Sscanf(h, "%02x%02x%02x%02x", &b[3], &b[2], &b[1], &b[0])
+				addr = netip.AddrFrom4(b).String()
+			} else {
+				addr = "ipv6:" + h
+			}
+			var n int
+			fmt.Sscanf(port, "%x", &n)
+			out[addr] = append(out[addr], fmt.Sprintf("%s %d", strings.TrimSuffix(proto, "6"), n))
+		}
+	}
+	for _, v := range out {
+		slices.Sort(v)
+	}
+	return out
 }
