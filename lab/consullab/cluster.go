@@ -14,7 +14,6 @@ package consullab
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -30,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/hashicorp/consul/api"
 )
 
@@ -302,14 +302,13 @@ func writeSecret(path string, data []byte) error {
 	return os.Rename(tmp, path)
 }
 
-// newUUID is a random token secret in Consul's form.
+// newUUID is a random token secret in Consul's form (a version 4 UUID).
 func newUUID() (string, error) {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
+	u, err := uuid.NewRandom()
+	if err != nil {
 		return "", err
 	}
-	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:]), nil
+	return u.String(), nil
 }
 
 // ErrNoLeader is Leader's answer when the running servers name no leader,

@@ -46,9 +46,6 @@ func testNet(t *testing.T) {
 	cfg := netlab.Config{Bridge: "orchlabc0", Table: "orchlabc", Host: netip.MustParsePrefix("198.19.2.1/24"),
 		Extra: append(slices.Clone(servers), client, keyless, certless)}
 	ctx := context.Background()
-	if err := netlab.Clean(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
 	n, err := netlab.Up(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

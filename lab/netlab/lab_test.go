@@ -253,10 +253,6 @@ func arrives(t *testing.T, to net.Conn, msg string, wait time.Duration) bool {
 	return true
 }
 
-func hostDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	return (&net.Dialer{}).DialContext(ctx, network, addr)
-}
-
 // TestPartitionCutsAndHeals: a partition stalls an established TCP
 // connection both ways, between two namespaces on the bridge (bridged
 // traffic) and between a namespace and a host process on an extra address
@@ -405,10 +401,11 @@ func TestPartitionRefusesBadInput(t *testing.T) {
 // outside interface (as if someone set net.ipv4.ip_forward), the guard
 // drops every packet between the lab and the outside: a namespace on the
 // bridge routed out through the host, the outside routed into the lab,
-// the outside reaching the host's lab address, and the host sending from
-// its lab address to the outside. Then, with the guard's table removed by
-// hand, each of the four goes through: it was the guard that stopped
-// them.
+// the outside reaching the host's lab address, the host sending from its
+// lab address to the outside, and the namespace reaching a host address
+// outside the lab. Then, with the guard's table removed by hand, each of
+// the five goes through: it was the guard that stopped them (the other
+// lab networks' guards, of other subnets and bridges, stop none of them).
 func TestGuardRoutesNothing(t *testing.T) {
 	cfg := testConfig()
 	n := up(t, cfg)
@@ -464,6 +461,7 @@ func TestGuardRoutesNothing(t *testing.T) {
 	outL := listen(out, "203.0.113.2:7002")
 	labL := listen(a, "198.19.1.20:7003")
 	hostL := listen(nil, "198.19.1.1:7004")
+	hostOther := listen(nil, "203.0.113.1:7005") // the host, on an address outside the lab
 	fromHostLab := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("198.19.1.1")}}
 		return d.DialContext(ctx, network, addr)
@@ -477,6 +475,7 @@ func TestGuardRoutesNothing(t *testing.T) {
 		{"the outside routed in", out.DialContext, labL.Addr().String()},
 		{"the outside to the host's lab address", out.DialContext, hostL.Addr().String()},
 		{"the host's lab address to the outside", fromHostLab, outL.Addr().String()},
+		{"the lab to the host's other addresses", a.DialContext, hostOther.Addr().String()},
 	}
 	try := func(dial func(context.Context, string, string) (net.Conn, error), to string) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)

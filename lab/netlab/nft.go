@@ -18,8 +18,10 @@ type partition struct {
 // guard is never missing while it is rewritten; the empty "table" lines
 // make the deletes succeed when a table does not exist yet.
 //
-// The inet table holds the guard and the partition rules for packets the
-// host sends or receives (its own addresses, the Consul servers', are
+// The inet table holds the guard (nothing routed into or out of the
+// bridge, nothing between the subnet and any other address, in any of the
+// three hooks) and the partition rules for packets the host sends or
+// receives (its own addresses, the Consul servers', are
 // host processes). Packets between two containers are bridged, never
 // seen by the inet hooks unless br_netfilter is loaded, so the bridge
 // table drops them in its forward hook.
@@ -30,7 +32,10 @@ func ruleset(cfg Config, parts map[string]partition) string {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	lab := LabRange.String()
+	// The guard is about this network's own subnet and bridge, not the
+	// whole range: another lab network (the tests') is outside it too, and
+	// removing one network's tables leaves the others' guards in place.
+	lab := cfg.Host.Masked().String()
 	br := quote(cfg.Bridge)
 
 	for _, fam := range []string{"inet", "bridge"} {
@@ -39,11 +44,13 @@ func ruleset(cfg Config, parts map[string]partition) string {
 	fmt.Fprintf(&b, "table inet %s {\n", cfg.Table)
 	sets(&b, names, parts)
 	b.WriteString(chain("input", "input", []string{
-		fmt.Sprintf(`iifname != "lo" ip daddr %s ip saddr != %s counter drop comment "guard: nothing from outside the lab reaches it"`, lab, lab),
-		fmt.Sprintf(`ip saddr %s ip daddr != %s counter drop comment "guard: the lab reaches nothing outside it"`, lab, lab),
+		fmt.Sprintf(`iifname %s ip daddr != %s counter drop comment "guard: the lab reaches nothing of the host outside it"`, br, lab),
+		fmt.Sprintf(`iifname %s meta nfproto ipv6 counter drop comment "guard: no IPv6 from the bridge"`, br),
+		fmt.Sprintf(`iifname != { "lo", %s } ip daddr %s counter drop comment "guard: nothing from outside the lab reaches it"`, br, lab),
 	}, names))
 	b.WriteString(chain("output", "output", []string{
 		fmt.Sprintf(`ip saddr %s ip daddr != %s counter drop comment "guard: the lab reaches nothing outside it"`, lab, lab),
+		fmt.Sprintf(`oifname %s meta nfproto ipv6 counter drop comment "guard: no IPv6 onto the bridge"`, br),
 	}, names))
 	b.WriteString(chain("forward", "forward", []string{
 		fmt.Sprintf(`iifname %s oifname != %s counter drop comment "guard: nothing is routed out of the bridge"`, br, br),

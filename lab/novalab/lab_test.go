@@ -48,9 +48,6 @@ func TestNovaOnTheBridge(t *testing.T) {
 	}
 	ctx := context.Background()
 	cfg := netlab.Config{Bridge: "orchlabn0", Table: "orchlabn", Host: netip.PrefixFrom(testHost, 24)}
-	if err := netlab.Clean(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
 	n, err := netlab.Up(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
