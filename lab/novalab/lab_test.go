@@ -5,11 +5,13 @@ package novalab
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -81,6 +83,7 @@ func TestNovaOnTheBridge(t *testing.T) {
 		t.Fatalf("clouds.yaml does not name the bridge address: %v", err)
 	}
 	checkListeners(t)
+	refusesBadHosts(t, scripts)
 
 	probe, err := n.AddNamespace(ctx, "probe", netip.MustParseAddr("198.19.3.50"))
 	if err != nil {
@@ -204,4 +207,32 @@ func procAddr(h string) string {
 		return "::"
 	}
 	return h
+}
+
+// refusesBadHosts: configure.sh and start.sh refuse a NOVA_E2E_HOST that is
+// no dotted IPv4 address (exit 2, before touching anything), and start.sh
+// one that is no address of this host (exit 1); the running instance is
+// left as it is (the caller then uses it).
+func refusesBadHosts(t *testing.T, scripts string) {
+	t.Helper()
+	for _, tc := range []struct {
+		host, script string
+		code         int
+		want         string
+	}{
+		{"1.2.3", "start.sh", 2, "want an IPv4 address"},
+		{"127.0.0.1;id", "configure.sh", 2, "want an IPv4 address"},
+		{"$(id)", "start.sh", 2, "want an IPv4 address"},
+		{"256.0.0.1", "start.sh", 2, "want an IPv4 address"},
+		{"::1", "start.sh", 2, "want an IPv4 address"},
+		{"198.19.3.77", "start.sh", 1, "is no address of this host"},
+	} {
+		cmd := exec.Command(filepath.Join(scripts, tc.script))
+		cmd.Env = append(cleanEnv(), "NOVA_E2E_DIR="+testDir, "NOVA_E2E_PORT_BASE="+strconv.Itoa(testPortBase), "NOVA_E2E_HOST="+tc.host)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != tc.code || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%s with NOVA_E2E_HOST=%q: %v, %s; want exit %d and %q", tc.script, tc.host, err, out, tc.code, tc.want)
+		}
+	}
 }
