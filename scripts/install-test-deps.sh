@@ -12,6 +12,10 @@ declare -A need=(
 	[lintian]=lintian
 	[man-db]=man
 	[systemd]=systemd-analyze
+	# The lab's network (lab/netlab, go test -tags lab): the bridge, veths
+	# and network namespaces, and the guard and partitions.
+	[iproute2]=ip
+	[nftables]=nft
 )
 
 missing=()

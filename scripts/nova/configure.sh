@@ -10,6 +10,7 @@
 # command-line argument.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+check_host
 
 command -v mariadbd >/dev/null || die "mariadbd missing: run scripts/nova/install.sh"
 # root: mariadbd must start as root to switch to the mysql user.
@@ -23,7 +24,7 @@ DB_PW=$(secret db)
 ADMIN_PW=$(secret admin)
 SERVICE_PW=$(secret service)
 RABBIT_PW=$(secret rabbit)
-KS=http://127.0.0.1:$KEYSTONE_PORT
+KS=http://$HOST:$KEYSTONE_PORT
 dburl() { echo "mysql+pymysql://nova_e2e:$DB_PW@localhost/$1?unix_socket=$MYSQL_SOCK&charset=utf8"; }
 
 # Every file written here may hold a password: owner-only.
@@ -115,7 +116,7 @@ CNF
 cat >"$ETC/glance/glance-api.conf" <<CNF
 [DEFAULT]
 use_stderr = true
-bind_host = 127.0.0.1
+bind_host = $HOST
 bind_port = $GLANCE_PORT
 # 0: serve in this process, no forked workers.
 workers = 0
@@ -152,7 +153,7 @@ transport_url = rabbit://nova:$RABBIT_PW@127.0.0.1:$RABBIT_PORT/
 state_path = $NOVA_E2E_DIR/nova/state
 instances_path = $NOVA_E2E_DIR/nova/instances
 enabled_apis = osapi_compute
-osapi_compute_listen = 127.0.0.1
+osapi_compute_listen = $HOST
 osapi_compute_listen_port = $NOVA_PORT
 osapi_compute_workers = 1
 # No Neutron port cache to heal: servers have networks "none".

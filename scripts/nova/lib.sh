@@ -11,9 +11,27 @@ export NOVA_E2E_DIR
 # the python3-nova & co. packages.
 PY=/usr/bin/python3
 
-# Every listener is on 127.0.0.1. The ports sit below Linux's ephemeral range
-# (32768-60999) so that tests asking the kernel for a free port (Consul dev
-# agents) never collide with them. NOVA_E2E_PORT_BASE moves them all.
+# The API services (keystone, placement, glance, nova-api, the Neutron
+# stand-in) listen on $NOVA_E2E_HOST (default 127.0.0.1), which is also the
+# host of every URL in keystone's catalog, the env file and clouds.yaml: the
+# lab gives its bridge address (198.18.0.1) so its containers reach them.
+# RabbitMQ, epmd and MariaDB stay on loopback whatever it is.
+HOST=${NOVA_E2E_HOST:-127.0.0.1}
+
+# check_host: configure.sh and start.sh, which write and bind $HOST, refuse
+# anything but a dotted IPv4 address (exit 2); stop.sh and status.sh need
+# no host, so a wrong one never keeps a cloud from being stopped.
+check_host() {
+	local octet='(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])'
+	if ! [[ $HOST =~ ^$octet(\.$octet){3}$ ]]; then
+		printf '%s nova-e2e: error: NOVA_E2E_HOST=%q: want an IPv4 address of this host, e.g. 127.0.0.1\n' "$(date -u +%H:%M:%S)" "$HOST" >&2
+		exit 2
+	fi
+}
+
+# The ports sit below Linux's ephemeral range (32768-60999) so that tests
+# asking the kernel for a free port (Consul dev agents) never collide with
+# them. NOVA_E2E_PORT_BASE moves them all.
 PORT_BASE=${NOVA_E2E_PORT_BASE:-24700}
 KEYSTONE_PORT=$((PORT_BASE + 0))
 PLACEMENT_PORT=$((PORT_BASE + 1))

@@ -19,7 +19,7 @@ none of it. So this answers Nova's few calls with empty collections:
 Nova, keystone, placement and glance stay real. Every request is logged
 (method and path only) so a test failure shows what Nova asked for.
 
-Usage: neutron_stub.py PORT   (binds 127.0.0.1 only)
+Usage: neutron_stub.py PORT [HOST]   (binds HOST only, default 127.0.0.1)
 """
 import json
 import sys
@@ -101,7 +101,8 @@ def security_groups(query):
 
 def main():
     port = int(sys.argv[1])
-    srv = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    host = sys.argv[2] if len(sys.argv) > 2 else "127.0.0.1"
+    srv = ThreadingHTTPServer((host, port), Handler)
     srv.daemon_threads = True
     srv.serve_forever()
 

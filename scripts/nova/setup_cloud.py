@@ -3,8 +3,8 @@
 
   setup_cloud.py identity   once keystone is up: the service project, the
                             nova/placement/glance/neutron users (admin in
-                            service), and the catalog (compute, placement,
-                            image, network) on 127.0.0.1
+                            service), and the catalog (identity, compute,
+                            placement, image, network) on the URLs given
   setup_cloud.py resources  once nova and glance are up: the flavor and the
                             (tiny, active) image the tests boot, and a
                             flavor no host can take
@@ -37,9 +37,12 @@ def one(items, what):
 
 
 def identity(s):
-    ks = {"service_type": "identity", "interface": "public", "region_name": "RegionOne"}
-    get = lambda path: s.get(path, endpoint_filter=ks).json()
-    post = lambda path, body: s.post(path, json=body, endpoint_filter=ks).json()
+    # Keystone at the URL given, not the catalog's: the catalog may still
+    # name another address (a directory first started on another
+    # NOVA_E2E_HOST), which this fixes.
+    ks = {"endpoint_override": E["NOVA_E2E_KEYSTONE"] + "/v3"}
+    get = lambda path: s.get(path, **ks).json()
+    post = lambda path, body: s.post(path, json=body, **ks).json()
 
     project = one(get("/projects?name=service")["projects"], "service project")
     if project is None:
@@ -50,10 +53,10 @@ def identity(s):
         if user is None:
             user = post("/users", {"user": {"name": name, "domain_id": "default",
                                             "password": E["NOVA_E2E_SERVICE_PW"]}})["user"]
-        s.put("/projects/%s/users/%s/roles/%s" % (project["id"], user["id"], admin_role["id"]),
-              endpoint_filter=ks)
+        s.put("/projects/%s/users/%s/roles/%s" % (project["id"], user["id"], admin_role["id"]), **ks)
 
     catalog = {
+        "identity": ("keystone", E["NOVA_E2E_KEYSTONE"] + "/v3"),
         "compute": ("nova", E["NOVA_E2E_COMPUTE_URL"]),
         "placement": ("placement", E["NOVA_E2E_PLACEMENT_URL"]),
         "image": ("glance", E["NOVA_E2E_IMAGE_URL"]),
@@ -69,7 +72,7 @@ def identity(s):
             if e is not None and e["url"] == url:
                 continue
             if e is not None:
-                s.delete("/endpoints/" + e["id"], endpoint_filter=ks)
+                s.delete("/endpoints/" + e["id"], **ks)
             post("/endpoints", {"endpoint": {"service_id": svc["id"], "interface": iface,
                                              "url": url, "region_id": "RegionOne"}})
 

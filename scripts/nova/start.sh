@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Starts the real-Nova test cloud configured by configure.sh, all on
-# 127.0.0.1: MariaDB (unix socket only), epmd + RabbitMQ, the Neutron
-# stand-in, keystone, placement, glance-api, nova-conductor, nova-scheduler,
-# nova-api and nova-compute (fake virt driver). Each daemon runs in its own
+# Starts the real-Nova test cloud configured by configure.sh: MariaDB (unix
+# socket only), epmd + RabbitMQ (127.0.0.1), and on $NOVA_E2E_HOST (default
+# 127.0.0.1) the Neutron stand-in, keystone, placement, glance-api and
+# nova-api; nova-conductor, nova-scheduler and nova-compute (fake virt
+# driver) listen nowhere. Each daemon runs in its own
 # session with its PID in $NOVA_E2E_DIR/run/<name>.pid; stop.sh stops them by
 # those PIDs. Already-running daemons are left alone, so it is idempotent.
 #
@@ -11,31 +12,43 @@
 # (cloud "nova-e2e"), both mode 600: the passwords are test-only and local.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+check_host
 here=$(cd "$(dirname "$0")" && pwd)
 
 [ -f "$NOVA_E2E_DIR/configured" ] || die "not configured: run scripts/nova/configure.sh"
 FLAVOR=${NOVA_E2E_FLAVOR:-e2e.tiny}
 NOHOST_FLAVOR=${NOVA_E2E_FLAVOR_NOHOST:-e2e.nohost}
 IMAGE=${NOVA_E2E_IMAGE:-e2e-tiny}
-KS=http://127.0.0.1:$KEYSTONE_PORT
+KS=http://$HOST:$KEYSTONE_PORT
 export NOVA_E2E_KEYSTONE=$KS NOVA_E2E_FLAVOR=$FLAVOR NOVA_E2E_IMAGE=$IMAGE NOVA_E2E_FLAVOR_NOHOST=$NOHOST_FLAVOR
 export NOVA_E2E_ADMIN_PW NOVA_E2E_SERVICE_PW
 NOVA_E2E_ADMIN_PW=$(secret admin)
 NOVA_E2E_SERVICE_PW=$(secret service)
-export NOVA_E2E_COMPUTE_URL=http://127.0.0.1:$NOVA_PORT/v2.1
-export NOVA_E2E_PLACEMENT_URL=http://127.0.0.1:$PLACEMENT_PORT
-export NOVA_E2E_IMAGE_URL=http://127.0.0.1:$GLANCE_PORT
-export NOVA_E2E_NETWORK_URL=http://127.0.0.1:$NEUTRON_PORT
+export NOVA_E2E_COMPUTE_URL=http://$HOST:$NOVA_PORT/v2.1
+export NOVA_E2E_PLACEMENT_URL=http://$HOST:$PLACEMENT_PORT
+export NOVA_E2E_IMAGE_URL=http://$HOST:$GLANCE_PORT
+export NOVA_E2E_NETWORK_URL=http://$HOST:$NEUTRON_PORT
 
-tcp_up() { "$PY" -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' "$1"; }
+# tcp_up [ADDR:]PORT: whether something accepts TCP there (127.0.0.1 when
+# no address is given).
+tcp_up() {
+	local a=${1%:*} p=${1##*:}
+	[ "$a" = "$1" ] && a=127.0.0.1
+	"$PY" -c 'import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), 1).close()' "$a" "$p"
+}
 sql_count() { [ "$(mysql_cli -N -B -e "$1")" -gt 0 ]; }
 
+# The API services bind $HOST: it must be this host's (the lab's bridge
+# address exists only once the lab's network is up).
+"$PY" -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1], 0)); s.close()' "$HOST" 2>/dev/null ||
+	die "NOVA_E2E_HOST=$HOST is no address of this host (for the lab: bring its network up first)"
 # A port taken by something that is not ours (another checkout's cloud, a
 # leftover daemon) would fail much later with a less clear error.
-for np in epmd:$EPMD_PORT rabbitmq:$RABBIT_PORT rabbitmq:$RABBIT_DIST_PORT neutron:$NEUTRON_PORT \
-	keystone:$KEYSTONE_PORT placement:$PLACEMENT_PORT glance-api:$GLANCE_PORT nova-api:$NOVA_PORT; do
+for np in epmd:127.0.0.1:$EPMD_PORT rabbitmq:127.0.0.1:$RABBIT_PORT rabbitmq:127.0.0.1:$RABBIT_DIST_PORT \
+	neutron:$HOST:$NEUTRON_PORT keystone:$HOST:$KEYSTONE_PORT placement:$HOST:$PLACEMENT_PORT \
+	glance-api:$HOST:$GLANCE_PORT nova-api:$HOST:$NOVA_PORT; do
 	if ! running "${np%%:*}" && tcp_up "${np#*:}" 2>/dev/null; then
-		die "127.0.0.1:${np#*:} (for ${np%%:*}) is taken by another process: stop it, or set NOVA_E2E_PORT_BASE (now $PORT_BASE)"
+		die "${np#*:} (for ${np%%:*}) is taken by another process: stop it, or set NOVA_E2E_PORT_BASE (now $PORT_BASE)"
 	fi
 done
 
@@ -49,17 +62,19 @@ spawn mariadb mariadbd --defaults-file="$ETC/my.cnf" --user=mysql
 	wait_up epmd 20 tcp_up "$EPMD_PORT"
 	spawn rabbitmq /usr/lib/rabbitmq/bin/rabbitmq-server
 )
-spawn neutron "$PY" "$here/neutron_stub.py" "$NEUTRON_PORT"
+spawn neutron "$PY" "$here/neutron_stub.py" "$NEUTRON_PORT" "$HOST"
 wait_up mariadb 60 mysql_cli -e 'select 1'
 spawn keystone env OS_KEYSTONE_CONFIG_DIR="$ETC/keystone" \
-	"$PY" "$here/wsgi_serve.py" keystone.server.wsgi:initialize_public_application "$KEYSTONE_PORT"
+	"$PY" "$here/wsgi_serve.py" keystone.server.wsgi:initialize_public_application "$KEYSTONE_PORT" "$HOST"
 spawn placement env OS_PLACEMENT_CONFIG_DIR="$ETC/placement" \
-	"$PY" "$here/wsgi_serve.py" placement.wsgi:init_application "$PLACEMENT_PORT"
+	"$PY" "$here/wsgi_serve.py" placement.wsgi:init_application "$PLACEMENT_PORT" "$HOST"
 wait_up keystone 90 http_up "$KS/v3"
-if [ ! -f "$NOVA_E2E_DIR/identity-done" ]; then
-	log "creating service users and the catalog"
+# identity-done holds the keystone URL the catalog was made for: started
+# on another NOVA_E2E_HOST or port base, the catalog is made again.
+if [ "$(cat "$NOVA_E2E_DIR/identity-done" 2>/dev/null)" != "$KS" ]; then
+	log "creating service users and the catalog ($KS)"
 	"$PY" "$here/setup_cloud.py" identity >>"$LOGS/setup.log" 2>&1 || die "identity setup failed: see $LOGS/setup.log"
-	touch "$NOVA_E2E_DIR/identity-done"
+	echo "$KS" >"$NOVA_E2E_DIR/identity-done"
 fi
 
 log "starting glance-api, nova-conductor, nova-scheduler, nova-api"
@@ -91,8 +106,8 @@ if ! sql_count "select count(*) from nova_api.host_mappings where host='nova-e2e
 	sql_count "select count(*) from nova_api.host_mappings where host='nova-e2e'" || die "nova-manage cell_v2 discover_hosts did not map host nova-e2e"
 fi
 wait_up placement 60 sql_count "select count(*) from placement.inventories"
-wait_up nova-api 60 http_up "http://127.0.0.1:$NOVA_PORT/"
-wait_up glance-api 60 http_up "http://127.0.0.1:$GLANCE_PORT/"
+wait_up nova-api 60 http_up "http://$HOST:$NOVA_PORT/"
+wait_up glance-api 60 http_up "http://$HOST:$GLANCE_PORT/"
 
 log "creating flavors $FLAVOR, $NOHOST_FLAVOR and image $IMAGE"
 "$PY" "$here/setup_cloud.py" resources >>"$LOGS/setup.log" 2>&1 || die "flavor/image setup failed: see $LOGS/setup.log"
