@@ -1,0 +1,60 @@
+#!/bin/sh
+# customize.sh ROOT CONSUL_DEB: mmdebstrap's customize hook for the lab's
+# base image (lab/image). Runs as root on the finished root filesystem
+# ROOT, before mmdebstrap packs it. Makes the image an operator's cloud
+# image for this lab: Consul installed from its package, cloud-init
+# reading NoCloud only, no apt source, Consul running as root.
+set -eu
+root=$1
+deb=$2
+
+# Consul, installed from its .deb with dpkg as an operator installs
+# HashiCorp's package, so apt knows it: the user data's `packages:`
+# lists consul, and apt finds it installed.
+cp "$deb" "$root/tmp/consul.deb"
+chroot "$root" dpkg -i /tmp/consul.deb
+rm "$root/tmp/consul.deb"
+
+# The agent runs as root, not as the package's user consul: its watch
+# handlers run hiera-services (which creates /var/lib/orchestrate/hiera),
+# orchestrate converge (/var/log/orchestrate, the update command) and
+# through it puppet apply, which must be root (lab/README.md, "Who runs
+# Puppet").
+mkdir -p "$root/etc/systemd/system/consul.service.d"
+cat >"$root/etc/systemd/system/consul.service.d/orchestrate.conf" <<'UNIT'
+# Consul's watch handlers run orchestrate converge and puppet apply,
+# which need root (orchestrate README, "Installing on a cloud").
+[Service]
+User=root
+Group=root
+UNIT
+
+# cloud-init: the NoCloud seed the lab hypervisor writes, nothing else
+# (no metadata service to probe); the user data adds the only apt source;
+# the network is the hypervisor's systemd-networkd file, not cloud-init's
+# DHCP fallback.
+cat >"$root/etc/cloud/cloud.cfg.d/99_orchestrate-lab.cfg" <<'CFG'
+# orchestrate lab image (lab/image/customize.sh)
+datasource_list: [NoCloud, None]
+apt:
+  preserve_sources_list: true
+network:
+  config: disabled
+CFG
+
+# No apt source: no mirror is reachable from the lab.
+: >"$root/etc/apt/sources.list"
+rm -f "$root"/etc/apt/sources.list.d/*
+rm -rf "$root"/var/lib/apt/lists/*
+
+# The hypervisor gives each container its address in a systemd-networkd
+# file. Puppet runs masterless (puppet apply): no agent daemon asking a
+# Puppet server that does not exist.
+chroot "$root" systemctl enable systemd-networkd.service
+chroot "$root" systemctl disable puppet.service 2>/dev/null || true
+chroot "$root" systemctl mask puppet.service
+
+# Each container gets its own hostname (cloud-init's local-hostname) and
+# machine ID (systemd, first boot).
+rm -f "$root/etc/hostname"
+echo uninitialized >"$root/etc/machine-id"
