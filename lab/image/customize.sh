@@ -32,7 +32,9 @@ UNIT
 # cloud-init: the NoCloud seed the lab hypervisor writes, nothing else
 # (no metadata service to probe); the user data adds the only apt source;
 # the network is the hypervisor's systemd-networkd file, not cloud-init's
-# DHCP fallback.
+# DHCP fallback. The locale is C.UTF-8, which needs no generation
+# (Debian's locale-gen makes only what /etc/locale.gen lists, none here,
+# and cloud-init's default en_US.UTF-8 fails its locale module).
 cat >"$root/etc/cloud/cloud.cfg.d/99_orchestrate-lab.cfg" <<'CFG'
 # orchestrate lab image (lab/image/customize.sh)
 datasource_list: [NoCloud, None]
@@ -40,6 +42,7 @@ apt:
   preserve_sources_list: true
 network:
   config: disabled
+locale: C.UTF-8
 CFG
 
 # No apt source: no mirror is reachable from the lab.
@@ -54,7 +57,16 @@ chroot "$root" systemctl enable systemd-networkd.service
 chroot "$root" systemctl disable puppet.service 2>/dev/null || true
 chroot "$root" systemctl mask puppet.service
 
-# Each container gets its own hostname (cloud-init's local-hostname) and
-# machine ID (systemd, first boot).
+# Nothing a container does on a timer that the lab did not ask for: apt's
+# daily download and upgrade (they would hold dpkg's lock when converge's
+# update command needs it), and the file system timers of a disk a
+# container does not have.
+chroot "$root" systemctl disable apt-daily.timer apt-daily-upgrade.timer \
+	fstrim.timer e2scrub_all.timer e2scrub_reap.service
+
+# Each container gets its own hostname (cloud-init's local-hostname);
+# localhost resolves from /etc/hosts; no name server (none is reachable:
+# a lookup fails at once instead of timing out on the host's).
 rm -f "$root/etc/hostname"
-echo uninitialized >"$root/etc/machine-id"
+printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
+: >"$root/etc/resolv.conf"
