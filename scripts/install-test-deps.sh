@@ -12,6 +12,13 @@ declare -A need=(
 	[lintian]=lintian
 	[man-db]=man
 	[systemd]=systemd-analyze
+	[python3]=python3
+	# The lab (lab/README.md): containers, their image, its repository's
+	# signature, partitions.
+	[systemd-container]=systemd-nspawn
+	[mmdebstrap]=mmdebstrap
+	[gnupg]=gpg
+	[nftables]=nft
 )
 
 missing=()

@@ -128,6 +128,36 @@ func (c *container) must(t *testing.T, args ...string) string {
 	return out
 }
 
+// footprint is the container's memory (the sum of its processes'
+// proportional set size) and the disk its own overlay layer holds.
+func (c *container) footprint(t *testing.T) string {
+	t.Helper()
+	pid, err := c.init()
+	if err != nil {
+		return err.Error()
+	}
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil {
+		return err.Error()
+	}
+	var pss int64
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		if l, err := os.Readlink(p + "/ns/pid"); err != nil || l != ns {
+			continue
+		}
+		b, _ := os.ReadFile(p + "/smaps_rollup")
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				pss += kb
+			}
+		}
+	}
+	du, _ := exec.Command("du", "-sm", c.root+".lab/upper").Output()
+	return fmt.Sprintf("memory (PSS) %d MiB, own layer %s MiB", pss>>10, strings.Fields(string(du) + " ?")[0])
+}
+
 // powerOff asks the container to power off (SIGTERM to systemd-nspawn,
 // which has its init halt) and kills it after 30 s.
 func (c *container) powerOff(t *testing.T) {
@@ -163,8 +193,8 @@ func (c *container) waitBooted(t *testing.T) time.Duration {
 
 // The image boots as a cloud machine: systemd to "running" with no failed
 // unit, cloud-init's NoCloud seed applied (hostname, write_files, runcmd)
-// with no module failing, Consul's unit running the agent as root, and
-// Debian's puppet applying a manifest.
+// with no module failing, Consul's unit as HashiCorp's package has it
+// (the agent as consul, disabled), and Debian's puppet applying a manifest.
 func TestImageBoots(t *testing.T) {
 	tar := ensured(t)
 	c := boot(t, tar, `#cloud-config
@@ -183,8 +213,8 @@ runcmd:
 	if got := c.must(t, "cat", "/etc/lab-boot-test", "/var/lib/lab-boot-runcmd"); got != "written by cloud-init\nran\n" {
 		t.Errorf("write_files and runcmd left %q", got)
 	}
-	if got := c.must(t, "systemctl", "show", "consul", "-p", "User", "-p", "Group", "-p", "UnitFileState"); got != "User=root\nGroup=root\nUnitFileState=disabled\n" {
-		t.Errorf("consul.service: %q, want root and disabled (the user data enables it)", got)
+	if got := c.must(t, "systemctl", "show", "consul", "-p", "User", "-p", "Group", "-p", "UnitFileState"); got != "User=consul\nGroup=consul\nUnitFileState=disabled\n" {
+		t.Errorf("consul.service: %q, want consul and disabled (the user data runs it as root and enables it)", got)
 	}
 	if got := c.must(t, "consul", "version"); !strings.HasPrefix(got, "Consul v") {
 		t.Errorf("consul version: %q", got)
@@ -195,6 +225,5 @@ runcmd:
 	if got := c.must(t, "sh", "-c", "cat /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null | grep -v '^#' || true"); strings.TrimSpace(got) != "" {
 		t.Errorf("apt sources in the container: %q", got)
 	}
-	free := c.must(t, "sh", "-c", "grep -E '^(MemTotal|MemAvailable)' /proc/meminfo")
-	t.Logf("memory seen in the container:\n%s", free)
+	t.Logf("booted container: %s", c.footprint(t))
 }

@@ -3,7 +3,7 @@
 # base image (lab/image). Runs as root on the finished root filesystem
 # ROOT, before mmdebstrap packs it. Makes the image an operator's cloud
 # image for this lab: Consul installed from its package, cloud-init
-# reading NoCloud only, no apt source, Consul running as root.
+# reading NoCloud only, no apt source.
 set -eu
 root=$1
 deb=$2
@@ -15,19 +15,9 @@ cp "$deb" "$root/tmp/consul.deb"
 chroot "$root" dpkg -i /tmp/consul.deb
 rm "$root/tmp/consul.deb"
 
-# The agent runs as root, not as the package's user consul: its watch
-# handlers run hiera-services (which creates /var/lib/orchestrate/hiera),
-# orchestrate converge (/var/log/orchestrate, the update command) and
-# through it puppet apply, which must be root (lab/README.md, "Who runs
+# The unit runs the agent as consul, as HashiCorp's does: the user data
+# (examples/user-data.yaml) runs it as root (lab/README.md, "Who runs
 # Puppet").
-mkdir -p "$root/etc/systemd/system/consul.service.d"
-cat >"$root/etc/systemd/system/consul.service.d/orchestrate.conf" <<'UNIT'
-# Consul's watch handlers run orchestrate converge and puppet apply,
-# which need root (orchestrate README, "Installing on a cloud").
-[Service]
-User=root
-Group=root
-UNIT
 
 # cloud-init: the NoCloud seed the lab hypervisor writes, nothing else
 # (no metadata service to probe); the user data adds the only apt source;

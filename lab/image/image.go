@@ -5,8 +5,7 @@
 // (--variant=minbase) holding what an operator's cloud image holds for
 // orchestrate: systemd, Debian's cloud-init and puppet, and Consul
 // installed from a consul .deb (lab/debs) with dpkg. customize.sh makes it
-// a cloud image for this lab (NoCloud only, no apt source, Consul as
-// root). It is cached as $LAB_DIR/cache/rootfs-KEY.tar, KEY a hash of
+// a cloud image for this lab (NoCloud only, no apt source). It is cached as $LAB_DIR/cache/rootfs-KEY.tar, KEY a hash of
 // everything it is made of, and rebuilt only when one of those changes.
 package image
 

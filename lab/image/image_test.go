@@ -59,8 +59,8 @@ func tarFile(t *testing.T, tar, path string) string {
 }
 
 // The image holds what the package comment and image.Packages promise:
-// every package installed (consul from its .deb, known to dpkg), Consul
-// running as root, cloud-init reading NoCloud only with no apt source,
+// every package installed (consul from its .deb, known to dpkg, its unit
+// HashiCorp's), cloud-init reading NoCloud only with no apt source,
 // no Puppet agent daemon, no name server; a second Ensure finds it in the
 // cache.
 func TestImage(t *testing.T) {
@@ -84,14 +84,13 @@ func TestImage(t *testing.T) {
 		}
 	}
 	for path, want := range map[string]*regexp.Regexp{
-		"etc/cloud/cloud.cfg.d/99_orchestrate-lab.cfg":         regexp.MustCompile(`(?m)^datasource_list: \[NoCloud, None\]$(?s:.*)^  preserve_sources_list: true$`),
-		"etc/systemd/system/consul.service.d/orchestrate.conf": regexp.MustCompile(`(?m)^User=root\nGroup=root$`),
-		"usr/lib/systemd/system/consul.service":                regexp.MustCompile(`(?m)^ExecStart=/usr/bin/consul agent -config-dir=/etc/consul.d/$`),
-		"etc/consul.d/consul.hcl":                              regexp.MustCompile(`(?m)^data_dir = "/opt/consul"$`),
-		"etc/passwd":                                           regexp.MustCompile(`(?m)^consul:x:\d+:\d+:`),
-		"etc/hosts":                                            regexp.MustCompile(`(?m)^127\.0\.0\.1\tlocalhost$`),
-		"etc/apt/sources.list":                                 regexp.MustCompile(`\A\z`),
-		"etc/resolv.conf":                                      regexp.MustCompile(`\A\z`),
+		"etc/cloud/cloud.cfg.d/99_orchestrate-lab.cfg": regexp.MustCompile(`(?m)^datasource_list: \[NoCloud, None\]$(?s:.*)^  preserve_sources_list: true$`),
+		"usr/lib/systemd/system/consul.service":        regexp.MustCompile(`(?m)^ExecStart=/usr/bin/consul agent -config-dir=/etc/consul.d/$`),
+		"etc/consul.d/consul.hcl":                      regexp.MustCompile(`(?m)^data_dir = "/opt/consul"$`),
+		"etc/passwd":                                   regexp.MustCompile(`(?m)^consul:x:\d+:\d+:`),
+		"etc/hosts":                                    regexp.MustCompile(`(?m)^127\.0\.0\.1\tlocalhost$`),
+		"etc/apt/sources.list":                         regexp.MustCompile(`\A\z`),
+		"etc/resolv.conf":                              regexp.MustCompile(`\A\z`),
 	} {
 		if got := tarFile(t, tar, path); !want.MatchString(got) {
 			t.Errorf("%s: %q, want it to match %s", path, got, want)
@@ -111,7 +110,7 @@ func TestImage(t *testing.T) {
 			t.Errorf("the image has no entry matching %s", want)
 		}
 	}
-	for _, unwanted := range []string{`\./etc/apt/sources\.list\.d/.`, `\./var/lib/apt/lists/[^/]*_Packages`, `\./etc/systemd/system/timers\.target\.wants/apt-daily`} {
+	for _, unwanted := range []string{`\./etc/apt/sources\.list\.d/.`, `\./etc/systemd/system/consul\.service\.d`, `\./var/lib/apt/lists/[^/]*_Packages`, `\./etc/systemd/system/timers\.target\.wants/apt-daily`} {
 		if m := regexp.MustCompile(unwanted + `.*`).Find(list); m != nil {
 			t.Errorf("the image holds %s", m)
 		}
