@@ -117,7 +117,7 @@ func TestFirstBootFromTheLabRepository(t *testing.T) {
 	if got := c.must(t, "cat", "/etc/consul.d/orchestrate-watches.json"); !strings.Contains(got, "include labroles::db::config") {
 		t.Errorf("the watches do not run the role's eventual step:\n%s", got)
 	}
-	if _, err := c.exec(t, time.Minute, "/var/lib/orchestrate-lab/validate/db"); err != nil {
+	if _, err := c.exec(t, time.Minute, "/var/lib/labroles/validate/db"); err != nil {
 		t.Errorf("db's validation check: %v", err)
 	}
 	t.Logf("a db server after its first boot: %s", c.footprint(t))

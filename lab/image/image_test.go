@@ -271,3 +271,29 @@ func BenchmarkRoot(b *testing.B) {
 		})
 	}
 }
+
+// lab/README.md's table of the image's packages is image.Packages (and
+// the consul package), each with its reason.
+func TestREADMEListsThePackages(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := regexp.MustCompile("(?m)^\\| `([a-z0-9.+-]+)` \\| (.+) \\|$").FindAllStringSubmatch(string(b), -1)
+	got := map[string]string{}
+	var names []string
+	for _, r := range rows {
+		got[r[1]] = r[2]
+		names = append(names, r[1])
+	}
+	var want []string
+	for _, p := range image.Packages {
+		want = append(want, p.Name)
+		if got[p.Name] != p.Why {
+			t.Errorf("lab/README.md says %s is there because %q; image.Packages says %q", p.Name, got[p.Name], p.Why)
+		}
+	}
+	if strings.Join(names, " ") != strings.Join(append(want, "consul"), " ") {
+		t.Errorf("lab/README.md lists %v, want image.Packages and consul: %v", names, want)
+	}
+}

@@ -156,7 +156,7 @@ func TestRolesCompile(t *testing.T) {
 				"File[/etc/systemd/system/lab-" + role + ".service]", "Exec[orchestrate watch-config]",
 				"args=[--role, " + role + ", --consistent-cmd, puppet apply --detailed-exitcodes --color=false --execute 'include labroles::" + role + "', " +
 					"--eventual-cmd, puppet apply --detailed-exitcodes --color=false --execute 'include labroles::" + role + "::config', " +
-					"--converge-arg=--validate-dir=/var/lib/orchestrate-lab/validate, --converge-arg=--update-cmd=apt-get update",
+					"--converge-arg=--validate-dir=/var/lib/labroles/validate, --converge-arg=--update-cmd=apt-get update",
 			} {
 				if !strings.Contains(out, want) {
 					t.Errorf("include labroles::%s: no %q in\n%s", role, want, out)
@@ -311,22 +311,22 @@ func validate(t *testing.T, w *puppetWorld, www, failFile string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() }) //nolint:errcheck
-	run := func() (error, string) {
+	run := func() (string, error) {
 		out, err := exec.Command(script).CombinedOutput()
-		return err, string(out)
+		return string(out), err
 	}
-	testutil.Eventually(t, 10*time.Second, "the validation check to pass", func() bool { err, _ := run(); return err == nil })
+	testutil.Eventually(t, 10*time.Second, "the validation check to pass", func() bool { _, err := run(); return err == nil })
 	if err := os.WriteFile(failFile, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err, out := run(); err == nil || !strings.Contains(out, "failing on purpose while "+failFile+" exists") {
+	if out, err := run(); err == nil || !strings.Contains(out, "failing on purpose while "+failFile+" exists") {
 		t.Errorf("with %s: %v %q, want a failure naming it", failFile, err, out)
 	}
 	os.Remove(failFile)
 	if err := os.Rename(filepath.Join(www, "config.json"), filepath.Join(www, "old.json")); err != nil {
 		t.Fatal(err)
 	}
-	if err, out := run(); err == nil || !strings.Contains(out, "config.json: HTTP Error 404") {
+	if out, err := run(); err == nil || !strings.Contains(out, "config.json: HTTP Error 404") {
 		t.Errorf("without config.json: %v %q, want a failure naming it", err, out)
 	}
 }

@@ -20,9 +20,9 @@
 # @param update_cmd    converge's update step (--update-cmd): the lab's
 #   packages from its repository, the operator's edits kept
 class labroles (
-  Orchestrate::Absolutepath $base_dir            = '/var/lib/orchestrate-lab',
-  Orchestrate::Absolutepath $validate_dir        = '/var/lib/orchestrate-lab/validate',
-  Orchestrate::Absolutepath $fail_file           = '/etc/orchestrate-lab/fail-validation',
+  Orchestrate::Absolutepath $base_dir            = '/var/lib/labroles',
+  Orchestrate::Absolutepath $validate_dir        = '/var/lib/labroles/validate',
+  Orchestrate::Absolutepath $fail_file           = '/etc/labroles/fail-validation',
   Orchestrate::Absolutepath $consul_config_dir   = '/etc/consul.d',
   String[1]                 $consul_reload       = 'systemctl try-reload-or-restart consul',
   Integer[0]                $blocker_timeout     = 120,
