@@ -2,10 +2,8 @@ package packaging_test
 
 import (
 	"bytes"
-	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -44,36 +42,6 @@ func moduleFiles(t *testing.T) []string {
 	return files
 }
 
-// noopApply runs Debian's puppet apply --noop of code with only modulepath
-// and puppet's own directories in a temporary one, and returns its exit
-// code and output without Facter's warnings.
-func noopApply(t *testing.T, puppet, modulepath string, code ...string) (int, string) {
-	t.Helper()
-	dir := t.TempDir()
-	args := []string{"apply", "--noop", "--detailed-exitcodes", "--color=false", "--modulepath", modulepath}
-	for _, d := range []string{"confdir", "vardir", "codedir", "logdir", "rundir"} {
-		args = append(args, "--"+d, filepath.Join(dir, d))
-	}
-	cmd := exec.Command(puppet, append(args, code...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	exit := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		exit = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for _, l := range strings.Split(out.String(), "\n") {
-		if !strings.Contains(l, "Facter: ") {
-			lines = append(lines, l)
-		}
-	}
-	return exit, strings.Join(lines, "\n")
-}
-
 // The package ships the Puppet module where Debian's puppet finds modules,
 // each file as in the source tree and nothing else; with the extracted
 // package's modulepath alone, `puppet apply --noop` compiles `include
@@ -81,7 +49,7 @@ func noopApply(t *testing.T, puppet, modulepath string, code ...string) (int, st
 // the package's module cannot find the class.
 func TestPackagedPuppetModule(t *testing.T) {
 	testutil.RequireTool(t, "dpkg-deb", "dpkg")
-	puppet := testutil.RequirePuppet(t)
+	testutil.RequirePuppet(t)
 	pkg, _ := packages(t)
 	root := extract(t, pkg.path)
 	module := filepath.Join(root, paths.PuppetModuleDir)
@@ -118,7 +86,7 @@ func TestPackagedPuppetModule(t *testing.T) {
 			filepath.Join(root, paths.ServiceBlocker) + "' }"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, out := noopApply(t, puppet, modulepath, tc.code)
+			code, out := testutil.PuppetApply(t, "--noop", "--modulepath", modulepath, tc.code)
 			// --noop --detailed-exitcodes: 0, or 2 for what it would change;
 			// 1, 4 or 6 is an error or a failed resource.
 			if (code != 0 && code != 2) || !strings.Contains(out, "Compiled catalog") || strings.Contains(out, "Error:") {
@@ -128,7 +96,7 @@ func TestPackagedPuppetModule(t *testing.T) {
 	}
 	// The same apply with an empty modulepath fails: the class came from
 	// the package.
-	code, out := noopApply(t, puppet, t.TempDir(), "--execute=include orchestrate")
+	code, out := testutil.PuppetApply(t, "--noop", "--modulepath", t.TempDir(), "--execute=include orchestrate")
 	if code == 0 || code == 2 || !strings.Contains(out, "Could not find class ::orchestrate") {
 		t.Errorf("puppet apply without the package's module: exit %d, want a failure to find the class:\n%s", code, out)
 	}

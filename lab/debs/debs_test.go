@@ -3,7 +3,6 @@ package debs_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -132,7 +131,7 @@ func TestConsulPackage(t *testing.T) {
 // puppet. A version that is not Debian's is refused.
 func TestRolesPackage(t *testing.T) {
 	testutil.RequireTool(t, "dpkg-deb", "dpkg")
-	puppet := testutil.RequirePuppet(t)
+	testutil.RequirePuppet(t)
 	root, err := labenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -202,15 +201,9 @@ func TestRolesPackage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pdir := t.TempDir()
-	args := []string{"apply", "--noop", "--detailed-exitcodes", "--color=false", "--modulepath", modules, "--hiera_config", filepath.Join(x, hiera)}
-	for _, d := range []string{"confdir", "vardir", "codedir", "logdir", "rundir"} {
-		args = append(args, "--"+d, filepath.Join(pdir, d))
-	}
-	out, err := exec.Command(puppet, append(args, "--execute", "include labroles::controller")...).CombinedOutput()
-	var ee *exec.ExitError
-	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 2) || !strings.Contains(string(out), "Service[lab-controller]") {
-		t.Errorf("puppet apply --noop include labroles::controller from the package: %v\n%s", err, out)
+	code, out := testutil.PuppetApply(t, "--noop", "--modulepath", modules, "--hiera_config", filepath.Join(x, hiera), "--execute", "include labroles::controller")
+	if (code != 0 && code != 2) || !strings.Contains(out, "Service[lab-controller]") {
+		t.Errorf("puppet apply --noop include labroles::controller from the package: exit %d\n%s", code, out)
 	}
 
 	if _, err := debs.Roles(ctx, root, t.TempDir(), "1.0; rm -rf /"); err == nil || !strings.Contains(err.Error(), "is not a Debian version") {

@@ -7,9 +7,7 @@
 package labroles_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -81,36 +79,14 @@ func (w *puppetWorld) common(t *testing.T, yaml string) {
 }
 
 // apply runs puppet apply of code (with --noop when noop) and returns its
-// exit code (--detailed-exitcodes) and output.
+// exit code (--detailed-exitcodes) and output (testutil.PuppetApply).
 func (w *puppetWorld) apply(t *testing.T, noop bool, code string) (int, string) {
 	t.Helper()
-	args := []string{"apply", "--detailed-exitcodes", "--color=false", "--modulepath", w.modules, "--hiera_config", w.hiera}
+	args := []string{"--modulepath", w.modules, "--hiera_config", w.hiera}
 	if noop {
 		args = append(args, "--noop")
 	}
-	for _, d := range []string{"confdir", "vardir", "codedir", "logdir", "rundir"} {
-		args = append(args, "--"+d, filepath.Join(w.dir, d))
-	}
-	cmd := exec.Command(w.puppet, append(args, "--execute", code)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var ee *exec.ExitError
-	exit := 0
-	if errors.As(err, &ee) {
-		exit = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	// Facter's complaints about this host (/proc/1/environ) are not the
-	// catalog's.
-	var lines []string
-	for _, l := range strings.Split(out.String(), "\n") {
-		if !strings.Contains(l, "Facter: ") {
-			lines = append(lines, l)
-		}
-	}
-	return exit, strings.Join(lines, "\n")
+	return testutil.PuppetApply(t, append(args, "--execute", code)...)
 }
 
 // puppet parser validate and puppet-lint find nothing in the module.
