@@ -119,6 +119,13 @@ func Ensure(ctx context.Context, dir string) (string, error) {
 // temporary directory and customize.sh as its customize hook, and renames
 // the result to tar. mmdebstrap's log is tar's name with .log.
 func build(ctx context.Context, consulBin, tar string) error {
+	// What a build killed half way left (the caller holds the lock: no
+	// build is running).
+	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(tar), ".build-*"))
+	tmps, _ := filepath.Glob(filepath.Join(filepath.Dir(tar), "rootfs-*.tar.tmp"))
+	for _, p := range append(stale, tmps...) {
+		os.RemoveAll(p)
+	}
 	work, err := os.MkdirTemp(filepath.Dir(tar), ".build-")
 	if err != nil {
 		return err

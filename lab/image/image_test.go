@@ -218,6 +218,35 @@ func TestRoot(t *testing.T) {
 		}
 	}
 
+	// A root in use (a file open in it, as a running container's are)
+	// is not removed; once free it is.
+	f, err := os.Open(filepath.Join(dest, "etc/os-release"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := image.Remove(dest); err == nil || !strings.Contains(err.Error(), "busy") {
+		t.Errorf("Remove of a root in use: %v, want busy", err)
+	}
+	if _, err := os.Stat(filepath.Join(dest, "etc/lab-written")); err != nil {
+		t.Errorf("a refused Remove removed files: %v", err)
+	}
+	f.Close()
+
+	// A Root that fails (the tar is no image) leaves nothing behind.
+	bad := filepath.Join(base, "rootfs-bad.tar")
+	if err := os.WriteFile(bad, []byte("not a tar"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d5 := filepath.Join(base, "c5")
+	if err := image.Root(ctx, bad, d5); err == nil {
+		t.Errorf("Root of a broken tar: no error")
+	}
+	for _, p := range []string{d5, d5 + ".lab"} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("a failed Root left %s: %v", p, err)
+		}
+	}
+
 	plain := filepath.Join(base, "plain")
 	if err := os.MkdirAll(filepath.Join(plain, "keep"), 0o755); err != nil {
 		t.Fatal(err)

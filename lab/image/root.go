@@ -29,11 +29,20 @@ var tarArgs = []string{"--numeric-owner", "--xattrs", "--xattrs-include=*", "-xp
 // overlay is made in milliseconds and costs no disk until the container
 // writes; a full extraction (Extract) takes seconds and the image's size
 // each (lab/README.md has the figures). Remove undoes it.
-func Root(ctx context.Context, tar, dest string) error {
+func Root(ctx context.Context, tar, dest string) (err error) {
+	if err := checkTar(tar); err != nil {
+		return err
+	}
 	state, err := newRoot(dest)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil { // nothing mounted: leave nothing behind
+			os.RemoveAll(dest)
+			os.RemoveAll(state)
+		}
+	}()
 	lower, err := Lower(ctx, tar)
 	if err != nil {
 		return fmt.Errorf("image root %s: %w", dest, err)
@@ -54,13 +63,20 @@ func Root(ctx context.Context, tar, dest string) error {
 // Extract makes dest a container root filesystem by extracting the whole
 // image tar into it: what Root's overlay was measured against. dest must
 // not exist; Remove removes it.
-func Extract(ctx context.Context, tar, dest string) error {
-	if _, err := newRoot(dest); err != nil {
-		return err
-	}
+func Extract(ctx context.Context, tar, dest string) (err error) {
 	if err := checkTar(tar); err != nil {
 		return err
 	}
+	state, err := newRoot(dest)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil { // a partial extraction is no root
+			os.RemoveAll(dest)
+			os.RemoveAll(state)
+		}
+	}()
 	if err := os.Mkdir(dest, 0o755); err != nil {
 		return fmt.Errorf("image root %s: %w", dest, err)
 	}

@@ -125,7 +125,7 @@ func readDebs(ctx context.Context, paths []string) ([]deb, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s is not a Debian package: %w", p, err)
 		}
-		d := deb{src: p, control: strings.TrimRight(string(b), "\n")}
+		d := deb{src: p, control: controlFields(string(b))}
 		d.pkg, d.version, d.arch = field(d.control, "Package"), field(d.control, "Version"), field(d.control, "Architecture")
 		switch {
 		case !pkgName.MatchString(d.pkg):
@@ -148,6 +148,33 @@ func readDebs(ctx context.Context, paths []string) ([]deb, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out, nil
+}
+
+// repoFields are the fields Build writes into the index for a package; a
+// package's control file naming one (a Filename pointing elsewhere) has it
+// dropped.
+var repoFields = []string{"Filename:", "Size:", "MD5sum:", "SHA1:", "SHA256:"}
+
+// controlFields is a package's control paragraph without the fields Build
+// writes, and without blank lines, which would end the paragraph.
+func controlFields(control string) string {
+	var out []string
+	skip := false
+	for _, l := range strings.Split(control, "\n") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if !strings.HasPrefix(l, " ") && !strings.HasPrefix(l, "\t") {
+			skip = false
+			for _, f := range repoFields {
+				skip = skip || strings.HasPrefix(l, f)
+			}
+		}
+		if !skip {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // field is the value of a single-line field of a control paragraph.

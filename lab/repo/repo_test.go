@@ -140,13 +140,22 @@ func TestAptInstallsFromTheRepository(t *testing.T) {
 	testutil.RequireTool(t, "gpg", "gnupg")
 	lab := labDir(t)
 	dir := filepath.Join(lab, "repo")
-	a1 := makeDeb(t, "lab-test-a", "1.0", "")
+	// Fields of the index in a package's own control file are not the
+	// index's: Build writes them.
+	a1 := makeDeb(t, "lab-test-a", "1.0", "Filename: ../../etc/passwd\nSHA256: 00\n")
 	b1 := makeDeb(t, "lab-test-b", "1:2.0~rc1", "Depends: lab-test-a (>= 1.0)\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pub, err := repo.Build(ctx, dir, []string{a1, b1})
 	if err != nil {
 		t.Fatal(err)
+	}
+	index, err := os.ReadFile(filepath.Join(dir, "Packages"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(index), "Filename: ") != 2 || strings.Contains(string(index), "passwd") || strings.Contains(string(index), "SHA256: 00\n") {
+		t.Errorf("Packages kept a package's own index fields:\n%s", index)
 	}
 	srv, err := repo.Serve(ctx, "127.0.0.1:0", dir)
 	if err != nil {
