@@ -133,6 +133,17 @@ soak: consul
 ## bench: every benchmark in one go, printed as one table with the machine it
 ## ran on (hiera-services beside consul-template, service-blocker latency and
 ## footprint, the reaper planner and a full reaper cycle). About 10 minutes.
+## lab-image: what the lab's servers are made of (lab/README.md): the base
+## image, built once with mmdebstrap and cached in $(LAB_DIR)/cache; the
+## packages orchestrate, consul and orchestrate-lab-roles in $(LAB_DIR)/debs;
+## and the signed apt repository serving them, $(LAB_DIR)/repo. Prints each
+## one's time and size. Needs root and the machine's apt sources.
+LAB_DIR ?= /var/tmp/orchestrate-lab
+
+.PHONY: lab-image
+lab-image: consul test-deps
+	LAB_DIR='$(LAB_DIR)' NFPM='$(NFPM)' $(GO) run ./lab/cmd/labimage
+
 .PHONY: bench
 bench: consul bin/consul-template
 	$(GO) run ./internal/benchtable

@@ -170,6 +170,10 @@ func TestUserData(t *testing.T) {
 	if tok := files[paths.NodeToken]; strings.TrimSpace(tok) != testToken {
 		t.Errorf("node token file %q, want the reaper's token", tok)
 	}
+	// The agent runs the handlers, converge and Puppet as root.
+	if got := files["/etc/systemd/system/consul.service.d/orchestrate.conf"]; got != "[Service]\nUser=root\nGroup=root\n" {
+		t.Errorf("consul.service drop-in %q, want the agent as root", got)
+	}
 	if strings.Contains(string(b), "token\": \"") {
 		t.Errorf("the example holds a token of its own: every server would share it")
 	}

@@ -192,7 +192,10 @@ func TestPackageContents(t *testing.T) {
 	} {
 		want[f] = "-rw-r--r-- root/root"
 	}
-	allowed := regexp.MustCompile(`^/(usr/bin/|usr/share/(man/man1|doc/orchestrate|orchestrate/acl|lintian/overrides)/|usr/lib/sysusers\.d/|lib/systemd/system/|etc/orchestrate/)`)
+	for _, f := range moduleFiles(t) {
+		want[paths.PuppetModuleDir+"/"+f] = "-rw-r--r-- root/root"
+	}
+	allowed := regexp.MustCompile(`^/(usr/bin/|usr/share/(man/man1|doc/orchestrate|orchestrate/acl|lintian/overrides|puppet/modules/orchestrate)/|usr/lib/sysusers\.d/|lib/systemd/system/|etc/orchestrate/)`)
 	got := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(run(t, "dpkg-deb", "--contents", pkg.path)))
 	for sc.Scan() {
@@ -208,7 +211,7 @@ func TestPackageContents(t *testing.T) {
 			continue
 		}
 		got[path] = f[0] + " " + f[1]
-		if !allowed.MatchString(path) {
+		if _, ok := want[path]; !allowed.MatchString(path) || !ok && strings.HasPrefix(path, paths.PuppetModuleDir+"/") {
 			t.Errorf("unexpected file %s", path)
 		}
 	}

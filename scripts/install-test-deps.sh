@@ -15,6 +15,12 @@ declare -A need=(
 	# The lab's network (lab/netlab, go test -tags lab): the bridge, veths
 	# and network namespaces, and the guard and partitions.
 	[iproute2]=ip
+	[python3]=python3
+	# The lab (lab/README.md): containers, their image, its repository's
+	# signature, partitions.
+	[systemd-container]=systemd-nspawn
+	[mmdebstrap]=mmdebstrap
+	[gnupg]=gpg
 	[nftables]=nft
 )
 

@@ -50,6 +50,15 @@ gzip -9nc puppet/orchestrate/README.md >"$doc/puppet/README.md.gz"
 for f in examples/*.yaml; do
 	[ -f "$f" ] && gzip -9nc "$f" >"$doc/examples/$(basename "$f").gz"
 done
+# The Puppet module (class orchestrate, orchestrate::reaper,
+# orchestrate::service_blocker), where Debian's puppet finds modules: its
+# modulepath ends in /usr/share/puppet/modules.
+mod=$stage/puppet/orchestrate
+for d in manifests templates types examples; do
+	mkdir -p "$mod/$d"
+	install -m 0644 puppet/orchestrate/$d/* "$mod/$d/"
+done
+install -m 0644 puppet/orchestrate/metadata.json puppet/orchestrate/README.md "$mod/"
 when=$(date -u -R -d "@$SOURCE_DATE_EPOCH")
 {
 	echo "orchestrate ($DEB_VERSION) unstable; urgency=medium"

@@ -215,6 +215,7 @@ func TestPackageDestinations(t *testing.T) {
 		"packaging/acl/reaper.hcl":                     paths.ACLDir + "/reaper.hcl",
 		"packaging/acl/operator.hcl":                   paths.ACLDir + "/operator.hcl",
 		"build/package/doc/":                           paths.DocDir + "/",
+		"build/package/puppet/orchestrate/":            paths.PuppetModuleDir + "/",
 		"packaging/sysusers.conf":                      "/usr/lib/sysusers.d/" + paths.User + ".conf",
 		"packaging/lintian/orchestrate":                "/usr/share/lintian/overrides/orchestrate",
 		"build/package/man/*.1.gz":                     "/usr/share/man/man1/",
@@ -375,7 +376,7 @@ func TestGeneratedWatches(t *testing.T) {
 
 // namespacePath finds absolute paths in the package's namespaces and the
 // old spellings that must not come back.
-var namespacePath = regexp.MustCompile(`(/etc/orchestrate|/var/lib/orchestrate|/var/log/orchestrate|/run/lock/|/var/lock/|/usr/local/bin/|/etc/puppet/hiera|/etc/consul\.d|/usr/bin/(?:orchestrate|hiera-services|reaper|service-blocker)\b)[A-Za-z0-9_./-]*`)
+var namespacePath = regexp.MustCompile(`(/usr/share/puppet/modules/orchestrate|/etc/orchestrate|/var/lib/orchestrate|/var/log/orchestrate|/run/lock/|/var/lock/|/usr/local/bin/|/etc/puppet/hiera|/etc/consul\.d|/usr/bin/(?:orchestrate|hiera-services|reaper|service-blocker)\b)[A-Za-z0-9_./-]*`)
 
 // changedOn marks a paragraph of the documents' change notes ("*Changed on
 // 2026-11-25:*"), which name the old paths on purpose.
@@ -403,7 +404,7 @@ func TestNoOtherSpelling(t *testing.T) {
 		paths.ReaperConfig, paths.ReaperEnv, paths.ReaperToken, paths.Clouds,
 		paths.StateDir, paths.HieraDir, paths.HieraData, paths.LogDir,
 		paths.ConvergeLock, paths.DrainLock, paths.ConsulConfigDir, paths.WatchConfig,
-		paths.NodeIdentityKey, paths.AgentTokenFile, paths.NodePolicy,
+		paths.NodeIdentityKey, paths.AgentTokenFile, paths.NodePolicy, paths.PuppetModuleDir,
 	}, examplePaths...) {
 		known[p] = true
 	}
@@ -443,7 +444,7 @@ func TestNoOtherSpelling(t *testing.T) {
 			}
 			for _, m := range namespacePath.FindAllString(para, -1) {
 				p := strings.TrimRight(m, "./")
-				if p == "" || known[p] || strings.HasPrefix(p, paths.DocDir) {
+				if p == "" || known[p] || strings.HasPrefix(p, paths.DocDir) || strings.HasPrefix(p, paths.PuppetModuleDir+"/") {
 					continue
 				}
 				rel, _ := filepath.Rel(root, f)

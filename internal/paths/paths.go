@@ -105,6 +105,10 @@ const (
 	// NodePolicy is the shared read-only policy every node's token
 	// carries (the role orchestrate-node).
 	NodePolicy = ACLDir + "/node.hcl"
+	// PuppetModuleDir holds the Puppet module (class orchestrate and the
+	// rest of puppet/orchestrate), in Debian puppet's modulepath
+	// (/usr/share/puppet/modules), so `include orchestrate` finds it.
+	PuppetModuleDir = "/usr/share/puppet/modules/orchestrate"
 	// DocDir holds the documents and examples.
 	DocDir = "/usr/share/doc/orchestrate"
 	// UnitDir is where the package puts its systemd units.

@@ -3,9 +3,12 @@ package testutil
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -123,4 +126,37 @@ func BuildCommands(t testing.TB, names ...string) string {
 	}
 	builds.dirs[key] = dir
 	return dir
+}
+
+// PuppetApply runs Debian's puppet apply with args (--detailed-exitcodes
+// and --color=false added, and puppet's own directories in a new
+// temporary one) and returns its exit code (0 no change, 2 changes, 1, 4
+// or 6 a failure) and its output without Facter's complaints about the
+// host (/proc/1/environ), which are not the catalog's.
+func PuppetApply(t testing.TB, args ...string) (int, string) {
+	t.Helper()
+	puppet := RequirePuppet(t)
+	dir := t.TempDir()
+	all := []string{"apply", "--detailed-exitcodes", "--color=false"}
+	for _, d := range []string{"confdir", "vardir", "codedir", "logdir", "rundir"} {
+		all = append(all, "--"+d, filepath.Join(dir, d))
+	}
+	cmd := exec.Command(puppet, append(all, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if !strings.Contains(l, "Facter: ") {
+			lines = append(lines, l)
+		}
+	}
+	return code, strings.Join(lines, "\n")
 }
