@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/jiocloud/orchestrate/lab/invariant"
 )
 
@@ -31,6 +33,7 @@ var scenarios = []scenario{
 	{"bootstrap", scenarioBootstrap},
 	{"death", scenarioDeath},
 	{"partition", scenarioPartition},
+	{"serverloss", scenarioServerLoss},
 	{"failover", scenarioFailover},
 }
 
@@ -379,4 +382,67 @@ func scenarioFailover(t *testing.T, l *Lab) map[string]string {
 		t.Fatalf("%d servers created for one replacement across the failover: %s", created, ids(after))
 	}
 	return map[string]string{"killed_leader": host, "takeover": takeover.Round(time.Second).String()}
+}
+
+// scenarioServerLoss: one of the three Consul servers killed: nothing
+// changes; a second one killed (quorum lost): the reaper acts on nothing
+// and every node keeps its last good hiera data, whole; both back: the
+// cloud recovers without a human.
+func scenarioServerLoss(t *testing.T, l *Lab) map[string]string {
+	ctx := context.Background()
+	before, err := l.Servers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Server 1 (index 0) is the one the lab reads through: lose the others.
+	if err := l.Consul.Kill(2); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(45 * time.Second)
+	l.waitHealthy(t, 2*time.Minute, "one Consul server lost")
+	if err := l.Consul.Kill(1); err != nil {
+		t.Fatal(err)
+	}
+	lost := time.Now()
+	for time.Since(lost) < 90*time.Second {
+		time.Sleep(10 * time.Second)
+		now, err := l.Servers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids(now) != ids(before) {
+			t.Fatalf("servers changed without quorum:\nbefore %s\nnow    %s", ids(before), ids(now))
+		}
+		for _, s := range now {
+			if s.Role == bootstrapRole {
+				continue
+			}
+			f, ok := l.hieraFile(ctx, s.Name)
+			if !ok {
+				continue
+			}
+			var m map[string]any
+			if !f.Exists || yaml.Unmarshal(f.Data, &m) != nil || len(m) == 0 {
+				t.Fatalf("%s's services.yaml without quorum: exists %v, %d bytes, not whole", s.Name, f.Exists, len(f.Data))
+			}
+		}
+	}
+	back := time.Now()
+	for _, i := range []int{1, 2} {
+		if err := l.Consul.Restart(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Consul.WaitLeader(ctx, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	recovered := l.waitHealthy(t, 10*time.Minute, "quorum back")
+	after, err := l.Servers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids(after) != ids(before) {
+		t.Fatalf("servers changed over the loss of quorum:\nbefore %s\nafter  %s", ids(before), ids(after))
+	}
+	return map[string]string{"quorum_lost_for": back.Sub(lost).Round(time.Second).String(), "recovered_in": recovered.Round(time.Second).String()}
 }
