@@ -17,6 +17,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/hashicorp/consul/api"
 
@@ -103,6 +104,7 @@ func Up(ctx context.Context, size Size, log *slog.Logger) (l *Lab, err error) {
 		{"image, packages and repository", func(ctx context.Context) error { return l.packages(ctx, bg) }},
 		{"nova", l.nova},
 		{"acl setup", l.acls},
+		{"empty cloud", l.emptyCloud},
 		{"hypervisor", func(ctx context.Context) error { return l.hypervisor(bg) }},
 	} {
 		start := time.Now()
@@ -258,6 +260,39 @@ func (l *Lab) acls(ctx context.Context) error {
 		return err
 	}
 	l.Tokens = t
+	return nil
+}
+
+// emptyCloud starts the cloud from nothing: the lab's Nova keeps its
+// database between runs (a fast Up), so the servers an earlier run left are
+// deleted, and what the hypervisor kept of them goes.
+func (l *Lab) emptyCloud(ctx context.Context) error {
+	machines := filepath.Join(l.Dir, "machines")
+	if err := hypervisor.Down(machines, 30*time.Second, l.Log); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(machines); err != nil {
+		return err
+	}
+	left, err := l.Servers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range left {
+		if err := servers.Delete(ctx, l.Compute, s.ID).ExtractErr(); err != nil {
+			return fmt.Errorf("delete %s left by an earlier run: %w", s.Name, err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(left) > 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("servers of an earlier run still listed: %v", left)
+		}
+		time.Sleep(time.Second)
+		if left, err = l.Servers(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
