@@ -78,12 +78,13 @@ type Lab struct {
 // network, Consul servers, image and packages, the repository, Nova, the
 // ACL setup, the hypervisor, then the bootstrap servers (the reapers),
 // which build every role's servers through Nova.
-func Up(ctx context.Context, size Size, log *slog.Logger) (l *Lab, err error) {
-	l = &Lab{Size: size, Log: log, userData: map[string][]byte{}}
+func Up(ctx context.Context, size Size, log *slog.Logger) (_ *Lab, err error) {
+	// l is not the named result: a "return nil, err" must not take from
+	// the deferred Down what it has to stop.
+	l := &Lab{Size: size, Log: log, userData: map[string][]byte{}}
 	defer func() {
 		if err != nil {
 			l.Down(context.Background())
-			l = nil
 		}
 	}()
 	if l.Dir, err = labenv.Dir(); err != nil {
