@@ -269,10 +269,7 @@ func (l *Lab) acls(ctx context.Context) error {
 // deleted, and what the hypervisor kept of them goes.
 func (l *Lab) emptyCloud(ctx context.Context) error {
 	machines := filepath.Join(l.Dir, "machines")
-	if err := hypervisor.Down(machines, 30*time.Second, l.Log); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(machines); err != nil {
+	if err := hypervisor.Remove(machines, 30*time.Second, l.Log); err != nil {
 		return err
 	}
 	left, err := l.Servers(ctx)

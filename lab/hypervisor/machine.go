@@ -300,6 +300,29 @@ func (h *Hypervisor) remove(m *machine) {
 	h.log.Info("hypervisor: container removed", "server", m.name, "id", m.id, "address", m.addr)
 }
 
+// Remove powers off every container of stateDir (as Down) and removes
+// their state, each root's mount detached first: never os.RemoveAll over a
+// mounted overlay, which would whiteout its files and then fail on the
+// mount point.
+func Remove(stateDir string, stopTimeout time.Duration, log *slog.Logger) error {
+	if err := Down(stateDir, stopTimeout, log); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(stateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := removeDir(filepath.Join(stateDir, e.Name())); err != nil {
+			return fmt.Errorf("hypervisor remove %s: %w", e.Name(), err)
+		}
+	}
+	return os.Remove(stateDir)
+}
+
 // removeDir removes a state dir, first detaching a mount MakeRoot may have
 // put on its root (an overlay).
 func removeDir(dir string) error {
@@ -360,6 +383,12 @@ func (h *Hypervisor) load() (map[string]*machine, error) {
 		}
 		dir := filepath.Join(h.cfg.StateDir, e.Name())
 		raw, err := os.ReadFile(filepath.Join(dir, "address"))
+		if errors.Is(err, os.ErrNotExist) {
+			// The address is written first: a machine without one never
+			// got further, and never booted.
+			h.log.Warn("hypervisor: state dir without an address, never booted", "dir", dir)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
