@@ -22,6 +22,14 @@ type RoleSize struct {
 	Count, MinHealthy int
 }
 
+// poolRole keeps a warm pool of one stopped standby (scenario warmpool);
+// autoscaledRole follows its nodes' load reports between its count and
+// one more (scenario autoscale). Every size has both roles.
+const (
+	poolRole       = "db"
+	autoscaledRole = "compute"
+)
+
 // Size is how big a lab is: its roles (in the order their dependencies
 // allow them to come up) and how many bootstrap servers run a reaper.
 type Size struct {
@@ -105,6 +113,21 @@ roles:
     drain_timeout: 30s
     boot: {flavor: %s, image: %s, networks: [none], name_template: "%s{n}", user_data_file: %s}
 `, r.Name, r.Count, r.MinHealthy, l.Nova.Env["NOVA_E2E_FLAVOR"], l.Nova.Env["NOVA_E2E_IMAGE"], r.Name, fmt.Sprintf(ud, r.Name))
+		switch r.Name {
+		case poolRole:
+			b.WriteString("    warm_pool: {size: 1, state: stopped, claim_timeout: 8m}\n")
+		case autoscaledRole:
+			// Short windows, so that a scale out and back in takes minutes;
+			// min is the role's count, which the lab's rest state keeps.
+			fmt.Fprintf(&b, `    autoscale:
+      metric: {source: consul, name: load, max_age: 90s}
+      target: 0.5
+      min: %d
+      max: %d
+      scale_out: {max_step: 1, cooldown: 30s}
+      scale_in: {max_step: 1, cooldown: 30s, stabilization: 30s}
+`, max(r.Count, r.MinHealthy, 1), r.Count+1)
+		}
 	}
 	return b.String()
 }

@@ -66,6 +66,7 @@ type Lab struct {
 	checkMu sync.Mutex // guards Checker
 
 	site     Site
+	version  string            // the version the operator triggered last
 	image    string            // the base image's tar
 	userData map[string][]byte // role -> its user data
 	cancel   context.CancelFunc

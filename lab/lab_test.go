@@ -33,6 +33,9 @@ var scenarios = []scenario{
 	{"bootstrap", scenarioBootstrap},
 	{"death", scenarioDeath},
 	{"partition", scenarioPartition},
+	{"warmpool", scenarioWarmPool},
+	{"autoscale", scenarioAutoscale},
+	{"rollout", scenarioRollout},
 	{"serverloss", scenarioServerLoss},
 	{"failover", scenarioFailover},
 }
@@ -71,7 +74,14 @@ func TestLab(t *testing.T) {
 		}
 		r := result{name: s.name}
 		begin := time.Now()
-		r.pass = t.Run(s.name, func(t *testing.T) { r.figures = s.run(t, l) })
+		r.pass = t.Run(s.name, func(t *testing.T) {
+			if s.name != "bootstrap" {
+				// Every scenario starts from the cloud at rest: each role at
+				// its count, serving the version, its warm pool full.
+				l.waitRest(t, 15*time.Minute, "before "+s.name)
+			}
+			r.figures = s.run(t, l)
+		})
 		r.took = time.Since(begin)
 		if v := l.Violations(); len(v) > 0 {
 			r.pass = false
@@ -149,16 +159,27 @@ func wait(t *testing.T, limit time.Duration, what string, cond func() bool) time
 }
 
 // healthy says whether every role is at its count, every server of it
-// serving and on version: the cloud at rest.
-func (l *Lab) healthy(ctx context.Context, version string) (bool, string) {
+// serving and on the version; with pool, also whether the warm pool holds
+// its stopped standby: the cloud at rest.
+func (l *Lab) healthy(ctx context.Context, pool bool) (bool, string) {
 	o, err := l.Observation(ctx)
 	if err != nil {
 		return false, err.Error()
 	}
+	if pool {
+		recs, err := l.poolRecords(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(recs) != 1 || recs[0].State != "stopped" {
+			return false, fmt.Sprintf("warm pool of %s: %+v, want one stopped standby", poolRole, recs)
+		}
+	}
+	version := l.version
 	for _, r := range l.Size.Roles {
 		var names []string
 		for _, s := range o.Servers {
-			if s.Role == r.Name {
+			if s.Role == r.Name && !s.Standby {
 				names = append(names, s.Name)
 				if !o.Serving[s.Name] {
 					return false, s.Name + " not serving"
@@ -175,13 +196,25 @@ func (l *Lab) healthy(ctx context.Context, version string) (bool, string) {
 	return true, ""
 }
 
+// waitHealthy waits until every role serves at its count, on the version.
 func (l *Lab) waitHealthy(t *testing.T, limit time.Duration, why string) time.Duration {
+	t.Helper()
+	return l.waitFor(t, limit, why, false)
+}
+
+// waitRest waits for the cloud at rest: healthy, and the warm pool full.
+func (l *Lab) waitRest(t *testing.T, limit time.Duration, why string) time.Duration {
+	t.Helper()
+	return l.waitFor(t, limit, why, true)
+}
+
+func (l *Lab) waitFor(t *testing.T, limit time.Duration, why string, pool bool) time.Duration {
 	t.Helper()
 	ctx := context.Background()
 	var last string
 	start := time.Now()
 	for {
-		ok, whyNot := l.healthy(ctx, "v1")
+		ok, whyNot := l.healthy(ctx, pool)
 		if ok {
 			return time.Since(start)
 		}
@@ -205,6 +238,7 @@ func scenarioBootstrap(t *testing.T, l *Lab) map[string]string {
 	if out, code := l.orchestrate(ctx, "trigger-update", "v1"); code != 0 {
 		t.Fatalf("trigger-update: %s", out)
 	}
+	l.version = "v1"
 	start := time.Now()
 	for i := 1; i <= l.Size.Reapers; i++ {
 		if _, err := l.createBootstrap(ctx, fmt.Sprintf("boot%d", i)); err != nil {
@@ -217,33 +251,43 @@ func scenarioBootstrap(t *testing.T, l *Lab) map[string]string {
 		r, err := l.Report(ctx)
 		return err == nil && r != nil && r.Armed
 	})
+	armed := time.Since(start)
 	out, code := l.orchestrate(ctx, "status")
 	t.Logf("orchestrate status:\n%s", out)
 	if code != 0 {
 		t.Fatalf("orchestrate status: exit %d", code)
 	}
-	return map[string]string{"all_validated": validated.Round(time.Second).String(), "armed_after": time.Since(start).Round(time.Second).String()}
+	l.waitRest(t, 15*time.Minute, "the warm pool of "+poolRole)
+	return map[string]string{"all_validated": validated.Round(time.Second).String(), "armed_after": armed.Round(time.Second).String(),
+		"pool_ready_after": time.Since(start).Round(time.Second).String()}
 }
 
-// victim is a serving server of the first role with two or more servers.
+// victim is a serving server of the role with the most servers among
+// those that are neither pooled nor autoscaled (their own scenarios try
+// those): a death there is replaced by a create through Nova.
 func (l *Lab) victim(t *testing.T) invariant.Server {
 	t.Helper()
 	o, err := l.Observation(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	var pick invariant.Server
+	most := 0
 	for _, r := range l.Size.Roles {
-		if r.Count < 2 {
+		if r.Name == poolRole || r.Name == autoscaledRole || r.Count <= most {
 			continue
 		}
 		for _, s := range o.Servers {
-			if s.Role == r.Name && o.Serving[s.Name] {
-				return s
+			if s.Role == r.Name && !s.Standby && o.Serving[s.Name] {
+				pick, most = s, r.Count
+				break
 			}
 		}
 	}
-	t.Fatal("no role has two serving servers")
-	return invariant.Server{}
+	if most == 0 {
+		t.Fatal("no serving server of a role without a pool or autoscaling")
+	}
+	return pick
 }
 
 // scenarioDeath: a serving container is powered off hard; the reaper
@@ -276,7 +320,7 @@ func scenarioPartition(t *testing.T, l *Lab) map[string]string {
 	var roleAddrs, others []netip.Addr
 	for _, c := range l.HV.Containers() {
 		isRole := slices.ContainsFunc(before, func(s invariant.Server) bool {
-			return s.ID == c.ID && s.Role != bootstrapRole && s.Role != ""
+			return s.ID == c.ID && s.Role != bootstrapRole && s.Role != "" && !s.Standby
 		})
 		if isRole {
 			roleAddrs = append(roleAddrs, c.Address)

@@ -16,6 +16,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/lab/invariant"
+	"github.com/jiocloud/orchestrate/reaper"
 )
 
 // observeEvery is how often the invariant checker looks at the cloud.
@@ -119,7 +120,7 @@ func (l *Lab) Servers(ctx context.Context) ([]invariant.Server, error) {
 		if s.Metadata["lab"] == bootstrapRole {
 			role = bootstrapRole
 		}
-		out = append(out, invariant.Server{ID: s.ID, Name: s.Name, Role: role, Status: s.Status})
+		out = append(out, invariant.Server{ID: s.ID, Name: s.Name, Role: role, Status: s.Status, Standby: s.Metadata[reaper.MetaStandby] != ""})
 	}
 	return out, nil
 }

@@ -25,6 +25,9 @@ import (
 // Server is a Nova server as the lab sees it.
 type Server struct {
 	ID, Name, Role, Status string
+	// Standby: a warm pool's standby (Nova metadata reaper-standby), no
+	// member of its role.
+	Standby bool
 }
 
 // File is a node's services.yaml as read from its container.
