@@ -36,14 +36,18 @@ type Size struct {
 	Name    string
 	Roles   []RoleSize
 	Reapers int
+	// Pool gives poolRole its warm pool, Autoscale autoscaledRole its
+	// autoscaling: a lab that runs neither scenario (CI's) spends no time
+	// building a standby, and its compute count holds.
+	Pool, Autoscale bool
 }
 
 // sizes are LAB_SIZE's values. small is what CI runs (7 containers);
 // default fits this machine with room (9); large is the seed's shape (14).
 var sizes = map[string]Size{
-	"small":   {"small", []RoleSize{{"db", 2, 1}, {"lb", 1, 0}, {"controller", 1, 0}, {"compute", 1, 0}}, 2},
-	"default": {"default", []RoleSize{{"db", 2, 1}, {"lb", 1, 0}, {"controller", 2, 1}, {"compute", 2, 1}}, 2},
-	"large":   {"large", []RoleSize{{"db", 3, 2}, {"lb", 2, 1}, {"controller", 3, 2}, {"compute", 4, 2}}, 2},
+	"small":   {Name: "small", Roles: []RoleSize{{"db", 2, 1}, {"lb", 1, 0}, {"controller", 1, 0}, {"compute", 1, 0}}, Reapers: 2},
+	"default": {Name: "default", Roles: []RoleSize{{"db", 2, 1}, {"lb", 1, 0}, {"controller", 2, 1}, {"compute", 2, 1}}, Reapers: 2},
+	"large":   {Name: "large", Roles: []RoleSize{{"db", 3, 2}, {"lb", 2, 1}, {"controller", 3, 2}, {"compute", 4, 2}}, Reapers: 2},
 }
 
 // SizeFromEnv is LAB_SIZE's size (default "default").
@@ -113,10 +117,10 @@ roles:
     drain_timeout: 30s
     boot: {flavor: %s, image: %s, networks: [none], name_template: "%s{n}", user_data_file: %s}
 `, r.Name, r.Count, r.MinHealthy, l.Nova.Env["NOVA_E2E_FLAVOR"], l.Nova.Env["NOVA_E2E_IMAGE"], r.Name, fmt.Sprintf(ud, r.Name))
-		switch r.Name {
-		case poolRole:
+		switch {
+		case r.Name == poolRole && l.Size.Pool:
 			b.WriteString("    warm_pool: {size: 1, state: stopped, claim_timeout: 8m}\n")
-		case autoscaledRole:
+		case r.Name == autoscaledRole && l.Size.Autoscale:
 			// Short windows, so that a scale out and back in takes minutes;
 			// min is the role's count, which the lab's rest state keeps.
 			fmt.Fprintf(&b, `    autoscale:

@@ -58,6 +58,16 @@ func TestLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := scenarioNames()
+	for _, w := range want {
+		if !slices.ContainsFunc(scenarios, func(s scenario) bool { return s.name == w }) {
+			var all []string
+			for _, s := range scenarios {
+				all = append(all, s.name)
+			}
+			t.Fatalf("LAB_SCENARIOS: no scenario %q (the scenarios: %s)", w, strings.Join(all, ","))
+		}
+	}
+	size.Pool, size.Autoscale = slices.Contains(want, "warmpool"), slices.Contains(want, "autoscale")
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx := context.Background()
 	start := time.Now()
@@ -166,7 +176,7 @@ func (l *Lab) healthy(ctx context.Context, pool bool) (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	if pool {
+	if pool && l.Size.Pool {
 		recs, err := l.poolRecords(ctx)
 		if err != nil {
 			return false, err.Error()
