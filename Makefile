@@ -58,9 +58,12 @@ fmt-check:
 ## with the real-Nova test cloud up (see nova-up below), which is stopped
 ## afterwards unless it was already running. Then the autoscaling decision
 ## is fuzzed for 20 s (its seeds, reaper/testdata/fuzz, run with the suite).
+## Last, the small lab (lab-ci below): the whole cloud in containers, built
+## by the reaper through the real Nova, and four of its scenarios.
 test: test-deps vet fmt-check
 	NOVA_E2E_DIR=$(NOVA_E2E_DIR) GO=$(GO) scripts/nova/e2e.sh ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzAutoscaleDecision$$' -fuzztime 20s ./reaper
+	$(MAKE) lab-ci
 
 ## demo: build everything, start a dev Consul on free loopback ports and run
 ## a short orchestrate session against it; stops what it started.

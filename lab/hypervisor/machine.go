@@ -370,8 +370,9 @@ func (h *Hypervisor) shutdown() {
 	h.wg.Wait()
 }
 
-// load reads the state dir: one directory per server.
-func (h *Hypervisor) load() (map[string]*machine, error) {
+// load reads the state dir: one directory per server. For a teardown
+// (Down, Remove) a directory without an address is skipped.
+func (h *Hypervisor) load(teardown bool) (map[string]*machine, error) {
 	entries, err := os.ReadDir(h.cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -383,9 +384,10 @@ func (h *Hypervisor) load() (map[string]*machine, error) {
 		}
 		dir := filepath.Join(h.cfg.StateDir, e.Name())
 		raw, err := os.ReadFile(filepath.Join(dir, "address"))
-		if errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, os.ErrNotExist) && teardown {
 			// The address is written first: a machine without one never
-			// got further, and never booted.
+			// got further, and never booted: nothing to power off. A
+			// hypervisor taking the state over (New) refuses it.
 			h.log.Warn("hypervisor: state dir without an address, never booted", "dir", dir)
 			continue
 		}
@@ -465,7 +467,7 @@ func Down(stateDir string, stopTimeout time.Duration, log *slog.Logger) error {
 	}
 	h := &Hypervisor{cfg: Config{StateDir: stateDir, StopTimeout: stopTimeout}, log: log}
 	var err error
-	if h.machines, err = h.load(); err != nil {
+	if h.machines, err = h.load(true); err != nil {
 		return fmt.Errorf("hypervisor down: %w", err)
 	}
 	h.adopt()
