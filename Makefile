@@ -58,9 +58,12 @@ fmt-check:
 ## with the real-Nova test cloud up (see nova-up below), which is stopped
 ## afterwards unless it was already running. Then the autoscaling decision
 ## is fuzzed for 20 s (its seeds, reaper/testdata/fuzz, run with the suite).
+## Last, the small lab (lab-ci below): the whole cloud in containers, built
+## by the reaper through the real Nova, and four of its scenarios.
 test: test-deps vet fmt-check
 	NOVA_E2E_DIR=$(NOVA_E2E_DIR) GO=$(GO) scripts/nova/e2e.sh ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzAutoscaleDecision$$' -fuzztime 20s ./reaper
+	$(MAKE) lab-ci
 
 ## demo: build everything, start a dev Consul on free loopback ports and run
 ## a short orchestrate session against it; stops what it started.
@@ -147,3 +150,23 @@ lab-image: consul test-deps
 .PHONY: bench
 bench: consul bin/consul-template
 	$(GO) run ./internal/benchtable
+
+## lab: the whole cloud in containers on this machine, built from nothing by
+## the reaper through the real Nova, then broken on purpose (lab/README.md):
+## every scenario, the invariant checker, the summary. LAB_SIZE small |
+## default | large; LAB_SCENARIOS a comma list (default all). Needs root.
+## lab-ci: what CI runs, a small lab and the scenarios bootstrap, death,
+## partition and failover. lab-down: stops whatever a lab left running.
+LAB_SIZE ?= default
+LAB_SCENARIOS ?= all
+
+.PHONY: lab lab-ci lab-down
+lab: consul test-deps
+	LAB_DIR='$(LAB_DIR)' LAB_SIZE='$(LAB_SIZE)' LAB_SCENARIOS='$(LAB_SCENARIOS)' NFPM='$(NFPM)' CONSUL_BIN='$(CONSUL_BIN)' \
+		$(GO) test -tags lab -run '^TestLab$$' -count=1 -v -timeout 90m ./lab
+
+lab-ci: consul test-deps
+	$(MAKE) lab LAB_SIZE=small LAB_SCENARIOS=bootstrap,death,partition,failover
+
+lab-down:
+	LAB_DIR='$(LAB_DIR)' $(GO) run ./lab/cmd/labdown

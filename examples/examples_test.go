@@ -137,7 +137,7 @@ func TestUserData(t *testing.T) {
 	if err := yaml.Unmarshal(b, &ud); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(ud.Packages, " ") != "consul orchestrate puppet" {
+	if strings.Join(ud.Packages, " ") != "consul orchestrate puppet change-me-site-puppet-code" {
 		t.Errorf("packages %v", ud.Packages)
 	}
 	files := map[string]string{}

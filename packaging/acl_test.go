@@ -217,9 +217,10 @@ func TestACLNodePolicy(t *testing.T) {
 	before := w.kvDump(t)
 
 	own := `key_prefix "orchestrate/hosts/web1/"`
-	// The node identity grants read of every service on its own: without
-	// it, node.hcl's service rule is what does.
-	noService := tokenOpts{drop: `service_prefix ""`, noIdentity: true}
+	// The node identity grants read of every service on its own, and the
+	// host policy write (so read) on its role's service: without both,
+	// node.hcl's service rule is what does.
+	noService := tokenOpts{drop: `service_prefix ""`, noIdentity: true, hostDrop: `service "web"`}
 	for _, tc := range []struct {
 		name    string
 		opts    tokenOpts

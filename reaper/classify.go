@@ -140,6 +140,7 @@ func (pl *planner) classify(r *Role, s *Server) ServerState {
 		return StateUnknown
 	}
 	h := pl.health(r, s.Name, false)
+	served := pl.served(s, h)
 	switch {
 	case h.maintenance:
 		return StateMaintenance
@@ -147,30 +148,49 @@ func (pl *planner) classify(r *Role, s *Server) ServerState {
 		// Counts towards the pause: a bad version making every server
 		// suspect holds the replacements until an operator looks.
 		return StateSuspect
-	case !h.checkedIn && age < r.BootTimeout.D():
+	case !h.checkedIn && age < r.BootTimeout.D() && !served:
 		return StateBooting
 	case !h.checkedIn:
 		return pl.classifyAbsent(r, s)
 	case h.critical:
-		return pl.classifyCritical(r, s)
+		return pl.classifyCritical(r, s, served)
 	case r.MaxAge > 0 && !now.Before(expiry(r, s)):
 		return StateExpired
 	}
 	return StateHealthy
 }
 
-// classifyCritical is the state of a server with a counted check critical:
-// booting within the boot grace, then critical-in-grace until the
-// critical grace (which starts no earlier than the boot grace ends) is
-// over, then unhealthy.
-func (pl *planner) classifyCritical(r *Role, s *Server) ServerState {
+// served says whether server s has served: it validated the current
+// version (durable: a new leader knows it too), or this reaper has seen it
+// checked in with every counted check passing (remembered by Nova ID from
+// plan to plan while it is listed).
+func (pl *planner) served(s *Server, h nodeHealth) bool {
+	// By Nova ID: a replacement may get the name of the server it replaced.
+	if t, ok := pl.in.Memory.Served[s.ID]; ok {
+		pl.plan.Memory.Served[s.ID] = t
+		return true
+	}
+	if h.checkedIn && !h.critical && !h.maintenance {
+		pl.plan.Memory.Served[s.ID] = pl.in.Now
+		return true
+	}
+	return pl.in.Validated[s.Name]
+}
+
+// classifyCritical is the state of a server with a counted check critical.
+// One that never served: booting within the boot grace, then
+// critical-in-grace until the critical grace (which starts no earlier
+// than the boot grace ends) is over, then unhealthy. One that served has
+// no boot grace left: a machine that dies minutes after it first served
+// is replaced after critical_grace, as an old one is.
+func (pl *planner) classifyCritical(r *Role, s *Server, served bool) ServerState {
 	now := pl.in.Now
 	since := pl.since(pl.in.Memory.Critical, pl.plan.Memory.Critical, s.Name)
-	if bootEnd := s.Created.Add(r.BootGrace.D()); since.Before(bootEnd) {
+	if bootEnd := s.Created.Add(r.BootGrace.D()); since.Before(bootEnd) && !served {
 		since = bootEnd
 	}
 	switch {
-	case now.Sub(s.Created) < r.BootGrace.D():
+	case now.Sub(s.Created) < r.BootGrace.D() && !served:
 		return StateBooting
 	case now.Sub(since) >= r.CriticalGrace.D():
 		return StateUnhealthy

@@ -140,7 +140,8 @@ type Role struct {
 	// empty: every check on the node counts when critical, and the node
 	// checks in through a check of one of its services.
 	Checks []string `yaml:"checks"`
-	// BootGrace: critical checks do not count this long after create.
+	// BootGrace: critical checks do not count this long after create,
+	// until the server first served (seen passing, or validated).
 	BootGrace Duration `yaml:"boot_grace"`
 	// CriticalGrace: counted checks must stay critical this long.
 	CriticalGrace Duration `yaml:"critical_grace"`

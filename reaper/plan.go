@@ -129,11 +129,19 @@ type Memory struct {
 	// Faultless: a new server in Nova ERROR without a fault yet (Nova
 	// saves the state, then the fault).
 	Faultless map[string]time.Time
+	// Served: by Nova server ID, when a server was first seen checked in
+	// with every counted check passing. A server that served is out of its boot grace: its
+	// death is a death, whatever its age.
+	Served map[string]time.Time
+	// Ready: by Nova server ID, since when a standby of a stopped warm
+	// pool has been ready without a break (it is powered off once settled).
+	Ready map[string]time.Time
 }
 
 func newMemory() Memory {
 	return Memory{Critical: map[string]time.Time{}, Absent: map[string]time.Time{}, Error: map[string]time.Time{},
-		Listed: map[string]time.Time{}, Stray: map[string]time.Time{}, Faultless: map[string]time.Time{}}
+		Listed: map[string]time.Time{}, Stray: map[string]time.Time{}, Faultless: map[string]time.Time{}, Served: map[string]time.Time{},
+		Ready: map[string]time.Time{}}
 }
 
 // Op is one operation for the executor.

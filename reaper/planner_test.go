@@ -151,6 +151,7 @@ func TestPlan(t *testing.T) {
 		termStart          time.Time
 		suspect            map[string]bool
 		critSince          map[string]time.Time
+		served             map[string]time.Time
 		destructive        []time.Time
 		backoff            bool
 		roleBackoff        string
@@ -251,6 +252,35 @@ func TestPlan(t *testing.T) {
 			servers: []Server{web3[0], web3[1], srv("web3", 5*time.Minute)},
 			checks:  replaceChecks(web3checks, "web3", crit("web3")), critSince: longCrit("web3"),
 			want: []string{}, wantStateOf: map[string]ServerState{"web3": StateBooting},
+		},
+		{
+			// Found in the lab: a server killed 2 minutes after it first
+			// served stayed "booting" until its boot grace ran out.
+			name:    "critical during boot grace after it served (seen passing): replaced after critical_grace",
+			servers: []Server{web3[0], web3[1], srv("web3", 5*time.Minute)},
+			checks:  replaceChecks(web3checks, "web3", crit("web3")), critSince: longCrit("web3"),
+			served: map[string]time.Time{"id-web3": t0.Add(-3 * time.Minute)},
+			want:   []string{"create web4 for web3"},
+		},
+		{
+			name:    "critical during boot grace after it validated the version (a new leader): replaced after critical_grace",
+			servers: []Server{web3[0], web3[1], srv("web3", 5*time.Minute)},
+			checks:  replaceChecks(web3checks, "web3", crit("web3")), critSince: longCrit("web3"), validated: map[string]bool{"web3": true},
+			want: []string{"create web4 for web3"},
+		},
+		{
+			name:    "critical during boot grace after it served, within critical_grace: critical-in-grace",
+			servers: []Server{web3[0], web3[1], srv("web3", 5*time.Minute)},
+			checks:  replaceChecks(web3checks, "web3", crit("web3")), critSince: map[string]time.Time{"web3": t0.Add(-time.Second)},
+			served: map[string]time.Time{"id-web3": t0.Add(-3 * time.Minute)},
+			want:   []string{}, wantStateOf: map[string]ServerState{"web3": StateCriticalInGrace},
+		},
+		{
+			name:    "a new server given the name of one that served (another Nova ID): booting",
+			servers: []Server{web3[0], web3[1], srv("web3", 5*time.Minute)},
+			checks:  replaceChecks(web3checks, "web3", crit("web3")), critSince: longCrit("web3"),
+			served: map[string]time.Time{"id-of-the-old-web3": t0.Add(-time.Hour)},
+			want:   []string{}, wantStateOf: map[string]ServerState{"web3": StateBooting},
 		},
 		{
 			name:    "no node within boot timeout: booting",
@@ -1062,7 +1092,7 @@ func TestPlan(t *testing.T) {
 			in := Input{
 				Now: t0, Config: testConfig(t, muts...), Servers: tc.servers, Checks: tc.checks,
 				Desired: tc.desired, Journal: tc.journal, Armed: !tc.notArmed, Validated: tc.validated, Recorded: tc.recorded, ReportingValidation: tc.reporting,
-				Memory: Memory{Critical: tc.critSince, Absent: tc.absentSince, Error: tc.errorSince, Listed: tc.listed, Stray: tc.straySince, Faultless: tc.faultlessSince}, Destructive: tc.destructive,
+				Memory: Memory{Critical: tc.critSince, Absent: tc.absentSince, Error: tc.errorSince, Listed: tc.listed, Stray: tc.straySince, Faultless: tc.faultlessSince, Served: tc.served}, Destructive: tc.destructive,
 				ArmKeyWritten: tc.armKey != "", ArmProblem: tc.armProblem,
 			}
 			if tc.backoff {
@@ -1234,5 +1264,23 @@ func TestErrorBootCarriesTheFault(t *testing.T) {
 	}
 	if e := bootFailed("web4", "Image is not active"); e.Class != Fatal {
 		t.Fatalf("class of %v = %s, want fatal", e, e.Class)
+	}
+}
+
+// A server seen passing is remembered as served, by its Nova ID, from one
+// plan to the next; so its death inside the boot grace is not "booting".
+func TestServedIsRememberedAcrossPlans(t *testing.T) {
+	web3, web3checks := healthyFleet("web", 3)
+	young := []Server{web3[0], web3[1], srv("web3", 2*time.Minute)}
+	in := Input{Now: t0, Config: testConfig(t), Servers: young, Checks: web3checks, Armed: true}
+	p := in.Plan()
+	if _, ok := p.Memory.Served["id-web3"]; !ok {
+		t.Fatalf("memory after web3 passed: %v, want id-web3 served", p.Memory.Served)
+	}
+	in = Input{Now: t0.Add(time.Minute), Config: testConfig(t), Servers: young, Checks: replaceChecks(web3checks, "web3", crit("web3")),
+		Armed: true, Memory: p.Memory}
+	p = in.Plan()
+	if got := stateInViews(p, "web3"); got != StateCriticalInGrace {
+		t.Fatalf("web3 dead a minute after it served, inside its boot grace: %s, want %s", got, StateCriticalInGrace)
 	}
 }

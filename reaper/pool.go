@@ -109,6 +109,21 @@ func (pl *planner) standbyState(rs *roleServers, s *Server) string {
 	return store.StandbyFailed
 }
 
+// standbySettle is how long a standby of a stopped pool stays ready, without
+// a break, before it is powered off. Its first validation is not the end of
+// its first boot: the node's watches re-run the eventual step and validation
+// as the data they read settles, seconds later. A power-off in the middle
+// cut such a run short, leaving the standby without a validation of the
+// version, so it was rebuilt at once (found in the lab).
+const standbySettle = 30 * time.Second
+
+// settled says whether standby s has been ready for standbySettle (by its
+// Nova ID; a new leader starts the wait again).
+func (pl *planner) settled(s *Server) bool {
+	since := pl.since(pl.in.Memory.Ready, pl.plan.Memory.Ready, s.ID)
+	return pl.in.Now.Sub(since) >= standbySettle
+}
+
 // readyStandby returns the role's oldest ready standby not yet claimed
 // in this plan, or nil.
 func (pl *planner) readyStandby(rs *roleServers) *Server {
@@ -206,7 +221,7 @@ func (pl *planner) pool(rs *roleServers, short string) {
 			failed = append(failed, s)
 			continue
 		}
-		if st == store.StandbyReady && rs.role.WarmPool != nil && rs.role.WarmPool.State == PoolStopped {
+		if st == store.StandbyReady && rs.role.WarmPool != nil && rs.role.WarmPool.State == PoolStopped && pl.settled(s) {
 			pl.add(OpStandbyStop, Entry{Role: rs.role.Name, OldName: s.Name, OldID: s.ID, Started: s.Created}, "ready standby of a stopped warm pool: powered off until claimed")
 		}
 		if _, node := pl.byNode[s.Name]; node && !pl.inMaintenance(s.Name) {
@@ -270,7 +285,7 @@ func (pl *planner) staleStandbys(rs *roleServers, deleting int) (stale []*Server
 			// Powered off, it cannot converge to the new version in
 			// place as a running standby does: rebuilt.
 			stale = append(stale, s)
-			staleWhy = append(staleWhy, "stopped standby of an older version")
+			staleWhy = append(staleWhy, "stopped standby without a validation of the current version")
 		}
 	}
 	if flushing && flushed == 0 && deleting == 0 {

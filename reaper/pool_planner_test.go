@@ -99,7 +99,7 @@ func TestPoolUpkeep(t *testing.T) {
 				del = &p.Actions[i]
 			}
 		}
-		if del == nil || del.Entry.OldName != "web5" || del.Reason != "stopped standby of an older version" {
+		if del == nil || del.Entry.OldName != "web5" || del.Reason != "stopped standby without a validation of the current version" {
 			t.Fatalf("delete %v, want web5 rebuilt: %v", del, p.Actions)
 		}
 	})
@@ -248,5 +248,49 @@ func TestPoolRefillWaitsForRealDemand(t *testing.T) {
 				t.Fatalf("the pool's report says %q, want %q", rep.Why, tc.why)
 			}
 		})
+	}
+}
+
+// A ready standby of a stopped pool is powered off only once it has stayed
+// ready for standbySettle: its node's watches re-run the eventual step and
+// validation seconds after its first validation, and a power-off cutting
+// such a run short left it unvalidated and rebuilt (the lab saw it).
+func TestStoppedPoolWaitsForTheStandbyToSettle(t *testing.T) {
+	cfg := func(c *Config) { c.Roles[0].WarmPool = &WarmPool{Size: 1, State: PoolStopped} }
+	members, checks := healthyFleet("web", 3)
+	sb, sbChecks := standby("web4", 3*time.Minute)
+	base := Input{Now: t0, Config: testConfig(t, cfg), Armed: true,
+		Servers: append(append([]Server{}, members...), sb), Checks: append(append([]Check{}, checks...), sbChecks...)}
+	stops := func(p *Plan) int {
+		n := 0
+		for _, a := range p.Actions {
+			if a.Op == OpStandbyStop {
+				n++
+			}
+		}
+		return n
+	}
+	p := base.Plan()
+	if n := stops(p); n != 0 {
+		t.Fatalf("first seen ready: %d stops, want none yet: %v", n, p.Actions)
+	}
+	next := base
+	next.Now, next.Memory = t0.Add(standbySettle-time.Second), p.Memory
+	if n := stops(next.Plan()); n != 0 {
+		t.Fatalf("ready for less than %s: %d stops, want none", standbySettle, n)
+	}
+	next.Now = t0.Add(standbySettle)
+	if n := stops(next.Plan()); n != 1 {
+		t.Fatalf("ready for %s: %d stops, want 1", standbySettle, n)
+	}
+	// A break in readiness starts the wait again.
+	broken := base
+	broken.Now, broken.Memory = t0.Add(10*time.Second), p.Memory
+	broken.Checks = append(append([]Check{}, checks...), crit("web4"), sbChecks[1])
+	p2 := broken.Plan()
+	again := base
+	again.Now, again.Memory = t0.Add(standbySettle+time.Second), p2.Memory
+	if n := stops(again.Plan()); n != 0 {
+		t.Fatalf("ready again just now after a break: %d stops, want none", n)
 	}
 }

@@ -69,5 +69,6 @@ func HostPolicyRules(prefix, host, role string) (string, error) {
 	rule("key", prefix+"/"+dirRollout+"/"+role+"/"+rolloutSlots+"/"+host, "Its claim on an update slot of its role, locked by its session.")
 	rule("key", prefix+"/"+dirRollout+"/"+role+"/"+rolloutHosts+"/"+host, "Its progress in its role's rollout.")
 	rule("session", host, "Sessions on its own node (the holder of its slot claim).")
+	rule("service", role, "Its role's service (named as the role), which its agent registers\n# with the node's token (the agent's default token).")
 	return b.String(), nil
 }

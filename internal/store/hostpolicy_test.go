@@ -38,6 +38,12 @@ key "cloud1/orchestrate/rollout/web/hosts/web_1-a" {
 session "web_1-a" {
   policy = "write"
 }
+
+# Its role's service (named as the role), which its agent registers
+# with the node's token (the agent's default token).
+service "web" {
+  policy = "write"
+}
 `
 	if got != want {
 		t.Fatalf("rules:\n%s\nwant:\n%s", got, want)

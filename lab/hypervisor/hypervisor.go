@@ -146,7 +146,7 @@ func New(cfg Config) (*Hypervisor, error) {
 		return nil, fmt.Errorf("hypervisor: %w", err)
 	}
 	var err error
-	if h.machines, err = h.load(); err != nil {
+	if h.machines, err = h.load(false); err != nil {
 		return nil, fmt.Errorf("hypervisor: state dir %s: %w", cfg.StateDir, err)
 	}
 	seen := map[netip.Addr]string{}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -224,5 +225,42 @@ func TestStalePIDFileNotAdopted(t *testing.T) {
 	}
 	if err := Down(filepath.Join(t.TempDir(), "none"), time.Second, nil); err != nil {
 		t.Errorf("Down of a state dir that does not exist: %v", err)
+	}
+}
+
+// Remove leaves nothing of a state dir: a machine that never got its
+// address, and one whose root is a mount (an overlay in the lab; tmpfs
+// here). os.RemoveAll alone would empty the mounted root and then fail on
+// its mount point, which an earlier lab did, leaving every later run's
+// start to fail.
+func TestRemoveDetachesRoots(t *testing.T) {
+	cfg := config(t)
+	booted := serverDir(t, cfg.StateDir, "s1", "198.19.0.16")
+	never := filepath.Join(cfg.StateDir, "00000000-0000-4000-8000-000000000002")
+	for _, d := range []string{filepath.Join(booted, "root"), filepath.Join(never, "root")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mounted := os.Geteuid() == 0
+	if mounted {
+		if err := syscall.Mount("tmpfs", filepath.Join(booted, "root"), "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = syscall.Unmount(filepath.Join(booted, "root"), syscall.MNT_DETACH) })
+	} else if os.Getenv("CI") == "true" {
+		t.Fatal("CI runs as root: the mounted root must be tried")
+	}
+	if err := os.WriteFile(filepath.Join(booted, "root", "etc-hostname"), []byte("s1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Remove(cfg.StateDir, time.Second, nil); err != nil {
+		t.Fatalf("Remove: %v (mounted root: %v)", err, mounted)
+	}
+	if _, err := os.Stat(cfg.StateDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("state dir after Remove: %v, want gone", err)
+	}
+	if err := Remove(cfg.StateDir, time.Second, nil); err != nil {
+		t.Errorf("Remove of a state dir that does not exist: %v", err)
 	}
 }

@@ -300,6 +300,29 @@ func (h *Hypervisor) remove(m *machine) {
 	h.log.Info("hypervisor: container removed", "server", m.name, "id", m.id, "address", m.addr)
 }
 
+// Remove powers off every container of stateDir (as Down) and removes
+// their state, each root's mount detached first: never os.RemoveAll over a
+// mounted overlay, which would whiteout its files and then fail on the
+// mount point.
+func Remove(stateDir string, stopTimeout time.Duration, log *slog.Logger) error {
+	if err := Down(stateDir, stopTimeout, log); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(stateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := removeDir(filepath.Join(stateDir, e.Name())); err != nil {
+			return fmt.Errorf("hypervisor remove %s: %w", e.Name(), err)
+		}
+	}
+	return os.Remove(stateDir)
+}
+
 // removeDir removes a state dir, first detaching a mount MakeRoot may have
 // put on its root (an overlay).
 func removeDir(dir string) error {
@@ -347,8 +370,9 @@ func (h *Hypervisor) shutdown() {
 	h.wg.Wait()
 }
 
-// load reads the state dir: one directory per server.
-func (h *Hypervisor) load() (map[string]*machine, error) {
+// load reads the state dir: one directory per server. For a teardown
+// (Down, Remove) a directory without an address is skipped.
+func (h *Hypervisor) load(teardown bool) (map[string]*machine, error) {
 	entries, err := os.ReadDir(h.cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -360,6 +384,13 @@ func (h *Hypervisor) load() (map[string]*machine, error) {
 		}
 		dir := filepath.Join(h.cfg.StateDir, e.Name())
 		raw, err := os.ReadFile(filepath.Join(dir, "address"))
+		if errors.Is(err, os.ErrNotExist) && teardown {
+			// The address is written first: a machine without one never
+			// got further, and never booted: nothing to power off. A
+			// hypervisor taking the state over (New) refuses it.
+			h.log.Warn("hypervisor: state dir without an address, never booted", "dir", dir)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -436,7 +467,7 @@ func Down(stateDir string, stopTimeout time.Duration, log *slog.Logger) error {
 	}
 	h := &Hypervisor{cfg: Config{StateDir: stateDir, StopTimeout: stopTimeout}, log: log}
 	var err error
-	if h.machines, err = h.load(); err != nil {
+	if h.machines, err = h.load(true); err != nil {
 		return fmt.Errorf("hypervisor down: %w", err)
 	}
 	h.adopt()

@@ -25,6 +25,9 @@ import (
 // Server is a Nova server as the lab sees it.
 type Server struct {
 	ID, Name, Role, Status string
+	// Standby: a warm pool's standby (Nova metadata reaper-standby), no
+	// member of its role.
+	Standby bool
 }
 
 // File is a node's services.yaml as read from its container.
@@ -71,11 +74,15 @@ type Checker struct {
 	last     *Observation
 	timeline []Event
 	found    []Violation
+	// said holds the standing violations already reported (two servers
+	// with one name, a partial file): each is reported once while it
+	// lasts.
+	said map[string]bool
 }
 
 // New returns a checker for roles' min_healthy.
 func New(minHealthy map[string]int) *Checker {
-	return &Checker{MinHealthy: minHealthy, expected: map[string]bool{}}
+	return &Checker{MinHealthy: minHealthy, expected: map[string]bool{}, said: map[string]bool{}}
 }
 
 // Expect says that the scenario itself takes server name away (a machine
@@ -121,10 +128,19 @@ func (c *Checker) checkNames(o Observation) {
 	seen := map[string]string{}
 	for _, s := range o.Servers {
 		if id, ok := seen[s.Name]; ok {
-			c.violate(o.Time, "two servers named %s (%s and %s)", s.Name, id, s.ID)
+			c.violateOnce(o.Time, "names:"+s.Name+":"+id+":"+s.ID, "two servers named %s (%s and %s)", s.Name, id, s.ID)
 		}
 		seen[s.Name] = s.ID
 	}
+}
+
+// violateOnce reports a standing violation the first time it is seen.
+func (c *Checker) violateOnce(t time.Time, key, format string, args ...any) {
+	if c.said[key] {
+		return
+	}
+	c.said[key] = true
+	c.violate(t, format, args...)
 }
 
 // checkFiles: a node's hiera data, once written, is never partial: whole
@@ -137,7 +153,7 @@ func (c *Checker) checkFiles(o Observation) {
 		}
 		var m map[string]any
 		if err := yaml.Unmarshal(f.Data, &m); err != nil || len(m) == 0 {
-			c.violate(o.Time, "%s's services.yaml is partial or empty (%d bytes): %v", node, len(f.Data), err)
+			c.violateOnce(o.Time, "file:"+node+":"+string(f.Data), "%s's services.yaml is partial or empty (%d bytes): %v", node, len(f.Data), err)
 		}
 	}
 }
