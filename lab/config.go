@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"gopkg.in/yaml.v3"
 
+	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -86,7 +87,7 @@ func (s Size) Servers() int {
 // two cores building several servers at once: a server may take minutes
 // to boot, install and apply Puppet before it first serves.
 func (l *Lab) reaperConfig(host bool) string {
-	key, clouds, ud := "/etc/orchestrate/node-identity.key", "/etc/orchestrate/clouds.yaml", "/etc/orchestrate/userdata/%s.yaml"
+	key, clouds, ud := paths.NodeIdentityKey, paths.Clouds, roleUserData("%s")
 	if host {
 		key, clouds, ud = l.keyFile(), l.Nova.CloudsYAML, filepath.Join(l.Dir, "userdata", "%s.yaml")
 	}
@@ -136,6 +137,10 @@ roles:
 	return b.String()
 }
 
+// roleUserData is where a bootstrap server keeps role's user data (the
+// reaper's user_data_file), named as reaper/README.md's example names it.
+func roleUserData(role string) string { return paths.ConfigDir + "/" + role + "-user-data" }
+
 // cloudFile is one write_files entry of cloud-config.
 type cloudFile struct {
 	Path        string `yaml:"path"`
@@ -181,15 +186,15 @@ func (l *Lab) bootstrapUserData(token string) ([]byte, error) {
 		{Path: "/etc/consul.d/agent.json", Owner: "root:root", Permissions: "0640", Content: string(agentJSON) + "\n"},
 		{Path: "/etc/consul.d/consul-agent-ca.pem", Owner: "root:root", Permissions: "0644", Content: l.site.CAPEM},
 		{Path: "/etc/systemd/system/consul.service.d/orchestrate.conf", Owner: "root:root", Permissions: "0644", Content: "[Service]\nUser=root\nGroup=root\n"},
-		{Path: "/etc/orchestrate/reaper.yaml", Owner: "root:orchestrate", Permissions: "0640", Content: l.reaperConfig(false), Defer: true},
-		{Path: "/etc/orchestrate/reaper.env", Owner: "root:orchestrate", Permissions: "0640", Defer: true,
-			Content: "CONSUL_HTTP_TOKEN_FILE=/etc/orchestrate/reaper.token\nOS_CLIENT_CONFIG_FILE=/etc/orchestrate/clouds.yaml\n"},
-		{Path: "/etc/orchestrate/reaper.token", Owner: "orchestrate:orchestrate", Permissions: "0600", Content: l.Tokens.Reaper + "\n", Defer: true},
-		{Path: "/etc/orchestrate/clouds.yaml", Owner: "orchestrate:orchestrate", Permissions: "0600", Content: string(clouds), Defer: true},
-		{Path: "/etc/orchestrate/node-identity.key", Owner: "root:orchestrate", Permissions: "0640", Content: string(key), Defer: true},
+		{Path: paths.ReaperConfig, Owner: "root:orchestrate", Permissions: "0640", Content: l.reaperConfig(false), Defer: true},
+		{Path: paths.ReaperEnv, Owner: "root:orchestrate", Permissions: "0640", Defer: true,
+			Content: "CONSUL_HTTP_TOKEN_FILE=" + paths.ReaperToken + "\nOS_CLIENT_CONFIG_FILE=" + paths.Clouds + "\n"},
+		{Path: paths.ReaperToken, Owner: "orchestrate:orchestrate", Permissions: "0600", Content: l.Tokens.Reaper + "\n", Defer: true},
+		{Path: paths.Clouds, Owner: "orchestrate:orchestrate", Permissions: "0600", Content: string(clouds), Defer: true},
+		{Path: paths.NodeIdentityKey, Owner: "root:orchestrate", Permissions: "0640", Content: string(key), Defer: true},
 	}
 	for _, r := range l.Size.Roles {
-		files = append(files, cloudFile{Path: "/etc/orchestrate/userdata/" + r.Name + ".yaml", Owner: "root:orchestrate", Permissions: "0640", Content: string(l.userData[r.Name]), Defer: true})
+		files = append(files, cloudFile{Path: roleUserData(r.Name), Owner: "root:orchestrate", Permissions: "0640", Content: string(l.userData[r.Name]), Defer: true})
 	}
 	cc := map[string]any{
 		"apt":         map[string]any{"sources": map[string]any{"orchestrate": map[string]string{"source": l.site.RepoSource, "key": l.site.RepoKey}}},

@@ -159,17 +159,38 @@ func (l *Lab) summary(size Size, up time.Duration, results []result) string {
 	return b.String()
 }
 
-// wait polls cond every 2 s until it holds, failing t after limit.
-func wait(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
+// wait polls cond every 2 s until it holds, failing t after limit, or at
+// once when the invariant checker found a violation: the run stops on the
+// first one.
+func (l *Lab) wait(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for !cond() {
+		l.failOnViolation(t)
 		if time.Since(start) > limit {
 			t.Fatalf("timed out after %s waiting for %s", limit, what)
 		}
 		time.Sleep(2 * time.Second)
 	}
+	l.failOnViolation(t)
 	return time.Since(start)
+}
+
+// failOnViolation fails t if the invariant checker found a violation.
+func (l *Lab) failOnViolation(t *testing.T) {
+	t.Helper()
+	if v := l.Violations(); len(v) > 0 {
+		t.Fatalf("invariant violated: %s (the timeline is in the summary)", v[0].What)
+	}
+}
+
+// hold lets d pass, failing t as soon as the invariant checker finds a
+// violation.
+func (l *Lab) hold(t *testing.T, d time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(2 * time.Second) {
+		l.failOnViolation(t)
+	}
 }
 
 // healthy says whether every role is at its count, every server of it
@@ -228,6 +249,7 @@ func (l *Lab) waitFor(t *testing.T, limit time.Duration, why string, pool bool) 
 	var last string
 	start := time.Now()
 	for {
+		l.failOnViolation(t)
 		ok, whyNot := l.healthy(ctx, pool)
 		if ok {
 			return time.Since(start)
@@ -261,7 +283,7 @@ func scenarioBootstrap(t *testing.T, l *Lab) map[string]string {
 	}
 	l.waitHealthy(t, 25*time.Minute, "bootstrap")
 	validated := time.Since(start)
-	wait(t, 2*time.Minute, "the start gate to arm", func() bool {
+	l.wait(t, 2*time.Minute, "the start gate to arm", func() bool {
 		r, err := l.Report(ctx)
 		return err == nil && r != nil && r.Armed
 	})
@@ -314,7 +336,7 @@ func scenarioDeath(t *testing.T, l *Lab) map[string]string {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	wait(t, 15*time.Minute, v.Name+" replaced and deleted", func() bool {
+	l.wait(t, 15*time.Minute, v.Name+" replaced and deleted", func() bool {
 		ss, err := l.Servers(ctx)
 		return err == nil && !slices.ContainsFunc(ss, func(s invariant.Server) bool { return s.ID == v.ID })
 	})
@@ -355,11 +377,11 @@ func scenarioPartition(t *testing.T, l *Lab) map[string]string {
 			l.Net.Heal(ctx, "lab60")
 		}
 	}()
-	paused := wait(t, 5*time.Minute, "the reaper to pause", func() bool {
+	paused := l.wait(t, 5*time.Minute, "the reaper to pause", func() bool {
 		r, err := l.Report(ctx)
 		return err == nil && r != nil && r.Paused
 	})
-	time.Sleep(60 * time.Second) // well past critical_grace: still nothing
+	l.hold(t, 60*time.Second) // well past critical_grace: still nothing
 	if err := l.Net.Heal(ctx, "lab60"); err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +423,7 @@ func scenarioFailover(t *testing.T, l *Lab) map[string]string {
 		t.Fatal(err)
 	}
 	var leader string
-	wait(t, 5*time.Minute, "the replacement of "+v.Name+" in the journal", func() bool {
+	l.wait(t, 5*time.Minute, "the replacement of "+v.Name+" in the journal", func() bool {
 		r, err := l.Report(ctx)
 		if err != nil || r == nil {
 			return false
@@ -420,11 +442,11 @@ func scenarioFailover(t *testing.T, l *Lab) map[string]string {
 	if err := l.HV.Kill(host); err != nil {
 		t.Fatalf("kill the leader %s: %v", host, err)
 	}
-	takeover := wait(t, 3*time.Minute, "another reaper to lead", func() bool {
+	takeover := l.wait(t, 3*time.Minute, "another reaper to lead", func() bool {
 		r, err := l.Report(ctx)
 		return err == nil && r != nil && !strings.HasPrefix(r.Leader, host+"-") && r.Time.After(killed)
 	})
-	wait(t, 15*time.Minute, v.Name+" replaced and deleted", func() bool {
+	l.wait(t, 15*time.Minute, v.Name+" replaced and deleted", func() bool {
 		ss, err := l.Servers(ctx)
 		return err == nil && !slices.ContainsFunc(ss, func(s invariant.Server) bool { return s.ID == v.ID })
 	})
@@ -456,14 +478,14 @@ func scenarioServerLoss(t *testing.T, l *Lab) map[string]string {
 	if err := l.Consul.Kill(2); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(45 * time.Second)
+	l.hold(t, 45*time.Second)
 	l.waitHealthy(t, 2*time.Minute, "one Consul server lost")
 	if err := l.Consul.Kill(1); err != nil {
 		t.Fatal(err)
 	}
 	lost := time.Now()
 	for time.Since(lost) < 90*time.Second {
-		time.Sleep(10 * time.Second)
+		l.hold(t, 10*time.Second)
 		now, err := l.Servers(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -88,7 +88,7 @@ func scenarioWarmPool(t *testing.T, l *Lab) map[string]string {
 		t.Fatal(err)
 	}
 	var serving time.Duration
-	wait(t, 10*time.Minute, "standby "+standby+" serving as a member of "+poolRole, func() bool {
+	l.wait(t, 10*time.Minute, "standby "+standby+" serving as a member of "+poolRole, func() bool {
 		o, err := l.Observation(ctx)
 		if err != nil {
 			return false
@@ -101,7 +101,7 @@ func scenarioWarmPool(t *testing.T, l *Lab) map[string]string {
 		}
 		return false
 	})
-	wait(t, 10*time.Minute, v.Name+" deleted", func() bool {
+	l.wait(t, 10*time.Minute, v.Name+" deleted", func() bool {
 		ss, err := l.Servers(ctx)
 		return err == nil && !slices.ContainsFunc(ss, func(s invariant.Server) bool { return s.ID == v.ID })
 	})
@@ -185,7 +185,7 @@ func scenarioAutoscale(t *testing.T, l *Lab) map[string]string {
 	go func() { defer close(done); l.runLoad(ctx, g) }()
 	defer func() { cancel(); <-done }()
 	start := time.Now()
-	out := wait(t, 10*time.Minute, fmt.Sprintf("%s scaled out to %d serving", autoscaledRole, count+1), func() bool {
+	out := l.wait(t, 10*time.Minute, fmt.Sprintf("%s scaled out to %d serving", autoscaledRole, count+1), func() bool {
 		o, err := l.Observation(ctx)
 		if err != nil {
 			return false
@@ -210,7 +210,7 @@ func scenarioAutoscale(t *testing.T, l *Lab) map[string]string {
 	g.set("0.2", loads)
 	lowered := time.Now()
 	var sawDraining, sawAnswer bool
-	wait(t, 10*time.Minute, victim.Name+" drained and deleted", func() bool {
+	l.wait(t, 10*time.Minute, victim.Name+" drained and deleted", func() bool {
 		if !sawDraining {
 			cctx, c := context.WithTimeout(ctx, 5*time.Second)
 			_, err := l.HV.Exec(cctx, victim.Name, "test", "-e", "/var/lib/labroles/"+autoscaledRole+"/www/draining")
@@ -325,7 +325,7 @@ func scenarioRollout(t *testing.T, l *Lab) map[string]string {
 	}
 	l.version = "v2"
 	var halted string
-	wait(t, 10*time.Minute, "the rollout of "+role+" to halt", func() bool {
+	l.wait(t, 10*time.Minute, "the rollout of "+role+" to halt", func() bool {
 		out, _ := l.orchestrate(ctx, "rollout", role)
 		if strings.Contains(out, "HALTED") {
 			halted = out
@@ -340,7 +340,7 @@ func scenarioRollout(t *testing.T, l *Lab) map[string]string {
 		if r.Name == role {
 			continue
 		}
-		wait(t, 10*time.Minute, r.Name+" on v2", func() bool {
+		l.wait(t, 10*time.Minute, r.Name+" on v2", func() bool {
 			ss, err := l.Servers(ctx)
 			if err != nil {
 				return false
