@@ -38,7 +38,9 @@ func run() error {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var errs []error
-	if err := hypervisor.Down(filepath.Join(dir, "machines"), 30*time.Second, log); err != nil {
+	// The containers powered off and their roots unmounted and removed:
+	// the last run's journals are gone after this (read them before).
+	if err := hypervisor.Remove(filepath.Join(dir, "machines"), 30*time.Second, log); err != nil {
 		errs = append(errs, fmt.Errorf("containers: %w", err))
 	}
 	if err := consullab.StopDir(ctx, filepath.Join(dir, "consul")); err != nil {
@@ -53,6 +55,6 @@ func run() error {
 	if len(errs) > 0 {
 		return fmt.Errorf("%v", errs)
 	}
-	fmt.Println("lab down: containers, Consul servers, Nova and the bridge stopped; the image cache is kept in", dir)
+	fmt.Println("lab down: containers stopped and removed, Consul servers, Nova and the bridge stopped; the image cache is kept in", dir)
 	return nil
 }
