@@ -4,9 +4,7 @@
 package puppet_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -69,14 +67,15 @@ func TestModuleValidates(t *testing.T) {
 
 // world is a temporary root for puppet apply.
 type world struct {
-	root, bin, puppet string
-	dir               string   // puppet's own directories
-	env               []string // more environment for puppet apply
+	root, bin string
+	dir       string   // puppet's own directories
+	env       []string // more environment for puppet apply
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{root: t.TempDir(), dir: t.TempDir(), bin: testutil.BuildCommands(t, "orchestrate", "hiera-services", "reaper"), puppet: testutil.RequirePuppet(t)}
+	testutil.RequirePuppet(t)
+	w := &world{root: t.TempDir(), dir: t.TempDir(), bin: testutil.BuildCommands(t, "orchestrate", "hiera-services", "reaper")}
 	for _, d := range []string{"etc/orchestrate", "etc/consul.d", "var/lib/orchestrate/hiera"} {
 		if err := os.MkdirAll(filepath.Join(w.root, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -99,29 +98,7 @@ func (w *world) apply(t *testing.T, manifest string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"apply", "--modulepath", modules, "--detailed-exitcodes", "--color=false", "--write-catalog-summary"}
-	for _, d := range []string{"confdir", "vardir", "codedir", "logdir", "rundir"} {
-		args = append(args, "--"+d, filepath.Join(w.dir, d))
-	}
-	cmd := exec.Command(w.puppet, append(args, site)...)
-	cmd.Env = append(os.Environ(), w.env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	var ee *exec.ExitError
-	code := 0
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for _, l := range strings.Split(out.String(), "\n") {
-		if !strings.Contains(l, "Facter: ") {
-			lines = append(lines, l)
-		}
-	}
-	return code, strings.Join(lines, "\n")
+	return testutil.PuppetApplyIn(t, w.dir, w.env, "--modulepath", modules, "--write-catalog-summary", site)
 }
 
 // resources lists the resources of the last catalog applied, from the

@@ -135,13 +135,21 @@ func BuildCommands(t testing.TB, names ...string) string {
 // host (/proc/1/environ), which are not the catalog's.
 func PuppetApply(t testing.TB, args ...string) (int, string) {
 	t.Helper()
+	return PuppetApplyIn(t, t.TempDir(), nil, args...)
+}
+
+// PuppetApplyIn is PuppetApply with puppet's directories under dir, kept
+// from one run to the next (its catalog summary, say), and env added to
+// the environment.
+func PuppetApplyIn(t testing.TB, dir string, env []string, args ...string) (int, string) {
+	t.Helper()
 	puppet := RequirePuppet(t)
-	dir := t.TempDir()
 	all := []string{"apply", "--detailed-exitcodes", "--color=false"}
 	for _, d := range []string{"confdir", "vardir", "codedir", "logdir", "rundir"} {
 		all = append(all, "--"+d, filepath.Join(dir, d))
 	}
 	cmd := exec.Command(puppet, append(all, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
