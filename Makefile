@@ -57,12 +57,12 @@ fmt-check:
 ## Nova fail rather than skip when its tool is missing. The whole suite runs
 ## with the real-Nova test cloud up (see nova-up below), which is stopped
 ## afterwards unless it was already running. Then the autoscaling decision
-## is fuzzed for 20 s (its seeds, reaper/testdata/fuzz, run with the suite).
+## is fuzzed for 20 s (its seeds, reaper/planner/testdata/fuzz, run with the suite).
 ## Last, the small lab (lab-ci below): the whole cloud in containers, built
 ## by the reaper through the real Nova, and four of its scenarios.
 test: test-deps vet fmt-check
 	NOVA_E2E_DIR=$(NOVA_E2E_DIR) GO=$(GO) scripts/nova/e2e.sh ./...
-	$(GO) test -run '^$$' -fuzz '^FuzzAutoscaleDecision$$' -fuzztime 20s ./reaper
+	$(GO) test -run '^$$' -fuzz '^FuzzAutoscaleDecision$$' -fuzztime 20s ./reaper/planner
 	$(MAKE) lab-ci
 
 ## demo: build everything, start a dev Consul on free loopback ports and run
@@ -131,7 +131,7 @@ bench-hiera: consul bin/consul-template
 ## taken and any violation with its trace. SOAK_SEED=N replays a schedule.
 .PHONY: soak
 soak: consul
-	SOAK_DURATION=$${SOAK_DURATION:-5m} REAPER_TEST_LOG=quiet CI=true $(GO) test -run '^TestSoak$$' -v -count=1 -timeout 60m ./reaper
+	SOAK_DURATION=$${SOAK_DURATION:-5m} REAPER_TEST_LOG=quiet CI=true $(GO) test -run '^TestSoak$$' -v -count=1 -timeout 60m ./reaper/daemon
 
 ## bench: every benchmark in one go, printed as one table with the machine it
 ## ran on (hiera-services beside consul-template, service-blocker latency and

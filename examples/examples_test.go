@@ -29,7 +29,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/nodeid"
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/testutil"
-	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/reaper/daemon"
 )
 
 // abs is the absolute path of a file in this folder.
@@ -64,25 +64,25 @@ func rewrite(t *testing.T, file, old, new string) string {
 // listing no role, which the reaper refuses by name.
 func TestReaperYAML(t *testing.T) {
 	conf := rewrite(t, "reaper.yaml", "/etc/orchestrate/user-data.yaml", abs(t, "user-data.yaml"))
-	cfg, err := reaper.LoadConfig(conf)
+	cfg, err := daemon.LoadConfig(conf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := daemon.CheckConfig(cfg); err != nil {
 		t.Fatalf("examples/reaper.yaml: %v", err)
 	}
 	if !cfg.IsDryRun() || len(cfg.Roles) != 2 || cfg.Cloud.Name != "mycloud" {
 		t.Errorf("examples/reaper.yaml loads as %+v", cfg)
 	}
 
-	def, err := reaper.LoadConfig("../packaging/etc/reaper.yaml")
+	def, err := daemon.LoadConfig("../packaging/etc/reaper.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !def.IsDryRun() {
 		t.Errorf("the package's reaper.yaml is not in dry run")
 	}
-	if err := def.Validate(); err == nil || !strings.Contains(err.Error(), "roles: at least one role") {
+	if err := daemon.CheckConfig(def); err == nil || !strings.Contains(err.Error(), "roles: at least one role") {
 		t.Errorf("the package's reaper.yaml: %v, want only its missing roles refused", err)
 	}
 }

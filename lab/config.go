@@ -15,6 +15,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/reaper/nova"
 )
 
 // RoleSize is one role of the lab: its count and min_healthy.
@@ -231,7 +232,7 @@ func (l *Lab) createBootstrap(ctx context.Context, name string) (string, error) 
 	}
 	// The operator creates it as the reaper creates servers (its Nova
 	// client resolves the flavor's and image's names).
-	nova, err := reaper.NewNova(ctx, reaper.CloudConfig{Name: cloudName, CloudsFile: l.Nova.CloudsYAML})
+	nova, err := nova.NewNova(ctx, reaper.CloudConfig{Name: cloudName, CloudsFile: l.Nova.CloudsYAML})
 	if err != nil {
 		return "", err
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/testutil"
-	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/reaper/daemon"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
 )
 
@@ -298,7 +298,7 @@ roles:
 	var stderr testutil.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- reaper.RunWithCloud(ctx, []string{"--config", conf, "--consul-addr", w.agent.HTTPAddr, "--token-file", tokenFile},
+		done <- daemon.RunWithCloud(ctx, []string{"--config", conf, "--consul-addr", w.agent.HTTPAddr, "--token-file", tokenFile},
 			cli.IO{Stdout: &stderr, Stderr: &stderr}, sim)
 	}()
 	deadline := time.After(20 * time.Second)

@@ -17,7 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/jiocloud/orchestrate/internal/testutil"
-	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/reaper/daemon"
 )
 
 // manifests lists the module's .pp files.
@@ -227,11 +227,11 @@ func TestApplyBothClasses(t *testing.T) {
 	}
 
 	// reaper.yaml, as the reaper loads it: dry run, every parameter.
-	cfg, err := reaper.LoadConfig(filepath.Join(w.root, "etc/orchestrate/reaper.yaml"))
+	cfg, err := daemon.LoadConfig(filepath.Join(w.root, "etc/orchestrate/reaper.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := daemon.CheckConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
 	if !cfg.IsDryRun() || cfg.Interval.D().String() != "45s" || cfg.MaxInFlight != 2 || len(cfg.Roles) != 1 ||
@@ -290,7 +290,7 @@ func TestApplyBothClasses(t *testing.T) {
 	if code != 2 {
 		t.Fatalf("apply with dry_run => false: exit %d:\n%s", code, out)
 	}
-	if cfg, err := reaper.LoadConfig(filepath.Join(w.root, "etc/orchestrate/reaper.yaml")); err != nil || cfg.IsDryRun() {
+	if cfg, err := daemon.LoadConfig(filepath.Join(w.root, "etc/orchestrate/reaper.yaml")); err != nil || cfg.IsDryRun() {
 		t.Errorf("reaper.yaml after dry_run => false: dry run %v, %v", cfg != nil && cfg.IsDryRun(), err)
 	}
 	if _, watches := w.file(t, "etc/consul.d/orchestrate-watches.json"); strings.Contains(watches, "keystone") {

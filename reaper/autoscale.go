@@ -6,9 +6,8 @@ import (
 	"net/url"
 	"time"
 
-	promconfig "github.com/prometheus/common/config"
-
 	"github.com/jiocloud/orchestrate/internal/store"
+	promconfig "github.com/prometheus/common/config"
 )
 
 // Metric sources of an autoscaled role.
@@ -122,7 +121,7 @@ const (
 	defaultHostLabel   = "host"
 )
 
-func (a *Autoscale) applyDefaults() {
+func (a *Autoscale) ApplyDefaults() {
 	if a.Tolerance == nil {
 		t := defaultTolerance
 		a.Tolerance = &t

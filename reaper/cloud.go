@@ -40,7 +40,7 @@ const (
 // knownStatus holds the Nova server statuses the planner understands (the
 // API reference's list); a server in any other is in an unknown state and
 // never acted on.
-var knownStatus = map[string]bool{
+var KnownStatus = map[string]bool{
 	StatusActive: true, StatusBuild: true, StatusError: true,
 	"HARD_REBOOT": true, "MIGRATING": true, "PASSWORD": true, "PAUSED": true, "REBOOT": true,
 	"REBUILD": true, "RESCUE": true, "RESIZE": true, "REVERT_RESIZE": true, "SHELVED": true,

@@ -1,22 +1,17 @@
 package reaper
 
 import (
-	"net"
-
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/prometheus/exporter-toolkit/web"
 	"io"
-	"os"
+	"net"
 	"regexp"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
-	"github.com/jiocloud/orchestrate/internal/fileutil"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"gopkg.in/yaml.v3"
 )
 
 // Duration is a time.Duration written in YAML as a Go duration string
@@ -222,7 +217,7 @@ type WarmPool struct {
 }
 
 // hasPool reports whether any role has a warm pool.
-func (c *Config) hasPool() bool {
+func (c *Config) HasPool() bool {
 	for i := range c.Roles {
 		if c.Roles[i].PoolSize() > 0 {
 			return true
@@ -241,7 +236,7 @@ func (r *Role) PoolSize() int {
 
 // claimTimeout is the pool's claim timeout (the default without a pool:
 // a claim entry outlives a pool removed from the configuration).
-func (w *WarmPool) claimTimeout() time.Duration {
+func (w *WarmPool) ClaimWait() time.Duration {
 	if w == nil || w.ClaimTimeout == 0 {
 		return defaultClaimTimeout
 	}
@@ -285,7 +280,7 @@ type BootSpec struct {
 	// free index from 1, e.g. "{role}{n}-prod".
 	NameTemplate string `yaml:"name_template"`
 
-	userData []byte
+	UserData []byte
 }
 
 // Defaults. Each number is chosen to be cautious: a reaper that waits a
@@ -337,12 +332,8 @@ const (
 
 // DefaultConfig returns a config with every default filled in and no roles.
 func DefaultConfig() *Config {
-	prefix := os.Getenv("ORCHESTRATE_PREFIX")
-	if prefix == "" {
-		prefix = store.DefaultPrefix
-	}
 	return &Config{
-		Prefix:             prefix,
+		Prefix:             store.DefaultPrefix,
 		Interval:           Duration(defaultInterval),
 		SessionTTL:         Duration(defaultSessionTTL),
 		LockDelay:          Duration(defaultLockDelay),
@@ -364,7 +355,12 @@ func DefaultConfig() *Config {
 // ParseConfig reads YAML on top of DefaultConfig. Unknown fields are errors.
 // Role defaults are applied; Validate still has to be called.
 func ParseConfig(r io.Reader) (*Config, error) {
-	c := DefaultConfig()
+	return Decode(r, DefaultConfig())
+}
+
+// Decode reads a configuration from r over c (defaults, or defaults the
+// caller changed) and fills in each role's defaults.
+func Decode(r io.Reader, c *Config) (*Config, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
@@ -375,32 +371,16 @@ func ParseConfig(r io.Reader) (*Config, error) {
 		return nil, err
 	}
 	for i := range c.Roles {
-		c.Roles[i].applyDefaults()
+		c.Roles[i].ApplyDefaults()
 	}
 	return c, nil
 }
-
-// maxConfigFile bounds the configuration file: a real one is a few KiB.
-const maxConfigFile = 1 << 20
 
 // maxUserData is the most raw user data Nova takes: it accepts 65,535 bytes
 // of base64, which encodes 49,149 bytes.
-const maxUserData = 49149
+const MaxUserData = 49149
 
-// LoadConfig reads and parses the file at path.
-func LoadConfig(path string) (*Config, error) {
-	data, err := fileutil.ReadLimited(path, maxConfigFile)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	c, err := ParseConfig(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
-}
-
-func (r *Role) applyDefaults() {
+func (r *Role) ApplyDefaults() {
 	if r.BootGrace == 0 {
 		r.BootGrace = Duration(defaultBootGrace)
 	}
@@ -423,7 +403,7 @@ func (r *Role) applyDefaults() {
 		r.Boot.NameTemplate = "{role}{n}"
 	}
 	if r.Autoscale != nil {
-		r.Autoscale.applyDefaults()
+		r.Autoscale.ApplyDefaults()
 		if r.Desired == 0 {
 			r.Desired = r.Autoscale.Min
 		}
@@ -452,59 +432,38 @@ func (c *Config) Role(name string) *Role {
 }
 
 // validateListen: /metrics off loopback needs a web configuration (TLS
-// and/or basic auth); one that is given must be valid.
+// and/or basic auth); whether the file given protects /metrics is checked
+// where files are read (daemon.CheckConfig).
 func (c *Config) validateListen() error {
-	if c.WebConfigFile != "" {
-		if err := web.Validate(c.WebConfigFile); err != nil {
-			return fmt.Errorf("web_config_file %s: %w", c.WebConfigFile, err)
-		}
-	}
 	if c.Listen == "" {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(c.Listen)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("listen %q: want host:port: %w", c.Listen, err)
 	}
-	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+	if c.ListenLoopback() {
 		return nil
 	}
 	if c.WebConfigFile == "" {
 		return fmt.Errorf("listen %q is not a loopback address: /metrics would be open to the network; set web_config_file (a Prometheus web configuration with TLS and/or basic auth) or listen on 127.0.0.1", c.Listen)
 	}
-	protected, err := webConfigProtects(c.WebConfigFile)
-	if err != nil {
-		return fmt.Errorf("web_config_file %s: %w", c.WebConfigFile, err)
-	}
-	if !protected {
-		return fmt.Errorf("listen %q is not a loopback address and web_config_file %s sets neither TLS (tls_server_config: cert_file or cert) nor basic_auth_users: /metrics would be open to the network", c.Listen, c.WebConfigFile)
-	}
 	return nil
 }
 
-// webConfigProtects says whether a Prometheus web configuration (already
-// validated by the toolkit) serves TLS or asks for a password: a file that
-// sets only headers or a rate limit protects nothing.
-func webConfigProtects(path string) (bool, error) {
-	data, err := os.ReadFile(path)
+// ListenLoopback reports whether /metrics listens on loopback only.
+func (c *Config) ListenLoopback() bool {
+	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {
-		return false, err
+		return false
 	}
-	var wc struct {
-		TLS struct {
-			Cert     string `yaml:"cert"`
-			CertFile string `yaml:"cert_file"`
-		} `yaml:"tls_server_config"`
-		Users map[string]string `yaml:"basic_auth_users"`
-	}
-	if err := yaml.Unmarshal(data, &wc); err != nil {
-		return false, err
-	}
-	return wc.TLS.Cert != "" || wc.TLS.CertFile != "" || len(wc.Users) > 0, nil
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
-// Validate checks every value and names the first bad field. It also
-// compiles regexes and reads user-data files.
+// Validate checks every value and names the first bad field; it compiles
+// the regexes and fills in what the values imply. It reads no file: the
+// files a configuration names (user data, the web configuration, the node
+// identity key) are read and checked by daemon.CheckConfig.
 func (c *Config) Validate() error {
 	c.Prefix = strings.Trim(c.Prefix, "/")
 	if err := store.ValidPrefix(c.Prefix); err != nil {
@@ -528,7 +487,7 @@ func (c *Config) Validate() error {
 	if err := c.validateRoles(); err != nil {
 		return err
 	}
-	return c.validateIdentity()
+	return nil
 }
 
 // validateTimings: every period is positive, the session TTL and lock
@@ -717,13 +676,6 @@ func (r *Role) validateBoot(field string) error {
 		if t == "" || strings.ContainsAny(t, ",/") || len(t) > 60 {
 			return fmt.Errorf("%s.boot.tags[%d] %q: want 1-60 characters without , or /", field, j, t)
 		}
-	}
-	if b.UserDataFile != "" {
-		data, err := fileutil.ReadLimited(b.UserDataFile, maxUserData)
-		if err != nil {
-			return fmt.Errorf("%s.boot.user_data_file: %w (Nova takes at most 65,535 bytes of base64)", field, err)
-		}
-		b.userData = data
 	}
 	return nil
 }

@@ -22,11 +22,11 @@ type Check struct {
 
 // Consul check statuses and IDs the planner reads.
 const (
-	checkCritical = "critical"
+	CheckCritical = "critical"
 	// maintNodeCheck is the check Consul uses for node maintenance mode.
-	maintNodeCheck = store.NodeMaintenanceCheck
+	MaintNodeCheck = store.NodeMaintenanceCheck
 	// maintServicePrefix starts service maintenance check IDs.
-	maintServicePrefix = "_service_maintenance:"
+	MaintServicePrefix = "_service_maintenance:"
 )
 
 // Input is everything one planning cycle looks at. It is read, never
@@ -138,7 +138,7 @@ type Memory struct {
 	Ready map[string]time.Time
 }
 
-func newMemory() Memory {
+func NewMemory() Memory {
 	return Memory{Critical: map[string]time.Time{}, Absent: map[string]time.Time{}, Error: map[string]time.Time{},
 		Listed: map[string]time.Time{}, Stray: map[string]time.Time{}, Faultless: map[string]time.Time{}, Served: map[string]time.Time{},
 		Ready: map[string]time.Time{}}
@@ -210,7 +210,7 @@ func (a Action) String() string {
 
 // maxAttention bounds the servers listed per role in the state key, which
 // Consul limits to 512 KiB.
-const maxAttention = 50
+const MaxAttention = 50
 
 // Plan is the planner's answer.
 type Plan struct {

@@ -5,7 +5,7 @@ package main
 
 import (
 	"github.com/jiocloud/orchestrate/internal/cli"
-	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/reaper/daemon"
 )
 
-func main() { cli.Main("reaper", reaper.Run) }
+func main() { cli.Main("reaper", daemon.Run) }

@@ -14,6 +14,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/nodeid"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/reaper/daemon"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
 
 	"github.com/jiocloud/orchestrate/internal/cli"
@@ -262,7 +263,7 @@ func (d *demo) startReaper() (*reaperRun, error) {
 	done := make(chan int, 1)
 	go func() {
 		defer logf.Close()
-		done <- reaper.RunWithCloud(rctx, []string{"--config", d.reaperYAML(), "--consul-addr", d.agent.HTTPAddr, "--token-file", d.tokenFile(reaperToken)},
+		done <- daemon.RunWithCloud(rctx, []string{"--config", d.reaperYAML(), "--consul-addr", d.agent.HTTPAddr, "--token-file", d.tokenFile(reaperToken)},
 			cli.IO{Stdout: logf, Stderr: logf}, r.cloud)
 	}()
 	fmt.Printf("   %s$ reaper --config reaper.yaml --token-file tokens/reaper.token   # in-process, with the simulated cloud as its provider\n", reaperToken)

@@ -1,0 +1,110 @@
+package daemon
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"github.com/prometheus/exporter-toolkit/web"
+	"gopkg.in/yaml.v3"
+
+	"github.com/jiocloud/orchestrate/internal/fileutil"
+	"github.com/jiocloud/orchestrate/reaper"
+)
+
+// maxConfigFile bounds the configuration file: a real one is a few KiB.
+const maxConfigFile = 1 << 20
+
+// LoadConfig reads and parses the file at path, over the defaults
+// (ORCHESTRATE_PREFIX, when set, is the default prefix).
+func LoadConfig(path string) (*reaper.Config, error) {
+	data, err := fileutil.ReadLimited(path, maxConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	def := reaper.DefaultConfig()
+	if p := os.Getenv("ORCHESTRATE_PREFIX"); p != "" {
+		def.Prefix = p
+	}
+	c, err := reaper.Decode(bytes.NewReader(data), def)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// CheckConfig validates c (reaper.Config.Validate) and then reads and
+// checks the files it names: the web configuration that protects /metrics,
+// each role's user data, the node identity key. It names the first bad
+// field.
+func CheckConfig(c *reaper.Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if err := checkWebConfig(c); err != nil {
+		return err
+	}
+	for i := range c.Roles {
+		if err := readUserData(fmt.Sprintf("roles[%d]", i), &c.Roles[i]); err != nil {
+			return err
+		}
+	}
+	return validateIdentity(c)
+}
+
+// readUserData reads the role's user-data file into its boot spec.
+func readUserData(field string, r *reaper.Role) error {
+	b := &r.Boot
+	if b.UserDataFile == "" {
+		return nil
+	}
+	data, err := fileutil.ReadLimited(b.UserDataFile, reaper.MaxUserData)
+	if err != nil {
+		return fmt.Errorf("%s.boot.user_data_file: %w (Nova takes at most 65,535 bytes of base64)", field, err)
+	}
+	b.UserData = data
+	return nil
+}
+
+// checkWebConfig: a web configuration that is given must be valid; with
+// /metrics off loopback it must serve TLS or ask for a password.
+func checkWebConfig(c *reaper.Config) error {
+	if c.WebConfigFile == "" {
+		return nil
+	}
+	if err := web.Validate(c.WebConfigFile); err != nil {
+		return fmt.Errorf("web_config_file %s: %w", c.WebConfigFile, err)
+	}
+	if c.Listen == "" || c.ListenLoopback() {
+		return nil
+	}
+	protected, err := webConfigProtects(c.WebConfigFile)
+	if err != nil {
+		return fmt.Errorf("web_config_file %s: %w", c.WebConfigFile, err)
+	}
+	if !protected {
+		return fmt.Errorf("listen %q is not a loopback address and web_config_file %s sets neither TLS (tls_server_config: cert_file or cert) nor basic_auth_users: /metrics would be open to the network", c.Listen, c.WebConfigFile)
+	}
+	return nil
+}
+
+// webConfigProtects says whether a Prometheus web configuration (already
+// validated by the toolkit) serves TLS or asks for a password: a file that
+// sets only headers or a rate limit protects nothing.
+func webConfigProtects(path string) (bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	var wc struct {
+		TLS struct {
+			Cert     string `yaml:"cert"`
+			CertFile string `yaml:"cert_file"`
+		} `yaml:"tls_server_config"`
+		Users map[string]string `yaml:"basic_auth_users"`
+	}
+	if err := yaml.Unmarshal(data, &wc); err != nil {
+		return false, err
+	}
+	return wc.TLS.Cert != "" || wc.TLS.CertFile != "" || len(wc.Users) > 0, nil
+}

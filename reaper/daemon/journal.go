@@ -1,0 +1,356 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/reaper"
+)
+
+// ErrNotLeader is returned when a journal write was refused because this
+// reaper's session no longer holds the leader lock.
+var ErrNotLeader = errors.New("not the leader: the leader lock is held by another session, or by none")
+
+// Keys under <prefix>/, as internal/store lays them out.
+const (
+	keyJournal = store.ReaperJournalDir
+	keyBudget  = store.ReaperBudgetKey
+	keyArmed   = store.ReaperArmedKey
+	keyState   = store.ReaperStateKey
+)
+
+// Journal reads and writes the reaper's keys in Consul KV. Every write the
+// leader makes is a transaction that first checks that its session holds
+// the leader lock, so a reaper that lost leadership can never write an
+// intent, and so never makes the cloud call that follows one.
+type Journal struct {
+	kv        *api.KV
+	prefix    string
+	leaderKey string
+}
+
+// NewJournal returns the journal under prefix.
+func NewJournal(c *api.Client, prefix, leaderKey string) *Journal {
+	return &Journal{kv: c.KV(), prefix: strings.Trim(prefix, "/"), leaderKey: leaderKey}
+}
+
+func (j *Journal) key(rel string) string { return j.prefix + "/" + rel }
+
+// ReaperKeys is everything under <prefix>/reaper/ the cycle needs.
+type ReaperKeys struct {
+	Entries     []reaper.Entry
+	Destructive []time.Time
+	// Armed is the arm record when it opens the gate; nil otherwise.
+	Armed *reaper.Armed
+	// ArmKeyWritten: the armed key exists, whatever it holds. Once it does
+	// (an arm, a disarm, a value written by hand), the reaper never arms
+	// itself again.
+	ArmKeyWritten bool
+	// ArmProblem says why the armed key does not arm, when it holds
+	// something other than an arm or disarm record.
+	ArmProblem string
+	// Problems lists unreadable keys (never acted on).
+	Problems []string
+	// Report is the last leader's report, nil when none could be read.
+	Report *store.ReaperReport
+	// Pool holds the standby records, by key; a value that does not parse
+	// is a zero record (the next sync rewrites or removes it).
+	Pool map[string]store.StandbyRecord
+	// Flush holds the pool flush requests, by role; FlushProblems the
+	// ones that cannot be read.
+	Flush         map[string]store.PoolFlushRecord
+	FlushProblems []string
+	// Cooloff holds the records of aborted drains, by host;
+	// CooloffProblems those that cannot be read (host: why).
+	Cooloff         map[string]store.DrainAbortRecord
+	CooloffProblems map[string]string
+	// Tokens holds the sealed node tokens of servers the reaper built, by
+	// host; a record that cannot be read is in Problems and keeps its
+	// name from being built again (its token may live).
+	Tokens map[string]store.NodeTokenRecord
+}
+
+// Read lists <prefix>/reaper/ in one request.
+func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
+	pairs, _, err := j.kv.List(j.key(store.ReaperDir), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", j.key(store.ReaperDir), err)
+	}
+	out := &ReaperKeys{Pool: map[string]store.StandbyRecord{}, Flush: map[string]store.PoolFlushRecord{},
+		Cooloff: map[string]store.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]store.NodeTokenRecord{}}
+	for _, p := range pairs {
+		rel := strings.TrimPrefix(p.Key, j.prefix+"/")
+		switch {
+		case strings.HasPrefix(rel, store.ReaperPoolDir):
+			var rec store.StandbyRecord
+			_ = json.Unmarshal(p.Value, &rec)
+			out.Pool[p.Key] = rec
+		case strings.HasPrefix(rel, store.ReaperPoolFlushDir):
+			rec, err := store.ParsePoolFlush(p)
+			if err != nil {
+				// Written by hand: reported in the state, nothing flushed
+				// for it; the rest of the cycle goes on.
+				out.FlushProblems = append(out.FlushProblems, err.Error())
+				continue
+			}
+			out.Flush[strings.TrimPrefix(rel, store.ReaperPoolFlushDir)] = rec
+		case strings.HasPrefix(rel, store.ReaperCooloffDir):
+			rec, err := store.ParseDrainAbort(rel, p.Value)
+			switch {
+			case err != nil && rec.Host != "":
+				out.CooloffProblems[rec.Host] = err.Error()
+			case err == nil:
+				rec.Index = p.ModifyIndex
+				out.Cooloff[rec.Host] = rec
+			}
+		case strings.HasPrefix(rel, store.ReaperTokenDir):
+			rec, err := store.ParseNodeToken(rel, p.Value)
+			if err != nil {
+				out.Problems = append(out.Problems, err.Error())
+			}
+			if rec.Host != "" {
+				out.Tokens[rec.Host] = rec
+			}
+		case strings.HasPrefix(rel, keyJournal):
+			var e reaper.Entry
+			if err := json.Unmarshal(p.Value, &e); err != nil || e.ID == "" || rel != keyJournal+e.ID {
+				out.Problems = append(out.Problems, fmt.Sprintf("%s: not a journal entry the reaper wrote", p.Key))
+				continue
+			}
+			out.Entries = append(out.Entries, e)
+		case rel == keyBudget:
+			if err := json.Unmarshal(p.Value, &out.Destructive); err != nil {
+				out.Problems = append(out.Problems, fmt.Sprintf("%s: %v", p.Key, err))
+			}
+		case rel == keyState:
+			// The last leader's report, for what a new leader goes on
+			// from (the autoscalers' windows); one that cannot be read is
+			// no report.
+			var rep store.ReaperReport
+			if json.Unmarshal(p.Value, &rep) == nil {
+				out.Report = &rep
+			}
+		case rel == keyArmed:
+			out.ArmKeyWritten = true
+			rec, err := store.ParseArmRecord(p.Value)
+			switch {
+			case err != nil:
+				out.ArmProblem = err.Error()
+			case rec.Arms():
+				out.Armed = &rec
+			}
+		}
+	}
+	return out, nil
+}
+
+// txn runs ops after checking that session holds the leader lock.
+func (j *Journal) txn(ctx context.Context, session string, ops ...*api.KVTxnOp) error {
+	all := api.KVTxnOps{{Verb: api.KVCheckSession, Key: j.leaderKey, Session: session}}
+	all = append(all, ops...)
+	ok, resp, _, err := j.kv.Txn(all, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("journal transaction: %w", err)
+	}
+	if !ok {
+		if resp != nil {
+			for _, e := range resp.Errors {
+				if e.OpIndex == 0 {
+					return ErrNotLeader
+				}
+			}
+		}
+		return &txnRefused{why: store.TxnErrors(resp)}
+	}
+	return nil
+}
+
+// txnRefused: Consul rolled a leader transaction back on a check other
+// than the leader's (a key that moved).
+type txnRefused struct{ why string }
+
+func (e *txnRefused) Error() string { return "journal transaction refused: " + e.why }
+
+// maxEntrySize keeps a journal entry well under Consul's 512 KiB limit on
+// a value; an entry that large holds an error text gone wrong, and is
+// refused here rather than by Consul mid-transaction.
+const maxEntrySize = 400 * 1024
+
+func (j *Journal) setOp(e reaper.Entry) (*api.KVTxnOp, error) {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxEntrySize {
+		return nil, fmt.Errorf("journal entry %s is too large", e.ID)
+	}
+	return &api.KVTxnOp{Verb: api.KVSet, Key: j.key(keyJournal + e.ID), Value: data}, nil
+}
+
+// Put writes an entry, and the destructive-action budget when budget is
+// not nil, and extra, in one transaction under the leader check.
+func (j *Journal) Put(ctx context.Context, session string, e reaper.Entry, budget []time.Time, extra ...*api.KVTxnOp) error {
+	op, err := j.setOp(e)
+	if err != nil {
+		return err
+	}
+	ops := []*api.KVTxnOp{op}
+	if budget != nil {
+		data, _ := json.Marshal(budget)
+		ops = append(ops, &api.KVTxnOp{Verb: api.KVSet, Key: j.key(keyBudget), Value: data})
+	}
+	return j.txn(ctx, session, append(ops, extra...)...)
+}
+
+// Remove deletes a finished entry, and runs extra, in one transaction.
+func (j *Journal) Remove(ctx context.Context, session, id string, extra ...*api.KVTxnOp) error {
+	return j.txn(ctx, session, append([]*api.KVTxnOp{{Verb: api.KVDelete, Key: j.key(keyJournal + id)}}, extra...)...)
+}
+
+// tokenSetOp records a server's sealed token.
+func (j *Journal) tokenSetOp(rec store.NodeTokenRecord) *api.KVTxnOp {
+	return &api.KVTxnOp{Verb: api.KVSet, Key: store.NodeTokenKey(j.prefix, rec.Host), Value: rec.Value()}
+}
+
+// DropToken removes host's token record (its token was logged out), under
+// the leader check.
+func (j *Journal) DropToken(ctx context.Context, session, host string) error {
+	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVDelete, Key: store.NodeTokenKey(j.prefix, host)})
+}
+
+// poolDeleteOp removes host's standby record from role's pool.
+func (j *Journal) poolDeleteOp(role, host string) *api.KVTxnOp {
+	return &api.KVTxnOp{Verb: api.KVDelete, Key: store.PoolKey(j.prefix, role, host)}
+}
+
+// Flush writes a role's flush request back with its Seen time, or (done)
+// removes it, in either case only if it is still the request read (its
+// index), under the leader check.
+func (j *Journal) Flush(ctx context.Context, session string, f reaper.PoolFlush, done bool) error {
+	op := &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: store.PoolFlushKey(j.prefix, f.Role), Index: f.Record.Index}
+	if !done {
+		data, _ := json.Marshal(f.Record)
+		op.Verb, op.Value = api.KVCAS, data
+	}
+	err := j.txn(ctx, session, op)
+	var refused *txnRefused
+	if errors.As(err, &refused) {
+		return nil // a newer request: the next cycles carry it out
+	}
+	return err
+}
+
+// SetStandby writes one standby record under the leader check (before a
+// cloud call on the standby, as a journal entry is).
+func (j *Journal) SetStandby(ctx context.Context, session string, rec store.StandbyRecord) error {
+	return j.txn(ctx, session, j.standbyOp(rec))
+}
+
+// standbyOp writes a standby record.
+func (j *Journal) standbyOp(rec store.StandbyRecord) *api.KVTxnOp {
+	data, _ := json.Marshal(rec)
+	return &api.KVTxnOp{Verb: api.KVSet, Key: store.PoolKey(j.prefix, rec.Role, rec.Host), Value: data}
+}
+
+// poolOpsPerTxn bounds the pool records written in one transaction:
+// Consul takes at most 64 operations, one of which is the leader check.
+const poolOpsPerTxn = 60
+
+// SyncPool makes the pool records under <prefix>/reaper/pool/ what the
+// plan saw (have is what the cycle read): changed records are written,
+// records of servers no longer standbys removed, in transactions under
+// the leader check.
+func (j *Journal) SyncPool(ctx context.Context, session string, want []store.StandbyRecord, have map[string]store.StandbyRecord) error {
+	var ops []*api.KVTxnOp
+	seen := map[string]bool{}
+	for _, rec := range want {
+		key := store.PoolKey(j.prefix, rec.Role, rec.Host)
+		seen[key] = true
+		if old, ok := have[key]; ok && old == rec {
+			continue
+		}
+		data, _ := json.Marshal(rec)
+		ops = append(ops, &api.KVTxnOp{Verb: api.KVSet, Key: key, Value: data})
+	}
+	for key := range have {
+		if !seen[key] {
+			ops = append(ops, &api.KVTxnOp{Verb: api.KVDelete, Key: key})
+		}
+	}
+	for len(ops) > 0 {
+		n := min(len(ops), poolOpsPerTxn)
+		if err := j.txn(ctx, session, ops[:n]...); err != nil {
+			return err
+		}
+		ops = ops[n:]
+	}
+	return nil
+}
+
+// drainRequestOp writes the drain request of entry e's old server, for
+// the node's drain handler (or the platform) to answer, with what a
+// failed answer and no answer lead to.
+func (j *Journal) drainRequestOp(e reaper.Entry, role *reaper.Role, now time.Time) *api.KVTxnOp {
+	onFailure, onTimeout := role.DrainEnd(&e)
+	data, _ := json.Marshal(store.DrainRecord{Requested: now, Role: e.Role, Entry: e.ID, Reason: e.Reason, Deadline: e.DrainUntil, OnFailure: onFailure, OnTimeout: onTimeout})
+	return &api.KVTxnOp{Verb: api.KVSet, Key: store.DrainKey(j.prefix, e.OldName), Value: data}
+}
+
+// drainEndOp removes host's drain request (the server stays).
+func (j *Journal) drainEndOp(host string) *api.KVTxnOp {
+	return &api.KVTxnOp{Verb: api.KVDelete, Key: store.DrainKey(j.prefix, host)}
+}
+
+// SetDesired writes the autoscaler's new count, only while no count set by
+// hand stands and the count is still the one the decision read. ok is
+// false when either moved (the next cycle decides again).
+func (j *Journal) SetDesired(ctx context.Context, session string, c reaper.ScaleChange) (ok bool, err error) {
+	err = j.txn(ctx, session,
+		&api.KVTxnOp{Verb: api.KVCheckNotExists, Key: store.OverrideKey(j.prefix, c.Role)},
+		&api.KVTxnOp{Verb: api.KVCAS, Key: store.DesiredKey(j.prefix, c.Role), Index: c.Index, Value: []byte(strconv.Itoa(c.To))})
+	var refused *txnRefused
+	if errors.As(err, &refused) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// SetCapacity records that the role's creates fail for quota or capacity.
+func (j *Journal) SetCapacity(ctx context.Context, session, role string, rec store.CapacityRecord) error {
+	data, _ := json.Marshal(rec)
+	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVSet, Key: store.CapacityKey(j.prefix, role), Value: data})
+}
+
+// ClearCapacity removes the role's exhausted capacity record.
+func (j *Journal) ClearCapacity(ctx context.Context, session, role string) error {
+	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVDelete, Key: store.CapacityKey(j.prefix, role)})
+}
+
+// Arm writes the armed key (by the leader, when the start gate's condition
+// is met).
+func (j *Journal) Arm(ctx context.Context, session string, a reaper.Armed) error {
+	data, _ := json.Marshal(a)
+	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVSet, Key: j.key(keyArmed), Value: data})
+}
+
+// ArmKey is the armed key under prefix, for `orchestrate reaper arm`.
+func ArmKey(prefix string) string { return store.ReaperKey(prefix, keyArmed) }
+
+// StateKey is the state key under prefix, for `orchestrate status`.
+func StateKey(prefix string) string { return store.ReaperKey(prefix, keyState) }
+
+// PutState writes the state report (leader only).
+func (j *Journal) PutState(ctx context.Context, session string, st *store.ReaperReport) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVSet, Key: j.key(keyState), Value: data})
+}

@@ -1,0 +1,315 @@
+package daemon
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jiocloud/orchestrate/internal/cli"
+	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/reaper/planner"
+)
+
+// Metrics is the reaper's Prometheus exposition, written by hand (text
+// format 0.0.4) to keep the dependency set small.
+type Metrics struct {
+	// mu guards every field below.
+	mu     sync.Mutex
+	leader bool
+	// leaderLost counts leaderships that ended without this reaper
+	// stopping (the lock lost, the session expired or destroyed);
+	// leaderTerms the leaderships of the last hour, as the last report
+	// carried them (every instance's).
+	leaderLost  map[string]int // why
+	leaderTerms int
+	paused      bool
+	armed       bool
+	dryRun      bool
+	backoffSecs float64
+	roleBackoff map[string]float64
+	nodes       map[[2]string]int // role, state
+	actions     map[[2]string]int // op, result
+	cycles      int
+	cycleErrors int
+	lastCycle   time.Time
+	cycleSecs   float64
+	cloudErrors map[string]int // class
+	// Per role: desired count, capacity exhausted, and the autoscaler's
+	// last value and recommendation (roles without one are absent).
+	desired     map[string]int
+	exhausted   map[string]bool
+	scaleValue  map[string]float64
+	recommended map[string]int
+	// Per autoscaled role: the cycles whose decision held because its
+	// metric was in doubt (a counter), and the nodes' reports its last
+	// decision clamped to plausible_max and ignored (not a load).
+	metricDoubt map[string]int
+	clamped     map[string]int
+	ignored     map[string]int
+	// Per role with a warm pool: its size, its standbys by state, and
+	// the claims whose standby served (count, and seconds from claim to
+	// serving, summed).
+	poolSize  map[string]int
+	standbys  map[[2]string]int // role, state
+	claims    map[string]int
+	claimSecs map[string]float64
+	// Aborted drains by role and cause (a counter), and each role's hosts
+	// cooling off after one (as the last cycle saw them).
+	drainAborts map[[2]string]int
+	cooling     map[string]int
+}
+
+// NewMetrics returns empty metrics.
+func NewMetrics() *Metrics {
+	return &Metrics{nodes: map[[2]string]int{}, actions: map[[2]string]int{}, cloudErrors: map[string]int{},
+		claims: map[string]int{}, claimSecs: map[string]float64{}, metricDoubt: map[string]int{}, drainAborts: map[[2]string]int{}, cooling: map[string]int{}}
+}
+
+// drainAborted counts an aborted drain of role's server, by cause.
+func (m *Metrics) drainAborted(role, cause string) {
+	m.mu.Lock()
+	m.drainAborts[[2]string{role, cause}]++
+	m.mu.Unlock()
+}
+
+func (m *Metrics) setLeader(v bool) {
+	m.mu.Lock()
+	m.leader = v
+	m.mu.Unlock()
+}
+
+// lostLeadership counts a leadership that ended without the reaper
+// stopping.
+func (m *Metrics) lostLeadership(why string) {
+	m.mu.Lock()
+	if m.leaderLost == nil {
+		m.leaderLost = map[string]int{}
+	}
+	m.leaderLost[why]++
+	m.mu.Unlock()
+}
+
+func (m *Metrics) setLeaderTerms(n int) {
+	m.mu.Lock()
+	m.leaderTerms = n
+	m.mu.Unlock()
+}
+
+func (m *Metrics) action(op reaper.Op, result string) {
+	m.mu.Lock()
+	m.actions[[2]string{string(op), result}]++
+	m.mu.Unlock()
+}
+
+func (m *Metrics) cloudError(err error) {
+	m.mu.Lock()
+	m.cloudErrors[reaper.ClassOf(err).String()]++
+	m.mu.Unlock()
+}
+
+// cycle records a cycle that planned (and acted unless dry run).
+func (m *Metrics) cycle(p *reaper.Plan, dryRun bool, backoff time.Duration, roleBackoff map[string]time.Duration, took time.Duration, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ran(dryRun, took, now)
+	m.backoffSecs = max(backoff.Seconds(), 0)
+	m.roleBackoff = map[string]float64{}
+	for role, d := range roleBackoff {
+		m.roleBackoff[role] = max(d.Seconds(), 0)
+	}
+	m.paused, m.armed = p.Paused, p.Armed
+	m.nodes = map[[2]string]int{}
+	m.desired, m.exhausted, m.scaleValue, m.recommended = map[string]int{}, map[string]bool{}, map[string]float64{}, map[string]int{}
+	m.clamped, m.ignored = map[string]int{}, map[string]int{}
+	m.poolSize, m.standbys = map[string]int{}, map[[2]string]int{}
+	m.cooling = map[string]int{}
+	for _, c := range p.Claims {
+		m.claims[c.Role]++
+		m.claimSecs[c.Role] += c.Claim.Serving.Seconds()
+	}
+	for _, r := range p.Roles {
+		if r.Pool != nil {
+			m.poolSize[r.Name] = r.Pool.Size
+			for _, st := range []string{store.StandbyBuilding, store.StandbyConverging, store.StandbyReady, store.StandbyStopped, store.StandbyFailed} {
+				m.standbys[[2]string{r.Name, st}] = r.Pool.States[st]
+			}
+		}
+		for st, n := range r.States {
+			m.nodes[[2]string{r.Name, string(st)}] = n
+		}
+		m.desired[r.Name] = r.Desired
+		m.cooling[r.Name] = len(r.DrainAborts)
+		m.exhausted[r.Name] = r.Capacity != nil && !slices.Contains(p.CapacityClear, r.Name)
+		if a := r.Autoscale; a != nil && a.Last != nil {
+			m.recommended[r.Name] = a.Last.Recommended
+			if a.Last.Value != nil {
+				m.scaleValue[r.Name] = *a.Last.Value
+			}
+			m.clamped[r.Name], m.ignored[r.Name] = len(a.Last.Clamped), len(a.Last.Ignored)
+			if _, ok := m.metricDoubt[r.Name]; !ok {
+				m.metricDoubt[r.Name] = 0
+			}
+			if planner.DecisionWhy(*a.Last) == planner.WhyMetric {
+				m.metricDoubt[r.Name]++
+			}
+		}
+	}
+}
+
+// cycleSkipped records a cycle that took no action on data it could not
+// read; the last good cycle's gauges stay.
+func (m *Metrics) cycleSkipped(dryRun bool, took time.Duration, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ran(dryRun, took, now)
+	m.cycleErrors++
+}
+
+// ran counts a cycle and records its timing; m.mu is held.
+func (m *Metrics) ran(dryRun bool, took time.Duration, now time.Time) {
+	m.cycles++
+	m.lastCycle = now
+	m.cycleSecs = took.Seconds()
+	m.dryRun = dryRun
+}
+
+// oneIfTrue is a boolean as a gauge's value.
+func oneIfTrue(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// WriteTo writes the exposition.
+func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var sb strings.Builder
+	gauge := func(name, help string, v any) {
+		fmt.Fprintf(&sb, "# HELP %s %s\n# TYPE %s gauge\n%s %v\n", name, help, name, name, v)
+	}
+	b := cli.Build()
+	fmt.Fprintf(&sb, "# HELP reaper_build_info The running reaper's build: version, commit and Go version (always 1).\n# TYPE reaper_build_info gauge\nreaper_build_info{version=%q,commit=%q,goversion=%q} 1\n", b.Version, b.Commit, b.GoVersion)
+	gauge("reaper_leader", "1 when this reaper holds the leader lock.", oneIfTrue(m.leader))
+	sb.WriteString("# HELP reaper_leadership_lost_total Leaderships of this reaper that ended without it stopping, by cause (lock lost, session expired or destroyed).\n# TYPE reaper_leadership_lost_total counter\n")
+	for _, why := range []string{leaderLostLock, leaderLostSession} {
+		fmt.Fprintf(&sb, "reaper_leadership_lost_total{cause=%q} %d\n", why, m.leaderLost[why])
+	}
+	gauge("reaper_leader_terms_last_hour", "Leaderships begun in the last hour, by any reaper, as the leader's last report carries them; above 1 the lock changed hands.", m.leaderTerms)
+	gauge("reaper_paused", "1 when destructive actions are paused (too many servers look unhealthy at once).", oneIfTrue(m.paused))
+	gauge("reaper_armed", "1 when the start gate is open (the reaper may destroy).", oneIfTrue(m.armed))
+	gauge("reaper_dry_run", "1 when the reaper only logs what it would do.", oneIfTrue(m.dryRun))
+	gauge("reaper_quota_backoff_seconds", "Seconds left of the quota or capacity backoff (0: none).", m.backoffSecs)
+	sb.WriteString("# HELP reaper_role_backoff_seconds Seconds left of a role's create backoff after a capacity (no valid host) or fatal create error.\n# TYPE reaper_role_backoff_seconds gauge\n")
+	for _, r := range slices.Sorted(maps.Keys(m.roleBackoff)) {
+		fmt.Fprintf(&sb, "reaper_role_backoff_seconds{role=%q} %v\n", r, m.roleBackoff[r])
+	}
+	gauge("reaper_last_cycle_duration_seconds", "Duration of the last cycle.", m.cycleSecs)
+	ts := 0.0
+	if !m.lastCycle.IsZero() {
+		ts = float64(m.lastCycle.UnixNano()) / 1e9
+	}
+	gauge("reaper_last_cycle_timestamp_seconds", "Unix time of the last cycle.", ts)
+	fmt.Fprintf(&sb, "# HELP reaper_cycles_total Cycles run as leader.\n# TYPE reaper_cycles_total counter\nreaper_cycles_total %d\n", m.cycles)
+	fmt.Fprintf(&sb, "# HELP reaper_cycle_errors_total Cycles that took no action because Consul or the cloud could not be read.\n# TYPE reaper_cycle_errors_total counter\nreaper_cycle_errors_total %d\n", m.cycleErrors)
+	sb.WriteString("# HELP reaper_nodes Servers by role and state, as the last cycle saw them.\n# TYPE reaper_nodes gauge\n")
+	for _, k := range sortedKeys(m.nodes) {
+		fmt.Fprintf(&sb, "reaper_nodes{role=%q,state=%q} %d\n", k[0], k[1], m.nodes[k])
+	}
+	sb.WriteString("# HELP reaper_actions_total Actions by operation and result (done, pending: accepted by the cloud, not carried out yet; failed, skipped, dry_run).\n# TYPE reaper_actions_total counter\n")
+	for _, k := range sortedKeys(m.actions) {
+		fmt.Fprintf(&sb, "reaper_actions_total{op=%q,result=%q} %d\n", k[0], k[1], m.actions[k])
+	}
+	perRole := func(name, help string, vals map[string]string) {
+		fmt.Fprintf(&sb, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+		for _, r := range slices.Sorted(maps.Keys(vals)) {
+			fmt.Fprintf(&sb, "%s{role=%q} %s\n", name, r, vals[r])
+		}
+	}
+	perRole("reaper_desired", "The desired count of each role, as the last cycle read it.", mapValues(m.desired, func(n int) string { return fmt.Sprint(n) }))
+	perRole("reaper_capacity_exhausted", "1 while creates of the role fail for quota or capacity (no valid host); the reason is in <prefix>/capacity/<role>.", mapValues(m.exhausted, func(b bool) string { return fmt.Sprint(oneIfTrue(b)) }))
+	m.writeAutoscale(&sb, perRole)
+	m.writePool(&sb, perRole)
+	m.writeDrainAborts(&sb, perRole)
+	sb.WriteString("# HELP reaper_cloud_errors_total Cloud errors by class.\n# TYPE reaper_cloud_errors_total counter\n")
+	for _, c := range slices.Sorted(maps.Keys(m.cloudErrors)) {
+		fmt.Fprintf(&sb, "reaper_cloud_errors_total{class=%q} %d\n", c, m.cloudErrors[c])
+	}
+	n, err := io.WriteString(w, sb.String())
+	return int64(n), err
+}
+
+// writeAutoscale writes each autoscaled role's last decision (its metric,
+// its recommendation, the reports it clamped or ignored) and the counter of
+// decisions held for a metric in doubt; m.mu is held.
+func (m *Metrics) writeAutoscale(sb *strings.Builder, perRole func(name, help string, vals map[string]string)) {
+	perRole("reaper_autoscale_value", "An autoscaled role's metric as its last decision used it.", mapValues(m.scaleValue, func(v float64) string { return fmt.Sprint(v) }))
+	perRole("reaper_autoscale_recommended", "An autoscaled role's recommended count at its last decision.", mapValues(m.recommended, func(n int) string { return fmt.Sprint(n) }))
+	perRole("reaper_autoscale_reports_clamped", "Nodes' reports an autoscaled role's last decision took at its plausible_max (one node's report is one vote).", mapValues(m.clamped, func(n int) string { return fmt.Sprint(n) }))
+	perRole("reaper_autoscale_reports_ignored", "Nodes' reports an autoscaled role's last decision ignored: negative or not finite, not a load.", mapValues(m.ignored, func(n int) string { return fmt.Sprint(n) }))
+	sb.WriteString("# HELP reaper_autoscale_metric_in_doubt_total Cycles whose autoscaling decision held because the role's metric was in doubt (unreadable, too few usable reports, a value that cannot be a load).\n# TYPE reaper_autoscale_metric_in_doubt_total counter\n")
+	for _, r := range slices.Sorted(maps.Keys(m.metricDoubt)) {
+		fmt.Fprintf(sb, "reaper_autoscale_metric_in_doubt_total{role=%q} %d\n", r, m.metricDoubt[r])
+	}
+}
+
+// writePool writes each warm pool's configured size, its standbys by state
+// and the time its claimed standbys took to serve; m.mu is held.
+func (m *Metrics) writePool(sb *strings.Builder, perRole func(name, help string, vals map[string]string)) {
+	perRole("reaper_pool_size", "A role's warm pool size, as configured.", mapValues(m.poolSize, func(n int) string { return fmt.Sprint(n) }))
+	sb.WriteString("# HELP reaper_pool_standbys A role's warm pool standbys by state (building, converging, ready, failed), as the last cycle saw them.\n# TYPE reaper_pool_standbys gauge\n")
+	for _, k := range sortedKeys(m.standbys) {
+		fmt.Fprintf(sb, "reaper_pool_standbys{role=%q,state=%q} %d\n", k[0], k[1], m.standbys[k])
+	}
+	sb.WriteString("# HELP reaper_pool_claim_seconds Time from the claim of a warm pool standby to its serving, by role.\n# TYPE reaper_pool_claim_seconds summary\n")
+	for _, r := range slices.Sorted(maps.Keys(m.claims)) {
+		fmt.Fprintf(sb, "reaper_pool_claim_seconds_sum{role=%q} %v\nreaper_pool_claim_seconds_count{role=%q} %d\n", r, m.claimSecs[r], r, m.claims[r])
+	}
+}
+
+// writeDrainAborts writes the aborted drains' counter and cool-off gauge;
+// m.mu is held.
+func (m *Metrics) writeDrainAborts(sb *strings.Builder, perRole func(name, help string, vals map[string]string)) {
+	sb.WriteString("# HELP reaper_drain_aborts_total Drains of a scale-in or max-age retirement aborted (the server stays), by role and cause: failed (the answer said the work could not move) or timeout (no answer by drain_timeout).\n# TYPE reaper_drain_aborts_total counter\n")
+	for _, k := range sortedKeys(m.drainAborts) {
+		fmt.Fprintf(sb, "reaper_drain_aborts_total{role=%q,cause=%q} %d\n", k[0], k[1], m.drainAborts[k])
+	}
+	perRole("reaper_drain_cooloff_hosts", "A role's hosts whose drain was aborted and that are not chosen for a scale-in or a max-age retirement until their drain_cooloff ends.", mapValues(m.cooling, func(n int) string { return fmt.Sprint(n) }))
+}
+
+// mapValues formats each value of m.
+func mapValues[V any](m map[string]V, f func(V) string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = f(v)
+	}
+	return out
+}
+
+func sortedKeys(m map[[2]string]int) [][2]string {
+	keys := make([][2]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i][0] != keys[j][0] {
+			return keys[i][0] < keys[j][0]
+		}
+		return keys[i][1] < keys[j][1]
+	})
+	return keys
+}
+
+// ServeHTTP serves /metrics.
+func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	m.WriteTo(w)
+}

@@ -1,0 +1,240 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/reaper"
+)
+
+// balance brings a role to its desired count (scale out, scale in) and, at
+// the count, replaces bad servers, then expired ones.
+func (pl *planner) balance(rs *roleServers) {
+	want := pl.desired(rs.role)
+	count := pl.count(rs)
+	switch {
+	case count < want:
+		pl.scaleOut(rs, count, want)
+	case count > want:
+		pl.scaleIn(rs, count, want)
+	default:
+		if pl.replaceBad(rs) {
+			pl.replaceExpired(rs)
+		}
+	}
+}
+
+// count is the role's members in no entry, plus the entries that bring
+// one (creates, replacements, claims); standbys are no members.
+func (pl *planner) count(rs *roleServers) int {
+	n := len(rs.free)
+	for _, e := range rs.entries {
+		if e.Kind != store.KindDelete && !e.Standby {
+			n++
+		}
+	}
+	return n
+}
+
+// worstFirst sorts servers by their state's rank, then oldest first (then
+// by name): the order in which servers are scaled in or replaced. Never
+// newest first.
+func (pl *planner) worstFirst(servers []*reaper.Server) []*reaper.Server {
+	out := append([]*reaper.Server(nil), servers...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := pl.statesOf[out[i].ID].Props().Rank, pl.statesOf[out[j].ID].Props().Rank
+		if a != b {
+			return a < b
+		}
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.Before(out[j].Created)
+		}
+		return out[i].Name < out[j].Name // never Nova's list order, which varies
+	})
+	return out
+}
+
+// inFlight counts the role's entries that replace or delete, except those
+// whose delete the cloud refuses (backing off) or has not carried out
+// within cloud_timeout: a locked server or a stuck delete must not stop
+// the role's other replacements.
+func (pl *planner) inFlight(rs *roleServers) int {
+	n := 0
+	for _, e := range rs.entries {
+		if e.Kind != store.KindCreate && !e.Standby && !pl.in.Now.Before(pl.in.DeleteBackoff[e.ID]) && !pl.deleteStalled(*e) {
+			n++
+		}
+	}
+	return n
+}
+
+// scaleOut creates the servers a role lacks, unless the role's part of
+// the Nova list is in doubt.
+func (pl *planner) scaleOut(rs *roleServers, count, want int) {
+	r := rs.role
+	if rs.doubt != "" {
+		pl.block("%s: %d below desired %d, but %s; no create", r.Name, want-count, want, rs.doubt)
+		return
+	}
+	if term := pl.in.Now.Sub(pl.in.TermStart); term < r.AbsentGrace.D() && count > 0 {
+		// Found by the soak: a new leader, a list that left a server out
+		// and that server's node briefly gone from the catalog made a
+		// second server of the same name.
+		pl.block("%s: %d below desired %d, but this leader began %s ago and remembers no earlier list: a server its lists leave out is absent, not gone, for absent_grace %s; no create", r.Name, want-count, want, term.Round(time.Second), r.AbsentGrace.D())
+		return
+	}
+	for i := count; i < want; i++ {
+		standby := pl.readyStandby(rs)
+		if why := pl.gate(rs, need{create: standby == nil, claim: standby != nil}); why != "" {
+			pl.block("%s: %d below desired %d; creates wait: %s", r.Name, want-i, want, why)
+			return
+		}
+		e := pl.newEntry(r, store.KindCreate, fmt.Sprintf("%d of desired %d", count, want))
+		if standby != nil {
+			pl.claim(rs, &e, standby)
+			pl.add(reaper.OpClaim, e, e.Reason+": claim standby "+standby.Name)
+			continue
+		}
+		e.Phase, e.NewName = store.PhaseCreating, pl.freeName(r)
+		pl.add(reaper.OpCreate, e, e.Reason)
+	}
+}
+
+// scaleIn drains the role's surplus servers, worst first; the gate holds
+// it while the role's part of the Nova list is in doubt (a surplus may
+// then be an illusion). A server in an unknown state is never picked.
+func (pl *planner) scaleIn(rs *roleServers, count, want int) {
+	r := rs.role
+	flying := pl.inFlight(rs)
+	surplus := count - want
+	order, skipped := pl.scaleInOrder(rs)
+	order, skipped = pl.notCooling(rs, order, skipped)
+	if len(order) < surplus && len(skipped) > 0 {
+		pl.block("%s: %d surplus server(s), %d that may leave: %s", r.Name, surplus, len(order), strings.Join(skipped, ", "))
+	}
+	for _, v := range order {
+		if surplus == 0 {
+			return
+		}
+		if flying >= pl.in.Config.MaxInFlight {
+			pl.block("%s: %d surplus server(s) wait: max_in_flight %d", r.Name, surplus, pl.in.Config.MaxInFlight)
+			return
+		}
+		if why := pl.gate(rs, need{armed: true, unpaused: true, budget: true, victim: v}); why != "" {
+			pl.block("%s: scale in of %s waits: %s", r.Name, v.Name, why)
+			return
+		}
+		why := fmt.Sprintf("surplus (%s): %d over desired %d", pl.statesOf[v.ID], count-want, want)
+		if _, ok := pl.in.Scaling.ScaleIn[r.Name][v.Name]; ok {
+			why = fmt.Sprintf("named for scale-in: %d over desired %d", count-want, want)
+		} else if load, ok := pl.hostLoad[r.Name][v.Name]; ok {
+			why = fmt.Sprintf("surplus (%s, load %.4g): %d over desired %d", pl.statesOf[v.ID], load, count-want, want)
+		}
+		e := pl.newEntry(r, store.KindDelete, why)
+		e.Phase, e.OldName, e.OldID = store.PhaseDraining, v.Name, v.ID
+		e.Abortable = pl.abortable(v)
+		pl.startDrain(&e, v)
+		pl.add(reaper.OpDrain, e, e.Reason)
+		flying++
+		surplus--
+	}
+}
+
+// replaceBad replaces the role's servers whose state says so, worst first.
+// It reports whether every server of the role is good and nothing is in
+// flight, so an expired one may be replaced.
+func (pl *planner) replaceBad(rs *roleServers) bool {
+	var bad []*reaper.Server
+	for _, s := range rs.free {
+		if pl.statesOf[s.ID].Props().Replace {
+			bad = append(bad, s)
+		}
+	}
+	flying := pl.inFlight(rs)
+	for _, s := range pl.worstFirst(bad) {
+		if flying >= pl.in.Config.MaxInFlight {
+			pl.block("%s: replacement of %s waits: max_in_flight %d", rs.role.Name, s.Name, pl.in.Config.MaxInFlight)
+			return false
+		}
+		if !pl.replace(rs, s, pl.statesOf[s.ID]) {
+			return false
+		}
+		flying++
+	}
+	return len(bad) == 0 && len(rs.entries) == 0
+}
+
+// replaceExpired replaces the server furthest past its max age, one at a
+// time and only when every server of the role serves.
+func (pl *planner) replaceExpired(rs *roleServers) {
+	r := rs.role
+	if r.MaxAge == 0 {
+		return
+	}
+	var oldest *reaper.Server
+	var cooling []string
+	for _, s := range rs.free {
+		if !pl.serves(rs, s) {
+			return
+		}
+		if pl.statesOf[s.ID] != reaper.StateExpired {
+			continue
+		}
+		if why := pl.coolingWhy(rs, s); why != "" {
+			cooling = append(cooling, why)
+			continue
+		}
+		if oldest == nil || expiry(r, s).Before(expiry(r, oldest)) {
+			oldest = s
+		}
+	}
+	if oldest == nil && len(cooling) > 0 {
+		pl.block("%s: max-age retirement waits: %s", r.Name, strings.Join(cooling, "; "))
+	}
+	if oldest != nil {
+		pl.replace(rs, oldest, reaper.StateExpired)
+	}
+}
+
+// replace starts replacing s: launch before terminate (surge) creates the
+// new server first; delete-first drains s at once. False when the gate
+// stopped it.
+func (pl *planner) replace(rs *roleServers, s *reaper.Server, why reaper.ServerState) bool {
+	r := rs.role
+	n := need{armed: true, unpaused: true, create: true, budget: true}
+	var standby *reaper.Server
+	if r.ReplaceMode == reaper.ModeDeleteFirst {
+		n.victim = s
+	} else if standby = pl.readyStandby(rs); standby != nil {
+		n.create, n.claim = false, true
+	}
+	if gate := pl.gate(rs, n); gate != "" {
+		pl.block("%s: replacement of %s (%s) waits: %s", r.Name, s.Name, why, gate)
+		return false
+	}
+	e := pl.newEntry(r, store.KindReplace, string(why))
+	e.OldName, e.OldID = s.Name, s.ID
+	// A max-age retirement takes a server that serves: a drain that
+	// fails may be aborted. A replacement for health deletes.
+	e.Abortable = why == reaper.StateExpired
+	if standby != nil {
+		pl.claim(rs, &e, standby)
+		pl.inEntry[s.ID] = reaper.StateReplacing
+		pl.add(reaper.OpClaim, e, fmt.Sprintf("replace %s (%s): claim standby %s", s.Name, why, standby.Name))
+		return true
+	}
+	e.NewName = pl.freeName(r)
+	if r.ReplaceMode == reaper.ModeDeleteFirst {
+		e.Phase = store.PhaseDraining
+		pl.startDrain(&e, s)
+		pl.add(reaper.OpDrain, e, fmt.Sprintf("%s (delete-first)", why))
+		return true
+	}
+	e.Phase = store.PhaseCreating
+	pl.inEntry[s.ID] = reaper.StateReplacing
+	pl.add(reaper.OpCreate, e, fmt.Sprintf("replace %s (%s)", s.Name, why))
+	return true
+}

@@ -1,0 +1,105 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/jiocloud/orchestrate/reaper"
+)
+
+// need is what a step asks of the gate: which safety rules apply to it.
+type need struct {
+	// armed: the step destroys something; nothing is destroyed while the
+	// reaper is disarmed, nor while the role's part of the Nova list is in
+	// doubt.
+	armed bool
+	// unpaused: the step waits while the partition pause holds.
+	unpaused bool
+	// create: the step creates a server; it waits for the quota backoff,
+	// the role's own backoff, and while Nova lists partial records.
+	create bool
+	// claim: the step claims a standby of the role's warm pool in place
+	// of a create: it adds a member as a create does (so it waits while
+	// Nova lists partial records) but needs no quota.
+	claim bool
+	// pool: the step creates a standby; it waits for the warm pools'
+	// own backoff too.
+	pool bool
+	// budget: the step spends one of max_actions_per_hour.
+	budget bool
+	// victim: the step takes this server out of its role; if it serves,
+	// the role must keep a serving server and min_healthy. A server in an
+	// unknown state is never a victim.
+	victim *reaper.Server
+}
+
+// gate says why a step with these needs may not start now, or "" when it
+// may. Every step of the planner asks it, so each safety rule is written
+// once.
+func (pl *planner) gate(rs *roleServers, n need) string {
+	switch {
+	case n.armed && !pl.plan.Armed:
+		return "not armed"
+	case n.unpaused && pl.plan.Paused:
+		return "paused" // the reason is in the plan, once
+	case n.armed && rs.doubt != "":
+		return rs.doubt
+	case pl.unknown(n.victim) != "":
+		return pl.unknown(n.victim)
+	case n.create && pl.backedOff(rs.role.Name):
+		return "the create backoff holds (quota, capacity or a failed create)"
+	case n.pool && pl.in.Now.Before(pl.in.PoolBackoffUntil):
+		return "the warm pool's backoff holds (a quota or capacity error)"
+	case (n.create || n.claim) && pl.plan.Partial > 0:
+		// A partial record may be a server of this role whose node is
+		// not in sight either (a blip, a new leader with no memory of
+		// the list): a create could double the role, reuse its name.
+		return fmt.Sprintf("Nova listed %d partial record(s): whose they are is unknown", pl.plan.Partial)
+	case (n.create || n.pool) && pl.creates >= pl.in.Config.MaxCreatesPerCycle:
+		return fmt.Sprintf("max_creates_per_cycle (%d) reached: the rest in the next cycles", pl.in.Config.MaxCreatesPerCycle)
+	case n.budget && pl.budget <= 0:
+		return fmt.Sprintf("max_actions_per_hour (%d) reached", pl.in.Config.MaxActionsPerHour)
+	}
+	if n.victim != nil && pl.serves(rs, n.victim) {
+		h := pl.servingCount(rs)
+		if h <= 1 {
+			return "it is the role's last healthy server"
+		}
+		if h-1 < rs.role.MinHealthy {
+			return fmt.Sprintf("the role would go below min_healthy %d", rs.role.MinHealthy)
+		}
+	}
+	return ""
+}
+
+// serves says whether s is in service: its state serves (its role's own
+// checks pass) and, in a role whose servers report validation, it reports
+// validation success for the current version. A replacement finishes, and
+// min_healthy counts, by this rule.
+func (pl *planner) serves(rs *roleServers, s *reaper.Server) bool {
+	return pl.statesOf[s.ID].Serving() && (!rs.validating || pl.in.Validated[s.Name])
+}
+
+// backedOff: no creates for role now (quota, or the role's own backoff).
+func (pl *planner) backedOff(role string) bool {
+	return pl.backoff || pl.in.Now.Before(pl.in.RoleBackoff[role])
+}
+
+// servingCount counts the role's serving servers not on their way out.
+func (pl *planner) servingCount(rs *roleServers) int {
+	n := 0
+	for _, s := range rs.all {
+		if pl.serves(rs, s) && pl.inEntry[s.ID] != reaper.StateDeleting {
+			n++
+		}
+	}
+	return n
+}
+
+// unknown says why s, in a state the reaper does not know, is not acted
+// on; "" for a known state or no server.
+func (pl *planner) unknown(s *reaper.Server) string {
+	if s == nil || pl.statesOf[s.ID] != reaper.StateUnknown {
+		return ""
+	}
+	return fmt.Sprintf("Nova reports %s in status %q: a server in an unknown state is never acted on", s.Name, s.Status)
+}

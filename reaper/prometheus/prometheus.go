@@ -1,0 +1,178 @@
+package prometheus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/reaper/planner"
+	promconfig "github.com/prometheus/common/config"
+)
+
+// promClient evaluates a role's PromQL through Prometheus' HTTP API
+// (GET /api/v1/query), with the HTTP client Prometheus' own configuration
+// makes (TLS, basic auth, authorization).
+type PromClient struct {
+	src    *reaper.PrometheusSource
+	base   *url.URL
+	client *http.Client
+}
+
+// maxPromResponse bounds a query's answer: a role's value is one series,
+// a host query one series per host; 8 MiB is tens of thousands of hosts.
+const maxPromResponse = 8 << 20
+
+func NewPromClient(src *reaper.PrometheusSource) (*PromClient, error) {
+	base, err := url.Parse(strings.TrimSuffix(src.URL, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("prometheus url: %w", err)
+	}
+	c, err := promconfig.NewClientFromConfig(src.HTTP, "reaper")
+	if err != nil {
+		return nil, fmt.Errorf("prometheus client for %s: %w", base.Redacted(), err)
+	}
+	return &PromClient{src: src, base: base, client: c}, nil
+}
+
+// sample is one series of an instant query's answer.
+type sample struct {
+	labels map[string]string
+	value  float64
+}
+
+// read evaluates the role's query (and host query): a value, or why
+// there is none. An empty answer, more than one series, NaN or an
+// infinity is no value: the role holds (so does the planner on a value
+// that cannot be a load of the role: negative, above plausible_max). A
+// host's value that cannot be a load is left out of the host values.
+func (p *PromClient) Read(ctx context.Context) reaper.MetricReading {
+	ctx, cancel := context.WithTimeout(ctx, p.src.Timeout.D())
+	defer cancel()
+	ss, err := p.query(ctx, p.src.Query)
+	if err != nil {
+		return reaper.MetricReading{Err: "prometheus query: " + err.Error()}
+	}
+	switch {
+	case len(ss) == 0:
+		return reaper.MetricReading{Err: "prometheus query returned no series (nothing scraped yet, or a label that matches nothing)"}
+	case len(ss) > 1:
+		return reaper.MetricReading{Err: fmt.Sprintf("prometheus query returned %d series; the role's value must be one (aggregate it, e.g. avg(...))", len(ss))}
+	case math.IsNaN(ss[0].value) || math.IsInf(ss[0].value, 0):
+		return reaper.MetricReading{Err: fmt.Sprintf("prometheus query returned %v", ss[0].value)}
+	}
+	rd := reaper.MetricReading{Value: ss[0].value}
+	if p.src.HostQuery != "" {
+		// Per host values only order scale in's victims: without them the
+		// oldest goes, so an error here does not hold the role.
+		hs, err := p.query(ctx, p.src.HostQuery)
+		if err == nil {
+			rd.PerHost = map[string]float64{}
+			for _, s := range hs {
+				if h := s.labels[p.src.HostLabel]; h != "" && planner.LoadLike(s.value) {
+					rd.PerHost[h] = s.value
+				}
+			}
+		}
+	}
+	return rd
+}
+
+// query runs one instant query and returns its series (a scalar answer is
+// one series without labels).
+func (p *PromClient) query(ctx context.Context, q string) ([]sample, error) {
+	u := *p.base
+	u.Path += "/api/v1/query"
+	u.RawQuery = url.Values{"query": {q}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			// The URL carries the query; the cause is what matters.
+			return nil, fmt.Errorf("%s: %w", p.base.Redacted(), ue.Err)
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxPromResponse+1))
+	if err != nil {
+		return nil, fmt.Errorf("read the answer of %s: %w", p.base.Redacted(), err)
+	}
+	if len(body) > maxPromResponse {
+		return nil, fmt.Errorf("%s answered more than %d bytes", p.base.Redacted(), maxPromResponse)
+	}
+	return parsePromAnswer(resp.StatusCode, body)
+}
+
+// parsePromAnswer reads an /api/v1/query answer.
+func parsePromAnswer(code int, body []byte) ([]sample, error) {
+	var a struct {
+		Status    string `json:"status"`
+		ErrorType string `json:"errorType"`
+		Error     string `json:"error"`
+		Data      struct {
+			ResultType string          `json:"resultType"`
+			Result     json.RawMessage `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &a); err != nil {
+		return nil, fmt.Errorf("HTTP %d, not a Prometheus API answer: %.80q", code, body)
+	}
+	if a.Status != "success" {
+		return nil, fmt.Errorf("HTTP %d: %s: %s", code, a.ErrorType, a.Error)
+	}
+	switch a.Data.ResultType {
+	case "scalar":
+		var pair []json.RawMessage
+		if err := json.Unmarshal(a.Data.Result, &pair); err != nil {
+			return nil, fmt.Errorf("scalar answer: %w", err)
+		}
+		v, err := promValue(pair)
+		if err != nil {
+			return nil, err
+		}
+		return []sample{{value: v}}, nil
+	case "vector":
+		var series []struct {
+			Metric map[string]string `json:"metric"`
+			Value  []json.RawMessage `json:"value"`
+		}
+		if err := json.Unmarshal(a.Data.Result, &series); err != nil {
+			return nil, fmt.Errorf("vector answer: %w", err)
+		}
+		out := make([]sample, 0, len(series))
+		for _, s := range series {
+			v, err := promValue(s.Value)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sample{labels: s.Metric, value: v})
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("the query's answer is a %s; want an instant vector or a scalar", a.Data.ResultType)
+}
+
+// promValue reads a [time, "value"] pair; the value may be NaN or ±Inf.
+func promValue(pair []json.RawMessage) (float64, error) {
+	var s string
+	if len(pair) != 2 || json.Unmarshal(pair[1], &s) != nil {
+		return 0, errors.New("a sample is not [time, \"value\"]")
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("sample value %q is not a number", s)
+	}
+	return v, nil
+}
