@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
-	promconfig "github.com/prometheus/common/config"
 )
 
 // Metric sources of an autoscaled role.
@@ -85,8 +85,10 @@ type PrometheusSource struct {
 	HostLabel string `yaml:"host_label"`
 	// Timeout bounds one query (default 10s).
 	Timeout Duration `yaml:"timeout"`
-	// HTTP is Prometheus' HTTP client configuration, inline.
-	HTTP promconfig.HTTPClientConfig `yaml:",inline"`
+	// HTTP is Prometheus' HTTP client configuration (basic_auth,
+	// authorization, tls_config, oauth2, proxy_url...), inline: the keys
+	// this struct does not name. reaper/prometheus decodes and checks it.
+	HTTP map[string]any `yaml:",inline"`
 }
 
 // Autoscaling defaults, from Kubernetes' HPA where it has one.
@@ -235,23 +237,39 @@ func (p *PrometheusSource) validate(field string) error {
 	if p.Timeout <= 0 {
 		return fmt.Errorf("%s.timeout: must be a positive duration, got %s", field, p.Timeout.D())
 	}
-	h := &p.HTTP
 	// Secrets from files only: a configuration file is read by many and
 	// copied into tickets; a password in it is a password leaked.
-	switch {
-	case h.BearerToken != "":
-		return fmt.Errorf("%s.bearer_token: give the token in a file (bearer_token_file or authorization.credentials_file)", field)
-	case h.BasicAuth != nil && h.BasicAuth.Password != "":
-		return fmt.Errorf("%s.basic_auth.password: give the password in a file (basic_auth.password_file)", field)
-	case h.Authorization != nil && h.Authorization.Credentials != "":
-		return fmt.Errorf("%s.authorization.credentials: give them in a file (authorization.credentials_file)", field)
-	case h.TLSConfig.Key != "":
-		return fmt.Errorf("%s.tls_config.key: give the private key in a file (tls_config.key_file)", field)
-	case h.OAuth2 != nil && h.OAuth2.ClientSecret != "":
-		return fmt.Errorf("%s.oauth2.client_secret: give it in a file (oauth2.client_secret_file)", field)
-	}
-	if err := h.Validate(); err != nil {
-		return fmt.Errorf("%s: %w", field, err)
+	for _, sec := range inlineSecrets {
+		if v, _ := lookup(p.HTTP, sec.path...).(string); v != "" {
+			return fmt.Errorf("%s.%s: %s", field, strings.Join(sec.path, "."), sec.fix)
+		}
 	}
 	return nil
+}
+
+// inlineSecrets are the keys of Prometheus' HTTP client configuration
+// that would put a secret in the reaper's configuration file, each with
+// the file-based key to use instead.
+var inlineSecrets = []struct {
+	path []string
+	fix  string
+}{
+	{[]string{"bearer_token"}, "give the token in a file (bearer_token_file or authorization.credentials_file)"},
+	{[]string{"basic_auth", "password"}, "give the password in a file (basic_auth.password_file)"},
+	{[]string{"authorization", "credentials"}, "give them in a file (authorization.credentials_file)"},
+	{[]string{"tls_config", "key"}, "give the private key in a file (tls_config.key_file)"},
+	{[]string{"oauth2", "client_secret"}, "give it in a file (oauth2.client_secret_file)"},
+}
+
+// lookup returns the value at path in nested YAML maps, or nil.
+func lookup(m map[string]any, path ...string) any {
+	var v any = m
+	for _, k := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[k]
+	}
+	return v
 }

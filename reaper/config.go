@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
+	"net/netip"
 	"regexp"
 	"strings"
 	"time"
@@ -438,7 +438,7 @@ func (c *Config) validateListen() error {
 	if c.Listen == "" {
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+	if _, err := listenHost(c.Listen); err != nil {
 		return fmt.Errorf("listen %q: want host:port: %w", c.Listen, err)
 	}
 	if c.ListenLoopback() {
@@ -452,12 +452,29 @@ func (c *Config) validateListen() error {
 
 // ListenLoopback reports whether /metrics listens on loopback only.
 func (c *Config) ListenLoopback() bool {
-	host, _, err := net.SplitHostPort(c.Listen)
+	host, err := listenHost(c.Listen)
 	if err != nil {
 		return false
 	}
-	ip := net.ParseIP(host)
-	return host == "localhost" || (ip != nil && ip.IsLoopback())
+	ip, err := netip.ParseAddr(host)
+	return host == "localhost" || (err == nil && ip.Unmap().IsLoopback())
+}
+
+// listenHost returns the host of a host:port ("[::1]:9469" gives ::1),
+// as net.SplitHostPort would, without the net package.
+func listenHost(hostPort string) (string, error) {
+	i := strings.LastIndexByte(hostPort, ':')
+	if i < 0 {
+		return "", errors.New("missing port in address")
+	}
+	host := hostPort[:i]
+	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		return host[1 : len(host)-1], nil
+	}
+	if strings.ContainsAny(host, ":[]") {
+		return "", errors.New("too many colons in address")
+	}
+	return host, nil
 }
 
 // Validate checks every value and names the first bad field; it compiles

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/fileutil"
 	"github.com/jiocloud/orchestrate/reaper"
+	"github.com/jiocloud/orchestrate/reaper/prometheus"
 )
 
 // maxConfigFile bounds the configuration file: a real one is a few KiB.
@@ -47,6 +48,13 @@ func CheckConfig(c *reaper.Config) error {
 	for i := range c.Roles {
 		if err := readUserData(fmt.Sprintf("roles[%d]", i), &c.Roles[i]); err != nil {
 			return err
+		}
+	}
+	for i := range c.Roles {
+		if a := c.Roles[i].Autoscale; a != nil && a.Metric.Prometheus != nil {
+			if _, err := prometheus.HTTPConfig(a.Metric.Prometheus); err != nil {
+				return fmt.Errorf("roles[%d].autoscale.metric.prometheus: %w", i, err)
+			}
 		}
 	}
 	return validateIdentity(c)

@@ -70,7 +70,7 @@ type Reaper struct {
 	// status is what the heartbeat reports.
 	status daemonStatus
 	// prom holds a client per role that scales on a Prometheus query.
-	prom map[string]*prometheus.PromClient
+	prom map[string]*prometheus.Client
 	// minter logs in for the servers the reaper builds (node_identity);
 	// nil without it.
 	minter *nodeid.Minter
@@ -119,10 +119,10 @@ func New(cfg *reaper.Config, client *api.Client, cloud reaper.Cloud, log *slog.L
 	for _, opt := range opts {
 		opt(&o)
 	}
-	prom := map[string]*prometheus.PromClient{}
+	prom := map[string]*prometheus.Client{}
 	for _, role := range cfg.Roles {
 		if a := role.Autoscale; a != nil && a.Metric.Prometheus != nil {
-			c, err := prometheus.NewPromClient(a.Metric.Prometheus)
+			c, err := prometheus.New(a.Metric.Prometheus)
 			if err != nil {
 				return nil, fmt.Errorf("roles[%s].autoscale.metric: %w", role.Name, err)
 			}

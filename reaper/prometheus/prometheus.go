@@ -1,6 +1,7 @@
 package prometheus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,12 +16,13 @@ import (
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/planner"
 	promconfig "github.com/prometheus/common/config"
+	"gopkg.in/yaml.v3"
 )
 
-// promClient evaluates a role's PromQL through Prometheus' HTTP API
+// Client evaluates a role's PromQL through Prometheus' HTTP API
 // (GET /api/v1/query), with the HTTP client Prometheus' own configuration
 // makes (TLS, basic auth, authorization).
-type PromClient struct {
+type Client struct {
 	src    *reaper.PrometheusSource
 	base   *url.URL
 	client *http.Client
@@ -30,16 +32,21 @@ type PromClient struct {
 // a host query one series per host; 8 MiB is tens of thousands of hosts.
 const maxPromResponse = 8 << 20
 
-func NewPromClient(src *reaper.PrometheusSource) (*PromClient, error) {
+// New returns the client of a role's Prometheus source.
+func New(src *reaper.PrometheusSource) (*Client, error) {
 	base, err := url.Parse(strings.TrimSuffix(src.URL, "/"))
 	if err != nil {
 		return nil, fmt.Errorf("prometheus url: %w", err)
 	}
-	c, err := promconfig.NewClientFromConfig(src.HTTP, "reaper")
+	hc, err := HTTPConfig(src)
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client for %s: %w", base.Redacted(), err)
 	}
-	return &PromClient{src: src, base: base, client: c}, nil
+	c, err := promconfig.NewClientFromConfig(hc, "reaper")
+	if err != nil {
+		return nil, fmt.Errorf("prometheus client for %s: %w", base.Redacted(), err)
+	}
+	return &Client{src: src, base: base, client: c}, nil
 }
 
 // sample is one series of an instant query's answer.
@@ -48,12 +55,12 @@ type sample struct {
 	value  float64
 }
 
-// read evaluates the role's query (and host query): a value, or why
+// Read evaluates the role's query (and host query): a value, or why
 // there is none. An empty answer, more than one series, NaN or an
 // infinity is no value: the role holds (so does the planner on a value
 // that cannot be a load of the role: negative, above plausible_max). A
 // host's value that cannot be a load is left out of the host values.
-func (p *PromClient) Read(ctx context.Context) reaper.MetricReading {
+func (p *Client) Read(ctx context.Context) reaper.MetricReading {
 	ctx, cancel := context.WithTimeout(ctx, p.src.Timeout.D())
 	defer cancel()
 	ss, err := p.query(ctx, p.src.Query)
@@ -87,7 +94,7 @@ func (p *PromClient) Read(ctx context.Context) reaper.MetricReading {
 
 // query runs one instant query and returns its series (a scalar answer is
 // one series without labels).
-func (p *PromClient) query(ctx context.Context, q string) ([]sample, error) {
+func (p *Client) query(ctx context.Context, q string) ([]sample, error) {
 	u := *p.base
 	u.Path += "/api/v1/query"
 	u.RawQuery = url.Values{"query": {q}}.Encode()
@@ -175,4 +182,26 @@ func promValue(pair []json.RawMessage) (float64, error) {
 		return 0, fmt.Errorf("sample value %q is not a number", s)
 	}
 	return v, nil
+}
+
+// HTTPConfig decodes the source's inline HTTP client settings as
+// Prometheus' own configuration (an unknown key is an error, as it is
+// anywhere in the reaper's configuration) and checks them.
+func HTTPConfig(src *reaper.PrometheusSource) (promconfig.HTTPClientConfig, error) {
+	var hc promconfig.HTTPClientConfig
+	if len(src.HTTP) > 0 {
+		data, err := yaml.Marshal(src.HTTP)
+		if err != nil {
+			return hc, err
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&hc); err != nil {
+			return hc, err
+		}
+	}
+	if err := hc.Validate(); err != nil {
+		return hc, err
+	}
+	return hc, nil
 }
