@@ -207,7 +207,7 @@ func parseConfig(t testing.TB, text string) *reaper.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := daemon.CheckConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
 	return cfg

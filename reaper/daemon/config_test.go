@@ -47,7 +47,7 @@ func TestLoadConfigReadsUserData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Validate(); err != nil {
+	if err := CheckConfig(c); err != nil {
 		t.Fatal(err)
 	}
 	if got := string(c.Role("web").Boot.UserData); !strings.Contains(got, "echo hi") {

@@ -38,7 +38,7 @@ func BenchmarkCycle2000(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := daemon.CheckConfig(cfg); err != nil {
 		b.Fatal(err)
 	}
 

@@ -100,7 +100,7 @@ roles:
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := c.Validate(); err != nil {
+	if err := daemon.CheckConfig(c); err != nil {
 		e.t.Fatal(err)
 	}
 	return c

@@ -326,7 +326,7 @@ roles:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Validate(); err != nil {
+	if err := daemon.CheckConfig(c); err != nil {
 		t.Fatal(err)
 	}
 	return c.Roles[0].Autoscale

@@ -165,7 +165,7 @@ func newSoak(t *testing.T, seed uint64) *soak {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := daemon.CheckConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
 	st, err := store.New(server.Client, prefix)

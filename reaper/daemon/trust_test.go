@@ -384,7 +384,7 @@ func TestMetricsBehindAWebConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.cfg.Listen, f.cfg.WebConfigFile = "127.0.0.1:0", path
-	if err := f.cfg.Validate(); err != nil {
+	if err := daemon.CheckConfig(f.cfg); err != nil {
 		t.Fatal(err)
 	}
 	f.seed(3)
