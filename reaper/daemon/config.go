@@ -46,7 +46,7 @@ func CheckConfig(c *reaper.Config) error {
 		return err
 	}
 	for i := range c.Roles {
-		if err := readUserData(fmt.Sprintf("roles[%d]", i), &c.Roles[i]); err != nil {
+		if err := readUserData(fmt.Sprintf("roles[%s]", c.Roles[i].Name), &c.Roles[i]); err != nil {
 			return err
 		}
 	}
