@@ -64,7 +64,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *reaper.
 		Scaling:   obs.scaling, Metrics: obs.metrics, Autoscale: t.autoscale,
 		DrainAborts: obs.keys.Cooloff, DrainAbortProblems: obs.keys.CooloffProblems,
 	}
-	plan := planner.MakePlan(in)
+	plan := planner.Plan(in)
 	if t.lastCycleErr != "" {
 		r.log.Info("cycle data readable again")
 		t.lastCycleErr = ""

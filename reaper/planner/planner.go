@@ -99,7 +99,7 @@ type roleServers struct {
 // start gate, then for each role delete duplicate servers of an entry (and
 // nothing else that cycle), or advance its entries, balance it and clean
 // up dead nodes.
-func MakePlan(in reaper.Input) *reaper.Plan {
+func Plan(in reaper.Input) *reaper.Plan {
 	pl := newPlanner(in)
 	pl.indexChecks()
 	roles := pl.assignServers()

@@ -41,12 +41,12 @@ func BenchmarkPlan10k(b *testing.B) {
 		in.Journal = append(in.Journal, reaper.Entry{ID: fmt.Sprintf("role%d.j", r), Kind: store.KindCreate, Role: fmt.Sprintf("role%d", r),
 			Phase: store.PhaseBooting, NewName: fmt.Sprintf("role%d-1", r), NewID: fmt.Sprintf("id-role%d-1", r), Started: t0})
 	}
-	if p := MakePlan(in); len(p.Actions) == 0 || len(p.Roles) != 10 {
+	if p := Plan(in); len(p.Actions) == 0 || len(p.Roles) != 10 {
 		b.Fatalf("unexpected plan: %d actions, %d roles", len(p.Actions), len(p.Roles))
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		MakePlan(in)
+		Plan(in)
 	}
 }

@@ -1087,7 +1087,7 @@ func TestPlan(t *testing.T) {
 			if tc.roleBackoff != "" {
 				in.RoleBackoff = map[string]time.Time{tc.roleBackoff: t0.Add(time.Minute)}
 			}
-			p := MakePlan(in)
+			p := Plan(in)
 			got := ops(p)
 			if strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
 				t.Errorf("actions = %q, want %q\nblocked: %q", got, tc.want, p.Blocked)
@@ -1135,7 +1135,7 @@ func TestFlappingCheckResetsGrace(t *testing.T) {
 	servers, checks := healthyFleet("web", 3)
 	critical := replaceChecks(checks, "web2", crit("web2"))
 	step := func(now time.Time, cs []reaper.Check, mem map[string]time.Time) *reaper.Plan {
-		return MakePlan(reaper.Input{Now: now, Config: cfg, Servers: servers, Checks: cs, Armed: true, Memory: reaper.Memory{Critical: mem}})
+		return Plan(reaper.Input{Now: now, Config: cfg, Servers: servers, Checks: cs, Armed: true, Memory: reaper.Memory{Critical: mem}})
 	}
 	p1 := step(t0, critical, nil)
 	if got := p1.Memory.Critical["web2"]; !got.Equal(t0) {
@@ -1192,7 +1192,7 @@ func TestPlanIsDeterministic(t *testing.T) {
 	cfg := reapertest.Config(t)
 	servers, checks := healthyFleet("web", 3)
 	in := reaper.Input{Now: t0, Config: cfg, Servers: servers[1:], Checks: checks, Armed: true}
-	a, b := MakePlan(in), MakePlan(in)
+	a, b := Plan(in), Plan(in)
 	if fmt.Sprint(a.Actions) != fmt.Sprint(b.Actions) {
 		t.Fatalf("two plans differ:\n%v\n%v", a.Actions, b.Actions)
 	}
@@ -1224,7 +1224,7 @@ func TestDuplicateServersOfAnEntry(t *testing.T) {
 			in := reaper.Input{Now: t0, Config: reapertest.Config(t, func(c *reaper.Config) { c.Roles[0].Desired = 2 }), Armed: true,
 				Servers: append(append([]reaper.Server{}, web3...), first, second),
 				Checks:  append(append([]reaper.Check{}, web3checks...), pass("web4")), Journal: []reaper.Entry{e}}
-			p := MakePlan(in)
+			p := Plan(in)
 			if len(p.Actions) != 1 || p.Actions[0].Op != reaper.OpDeleteDuplicate || p.Actions[0].Entry.NewID != tc.want {
 				t.Fatalf("actions = %+v, want only the deletion of %s (and no scale in of the role this cycle)", p.Actions, tc.want)
 			}
@@ -1240,7 +1240,7 @@ func TestErrorBootCarriesTheFault(t *testing.T) {
 	s.Fault = "No valid host was found. There are not enough hosts available."
 	in := reaper.Input{Now: t0, Config: reapertest.Config(t), Armed: true, Servers: append(append([]reaper.Server{}, web3[:2]...), s), Checks: web3checks[:2],
 		Journal: []reaper.Entry{{ID: "web.j1", Kind: store.KindCreate, Role: "web", Phase: store.PhaseBooting, NewName: "web4", NewID: "id-web4", Started: t0, Updated: t0}}}
-	p := MakePlan(in)
+	p := Plan(in)
 	if len(p.Actions) != 1 || p.Actions[0].Op != reaper.OpRollback || p.Actions[0].Entry.Fault != s.Fault {
 		t.Fatalf("actions = %+v, want one rollback carrying the fault", p.Actions)
 	}
@@ -1258,13 +1258,13 @@ func TestServedIsRememberedAcrossPlans(t *testing.T) {
 	web3, web3checks := healthyFleet("web", 3)
 	young := []reaper.Server{web3[0], web3[1], srv("web3", 2*time.Minute)}
 	in := reaper.Input{Now: t0, Config: reapertest.Config(t), Servers: young, Checks: web3checks, Armed: true}
-	p := MakePlan(in)
+	p := Plan(in)
 	if _, ok := p.Memory.Served["id-web3"]; !ok {
 		t.Fatalf("memory after web3 passed: %v, want id-web3 served", p.Memory.Served)
 	}
 	in = reaper.Input{Now: t0.Add(time.Minute), Config: reapertest.Config(t), Servers: young, Checks: replaceChecks(web3checks, "web3", crit("web3")),
 		Armed: true, Memory: p.Memory}
-	p = MakePlan(in)
+	p = Plan(in)
 	if got := stateInViews(p, "web3"); got != reaper.StateCriticalInGrace {
 		t.Fatalf("web3 dead a minute after it served, inside its boot grace: %s, want %s", got, reaper.StateCriticalInGrace)
 	}

@@ -40,7 +40,7 @@ func TestPoolUpkeep(t *testing.T) {
 		in := in
 		in.Checks = append([]reaper.Check{crit("web1")}, in.Checks[1:]...)
 		in.Memory = reaper.Memory{Critical: map[string]time.Time{"web1": t0.Add(-time.Hour)}}
-		p := MakePlan(in)
+		p := Plan(in)
 		var claim, del *reaper.Action
 		for i, a := range p.Actions {
 			switch a.Op {
@@ -68,7 +68,7 @@ func TestPoolUpkeep(t *testing.T) {
 		in.Memory = reaper.Memory{Critical: map[string]time.Time{"web1": t0.Add(-time.Hour)}}
 		in.ReportingValidation = map[string]bool{"web2": true, "web3": true, "web5": true}
 		in.Validated = map[string]bool{"web2": true, "web3": true}
-		p := MakePlan(in)
+		p := Plan(in)
 		for _, a := range p.Actions {
 			if a.Op == reaper.OpClaim {
 				t.Fatalf("claimed a standby of an older version: %v", a)
@@ -91,7 +91,7 @@ func TestPoolUpkeep(t *testing.T) {
 		in.ReportingValidation = map[string]bool{"web1": true, "web2": true, "web3": true, "web5": true}
 		in.Validated = map[string]bool{"web1": true, "web2": true, "web3": true}
 		in.Servers[3].Created = t0.Add(-day) // web4 young: only web5 is stale
-		p := MakePlan(in)
+		p := Plan(in)
 		var del *reaper.Action
 		for i, a := range p.Actions {
 			if a.Op == reaper.OpClaim {
@@ -112,7 +112,7 @@ func TestPoolUpkeep(t *testing.T) {
 		in.Checks = in.Checks[1:]
 		in.Journal = []reaper.Entry{{ID: "web.1.1", Kind: store.KindReplace, Role: "web", Mode: reaper.ModeDeleteFirst, Phase: store.PhaseCreating,
 			NewName: "web6", Reason: "unhealthy", Started: t0.Add(-time.Minute), Updated: t0.Add(-time.Minute)}}
-		p := MakePlan(in)
+		p := Plan(in)
 		var claims int
 		for _, a := range p.Actions {
 			switch {
@@ -129,7 +129,7 @@ func TestPoolUpkeep(t *testing.T) {
 		// claim then.
 		in.Journal[0].Attempts = 1
 		in.Journal[0].Updated = t0.Add(-time.Hour)
-		for _, a := range MakePlan(in).Actions {
+		for _, a := range Plan(in).Actions {
 			if a.Op == reaper.OpClaim {
 				t.Fatalf("claimed after a create attempt: %v", a)
 			}
@@ -139,7 +139,7 @@ func TestPoolUpkeep(t *testing.T) {
 		in := in
 		in.Armed = false
 		in.ArmKeyWritten = true
-		for _, a := range MakePlan(in).Actions {
+		for _, a := range Plan(in).Actions {
 			if a.Op == reaper.OpDelete {
 				t.Fatalf("deleted while disarmed: %v", a)
 			}
@@ -151,7 +151,7 @@ func TestPoolUpkeep(t *testing.T) {
 		// fleet's 45%; with one member critical too, 3 of 5 would pause.
 		in.Checks = append([]reaper.Check{crit("web1")}, in.Checks[1:]...)
 		in.Checks = append(in.Checks, crit("web4"), crit("web5"))
-		if p := MakePlan(in); p.Paused {
+		if p := Plan(in); p.Paused {
 			t.Fatalf("paused by standbys: %s", p.PauseReason)
 		}
 	})
@@ -231,7 +231,7 @@ func TestPoolRefillWaitsForRealDemand(t *testing.T) {
 			if tc.in != nil {
 				tc.in(&in)
 			}
-			p := MakePlan(in)
+			p := Plan(in)
 			refills := 0
 			for _, a := range p.Actions {
 				if a.Op == reaper.OpCreate && a.Entry.Standby {
@@ -272,27 +272,27 @@ func TestStoppedPoolWaitsForTheStandbyToSettle(t *testing.T) {
 		}
 		return n
 	}
-	p := MakePlan(base)
+	p := Plan(base)
 	if n := stops(p); n != 0 {
 		t.Fatalf("first seen ready: %d stops, want none yet: %v", n, p.Actions)
 	}
 	next := base
 	next.Now, next.Memory = t0.Add(standbySettle-time.Second), p.Memory
-	if n := stops(MakePlan(next)); n != 0 {
+	if n := stops(Plan(next)); n != 0 {
 		t.Fatalf("ready for less than %s: %d stops, want none", standbySettle, n)
 	}
 	next.Now = t0.Add(standbySettle)
-	if n := stops(MakePlan(next)); n != 1 {
+	if n := stops(Plan(next)); n != 1 {
 		t.Fatalf("ready for %s: %d stops, want 1", standbySettle, n)
 	}
 	// A break in readiness starts the wait again.
 	broken := base
 	broken.Now, broken.Memory = t0.Add(10*time.Second), p.Memory
 	broken.Checks = append(append([]reaper.Check{}, checks...), crit("web4"), sbChecks[1])
-	p2 := MakePlan(broken)
+	p2 := Plan(broken)
 	again := base
 	again.Now, again.Memory = t0.Add(standbySettle+time.Second), p2.Memory
-	if n := stops(MakePlan(again)); n != 0 {
+	if n := stops(Plan(again)); n != 0 {
 		t.Fatalf("ready again just now after a break: %d stops, want none", n)
 	}
 }

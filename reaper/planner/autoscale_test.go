@@ -162,7 +162,7 @@ func TestAutoscaleDecisions(t *testing.T) {
 			if tc.in != nil {
 				tc.in(&in)
 			}
-			p := MakePlan(in)
+			p := Plan(in)
 			rep := p.Roles[0].Autoscale
 			if rep == nil || rep.Last == nil {
 				t.Fatal("no decision")
@@ -216,7 +216,7 @@ func TestScaleInOrder(t *testing.T) {
 			}
 			in := reaper.Input{Now: t0, Config: cfg, Servers: servers, Checks: ch, Desired: map[string]int{"web": 4}, Armed: true, Scaling: sc,
 				Memory: reaper.Memory{Critical: map[string]time.Time{"web5": t0.Add(-time.Hour)}}}
-			p := MakePlan(in)
+			p := Plan(in)
 			var drained []string
 			for _, a := range p.Actions {
 				if a.Op == reaper.OpDrain {
@@ -263,7 +263,7 @@ func TestDrainHandshake(t *testing.T) {
 			}
 			in := reaper.Input{Now: t0, Config: reapertest.Config(t), Servers: servers, Checks: checks, Desired: map[string]int{"web": 2}, Armed: true,
 				Journal: []reaper.Entry{e}, Scaling: store.Scaling{Drains: tc.drains}}
-			p := MakePlan(in)
+			p := Plan(in)
 			if len(p.Actions) != 1 || !strings.HasPrefix(p.Actions[0].String(), tc.want) {
 				t.Fatalf("actions %v, want %q", p.Actions, tc.want)
 			}

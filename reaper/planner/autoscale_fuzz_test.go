@@ -62,7 +62,7 @@ func FuzzAutoscaleDecision(f *testing.F) {
 			readings = []float64{v0}
 		}
 
-		p := MakePlan(in)
+		p := Plan(in)
 		rep := p.Roles[0].Autoscale
 		if rep == nil || rep.Last == nil {
 			t.Fatal("no decision")

@@ -107,7 +107,7 @@ func TestDrainEnds(t *testing.T) {
 			})
 			in := reaper.Input{Now: t0, Config: cfg, Servers: servers, Checks: checks, Desired: map[string]int{"web": 2 + len(servers) - 3}, Armed: true,
 				Journal: []reaper.Entry{e}, Scaling: store.Scaling{Drains: answer(tc.answer)}}
-			p := MakePlan(in)
+			p := Plan(in)
 			if got := ops(p); len(got) != 1 || got[0] != tc.want {
 				t.Fatalf("actions %v, want [%s]\nblocked: %q", p.Actions, tc.want, p.Blocked)
 			}
@@ -179,7 +179,7 @@ func TestAbortIsFinishedAsAnAbort(t *testing.T) {
 			if tc.in != nil {
 				tc.in(&in)
 			}
-			p := MakePlan(in)
+			p := Plan(in)
 			if got := ops(p); len(got) != 1 || got[0] != tc.want {
 				t.Fatalf("actions %v, want [%s]\nblocked: %q", p.Actions, tc.want, p.Blocked)
 			}
@@ -239,7 +239,7 @@ func TestNamedAbortCountRule(t *testing.T) {
 				tc.scaling(&sc)
 			}
 			in := reaper.Input{Now: t0, Config: cfg, Servers: servers, Checks: checks, Desired: tc.desired, Armed: true, Journal: []reaper.Entry{e}, Scaling: sc}
-			p := MakePlan(in)
+			p := Plan(in)
 			var a *reaper.Action
 			for i := range p.Actions {
 				if p.Actions[i].Op == reaper.OpAbort {
@@ -318,7 +318,7 @@ func TestCooloffSkipsTheHost(t *testing.T) {
 			}
 			in := reaper.Input{Now: t0, Config: reapertest.Config(t), Servers: servers, Checks: ch, Desired: map[string]int{"web": 2}, Armed: true,
 				Scaling: sc, DrainAborts: tc.aborts, DrainAbortProblems: tc.problems, Memory: reaper.Memory{Critical: tc.critSince}}
-			p := MakePlan(in)
+			p := Plan(in)
 			got := strings.Join(ops(p), ",")
 			if got != tc.want {
 				t.Fatalf("actions %q, want %q\nblocked: %q", got, tc.want, p.Blocked)
@@ -372,7 +372,7 @@ func TestCooloffSkipsMaxAge(t *testing.T) {
 			}
 			in := reaper.Input{Now: t0, Config: reapertest.Config(t, maxAge), Servers: tc.servers, Checks: ch, Desired: map[string]int{"web": 3}, Armed: true,
 				DrainAborts: tc.aborts, Memory: reaper.Memory{Critical: tc.critSince}}
-			p := MakePlan(in)
+			p := Plan(in)
 			if got := strings.Join(ops(p), ","); got != tc.want {
 				t.Fatalf("actions %q, want %q\nblocked: %q", got, tc.want, p.Blocked)
 			}
