@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -24,201 +21,6 @@ import (
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
 )
 
-// agentHCL lets tests use short session TTLs (Consul's default minimum is
-// 10s).
-const agentHCL = `session_ttl_min = "1s"`
-
-const prefix = "orchestrate"
-
-// fastConfig is a config with short timings for tests against a real agent.
-func fastConfig(t *testing.T, extra string) *reaper.Config {
-	t.Helper()
-	text := `
-dry_run: false
-prefix: ` + prefix + `
-interval: 200ms
-session_ttl: 2s
-lock_delay: 1s
-listen: ""
-drain_period: 500ms
-cloud_timeout: 5s
-quota_backoff: 30s
-roles:
-  - name: web
-    desired: 3
-    boot_grace: 1s
-    critical_grace: 1s
-    boot_timeout: 20s
-    boot: {flavor: m1, image: debian, name_template: "web{n}"}
-` + extra
-	return parseConfig(t, text)
-}
-
-// testLogger logs at debug level in verbose runs, unless REAPER_TEST_LOG
-// is "quiet" (`make soak`, whose own trace is what matters).
-func testLogger(t testing.TB) *slog.Logger {
-	if testing.Verbose() && os.Getenv("REAPER_TEST_LOG") != "quiet" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// fixture is one test's world: a real Consul agent, a simulated cloud
-// whose booted servers register themselves in Consul as passing nodes
-// providing service web, and a config with short timings.
-type fixture struct {
-	t     *testing.T
-	agent *consultest.Agent
-	c     *api.Client
-	sim   *simcloud.Cloud
-	// cloud is what the reapers use: sim unless a test wraps it.
-	cloud reaper.Cloud
-	cfg   *reaper.Config
-}
-
-func newFixture(t *testing.T) *fixture {
-	t.Helper()
-	return newFixtureOn(t, consultest.Options{HCL: agentHCL})
-}
-
-// newFixtureOn is newFixture with an agent started with opts.
-func newFixtureOn(t *testing.T, opts consultest.Options) *fixture {
-	t.Helper()
-	agent := consultest.Start(t, opts)
-	f := &fixture{t: t, agent: agent, c: agent.Client, cfg: fastConfig(t, "")}
-	f.sim = simcloud.New()
-	f.sim.BootDelay = 100 * time.Millisecond
-	f.sim.DeleteDelay = 300 * time.Millisecond // Nova deletes asynchronously
-	f.sim.OnActive = func(s reaper.Server) {
-		if err := simcloud.RegisterNode(context.Background(), f.c, s.Name, "web", api.HealthPassing); err != nil {
-			t.Errorf("register node %s: %v", s.Name, err)
-		}
-	}
-	f.cloud = f.sim
-	return f
-}
-
-// seed adds n old, healthy web servers with passing nodes.
-func (f *fixture) seed(n int) {
-	for i := 1; i <= n; i++ {
-		name := fmt.Sprintf("web%d", i)
-		f.sim.Add(reaper.Server{Name: name, Created: time.Now().Add(-24 * time.Hour), Metadata: map[string]string{reaper.MetaRole: "web"}})
-		if err := simcloud.RegisterNode(context.Background(), f.c, name, "web", api.HealthPassing); err != nil {
-			f.t.Fatal(err)
-		}
-	}
-}
-
-func (f *fixture) arm() { arm(f.t, f.c) }
-
-// arm writes an arm record, as `orchestrate reaper arm` does.
-func arm(t testing.TB, c *api.Client) {
-	t.Helper()
-	rec := []byte(`{"time":"` + time.Now().UTC().Format(time.RFC3339) + `","by":"test","reason":"armed by the test"}`)
-	if _, err := c.KV().Put(&api.KVPair{Key: daemon.ArmKey(prefix), Value: rec}, nil); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// start runs a reaper on the fixture's config and cloud until the test
-// ends or it is stopped; hook, if not nil, is called after each action.
-func (f *fixture) start(hook func(x *running, a reaper.Action)) *running {
-	f.t.Helper()
-	return startReaper(f.t, f.cfg, f.c, f.cloud, hook)
-}
-
-// running is a reaper whose Run goroutine a test controls.
-type running struct {
-	*daemon.Reaper
-	abandon atomic.Bool
-	cancel  context.CancelFunc
-	done    chan struct{}
-}
-
-// kill ends the run as a killed process would end: the lock, session and
-// service registration are left behind. It does not wait, so a hook may
-// call it.
-func (x *running) kill() {
-	x.abandon.Store(true)
-	x.cancel()
-}
-
-// stop ends the run and waits for Run to return.
-func (x *running) stop() {
-	x.cancel()
-	<-x.done
-}
-
-// startReaper runs a reaper until the test ends or it is stopped; hook, if
-// not nil, is called after each action.
-func startReaper(t *testing.T, cfg *reaper.Config, c *api.Client, cloud reaper.Cloud, hook func(x *running, a reaper.Action)) *running {
-	t.Helper()
-	x := &running{done: make(chan struct{})}
-	opts := []daemon.Option{daemon.AbandonWhen(x.abandon.Load)}
-	if hook != nil {
-		opts = append(opts, daemon.AfterAction(func(a reaper.Action) { hook(x, a) }))
-	}
-	r, err := daemon.New(cfg, c, cloud, testLogger(t), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x.Reaper = r
-	ctx, cancel := context.WithCancel(context.Background())
-	x.cancel = cancel
-	go func() {
-		defer close(x.done)
-		if err := r.Run(ctx); err != nil {
-			t.Errorf("reaper run: %v", err)
-		}
-	}()
-	t.Cleanup(x.stop)
-	return x
-}
-
-// holdLock makes a session of c hold the leader lock, for tests that run
-// cycles by hand.
-func holdLock(t testing.TB, c *api.Client, cfg *reaper.Config) string {
-	t.Helper()
-	sess, _, err := c.Session().Create(&api.SessionEntry{TTL: "60s", LockDelay: time.Millisecond}, nil)
-	if err != nil {
-		t.Fatalf("session: %v", err)
-	}
-	if ok, _, err := c.KV().Acquire(&api.KVPair{Key: cfg.LeaderKey(), Session: sess}, nil); !ok || err != nil {
-		t.Fatalf("acquire: %v %v", ok, err)
-	}
-	return sess
-}
-
-func names(ss []reaper.Server) string {
-	var out []string
-	for _, s := range ss {
-		out = append(out, s.Name)
-	}
-	return strings.Join(out, ",")
-}
-
-func catalogHas(t *testing.T, c *api.Client, node string) bool {
-	n, _, err := c.Catalog().Node(node, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n != nil && n.Node != nil
-}
-
-func journalKeys(t *testing.T, c *api.Client) []string {
-	keys, _, err := c.KV().Keys(prefix+"/reaper/journal/", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return keys
-}
-
-func setCritical(t *testing.T, c *api.Client, node string) {
-	if err := simcloud.RegisterNode(context.Background(), c, node, "web", api.HealthCritical); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // Two reapers against one agent: exactly one acts; when the leader dies
 // without releasing anything (a killed process), the other takes over
 // within 2×TTL + lock delay + the api package's 5s lock retry.
@@ -232,7 +34,7 @@ func TestTwoReapersOneActsAndFailover(t *testing.T) {
 		return len(sim.Servers()) == 3 && catalogHas(t, c, "web3")
 	})
 	testutil.Eventually(t, 5*time.Second, "journal empty", func() bool { return len(journalKeys(t, c)) == 0 })
-	time.Sleep(time.Second) // several more cycles of both reapers
+	waitCycles(t, 5, r1, r2) // several more cycles of both reapers
 	if n := sim.Creates.Load(); n != 3 {
 		t.Fatalf("%d creates for a role of 3: more than one reaper acted (servers %s)", n, names(sim.Servers()))
 	}
@@ -332,12 +134,6 @@ func TestReplaceDrainsDeletesDeregisters(t *testing.T) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
 		}
 	}
-}
-
-func scrape(t *testing.T, r *running) string {
-	var sb strings.Builder
-	r.Metrics().WriteTo(&sb)
-	return sb.String()
 }
 
 // A leader killed between create and delete: the next leader finishes the
@@ -590,7 +386,7 @@ func TestNoActionOnUnreadableData(t *testing.T) {
 		st, _ = readReport(c)
 		return st != nil && len(st.Errors) > 0 && strings.Contains(st.Errors[0], "desired")
 	})
-	time.Sleep(time.Second)
+	waitCycles(t, 5, r)
 	if n := sim.Creates.Load() + sim.Deletes.Load(); n != 0 {
 		t.Fatalf("%d cloud changes with an unreadable desired count", n)
 	}
@@ -608,7 +404,7 @@ func TestNoActionOnUnreadableData(t *testing.T) {
 			st, _ = readReport(c)
 			return st != nil && len(st.Errors) > 0 && strings.Contains(st.Errors[0], kv[0])
 		})
-		time.Sleep(time.Second)
+		waitCycles(t, 5, r)
 		if n := sim.Creates.Load() + sim.Deletes.Load(); n != 0 {
 			t.Fatalf("%d cloud changes with an unreadable %s", n, kv[0])
 		}
@@ -847,7 +643,7 @@ func TestFatalCreateErrorBacksOffTheRole(t *testing.T) {
 		st, _ = readReport(c)
 		return st != nil && st.RoleBackoff["web"].Reason != ""
 	})
-	time.Sleep(time.Second) // five more cycles
+	waitCycles(t, 5, r)
 	if n := sim.Creates.Load(); n != 1 {
 		t.Fatalf("%d create calls, want 1 then the backoff", n)
 	}
@@ -948,16 +744,6 @@ func TestRunEndsEveryGoroutine(t *testing.T) {
 			t.Errorf("a goroutine of the reaper outlived Run:\n%s", g)
 		}
 	}
-}
-
-// readReport reads the reaper's state report under prefix; nil when there
-// is none.
-func readReport(c *api.Client) (*store.ReaperReport, error) {
-	s, err := store.New(c, prefix)
-	if err != nil {
-		return nil, err
-	}
-	return s.ReaperReport(context.Background())
 }
 
 // A deleted server's version and status records go with it, and a new

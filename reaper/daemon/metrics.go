@@ -172,6 +172,14 @@ func (m *Metrics) cycleSkipped(dryRun bool, took time.Duration, now time.Time) {
 	m.cycleErrors++
 }
 
+// Cycles is how many cycles this reaper has run as leader (the
+// reaper_cycles_total counter).
+func (m *Metrics) Cycles() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cycles
+}
+
 // ran counts a cycle and records its timing; m.mu is held.
 func (m *Metrics) ran(dryRun bool, took time.Duration, now time.Time) {
 	m.cycles++

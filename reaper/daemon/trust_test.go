@@ -42,21 +42,6 @@ func setPassing(t *testing.T, c *api.Client, node string) {
 	}
 }
 
-// hasMaintenance reports whether node carries the node maintenance check.
-func hasMaintenance(t *testing.T, c *api.Client, node string) bool {
-	t.Helper()
-	checks, _, err := c.Health().Node(node, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ch := range checks {
-		if ch.CheckID == "_node_maintenance" {
-			return true
-		}
-	}
-	return false
-}
-
 // Absence is not death: a passing node missing from the catalog for 400 ms
 // (two cycles), with critical_grace 1s and so absent_grace 1s, is neither
 // replaced nor deleted.
@@ -173,7 +158,7 @@ func TestDisarmHoldsInASteadyFleet(t *testing.T) {
 	if err := st.SetDesired(ctx, "web", 2); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second) // ten cycles
+	waitCycles(t, 10, r)
 	for _, h := range []string{"web1", "web2", "web3"} {
 		if hasMaintenance(t, f.c, h) {
 			t.Errorf("%s drained while disarmed", h)
@@ -235,7 +220,7 @@ func TestReplacementServesBeforeTheOldIsDrained(t *testing.T) {
 		return len(f.sim.Servers()) == 4 && catalogHas(t, f.c, "web4")
 	})
 	drained := func() bool { return hasMaintenance(t, f.c, "web2") || f.sim.Deletes.Load() > 0 }
-	time.Sleep(time.Second) // five cycles
+	waitCycles(t, 5, r)
 	if drained() {
 		t.Fatal("web2 drained while its replacement had only joined")
 	}
@@ -244,7 +229,7 @@ func TestReplacementServesBeforeTheOldIsDrained(t *testing.T) {
 	if err := st.UpdateStatus(ctx, "web4", store.CategoryValidation, store.StateSuccess, store.StatusValue{Version: "v1"}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	waitCycles(t, 5, r)
 	if drained() {
 		t.Fatal("web2 drained before its replacement validated the current version")
 	}
@@ -274,7 +259,7 @@ func TestNovaErrorWithPassingChecksIsNotReplaced(t *testing.T) {
 		rep, _ := readReport(f.c)
 		return rep != nil && len(rep.Roles) == 1 && rep.Roles[0].States[store.ServerErrorInGrace] == 1
 	})
-	time.Sleep(time.Second) // five more cycles
+	waitCycles(t, 5, r) // five more cycles
 	if n := f.sim.Creates.Load(); n != 0 {
 		t.Fatalf("%d creates for a server in ERROR whose node passes", n)
 	}
@@ -302,7 +287,7 @@ func TestLateCreateLeavesOneServer(t *testing.T) {
 	// The duplicate's delete is asked again each cycle while Nova still
 	// lists it; once it is gone, nothing else is deleted.
 	d := f.sim.Deletes.Load()
-	time.Sleep(time.Second) // five more cycles
+	waitCycles(t, 5, r) // five more cycles
 	if got, d2 := names(f.sim.Servers()), f.sim.Deletes.Load(); got != "web1,web2,web3" || d2 != d {
 		t.Fatalf("servers = %s, deletes %d then %d; want web1,web2,web3 and no more deletes", got, d, d2)
 	}
@@ -605,7 +590,7 @@ func TestSoftDeletedServerIsGone(t *testing.T) {
 		return !catalogHas(t, f.c, "web2") && len(journalKeys(t, f.c)) == 0
 	})
 	creates, deletes := f.sim.Creates.Load(), f.sim.Deletes.Load()
-	time.Sleep(2 * time.Second) // ten cycles
+	waitCycles(t, 10, r)
 	if c, d := f.sim.Creates.Load(), f.sim.Deletes.Load(); c != creates || d != deletes || c != 1 {
 		t.Fatalf("creates %d -> %d, deletes %d -> %d after the soft delete; want one create in all and nothing more", creates, c, deletes, d)
 	}
@@ -674,7 +659,7 @@ func TestForeignNodeHoldsOnlyItsName(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "web4 created after absent_grace", func() bool {
 		return names(f.sim.Servers()) == "web1,web2,web4"
 	})
-	time.Sleep(time.Second)
+	waitCycles(t, 5, r)
 	if !catalogHas(t, f.c, "web3") || f.sim.Deletes.Load() != 0 {
 		t.Fatal("the other project's node web3 was touched")
 	}
@@ -720,7 +705,7 @@ func TestSuspectServerReplacedOnlyWhenAsked(t *testing.T) {
 			r := f.start(nil)
 			testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
 			if !replace {
-				time.Sleep(2 * time.Second) // ten cycles
+				waitCycles(t, 10, r)
 				if n, d := f.sim.Creates.Load(), f.sim.Deletes.Load(); n != 0 || d != 0 {
 					t.Fatalf("%d creates, %d deletes without replace_suspect, or for a record the node did not confirm", n, d)
 				}
