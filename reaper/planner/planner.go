@@ -11,13 +11,20 @@ import (
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
-// planner holds one cycle's working state.
+// planner is one call of Plan: the Input, indexed (snapshot); what the
+// cycle may still spend (brakes); and the plan it builds (building). Each
+// step of Plan reads the snapshot, asks the gate (gate.go), which reads
+// the brakes, and adds to the plan.
 type planner struct {
-	in   reaper.Input
-	plan *reaper.Plan
-	// creates counts the creates planned this cycle, for
-	// max_creates_per_cycle.
-	creates int
+	in reaper.Input
+	snapshot
+	brakes
+	building
+}
+
+// snapshot is the Input indexed once per plan, and what the plan learns
+// of each server (its state, its part in a journal entry).
+type snapshot struct {
 	// byNode holds each Consul node's checks.
 	byNode map[string][]reaper.Check
 	// byID finds servers by Nova ID; byJournal by the journal entry ID in
@@ -25,8 +32,6 @@ type planner struct {
 	// succeeded after its caller gave up).
 	byID      map[string]*reaper.Server
 	byJournal map[string][]*reaper.Server
-	// used holds every server name taken: in Nova or by a journal entry.
-	used map[string]bool
 	// goneNames holds the names of deleted servers Nova still lists
 	// (soft-deleted): not reused, but no member's.
 	goneNames map[string]bool
@@ -35,31 +40,52 @@ type planner struct {
 	// delete's doing).
 	oldNames    map[string]bool
 	deleteAsked map[string]bool
-	// budget is how many destructive actions are still allowed this hour.
-	budget int
-	// backoff: the project-wide quota backoff holds.
-	backoff bool
-	// seq numbers the entries this plan makes.
-	seq int
 	// statesOf holds each server's state (by ID); inEntry the part a
 	// server plays in a journal entry (StateNew, StateReplacing,
 	// StateDeleting), which later steps of the plan update.
 	statesOf map[string]reaper.ServerState
 	inEntry  map[string]reaper.ServerState
-	// nextIndex and takenIndex serve freeName: where its search resumes
-	// per role, and the indices of the role's name template in use.
-	nextIndex  map[string]int
-	takenIndex map[string]map[int]bool
 	// serverless: Consul nodes with no server and no entry (nil: not yet
 	// computed). Names taken during the plan are servers to be.
 	serverless []string
-	// autoscaled holds this cycle's report of each autoscaled role;
-	// hostLoad each host's own value of its role's metric, where known.
-	autoscaled map[string]*store.AutoscaleReport
-	hostLoad   map[string]map[string]float64
+	// hostLoad holds each host's own value of its role's metric, where
+	// known.
+	hostLoad map[string]map[string]float64
 	// cooling holds the aborted-drain records whose cool-off goes on, by
 	// host.
 	cooling map[string]store.DrainAbortRecord
+	names
+}
+
+// names is what freeName knows of the server names in use.
+type names struct {
+	// used holds every server name taken: in Nova, by a journal entry, or
+	// by a create of this plan.
+	used map[string]bool
+	// nextIndex and takenIndex: where freeName's search resumes per role,
+	// and the indices of the role's name template in use.
+	nextIndex  map[string]int
+	takenIndex map[string]map[int]bool
+}
+
+// brakes are what the cycle may still spend.
+type brakes struct {
+	// budget is how many destructive actions are still allowed this hour.
+	budget int
+	// backoff: the project-wide quota backoff holds.
+	backoff bool
+	// creates counts the creates planned this cycle, for
+	// max_creates_per_cycle.
+	creates int
+}
+
+// building is the plan being built.
+type building struct {
+	plan *reaper.Plan
+	// seq numbers the entries this plan makes.
+	seq int
+	// autoscaled holds this cycle's report of each autoscaled role.
+	autoscaled map[string]*store.AutoscaleReport
 }
 
 // roleServers is one role's servers, split.
@@ -133,21 +159,27 @@ func Plan(in reaper.Input) *reaper.Plan {
 
 func newPlanner(in reaper.Input) *planner {
 	pl := &planner{
-		in:          in,
-		plan:        &reaper.Plan{Memory: reaper.NewMemory()},
-		byNode:      make(map[string][]reaper.Check, len(in.Servers)),
-		byID:        make(map[string]*reaper.Server, len(in.Servers)),
-		byJournal:   map[string][]*reaper.Server{},
-		used:        make(map[string]bool, len(in.Servers)),
-		goneNames:   map[string]bool{},
-		oldNames:    map[string]bool{},
-		deleteAsked: map[string]bool{},
-		statesOf:    make(map[string]reaper.ServerState, len(in.Servers)),
-		inEntry:     map[string]reaper.ServerState{},
-		backoff:     in.Now.Before(in.BackoffUntil),
-		budget:      in.Config.MaxActionsPerHour,
-		autoscaled:  map[string]*store.AutoscaleReport{},
-		hostLoad:    map[string]map[string]float64{},
+		in: in,
+		snapshot: snapshot{
+			byNode:      make(map[string][]reaper.Check, len(in.Servers)),
+			byID:        make(map[string]*reaper.Server, len(in.Servers)),
+			byJournal:   map[string][]*reaper.Server{},
+			goneNames:   map[string]bool{},
+			oldNames:    map[string]bool{},
+			deleteAsked: map[string]bool{},
+			statesOf:    make(map[string]reaper.ServerState, len(in.Servers)),
+			inEntry:     map[string]reaper.ServerState{},
+			hostLoad:    map[string]map[string]float64{},
+			names:       names{used: make(map[string]bool, len(in.Servers))},
+		},
+		brakes: brakes{
+			backoff: in.Now.Before(in.BackoffUntil),
+			budget:  in.Config.MaxActionsPerHour,
+		},
+		building: building{
+			plan:       &reaper.Plan{Memory: reaper.NewMemory()},
+			autoscaled: map[string]*store.AutoscaleReport{},
+		},
 	}
 	pl.plan.Backoff = pl.backoff
 	hourAgo := in.Now.Add(-time.Hour)
@@ -315,8 +347,8 @@ func (pl *planner) dedupe(roles []*roleServers) {
 
 // createdFor returns the server made for journal entry id (the one dedupe
 // kept), or nil.
-func (pl *planner) createdFor(id string) *reaper.Server {
-	if ss := pl.byJournal[id]; len(ss) > 0 {
+func (sn *snapshot) createdFor(id string) *reaper.Server {
+	if ss := sn.byJournal[id]; len(ss) > 0 {
 		return ss[0]
 	}
 	return nil
@@ -450,8 +482,9 @@ func (pl *planner) add(op reaper.Op, e reaper.Entry, reason string) {
 	pl.plan.Actions = append(pl.plan.Actions, reaper.Action{Op: op, Entry: e, Reason: reason})
 }
 
-func (pl *planner) block(format string, args ...any) {
-	pl.plan.Blocked = append(pl.plan.Blocked, fmt.Sprintf(format, args...))
+// block records why something the plan would do is not done.
+func (b *building) block(format string, args ...any) {
+	b.plan.Blocked = append(b.plan.Blocked, fmt.Sprintf(format, args...))
 }
 
 func (pl *planner) newEntry(r *reaper.Role, kind store.EntryKind, reason string) reaper.Entry {

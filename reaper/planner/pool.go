@@ -308,8 +308,8 @@ func (pl *planner) deleteStandby(rs *roleServers, s *reaper.Server, why string) 
 }
 
 // inMaintenance reports whether node has Consul's node maintenance check.
-func (pl *planner) inMaintenance(node string) bool {
-	for _, c := range pl.byNode[node] {
+func (sn *snapshot) inMaintenance(node string) bool {
+	for _, c := range sn.byNode[node] {
 		if c.CheckID == reaper.MaintNodeCheck {
 			return true
 		}
