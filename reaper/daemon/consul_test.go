@@ -194,9 +194,9 @@ func TestJournalIntentFindsItsServer(t *testing.T) {
 	if err := simcloud.RegisterNode(context.Background(), c, s.Name, "web", api.HealthPassing); err != nil {
 		t.Fatal(err)
 	}
-	f.start(nil)
+	r := f.start(nil)
 	testutil.Eventually(t, 10*time.Second, "the entry to be adopted and finished", func() bool { return len(journalKeys(t, c)) == 0 })
-	time.Sleep(500 * time.Millisecond)
+	waitCycles(t, 3, r)
 	if n := sim.Creates.Load(); n != 0 {
 		t.Fatalf("%d creates: the entry's server was not found by its metadata", n)
 	}
@@ -220,7 +220,7 @@ func TestQuotaSurgeFailsCleanly(t *testing.T) {
 		st, err = readReport(c)
 		return err == nil && st != nil && !st.BackoffUntil.IsZero()
 	})
-	time.Sleep(500 * time.Millisecond)
+	waitCycles(t, 3, r)
 	if got := names(sim.Servers()); got != "web1,web2,web3" {
 		t.Fatalf("servers = %s: something was deleted or created", got)
 	}
@@ -252,13 +252,13 @@ func TestDryRunTakesNoAction(t *testing.T) {
 	f.seed(2)
 	f.arm()
 	f.cfg.DryRun = nil // the default
-	f.start(nil)
+	r := f.start(nil)
 	var st *store.ReaperReport
 	testutil.Eventually(t, 5*time.Second, "a state", func() bool {
 		st, _ = readReport(c)
 		return st != nil && len(st.Planned) > 0
 	})
-	time.Sleep(500 * time.Millisecond)
+	waitCycles(t, 3, r)
 	if !st.DryRun || !strings.Contains(st.Planned[0], "create web web3") {
 		t.Fatalf("state = %+v, want dry run planning create web3", st)
 	}
@@ -279,7 +279,7 @@ func TestStartGateArmsAfterValidation(t *testing.T) {
 	f.seed(3)
 	r := f.start(nil)
 	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
-	time.Sleep(500 * time.Millisecond)
+	waitCycles(t, 3, r)
 	if p, _, _ := c.KV().Get(daemon.ArmKey(prefix), nil); p != nil {
 		t.Fatal("armed before any validation")
 	}

@@ -265,7 +265,7 @@ func TestNovaQuotaSurgeFailsCleanly(t *testing.T) {
 	e := startNova(t, true)
 	e.cloud.SetInstanceQuota(t, 4)
 	bastion := e.cloud.CreateServer(t, "bastion", map[string]string{"purpose": "not a role"})
-	e.runReaper(e.config(""), e.nova, nil)
+	r := e.runReaper(e.config(""), e.nova, nil)
 	before := e.buildRole(t)
 	setCritical(t, e.agent.Client, "web3")
 	var st *store.ReaperReport
@@ -276,7 +276,7 @@ func TestNovaQuotaSurgeFailsCleanly(t *testing.T) {
 	if !strings.Contains(st.BackoffReason, "Quota exceeded") {
 		t.Fatalf("backoff reason %q does not carry Nova's quota message", st.BackoffReason)
 	}
-	time.Sleep(2 * time.Second) // a few more cycles: still nothing may happen
+	waitCycles(t, 4, r) // a few more cycles: still nothing may happen
 	after := e.servers()
 	if len(after) != 4 || after["bastion"].ID != bastion.ID {
 		t.Fatalf("servers after the quota error: %s", serverNames(after))
