@@ -25,9 +25,13 @@ DIST ?= dist
 
 all: build consul
 
-## build: the project's binaries into bin/, stamped with VERSION and COMMIT
+## build: the four shipped binaries into bin/, stamped with VERSION and
+## COMMIT. cmd/demo and cmd/benchtable are the project's own programs, run by
+## `make demo` and `make bench` (go run), neither built into bin/ nor shipped;
+## scripts/package.sh lists the same four.
+BINARIES := hiera-services orchestrate reaper service-blocker
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ $(addprefix ./cmd/,$(BINARIES))
 
 ## package: dist/orchestrate_<version>_amd64.deb (scripts/package.sh):
 ## the four binaries, both systemd units, /etc/orchestrate conffiles, the
@@ -68,7 +72,7 @@ test: test-deps vet fmt-check
 ## demo: build everything, start a dev Consul on free loopback ports and run
 ## a short orchestrate session against it; stops what it started.
 demo: build consul
-	$(GO) run ./internal/demo --bin bin $(DEMO_FLAGS)
+	$(GO) run ./cmd/demo --bin bin $(DEMO_FLAGS)
 
 clean:
 	rm -rf bin build dist
@@ -149,7 +153,7 @@ lab-image: consul test-deps
 
 .PHONY: bench
 bench: consul bin/consul-template
-	$(GO) run ./internal/benchtable
+	$(GO) run ./cmd/benchtable
 
 ## lab: the whole cloud in containers on this machine, built from nothing by
 ## the reaper through the real Nova, then broken on purpose (lab/README.md):

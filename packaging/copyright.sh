@@ -1,10 +1,13 @@
 #!/bin/sh
-# copyright.sh GO: /usr/share/doc/orchestrate/copyright: orchestrate's own
-# notice, then every Go module the binaries link, with its version and the
+# copyright.sh GO PACKAGE...: /usr/share/doc/orchestrate/copyright:
+# orchestrate's own notice, then every Go module the binaries built from
+# PACKAGE... (./cmd/<name>, the shipped ones) link, with its version and the
 # text of its licence file(s) as the module proxy holds them; identical
 # texts are printed once.
 set -eu
-GO=${1:-go}
+GO=${1:?usage: copyright.sh GO PACKAGE...}
+shift
+[ $# -gt 0 ] || { echo "usage: copyright.sh GO PACKAGE..." >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -50,7 +53,7 @@ the Go modules listed below, each under the licence whose text follows the
 list under the number given.
 
 HEAD
-"$GO" list -deps -f '{{with .Module}}{{.Path}} {{.Version}} {{.Dir}}{{end}}' ./cmd/... |
+"$GO" list -deps -f '{{with .Module}}{{.Path}} {{.Version}} {{.Dir}}{{end}}' "$@" |
 	sort -u | grep -v '^github.com/jiocloud/orchestrate ' >"$tmp/modules"
 # The Go standard library and runtime, linked into every binary.
 echo "the-Go-standard-library $("$GO" env GOVERSION) $("$GO" env GOROOT)" >>"$tmp/modules"

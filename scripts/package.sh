@@ -27,19 +27,26 @@ stage=build/package
 rm -rf "$stage"
 mkdir -p "$stage/bin" "$stage/man" "$stage/doc/examples" "$stage/doc/puppet" "$DIST"
 
+# The shipped binaries, cmd/<name>, each with its man page's summary (the
+# Makefile's BINARIES). cmd/demo and cmd/benchtable are the project's own
+# programs, run by make demo and make bench, and are not shipped.
+binaries='hiera-services render Puppet hiera data from the Consul catalog
+orchestrate versions, per-host status and the node update loop over Consul KV
+reaper keep every role at its count of healthy machines through OpenStack Nova
+service-blocker wait until enough endpoints of a service exist in Consul'
+# $pkgs is their package paths, one word each (expanded unquoted below).
+pkgs=$(printf '%s\n' "$binaries" | while read -r bin _; do echo "./cmd/$bin"; done)
+
 # Static, position-independent (static-pie: ASLR without a C toolchain or a
 # libc dependency), stripped binaries stamped with the version.
 ldflags="-s -w -X github.com/jiocloud/orchestrate/internal/cli.version=$VERSION -X github.com/jiocloud/orchestrate/internal/cli.commit=$COMMIT"
-CGO_ENABLED=0 "$GO" build -trimpath -buildmode=pie -ldflags "$ldflags" -o "$stage/bin/" ./cmd/...
+CGO_ENABLED=0 "$GO" build -trimpath -buildmode=pie -ldflags "$ldflags" -o "$stage/bin/" $pkgs
 
 # Man pages from each binary's own --help.
 while read -r bin summary; do
 	packaging/manpage.sh "$stage/bin/$bin" "$summary" | gzip -9n >"$stage/man/$bin.1.gz"
-done <<'LIST'
-hiera-services render Puppet hiera data from the Consul catalog
-orchestrate versions, per-host status and the node update loop over Consul KV
-reaper keep every role at its count of healthy machines through OpenStack Nova
-service-blocker wait until enough endpoints of a service exist in Consul
+done <<LIST
+$binaries
 LIST
 
 # Documents (compressed, as Debian policy asks of anything but copyright).
@@ -68,7 +75,7 @@ when=$(date -u -R -d "@$SOURCE_DATE_EPOCH")
 	echo
 	echo " -- orchestrate developers <orchestrate@jiocloud.example>  $when"
 } | gzip -9n >"$doc/changelog.gz"
-packaging/copyright.sh "$GO" >"$doc/copyright"
+packaging/copyright.sh "$GO" $pkgs >"$doc/copyright"
 
 touch -d "@$SOURCE_DATE_EPOCH" $(find "$stage" -type f)
 out=$DIST/orchestrate_${DEB_VERSION}_amd64.deb

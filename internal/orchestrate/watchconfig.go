@@ -148,7 +148,7 @@ func watchEntries(o watchConfigOptions, deps hieradata.Dependencies, prefix stri
 	}
 	// A new desired version: the node converges to it (or, without a
 	// Puppet command, says whether it has an update pending).
-	ws = append(ws, watch.Watch{Type: "key", Key: prefix + "/current_version", Args: o.currentVersionArgs(prefix)})
+	ws = append(ws, watch.Watch{Type: "key", Key: store.CurrentVersionKey(prefix), Args: o.currentVersionArgs(prefix)})
 	if o.role != "" {
 		// The role's rollout changed (a slot freed, the policy changed, a
 		// resume) or its doorbell rang (a host of a role it follows

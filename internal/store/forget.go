@@ -61,7 +61,7 @@ func (s *Store) HostKeys(ctx context.Context, host string) ([]string, error) {
 		mid string
 	}{{dirRunning, 2, 1, ""}, {dirStatus, 3, 2, ""}, {dirRollout, 3, 2, rolloutHosts}, {dirMetrics, 3, 1, ""},
 		{dirDrain, 1, 0, ""}, {dirProtect, 1, 0, ""}, {dirRoles, 3, 2, roleScaleIn}} {
-		base := s.key(dir.name) + "/"
+		base := keyDir(s.prefix, dir.name)
 		keys, _, err := s.kv.Keys(base, "", readOpts(ctx))
 		if err != nil {
 			return nil, fmt.Errorf("list %s: %w", base, err)

@@ -21,10 +21,6 @@ var policyHost = regexp.MustCompile(`^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$`)
 // for a policy name.
 const maxPolicyHost = 128 - len("orchestrate-host-")
 
-// hostRecordsDir is <prefix>/hosts/: each host's own records live under
-// hosts/<host>/ (status, version, metrics, drain answer).
-const hostRecordsDir = "hosts"
-
 // HostPolicyRules renders the Consul ACL rules of host's own policy
 // (orchestrate-host-<host>), host being of role, for KV prefix: write on
 // exactly the records the host owns and nothing else. Every node also
@@ -65,9 +61,9 @@ func HostPolicyRules(prefix, host, role string) (string, error) {
 	rule := func(kind, name, why string) {
 		fmt.Fprintf(&b, "\n# %s\n%s \"%s\" {\n  policy = \"write\"\n}\n", why, kind, name)
 	}
-	rule("key_prefix", prefix+"/"+hostRecordsDir+"/"+host+"/", "Its status, version, metrics and drain answer.")
-	rule("key", prefix+"/"+dirRollout+"/"+role+"/"+rolloutSlots+"/"+host, "Its claim on an update slot of its role, locked by its session.")
-	rule("key", prefix+"/"+dirRollout+"/"+role+"/"+rolloutHosts+"/"+host, "Its progress in its role's rollout.")
+	rule("key_prefix", HostDir(prefix, host), "Its status, version, metrics and drain answer.")
+	rule("key", rolloutSlotKey(prefix, role, host), "Its claim on an update slot of its role, locked by its session.")
+	rule("key", rolloutHostKey(prefix, role, host), "Its progress in its role's rollout.")
 	rule("session", host, "Sessions on its own node (the holder of its slot claim).")
 	rule("service", role, "Its role's service (named as the role), which its agent registers\n# with the node's token (the agent's default token).")
 	return b.String(), nil

@@ -27,29 +27,35 @@ import (
 // to it for a host's record of a kind while the host has none of that kind
 // here, and `orchestrate migrate` moves it.
 const (
-	hostVersion = "version"
-	hostStatus  = "status"
-	hostMetrics = "metrics"
-	hostDrain   = "drain"
+	// hostRecordsDir is <prefix>/hosts/: each host's own records live
+	// under hosts/<host>/.
+	hostRecordsDir = "hosts"
+	hostVersion    = "version"
+	hostStatus     = "status"
+	hostMetrics    = "metrics"
+	hostDrain      = "drain"
 )
 
 // HostDir is <prefix>/hosts/<host>/, the host's own records.
-func HostDir(prefix, host string) string {
-	return ReaperKey(prefix, hostRecordsDir+"/"+host+"/")
-}
+func HostDir(prefix, host string) string { return keyDir(prefix, hostRecordsDir, host) }
+
+// statusKind is status/<category>, a host's status record relative to
+// HostDir; statusKind("") is the directory of them all.
+func statusKind(category string) string { return hostStatus + "/" + category }
+
+// metricKind is metrics/<name>, a host's load report relative to HostDir.
+func metricKind(name string) string { return hostMetrics + "/" + name }
 
 // HostVersionKey is hosts/<host>/version under prefix.
 func HostVersionKey(prefix, host string) string { return HostDir(prefix, host) + hostVersion }
 
 // HostStatusKey is hosts/<host>/status/<category> under prefix.
 func HostStatusKey(prefix, host, category string) string {
-	return HostDir(prefix, host) + hostStatus + "/" + category
+	return HostDir(prefix, host) + statusKind(category)
 }
 
 // MetricKey is hosts/<host>/metrics/<name> under prefix.
-func MetricKey(prefix, host, name string) string {
-	return HostDir(prefix, host) + hostMetrics + "/" + name
-}
+func MetricKey(prefix, host, name string) string { return HostDir(prefix, host) + metricKind(name) }
 
 // DrainAnswerKey is hosts/<host>/drain under prefix: the host's answer to
 // its drain request (the request itself is DrainKey, the reaper's).
@@ -195,7 +201,7 @@ func (s *Store) HostStatus(ctx context.Context, host string) (map[string]Status,
 	if err := ValidName("host", host); err != nil {
 		return nil, &InputError{Err: err}
 	}
-	dir := HostDir(s.prefix, host) + hostStatus + "/"
+	dir := HostDir(s.prefix, host) + statusKind("")
 	pairs, _, err := s.kv.List(dir, readOpts(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)

@@ -156,7 +156,7 @@ func (snap *Snapshot) fallBack() {
 
 // legacyHostVersions lists the versions host is under in the older layout.
 func (s *Store) legacyHostVersions(ctx context.Context, host string) ([]string, error) {
-	keys, _, err := s.kv.Keys(s.key(dirRunning)+"/", "", readOpts(ctx))
+	keys, _, err := s.kv.Keys(keyDir(s.prefix, dirRunning), "", readOpts(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("list running versions: %w", err)
 	}
@@ -172,7 +172,7 @@ func (s *Store) legacyHostVersions(ctx context.Context, host string) ([]string, 
 // legacyHostStatus adds to out host's state, in the older layout, in each
 // category out has none in.
 func (s *Store) legacyHostStatus(ctx context.Context, host string, out map[string]Status) error {
-	dir := s.key(dirStatus) + "/"
+	dir := keyDir(s.prefix, dirStatus)
 	keys, _, err := s.kv.Keys(dir, "", readOpts(ctx))
 	if err != nil {
 		return fmt.Errorf("list %s: %w", dir, err)
@@ -210,7 +210,7 @@ func (s *Store) legacyHostStatus(ctx context.Context, host string, out map[strin
 
 // splitRunning parses <prefix>/running_version/<version>/<host>.
 func (s *Store) splitRunning(key string) (version, host string, ok bool) {
-	rest, found := strings.CutPrefix(key, s.key(dirRunning)+"/")
+	rest, found := strings.CutPrefix(key, keyDir(s.prefix, dirRunning))
 	if !found {
 		return "", "", false
 	}

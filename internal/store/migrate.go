@@ -242,16 +242,16 @@ func newMigrationReader(prefix string) *migrationReader {
 
 // add sorts one pair of the listing.
 func (r *migrationReader) add(p *api.KVPair) {
-	parts := strings.Split(strings.TrimPrefix(p.Key, r.prefix+"/"), "/")
+	parts := strings.Split(relKey(r.prefix, p.Key), "/")
 	switch {
 	case parts[0] == hostRecordsDir && len(parts) >= 3:
 		r.addOwn(parts[1], strings.Join(parts[2:], "/"), p)
 	case parts[0] == dirRunning && len(parts) == 3 && ValidName("host", parts[2]) == nil:
 		r.addOld(parts[2], hostVersion, p)
 	case parts[0] == dirStatus && len(parts) == 4 && ValidName("category", parts[1]) == nil && ValidName("host", parts[3]) == nil:
-		r.addOld(parts[3], hostStatus+"/"+parts[1], p)
+		r.addOld(parts[3], statusKind(parts[1]), p)
 	case parts[0] == dirMetrics && len(parts) == 4 && ValidName("host", parts[2]) == nil && ValidName("metric", parts[3]) == nil:
-		r.addOld(parts[2], hostMetrics+"/"+parts[3], p)
+		r.addOld(parts[2], metricKind(parts[3]), p)
 	case parts[0] == dirDrain && len(parts) == 2:
 		var d DrainRecord
 		if strictJSON(p.Value, &d) == nil && d.Answer != nil {
@@ -360,7 +360,7 @@ func convertOld(kind string, parts []string, value []byte) ([]byte, int64, error
 		}
 		data, err := json.Marshal(v)
 		return data, v.Time.UnixNano(), err
-	case strings.HasPrefix(kind, hostStatus+"/"):
+	case strings.HasPrefix(kind, statusKind("")):
 		rec := statusRecord{State: parts[n-2]}
 		if !ValidState(rec.State) {
 			return nil, 0, fmt.Errorf("unknown state %q", rec.State)

@@ -181,7 +181,7 @@ func (s *Store) Pool(ctx context.Context) (*PoolState, error) {
 	}
 	out := &PoolState{Standbys: map[string][]StandbyRecord{}, Flushes: map[string]PoolFlushRecord{}}
 	for _, p := range pairs {
-		rel := strings.TrimPrefix(p.Key, s.prefix+"/")
+		rel := relKey(s.prefix, p.Key)
 		if _, _, ok := ParsePoolKey(rel); ok {
 			var rec StandbyRecord
 			if err := json.Unmarshal(p.Value, &rec); err != nil || PoolKey(s.prefix, rec.Role, rec.Host) != p.Key {

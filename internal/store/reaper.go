@@ -28,7 +28,7 @@ const (
 )
 
 // ReaperKey returns <prefix>/<name> for one of the Reaper*Key names.
-func ReaperKey(prefix, name string) string { return strings.Trim(prefix, "/") + "/" + name }
+func ReaperKey(prefix, name string) string { return join(prefix, name) }
 
 // ArmRecord is the value of <prefix>/reaper/armed: who opened or closed
 // the reaper's start gate, when and why.
@@ -68,7 +68,7 @@ func ParseArmRecord(data []byte) (ArmRecord, error) {
 // reader that falls back to a configured count would scale the role
 // without anyone asking.
 func (s *Store) DesiredCounts(ctx context.Context, snap *Snapshot) (map[string]int, error) {
-	dir := s.key(dirRoles) + "/"
+	dir := keyDir(s.prefix, dirRoles)
 	// The snapshot does not say whether keys were filtered out; listing
 	// the role keys does.
 	_, meta, err := s.kv.Keys(dir, "", readOpts(ctx))

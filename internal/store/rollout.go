@@ -240,19 +240,38 @@ func (r *Rollout) Ahead(host string, index uint64) []RolloutSlot {
 	return out
 }
 
-func (s *Store) rolloutDir(role string) string { return s.key(dirRollout, role) + "/" }
+// rolloutDir is rollout/<role>/ under prefix.
+func rolloutDir(prefix, role string) string { return keyDir(prefix, dirRollout, role) }
+
+// rolloutSlotKey is rollout/<role>/slot/<host> under prefix: host's claim
+// on an update slot of role.
+func rolloutSlotKey(prefix, role, host string) string {
+	return join(prefix, dirRollout, role, rolloutSlots, host)
+}
+
+// rolloutHostKey is rollout/<role>/hosts/<host> under prefix: host's
+// progress in role's rollout.
+func rolloutHostKey(prefix, role, host string) string {
+	return join(prefix, dirRollout, role, rolloutHosts, host)
+}
+
+// rolloutFollowerKey is rollout/<role>/followers/<follower> under prefix:
+// follower's policy says --after role.
+func rolloutFollowerKey(prefix, role, follower string) string {
+	return join(prefix, dirRollout, role, rolloutFollower, follower)
+}
 
 // RolloutDir is the directory of role's rollout keys, with a trailing
 // slash: a keyprefix watch on it wakes the role's waiting hosts whenever a
 // slot is given back, a holder's session ends, the policy changes or a
 // resume is written.
-func (s *Store) RolloutDir(role string) string { return s.rolloutDir(role) }
+func (s *Store) RolloutDir(role string) string { return rolloutDir(s.prefix, role) }
 
 // WakeKey is role's doorbell, <prefix>/wake/<role>: a host of a role that
 // role follows rings it when it reports a version, and a key watch on it
 // wakes role's waiting hosts. Any node may ring it; nobody reads what it
 // holds.
-func (s *Store) WakeKey(role string) string { return s.key(dirWake, role) }
+func (s *Store) WakeKey(role string) string { return join(s.prefix, dirWake, role) }
 
 // Rollout reads role's rollout. A value of a key only the operator writes
 // that orchestrate did not write is an InputError naming the key: a policy
@@ -273,7 +292,7 @@ func (s *Store) readRollout(ctx context.Context, role string, consistent bool) (
 	if err := ValidName("role", role); err != nil {
 		return nil, &InputError{Err: err}
 	}
-	dir := s.rolloutDir(role)
+	dir := rolloutDir(s.prefix, role)
 	q := readOpts(ctx)
 	q.RequireConsistent = consistent
 	pairs, meta, err := s.kv.List(dir, q)
@@ -288,7 +307,7 @@ func (s *Store) readRollout(ctx context.Context, role string, consistent bool) (
 
 // Rollouts reads every role's rollout, in one request.
 func (s *Store) Rollouts(ctx context.Context) (map[string]*Rollout, error) {
-	dir := s.key(dirRollout) + "/"
+	dir := keyDir(s.prefix, dirRollout)
 	pairs, meta, err := s.kv.List(dir, readOpts(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", dir, err)
@@ -306,7 +325,7 @@ func (s *Store) Rollouts(ctx context.Context) (map[string]*Rollout, error) {
 		if err := ValidName("role", role); err != nil {
 			return nil, &InputError{Err: fmt.Errorf("%s%s: %w", dir, role, err)}
 		}
-		r, err := parseRollout(role, dir+role+"/", ps)
+		r, err := parseRollout(role, rolloutDir(s.prefix, role), ps)
 		if err != nil {
 			return nil, err
 		}
@@ -499,12 +518,12 @@ func (s *Store) SetRolloutPolicy(ctx context.Context, role string, change func(*
 		if err != nil {
 			return RolloutPolicy{}, err
 		}
-		ops := api.KVTxnOps{{Verb: api.KVCAS, Key: s.rolloutDir(role) + rolloutPolicy, Value: val, Index: r.PolicyIndex}}
+		ops := api.KVTxnOps{{Verb: api.KVCAS, Key: rolloutDir(s.prefix, role) + rolloutPolicy, Value: val, Index: r.PolicyIndex}}
 		if r.Policy.After != "" && r.Policy.After != p.After {
-			ops = append(ops, &api.KVTxnOp{Verb: api.KVDelete, Key: s.rolloutDir(r.Policy.After) + rolloutFollower + "/" + role})
+			ops = append(ops, &api.KVTxnOp{Verb: api.KVDelete, Key: rolloutFollowerKey(s.prefix, r.Policy.After, role)})
 		}
 		if p.After != "" {
-			ops = append(ops, &api.KVTxnOp{Verb: api.KVSet, Key: s.rolloutDir(p.After) + rolloutFollower + "/" + role})
+			ops = append(ops, &api.KVTxnOp{Verb: api.KVSet, Key: rolloutFollowerKey(s.prefix, p.After, role)})
 		}
 		ok, err := s.txn(ctx, ops, "rollout policy of "+role)
 		if err != nil {
@@ -538,11 +557,6 @@ func (s *Store) afterCycle(ctx context.Context, role, after string) error {
 	return nil
 }
 
-// slotKey is host's claim in role's rollout.
-func (s *Store) slotKey(role, host string) string {
-	return s.rolloutDir(role) + rolloutSlots + "/" + host
-}
-
 // ClaimSlot creates host's claim on a slot of role for version, locked by
 // session: one transaction that checks the key does not exist and
 // acquires it, so the claim is new and its CreateIndex, returned, is its
@@ -558,7 +572,7 @@ func (s *Store) ClaimSlot(ctx context.Context, role, host, version, session stri
 	if err != nil {
 		return 0, false, err
 	}
-	key := s.slotKey(role, host)
+	key := rolloutSlotKey(s.prefix, role, host)
 	ops := api.KVTxnOps{
 		{Verb: api.KVCheckNotExists, Key: key},
 		{Verb: api.KVLock, Key: key, Value: val, Session: session},
@@ -585,7 +599,7 @@ func (s *Store) ClaimSlot(ctx context.Context, role, host, version, session stri
 // DropClaim deletes host's claim made at index (a claim that was not
 // granted): a check-and-set on that index, so a newer claim stays.
 func (s *Store) DropClaim(ctx context.Context, role, host string, index uint64) error {
-	key := s.slotKey(role, host)
+	key := rolloutSlotKey(s.prefix, role, host)
 	if _, _, err := s.kv.DeleteCAS(&api.KVPair{Key: key, ModifyIndex: index}, writeOpts(ctx)); err != nil {
 		return fmt.Errorf("give back the claim %s: %w", key, err)
 	}
@@ -594,7 +608,7 @@ func (s *Store) DropClaim(ctx context.Context, role, host string, index uint64) 
 
 // DropUnheld deletes host's claim key that no session holds.
 func (s *Store) DropUnheld(ctx context.Context, role, host string) error {
-	key := s.slotKey(role, host)
+	key := rolloutSlotKey(s.prefix, role, host)
 	p, _, err := s.kv.Get(key, readOpts(ctx))
 	if err != nil || p == nil || p.Session != "" {
 		return err
@@ -611,7 +625,7 @@ func (s *Store) SetRolloutHost(ctx context.Context, role, host string, rec Rollo
 	if err != nil {
 		return err
 	}
-	key := s.rolloutDir(role) + rolloutHosts + "/" + host
+	key := rolloutHostKey(s.prefix, role, host)
 	if _, err := s.kv.Put(&api.KVPair{Key: key, Value: val}, writeOpts(ctx)); err != nil {
 		return fmt.Errorf("write %s: %w", key, err)
 	}
@@ -635,9 +649,9 @@ func (s *Store) EndSlot(ctx context.Context, role string, followers []string, ho
 	if err != nil {
 		return err
 	}
-	ops := api.KVTxnOps{{Verb: api.KVSet, Key: s.rolloutDir(role) + rolloutHosts + "/" + host, Value: val}}
+	ops := api.KVTxnOps{{Verb: api.KVSet, Key: rolloutHostKey(s.prefix, role, host), Value: val}}
 	if release {
-		ops = append(ops, &api.KVTxnOp{Verb: api.KVDelete, Key: s.slotKey(role, host)})
+		ops = append(ops, &api.KVTxnOp{Verb: api.KVDelete, Key: rolloutSlotKey(s.prefix, role, host)})
 	}
 	if rec.State == RolloutDone {
 		bell := []byte(s.Now().UTC().Format(time.RFC3339Nano) + " " + host)
@@ -667,7 +681,7 @@ func (s *Store) ResumeRollout(ctx context.Context, r *Rollout, res RolloutResume
 	if err != nil {
 		return false, err
 	}
-	dir := s.rolloutDir(r.Role)
+	dir := rolloutDir(s.prefix, r.Role)
 	ops := api.KVTxnOps{{Verb: api.KVCAS, Key: dir + rolloutResume, Value: val, Index: r.ResumeIndex}}
 	if l := r.Legacy; l != nil && (l.Halted == nil || l.Halted.Version == res.Version) && (l.Resumed == nil || l.Resumed.Version == res.Version) {
 		ops = append(ops, &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: dir + rolloutState, Index: r.LegacyIndex})
@@ -710,23 +724,3 @@ func Backoff(ctx context.Context, attempt int) error { return backoff(ctx, attem
 
 // MaxAttempts bounds a caller's check-and-set retries, as the store's own.
 const MaxAttempts = maxAttempts
-
-// Desired returns roles/<role>/desired; ok is false when it is not set.
-func (s *Store) Desired(ctx context.Context, role string) (n int, ok bool, err error) {
-	if err := ValidName("role", role); err != nil {
-		return 0, false, &InputError{Err: err}
-	}
-	k := s.key(dirRoles, role, "desired")
-	p, _, err := s.kv.Get(k, readOpts(ctx))
-	if err != nil {
-		return 0, false, fmt.Errorf("read %s: %w", k, err)
-	}
-	if p == nil {
-		return 0, false, nil
-	}
-	n, err = parseDesired(p.Value)
-	if err != nil {
-		return 0, false, &InputError{Err: fmt.Errorf("%s: %w", k, err)}
-	}
-	return n, true, nil
-}

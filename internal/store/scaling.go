@@ -18,9 +18,12 @@ import (
 //	drain/<host>                   the reaper's drain request
 //	protect/<host>                 scale-in protection
 //	capacity/<role>                creates of the role fail for quota or capacity
+//	roles/<role>/desired           the role's desired count (orchestrate scale,
+//	                               the autoscaler)
 //	roles/<role>/override          a desired count set by hand (orchestrate scale)
 //	roles/<role>/scale_in/<host>   a host named for scale-in (orchestrate scale-in)
 const (
+	dirRoles     = "roles"
 	dirDrain     = "drain"
 	dirProtect   = "protect"
 	dirCapacity  = "capacity"
@@ -30,28 +33,59 @@ const (
 )
 
 // DesiredKey is roles/<role>/desired under prefix.
-func DesiredKey(prefix, role string) string {
-	return ReaperKey(prefix, dirRoles+"/"+role+"/"+roleDesired)
-}
+func DesiredKey(prefix, role string) string { return join(prefix, dirRoles, role, roleDesired) }
 
 // OverrideKey is roles/<role>/override under prefix.
-func OverrideKey(prefix, role string) string {
-	return ReaperKey(prefix, dirRoles+"/"+role+"/"+roleOverride)
-}
+func OverrideKey(prefix, role string) string { return join(prefix, dirRoles, role, roleOverride) }
 
 // ScaleInKey is roles/<role>/scale_in/<host> under prefix.
 func ScaleInKey(prefix, role, host string) string {
-	return ReaperKey(prefix, dirRoles+"/"+role+"/"+roleScaleIn+"/"+host)
+	return join(prefix, dirRoles, role, roleScaleIn, host)
 }
 
 // DrainKey is drain/<host> under prefix.
-func DrainKey(prefix, host string) string { return ReaperKey(prefix, dirDrain+"/"+host) }
+func DrainKey(prefix, host string) string { return join(prefix, dirDrain, host) }
 
 // ProtectKey is protect/<host> under prefix.
-func ProtectKey(prefix, host string) string { return ReaperKey(prefix, dirProtect+"/"+host) }
+func ProtectKey(prefix, host string) string { return join(prefix, dirProtect, host) }
 
 // CapacityKey is capacity/<role> under prefix.
-func CapacityKey(prefix, role string) string { return ReaperKey(prefix, dirCapacity+"/"+role) }
+func CapacityKey(prefix, role string) string { return join(prefix, dirCapacity, role) }
+
+// SetDesired sets roles/<role>/desired.
+func (s *Store) SetDesired(ctx context.Context, role string, n int) error {
+	if err := ValidName("role", role); err != nil {
+		return &InputError{Err: err}
+	}
+	if n < 0 {
+		return &InputError{Err: fmt.Errorf("desired count %d for role %s is negative", n, role)}
+	}
+	_, err := s.kv.Put(&api.KVPair{Key: DesiredKey(s.prefix, role), Value: []byte(strconv.Itoa(n))}, writeOpts(ctx))
+	if err != nil {
+		return fmt.Errorf("set desired count of %s: %w", role, err)
+	}
+	return nil
+}
+
+// Desired returns roles/<role>/desired; ok is false when it is not set.
+func (s *Store) Desired(ctx context.Context, role string) (n int, ok bool, err error) {
+	if err := ValidName("role", role); err != nil {
+		return 0, false, &InputError{Err: err}
+	}
+	k := DesiredKey(s.prefix, role)
+	p, _, err := s.kv.Get(k, readOpts(ctx))
+	if err != nil {
+		return 0, false, fmt.Errorf("read %s: %w", k, err)
+	}
+	if p == nil {
+		return 0, false, nil
+	}
+	n, err = parseDesired(p.Value)
+	if err != nil {
+		return 0, false, &InputError{Err: fmt.Errorf("%s: %w", k, err)}
+	}
+	return n, true, nil
+}
 
 // MetricReport is the value of hosts/<host>/metrics/<name>: one node's
 // utilization, as it last reported it. Role is the role the node said it

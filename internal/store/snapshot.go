@@ -71,7 +71,7 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 	snap := &Snapshot{Hosts: map[string]*Host{}, Desired: map[string]int{}, Scaling: newScaling(),
 		legacy: newLegacyRecords(), newVersion: map[string]bool{}, answers: map[string]DrainAnswer{}}
 	for _, p := range pairs {
-		parts := strings.Split(strings.TrimPrefix(p.Key, s.prefix+"/"), "/")
+		parts := strings.Split(relKey(s.prefix, p.Key), "/")
 		switch parts[0] {
 		case keyCurrentVersion:
 			if len(parts) == 1 {
@@ -98,11 +98,12 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 // listAll reads every key under the prefix, refusing a listing Consul's
 // ACLs left keys out of.
 func (s *Store) listAll(ctx context.Context) (api.KVPairs, error) {
-	pairs, meta, err := s.kv.List(s.prefix+"/", readOpts(ctx))
+	dir := PrefixDir(s.prefix)
+	pairs, meta, err := s.kv.List(dir, readOpts(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("read %s/: %w", s.prefix, err)
+		return nil, fmt.Errorf("read %s: %w", dir, err)
 	}
-	if err := hiddenByACLs(meta, s.prefix+"/"); err != nil {
+	if err := hiddenByACLs(meta, dir); err != nil {
 		return nil, err
 	}
 	return pairs, nil

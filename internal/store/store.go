@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,11 +25,32 @@ import (
 // ORCHESTRATE_PREFIX says otherwise.
 const DefaultPrefix = "orchestrate"
 
-// Key segments under the prefix.
-const (
-	keyCurrentVersion = "current_version"
-	dirRoles          = "roles"
-)
+// keyCurrentVersion is the desired version's key under the prefix. Every
+// key and directory is built in one place: a function named after it
+// (CurrentVersionKey, DesiredKey, HostDir, ...) joins its segments, named
+// by constants beside it, with join or keyDir; the readers that split a
+// listed key compare its parts with the same constants.
+const keyCurrentVersion = "current_version"
+
+// PrefixDir is <prefix>/, the directory every key lives in (leading and
+// trailing slashes of prefix are dropped).
+func PrefixDir(prefix string) string { return strings.Trim(prefix, "/") + "/" }
+
+// join is the key <prefix>/<parts joined by slashes>.
+func join(prefix string, parts ...string) string {
+	return PrefixDir(prefix) + strings.Join(parts, "/")
+}
+
+// keyDir is the directory <prefix>/<parts joined by slashes>/, for a
+// listing.
+func keyDir(prefix string, parts ...string) string { return join(prefix, parts...) + "/" }
+
+// relKey is key relative to <prefix>/.
+func relKey(prefix, key string) string { return strings.TrimPrefix(key, PrefixDir(prefix)) }
+
+// CurrentVersionKey is current_version under prefix: the desired version
+// of the whole system.
+func CurrentVersionKey(prefix string) string { return join(prefix, keyCurrentVersion) }
 
 // Status categories orchestrate itself writes; any other name is accepted
 // from operators and build scripts.
@@ -103,10 +123,6 @@ func New(c *api.Client, prefix string) (*Store, error) {
 // Prefix returns the KV prefix, without a trailing slash.
 func (s *Store) Prefix() string { return s.prefix }
 
-func (s *Store) key(parts ...string) string {
-	return s.prefix + "/" + strings.Join(parts, "/")
-}
-
 // VersionValue is the JSON stored at hosts/<host>/version. The older
 // layout's running_version/<version>/<host> holds only its time.
 type VersionValue struct {
@@ -137,7 +153,7 @@ func (s *Store) SetCurrentVersion(ctx context.Context, version string) error {
 	if err := ValidName("version", version); err != nil {
 		return &InputError{Err: err}
 	}
-	_, err := s.kv.Put(&api.KVPair{Key: s.key(keyCurrentVersion), Value: []byte(version)}, writeOpts(ctx))
+	_, err := s.kv.Put(&api.KVPair{Key: CurrentVersionKey(s.prefix), Value: []byte(version)}, writeOpts(ctx))
 	if err != nil {
 		return fmt.Errorf("set current_version: %w", err)
 	}
@@ -146,7 +162,7 @@ func (s *Store) SetCurrentVersion(ctx context.Context, version string) error {
 
 // CurrentVersion returns the desired version, or ErrNoCurrentVersion.
 func (s *Store) CurrentVersion(ctx context.Context) (string, error) {
-	p, _, err := s.kv.Get(s.key(keyCurrentVersion), readOpts(ctx))
+	p, _, err := s.kv.Get(CurrentVersionKey(s.prefix), readOpts(ctx))
 	if err != nil {
 		return "", fmt.Errorf("read current_version: %w", err)
 	}
@@ -208,21 +224,6 @@ func refusedOr(resp *api.KVTxnResponse, err error) error {
 func hiddenByACLs(meta *api.QueryMeta, dir string) error {
 	if meta != nil && meta.ResultsFilteredByACLs {
 		return fault.Unavailable(fmt.Errorf("keys under %s are hidden from this token by Consul's ACLs: it needs key:read on %s", dir, dir))
-	}
-	return nil
-}
-
-// SetDesired sets roles/<role>/desired.
-func (s *Store) SetDesired(ctx context.Context, role string, n int) error {
-	if err := ValidName("role", role); err != nil {
-		return &InputError{Err: err}
-	}
-	if n < 0 {
-		return &InputError{Err: fmt.Errorf("desired count %d for role %s is negative", n, role)}
-	}
-	_, err := s.kv.Put(&api.KVPair{Key: s.key(dirRoles, role, "desired"), Value: []byte(strconv.Itoa(n))}, writeOpts(ctx))
-	if err != nil {
-		return fmt.Errorf("set desired count of %s: %w", role, err)
 	}
 	return nil
 }

@@ -1,40 +1,32 @@
-// Command demo runs the whole of orchestrate on one machine, against a real
-// local Consul dev agent on free loopback ports and a simulated cloud, and
-// prints each step for a person to read: hiera-services rendering the
-// dependency state, service-blocker waiting for a third database, a rolling
-// version with converge on every node, and the reaper replacing a dead node
-// and pausing when most of the fleet looks unhealthy at once. ACLs are on
-// (default deny): the operator, the reaper and every node run with their
-// own tokens, set up as the README's "Consul ACL tokens" tells an operator.
-//
-// `make demo` runs it. It stops everything it started, by PID, and leaves no
-// files outside a temporary directory it removes (or --keep DIR).
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
 	"github.com/spf13/pflag"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "\ndemo failed: %v\n", err)
-		os.Exit(1)
+// binaries are the programs the demo runs from --bin beside consul: the four
+// shipped binaries, which `make build` puts in bin/.
+var binaries = []string{"hiera-services", "orchestrate", "reaper", "service-blocker"}
+
+// checkBin fails naming the first program the demo needs that dir lacks.
+func checkBin(dir string) error {
+	for _, name := range append([]string{"consul"}, binaries...) {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.IsDir() {
+			return fmt.Errorf("--bin %s: no program %s in it (make build consul puts them in bin/)", dir, name)
+		}
 	}
-	fmt.Println("\ndemo finished: every step behaved as described.")
+	return nil
 }
 
+// run runs the demo with its command-line arguments: the agent, the ACL
+// setup, then each step in order.
 func run(ctx context.Context, args []string) error {
 	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
 	binDir := fs.String("bin", "bin", "directory holding the built binaries and consul")
@@ -56,6 +48,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	bin, err := filepath.Abs(*binDir)
 	if err != nil {
+		return err
+	}
+	if err := checkBin(bin); err != nil {
 		return err
 	}
 	d := &demo{ctx: ctx, bin: bin, dir: dir}

@@ -1,8 +1,3 @@
-// Command benchtable runs orchestrate's benchmarks in one go and prints
-// their figures as one Markdown table, with the machine they ran on. `make
-// bench` runs it. Each benchmark runs against a real Consul dev agent; the
-// hiera-services one also runs the consul-template binary on the same
-// template and catalog, side by side.
 package main
 
 import (
@@ -13,10 +8,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -45,11 +38,10 @@ type row struct {
 	figures     []string
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+// run runs every suite, echoing its output to stderr, then prints the
+// table to stdout; it reports whether a suite failed.
+func run(ctx context.Context) (failed bool) {
 	var rows []row
-	failed := false
 	for _, s := range suites {
 		fmt.Fprintf(os.Stderr, "== %s: go test -bench %s %s\n", s.what, s.bench, s.pkg)
 		got, err := runSuite(ctx, s, os.Stderr)
@@ -66,9 +58,7 @@ func main() {
 	for _, r := range rows {
 		fmt.Printf("| %s | %s | %s |\n", r.group, r.name, strings.Join(r.figures, ", "))
 	}
-	if failed {
-		os.Exit(1)
-	}
+	return failed
 }
 
 // runSuite runs one go test -bench, echoing its output to log, and returns
