@@ -17,19 +17,20 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/lab/invariant"
 	"github.com/jiocloud/orchestrate/watch"
 )
 
 // poolRecords are the warm pool records of poolRole.
-func (l *Lab) poolRecords(ctx context.Context) ([]store.StandbyRecord, error) {
-	pairs, _, err := l.Admin.KV().List(store.PoolKey(store.DefaultPrefix, poolRole, ""), (&api.QueryOptions{}).WithContext(ctx))
+func (l *Lab) poolRecords(ctx context.Context) ([]schema.StandbyRecord, error) {
+	pairs, _, err := l.Admin.KV().List(store.PoolKey(schema.DefaultPrefix, poolRole, ""), (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return nil, err
 	}
-	var out []store.StandbyRecord
+	var out []schema.StandbyRecord
 	for _, p := range pairs {
-		var r store.StandbyRecord
+		var r schema.StandbyRecord
 		if err := json.Unmarshal(p.Value, &r); err != nil {
 			return nil, fmt.Errorf("%s: %w", p.Key, err)
 		}
@@ -218,9 +219,9 @@ func scenarioAutoscale(t *testing.T, l *Lab) map[string]string {
 			sawDraining = err == nil
 		}
 		if !sawAnswer {
-			p, _, err := l.Admin.KV().Get(store.DrainAnswerKey(store.DefaultPrefix, victim.Name), nil)
+			p, _, err := l.Admin.KV().Get(store.DrainAnswerKey(schema.DefaultPrefix, victim.Name), nil)
 			if err == nil && p != nil {
-				var a store.DrainAnswer
+				var a schema.DrainAnswer
 				sawAnswer = json.Unmarshal(p.Value, &a) == nil && a.Drained
 			}
 		}
@@ -301,7 +302,7 @@ func scenarioRollout(t *testing.T, l *Lab) map[string]string {
 	most := 0
 	go func() {
 		for ctx.Err() == nil {
-			pairs, _, err := l.Admin.KV().List(store.DefaultPrefix+"/rollout/"+role+"/slot/", (&api.QueryOptions{}).WithContext(ctx))
+			pairs, _, err := l.Admin.KV().List(schema.DefaultPrefix+"/rollout/"+role+"/slot/", (&api.QueryOptions{}).WithContext(ctx))
 			if err == nil {
 				n := 0
 				for _, p := range pairs {

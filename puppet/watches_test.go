@@ -15,6 +15,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/watch"
 )
@@ -97,7 +98,7 @@ grep -q '"services::keystone::address": \["' `+hieraData+` || exit 6`)
 		return err == nil && strings.Contains(string(b), `"orchestrate::dependencies_met": false`)
 	}, agentLog)
 
-	st, err := store.New(a.Client, store.DefaultPrefix)
+	st, err := store.New(a.Client, schema.DefaultPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}

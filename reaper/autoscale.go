@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // Metric sources of an autoscaled role.
@@ -201,7 +201,7 @@ func (a *Autoscale) validate(field string, r *Role) error {
 func (m *MetricSource) validate(field string) error {
 	switch m.Source {
 	case SourceConsul:
-		if err := store.ValidName("metric", m.Name); err != nil {
+		if err := schema.ValidName("metric", m.Name); err != nil {
 			return fmt.Errorf("%s.name: %w", field, err)
 		}
 		if m.MaxAge <= 0 {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"gopkg.in/yaml.v3"
 )
 
@@ -333,7 +333,7 @@ const (
 // DefaultConfig returns a config with every default filled in and no roles.
 func DefaultConfig() *Config {
 	return &Config{
-		Prefix:             store.DefaultPrefix,
+		Prefix:             schema.DefaultPrefix,
 		Interval:           Duration(defaultInterval),
 		SessionTTL:         Duration(defaultSessionTTL),
 		LockDelay:          Duration(defaultLockDelay),
@@ -418,7 +418,7 @@ func (c *Config) LeaderKey() string {
 	if c.LockKey != "" {
 		return c.LockKey
 	}
-	return store.ReaperKey(c.Prefix, store.ReaperLeaderKey)
+	return schema.ReaperKey(c.Prefix, schema.ReaperLeaderKey)
 }
 
 // Role returns the role named name, or nil.
@@ -483,7 +483,7 @@ func listenHost(hostPort string) (string, error) {
 // identity key) are read and checked by daemon.CheckConfig.
 func (c *Config) Validate() error {
 	c.Prefix = strings.Trim(c.Prefix, "/")
-	if err := store.ValidPrefix(c.Prefix); err != nil {
+	if err := schema.ValidPrefix(c.Prefix); err != nil {
 		return fmt.Errorf("prefix: %w", err)
 	}
 	if c.LockKey != "" && (strings.HasPrefix(c.LockKey, "/") || strings.HasSuffix(c.LockKey, "/") || strings.Contains(c.LockKey, "//")) {
@@ -498,7 +498,7 @@ func (c *Config) Validate() error {
 	if err := c.validateListen(); err != nil {
 		return err
 	}
-	if c.ServiceName == "" || store.ValidName("service", c.ServiceName) != nil {
+	if c.ServiceName == "" || schema.ValidName("service", c.ServiceName) != nil {
 		return fmt.Errorf("service_name %q: want a plain name", c.ServiceName)
 	}
 	if err := c.validateRoles(); err != nil {
@@ -595,7 +595,7 @@ func (c *Config) validateRoles() error {
 }
 
 func (r *Role) validate(field string) error {
-	if err := store.ValidName("role", r.Name); err != nil {
+	if err := schema.ValidName("role", r.Name); err != nil {
 		return fmt.Errorf("%s.name: %w", field, err)
 	}
 	if r.NameRegex != "" {
@@ -677,7 +677,7 @@ func (r *Role) validateBoot(field string) error {
 	if !strings.Contains(b.NameTemplate, "{n}") {
 		return fmt.Errorf("%s.boot.name_template %q: must contain {n}", field, b.NameTemplate)
 	}
-	if err := store.ValidName("host", r.ServerName(1)); err != nil {
+	if err := schema.ValidName("host", r.ServerName(1)); err != nil {
 		return fmt.Errorf("%s.boot.name_template %q: %w", field, b.NameTemplate, err)
 	}
 	r.namePrefix, r.nameSuffix, _ = strings.Cut(strings.ReplaceAll(b.NameTemplate, "{role}", r.Name), "{n}")

@@ -1,12 +1,10 @@
 package reaper
 
-import (
-	"github.com/jiocloud/orchestrate/internal/store"
-)
+import "github.com/jiocloud/orchestrate/internal/store/schema"
 
 // Entry is one journal entry; its format, kinds and phases are part of
 // the KV layout, in internal/store.
-type Entry = store.JournalEntry
+type Entry = schema.JournalEntry
 
 // Armed is the value of <prefix>/reaper/armed.
-type Armed = store.ArmRecord
+type Armed = schema.ArmRecord

@@ -1,8 +1,6 @@
 package reaper
 
-import (
-	"github.com/jiocloud/orchestrate/internal/store"
-)
+import "github.com/jiocloud/orchestrate/internal/store/schema"
 
 // The warm pool, as the planner keeps it. A standby is a server of a role
 // with the standby mark (MetaStandby) in Nova and in no journal entry that
@@ -34,5 +32,5 @@ const (
 // ends it.
 type PoolFlush struct {
 	Role   string
-	Record store.PoolFlushRecord
+	Record schema.PoolFlushRecord
 }

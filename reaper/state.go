@@ -1,8 +1,6 @@
 package reaper
 
-import (
-	"github.com/jiocloud/orchestrate/internal/store"
-)
+import "github.com/jiocloud/orchestrate/internal/store/schema"
 
 // ServerState is what the planner makes of one server this cycle.
 type ServerState string
@@ -11,33 +9,33 @@ type ServerState string
 // health says (classify), then the part it plays in a journal entry,
 // which overrides it in reports.
 const (
-	StateHealthy         ServerState = store.ServerHealthy
-	StateBooting         ServerState = store.ServerBooting
-	StateCriticalInGrace ServerState = store.ServerCriticalInGrace
+	StateHealthy         ServerState = schema.ServerHealthy
+	StateBooting         ServerState = schema.ServerBooting
+	StateCriticalInGrace ServerState = schema.ServerCriticalInGrace
 	// StateAbsentInGrace: booted, but no node or counted check, for less
 	// than absent_grace.
-	StateAbsentInGrace ServerState = store.ServerAbsentInGrace
-	StateUnhealthy     ServerState = store.ServerUnhealthy
+	StateAbsentInGrace ServerState = schema.ServerAbsentInGrace
+	StateUnhealthy     ServerState = schema.ServerUnhealthy
 	// StateUnaccounted: past boot_timeout and never checked in.
-	StateUnaccounted ServerState = store.ServerUnaccounted
-	StateError       ServerState = store.ServerError
+	StateUnaccounted ServerState = schema.ServerUnaccounted
+	StateError       ServerState = schema.ServerError
 	// StateErrorInGrace: in Nova ERROR, but its node passes its checks,
 	// for less than error_grace.
-	StateErrorInGrace ServerState = store.ServerErrorInGrace
-	StateMaintenance  ServerState = store.ServerMaintenance
+	StateErrorInGrace ServerState = schema.ServerErrorInGrace
+	StateMaintenance  ServerState = schema.ServerMaintenance
 	// StateSuspect: its consistent run failed on every attempt, in a role
 	// with replace_suspect.
-	StateSuspect ServerState = store.ServerSuspect
+	StateSuspect ServerState = schema.ServerSuspect
 	// StateUnknown: Nova reports a status the reaper does not know
 	// (UNKNOWN, or one newer than this code): never acted on.
-	StateUnknown ServerState = store.ServerUnknown
-	StateExpired ServerState = store.ServerExpired
+	StateUnknown ServerState = schema.ServerUnknown
+	StateExpired ServerState = schema.ServerExpired
 	// StateReplacing, StateNew and StateDeleting are the parts a server
 	// plays in a journal entry: the old server of a replacement, the
 	// server an entry creates, a server drained or deleted.
-	StateReplacing ServerState = store.ServerReplacing
-	StateNew       ServerState = store.ServerNew
-	StateDeleting  ServerState = store.ServerDeleting
+	StateReplacing ServerState = schema.ServerReplacing
+	StateNew       ServerState = schema.ServerNew
+	StateDeleting  ServerState = schema.ServerDeleting
 )
 
 // stateProps are the properties of a server state that the planner's

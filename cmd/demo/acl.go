@@ -19,6 +19,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/nodeid"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // Whose token a command runs with, besides the nodes' own (named by their
@@ -317,7 +318,7 @@ func (d *demo) storeAs(host string) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return store.New(c, store.DefaultPrefix)
+	return store.New(c, schema.DefaultPrefix)
 }
 
 // tokenGone reports whether Consul no longer knows secret (logged out).

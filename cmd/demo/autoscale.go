@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
 )
 
@@ -19,7 +20,7 @@ import (
 // watch runs on a real node); the reaper does the rest.
 func (r *reaperRun) autoscaleStep() error {
 	d := r.d
-	st, err := store.New(d.agent.Client, store.DefaultPrefix)
+	st, err := store.New(d.agent.Client, schema.DefaultPrefix)
 	if err != nil {
 		return err
 	}
@@ -156,7 +157,7 @@ func fileSize(path string) int64 {
 }
 
 // autoscaleOf is role's last autoscaling decision in a report.
-func autoscaleOf(rep *store.ReaperReport, role string) *store.ScaleDecision {
+func autoscaleOf(rep *store.ReaperReport, role string) *schema.ScaleDecision {
 	for _, r := range rep.Roles {
 		if r.Name == role && r.Autoscale != nil {
 			return r.Autoscale.Last
@@ -170,7 +171,7 @@ func autoscaleOf(rep *store.ReaperReport, role string) *store.ScaleDecision {
 // work away (here: says so) and answers the reaper.
 func (r *reaperRun) drainHandlers(ctx context.Context) {
 	d := r.d
-	st, err := store.New(d.agent.Client, store.DefaultPrefix)
+	st, err := store.New(d.agent.Client, schema.DefaultPrefix)
 	if err != nil {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/nodeid"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/daemon"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
@@ -137,7 +138,7 @@ func (r *reaperRun) poolStep() error {
 	d := r.d
 	if err := d.waitFor("lb's standby to be ready", 30*time.Second, func() bool {
 		st := r.state()
-		return st != nil && len(st.Roles) > 0 && poolOf(st, "lb") != nil && poolOf(st, "lb").States[store.StandbyReady] == 1
+		return st != nil && len(st.Roles) > 0 && poolOf(st, "lb") != nil && poolOf(st, "lb").States[schema.StandbyReady] == 1
 	}); err != nil {
 		printLogTail(r.logPath)
 		return err
@@ -160,7 +161,7 @@ func (r *reaperRun) poolStep() error {
 	if err := d.sim.setHealth(d.ctx, "lb2", "lb", api.HealthCritical); err != nil {
 		return err
 	}
-	var claim store.PoolClaim
+	var claim schema.PoolClaim
 	if err := d.waitFor("lb2 to be replaced from the pool", 60*time.Second, func() bool {
 		st := r.state()
 		if st == nil || len(st.Journal) > 0 {
@@ -187,7 +188,7 @@ func (r *reaperRun) poolStep() error {
 		claim.Host, claim.Serving.Round(100*time.Millisecond), took.Round(100*time.Millisecond), r.builtIn.Round(100*time.Millisecond))
 	if err := d.waitFor("the pool to refill", 30*time.Second, func() bool {
 		st := r.state()
-		return st != nil && poolOf(st, "lb") != nil && poolOf(st, "lb").States[store.StandbyReady] == 1
+		return st != nil && poolOf(st, "lb") != nil && poolOf(st, "lb").States[schema.StandbyReady] == 1
 	}); err != nil {
 		return err
 	}
@@ -197,7 +198,7 @@ func (r *reaperRun) poolStep() error {
 }
 
 // poolOf is role's warm pool in the report, or nil.
-func poolOf(st *store.ReaperReport, role string) *store.PoolReport {
+func poolOf(st *store.ReaperReport, role string) *schema.PoolReport {
 	for _, r := range st.Roles {
 		if r.Name == role {
 			return r.Pool
@@ -208,7 +209,7 @@ func poolOf(st *store.ReaperReport, role string) *store.PoolReport {
 
 // state reads the reaper's report of its last cycle (nil when none).
 func (r *reaperRun) state() *store.ReaperReport {
-	s, err := store.New(r.d.agent.Client, store.DefaultPrefix)
+	s, err := store.New(r.d.agent.Client, schema.DefaultPrefix)
 	if err != nil {
 		return nil
 	}

@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-
-	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // nodeNames lists role's simulated nodes: db1, db2, ...
@@ -360,14 +359,14 @@ func (d *demo) forgedStatusRefused() error {
 	say("could a node blame another? compute1's token tries to record a failed Puppet run for compute4:")
 	kv := d.agent.Client.KV()
 	qo := (&api.QueryOptions{RequireConsistent: true}).WithContext(d.ctx)
-	_, before, err := kv.Keys(store.PrefixDir(store.DefaultPrefix), "", qo)
+	_, before, err := kv.Keys(schema.PrefixDir(schema.DefaultPrefix), "", qo)
 	if err != nil {
 		return err
 	}
 	if _, err := d.orchAs(3, "compute1", "update-status", "puppet", "failed", "--host", "compute4", "--detail", "forged by compute1"); err != nil {
 		return err
 	}
-	_, after, err := kv.Keys(store.PrefixDir(store.DefaultPrefix), "", qo)
+	_, after, err := kv.Keys(schema.PrefixDir(schema.DefaultPrefix), "", qo)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/hieradata"
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/rollout"
-	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/watch"
 )
 
@@ -154,7 +154,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--check-ttl %s is shorter than a minute", c.CheckTTL)
 	}
 	if c.Role != "" {
-		if err := store.ValidName("--role", c.Role); err != nil {
+		if err := schema.ValidName("--role", c.Role); err != nil {
 			return err
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/logging"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // IO is the process's standard streams.
@@ -143,7 +144,7 @@ func run(ctx context.Context, args []string, stdio IO) error {
 		return exitcode.Usagef("%s: got %d arguments, usage: orchestrate %s %s", cmd.name, n, cmd.name, cmd.usage)
 	}
 	if cmd.hostArg && fs.NArg() == 1 {
-		if err := store.ValidName("host", fs.Arg(0)); err != nil {
+		if err := schema.ValidName("host", fs.Arg(0)); err != nil {
 			return exitcode.Usagef("%s: %v", cmd.name, err)
 		}
 		common.host = fs.Arg(0)
@@ -169,7 +170,7 @@ func (f *commonFlags) register(fs *pflag.FlagSet, cmd *command) {
 	f.log.AddFlags(fs)
 	defPrefix := os.Getenv("ORCHESTRATE_PREFIX")
 	if defPrefix == "" {
-		defPrefix = store.DefaultPrefix
+		defPrefix = schema.DefaultPrefix
 	}
 	fs.StringVar(&f.prefix, "prefix", defPrefix, "Consul KV prefix (default $ORCHESTRATE_PREFIX, else orchestrate)")
 	if cmd.needsHost {
@@ -205,7 +206,7 @@ func (f *commonFlags) env(stdio IO, cmd *command) (*env, error) {
 				return nil, err
 			}
 		}
-		if err := store.ValidName("host", host); err != nil {
+		if err := schema.ValidName("host", host); err != nil {
 			return nil, exitcode.Usagef("--host: %v", err)
 		}
 		e.host = host

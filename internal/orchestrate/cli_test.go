@@ -13,6 +13,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // result is one Run of the CLI.
@@ -339,7 +340,7 @@ func TestACLTokenFromFileNeverPrinted(t *testing.T) {
 
 func mustStore(t *testing.T, a *consultest.Agent) *store.Store {
 	t.Helper()
-	s, err := store.New(a.Client, store.DefaultPrefix)
+	s, err := store.New(a.Client, schema.DefaultPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}

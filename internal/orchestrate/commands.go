@@ -18,6 +18,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 var cmdTriggerUpdate = &command{
@@ -114,7 +115,7 @@ var cmdVerifyHosts = &command{
 
 func verifyHosts(ctx context.Context, e *env, args []string, fromFile string) error {
 	version, hosts := args[0], args[1:]
-	if err := store.ValidName("version", version); err != nil {
+	if err := schema.ValidName("version", version); err != nil {
 		return exitcode.Wrap(exitcode.Usage, err)
 	}
 	if fromFile != "" {
@@ -128,7 +129,7 @@ func verifyHosts(ctx context.Context, e *env, args []string, fromFile string) er
 		return exitcode.Usagef("verify-hosts: no hosts given")
 	}
 	for _, h := range hosts {
-		if err := store.ValidName("host", h); err != nil {
+		if err := schema.ValidName("host", h); err != nil {
 			return exitcode.Wrap(exitcode.Usage, err)
 		}
 	}
@@ -200,7 +201,7 @@ func readHosts(path string, stdin io.Reader) ([]string, error) {
 		if h == "" {
 			continue
 		}
-		if err := store.ValidName("host", h); err != nil {
+		if err := schema.ValidName("host", h); err != nil {
 			return nil, exitcode.Usagef("--from-file %s line %d: %v", path, line, err)
 		}
 		hosts = append(hosts, h)
@@ -215,7 +216,7 @@ var cmdHostsAtVersion = &command{
 	name: "hosts-at-version", minArgs: 1, maxArgs: 1, usage: "VERSION", json: true,
 	summary: "Print the hosts running VERSION, one per line.",
 	run: func(ctx context.Context, e *env, args []string) error {
-		if err := store.ValidName("version", args[0]); err != nil {
+		if err := schema.ValidName("version", args[0]); err != nil {
 			return exitcode.Wrap(exitcode.Usage, err)
 		}
 		snap, err := e.store.Snapshot(ctx)
@@ -276,7 +277,7 @@ var cmdUpdateStatus = &command{
 
 func updateStatus(ctx context.Context, e *env, args []string, v store.StatusValue) error {
 	category, state := args[0], args[1]
-	if err := store.ValidName("category", category); err != nil {
+	if err := schema.ValidName("category", category); err != nil {
 		return exitcode.Wrap(exitcode.Usage, err)
 	}
 	if !store.ValidState(state) {
@@ -291,7 +292,7 @@ func updateStatus(ctx context.Context, e *env, args []string, v store.StatusValu
 		if len(have) == 1 {
 			version = have[0]
 		}
-	} else if err := store.ValidName("version", version); err != nil {
+	} else if err := schema.ValidName("version", version); err != nil {
 		return exitcode.Usagef("--version: %v", err)
 	}
 	v.Version = version
@@ -307,7 +308,7 @@ var cmdGetFailures = &command{
 	summary: "Print hosts in a failed state; exit 1 when there are any.",
 	run: func(ctx context.Context, e *env, args []string) error {
 		for _, c := range args {
-			if err := store.ValidName("category", c); err != nil {
+			if err := schema.ValidName("category", c); err != nil {
 				return exitcode.Wrap(exitcode.Usage, err)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // The warm pool commands read and write Consul KV only: the reaper
@@ -29,10 +30,10 @@ var cmdPool = &command{
 
 // poolRole is one role's pool in `pool status`.
 type poolRole struct {
-	Role     string                 `json:"role"`
-	Report   *store.PoolReport      `json:"report,omitempty"`
-	Standbys []store.StandbyRecord  `json:"standbys"`
-	Flush    *store.PoolFlushRecord `json:"flush,omitempty"`
+	Role     string                  `json:"role"`
+	Report   *schema.PoolReport      `json:"report,omitempty"`
+	Standbys []schema.StandbyRecord  `json:"standbys"`
+	Flush    *schema.PoolFlushRecord `json:"flush,omitempty"`
 	// ClaimsLastHour and AvgClaim summarise the report's claims.
 	ClaimsLastHour int    `json:"claims_last_hour"`
 	AvgClaim       string `json:"avg_claim,omitempty"`
@@ -68,14 +69,14 @@ func pools(ctx context.Context, e *env) ([]poolRole, *store.ReaperReport, error)
 	}
 	seen := map[string]bool{}
 	var out []poolRole
-	add := func(role string, rep *store.PoolReport) {
+	add := func(role string, rep *schema.PoolReport) {
 		if seen[role] {
 			return
 		}
 		seen[role] = true
 		pr := poolRole{Role: role, Report: rep, Standbys: ps.Standbys[role]}
 		if pr.Standbys == nil {
-			pr.Standbys = []store.StandbyRecord{}
+			pr.Standbys = []schema.StandbyRecord{}
 		}
 		if f, ok := ps.Flushes[role]; ok {
 			pr.Flush = &f
@@ -168,7 +169,7 @@ func writePool(w io.Writer, p poolRole, now time.Time) {
 }
 
 func poolFlush(ctx context.Context, e *env, role, reason string) error {
-	if err := store.ValidName("role", role); err != nil {
+	if err := schema.ValidName("role", role); err != nil {
 		return exitcode.Usagef("pool flush: %v", err)
 	}
 	all, _, err := pools(ctx, e)
@@ -185,7 +186,7 @@ func poolFlush(ctx context.Context, e *env, role, reason string) error {
 	if reason == "" {
 		reason = "flushed by hand with orchestrate pool flush"
 	}
-	rec := store.PoolFlushRecord{Time: e.store.Now().UTC(), By: whoAmI(), Reason: reason}
+	rec := schema.PoolFlushRecord{Time: e.store.Now().UTC(), By: whoAmI(), Reason: reason}
 	if err := e.store.RequestPoolFlush(ctx, role, rec); err != nil {
 		return err
 	}

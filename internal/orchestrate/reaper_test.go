@@ -12,6 +12,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 func TestReaperArmDisarm(t *testing.T) {
@@ -21,7 +22,7 @@ func TestReaperArmDisarm(t *testing.T) {
 	if err != nil || p == nil {
 		t.Fatalf("armed key: %v %v", p, err)
 	}
-	var armed store.ArmRecord
+	var armed schema.ArmRecord
 	if err := json.Unmarshal(p.Value, &armed); err != nil || armed.Reason != "initial build checked by hand" || armed.By == "" {
 		t.Fatalf("armed = %+v, %v", armed, err)
 	}
@@ -54,9 +55,9 @@ func TestStatusShowsReaperState(t *testing.T) {
 	st := store.ReaperReport{
 		Time: time.Now(), Leader: "boot1-42-abc", DryRun: true, Interval: 30 * time.Second,
 		NotArmedReason: "not armed: web has 2 of 3 servers healthy with validation success",
-		Roles: []store.RoleReport{{Name: "web", Desired: 3, Count: 3, Healthy: 2,
-			States:    map[string]int{store.ServerHealthy: 2, store.ServerUnhealthy: 1},
-			Attention: []store.ServerReport{{Name: "web2", ID: "u2", State: store.ServerUnhealthy}}}},
+		Roles: []schema.RoleReport{{Name: "web", Desired: 3, Count: 3, Healthy: 2,
+			States:    map[string]int{schema.ServerHealthy: 2, schema.ServerUnhealthy: 1},
+			Attention: []schema.ServerReport{{Name: "web2", ID: "u2", State: schema.ServerUnhealthy}}}},
 		Planned:     []string{"create web web4 (replace web2 (unhealthy))"},
 		Blocked:     []string{"web: replacement of web2 (unhealthy) waits: not armed"},
 		RoleBackoff: map[string]store.RoleBackoff{"web": {Until: time.Now().Add(time.Minute), Reason: "400 Invalid flavorRef"}},

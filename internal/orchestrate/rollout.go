@@ -14,6 +14,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/rollout"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // rolloutOptions are rollout's flags; empty means "keep what is set".
@@ -51,7 +52,7 @@ func runRollout(ctx context.Context, e *env, o rolloutOptions, args []string) er
 		return exitcode.Usagef("rollout: got %d arguments, usage: orchestrate rollout ROLE [flags] | resume ROLE", len(args))
 	}
 	role := args[0]
-	if err := store.ValidName("role", role); err != nil {
+	if err := schema.ValidName("role", role); err != nil {
 		return exitcode.Usagef("rollout: %v", err)
 	}
 	if o != (rolloutOptions{}) {
@@ -95,7 +96,7 @@ func unreadableRollout(reps ...rolloutReport) error {
 }
 
 func resumeRollout(ctx context.Context, e *env, role, version string) error {
-	if err := store.ValidName("role", role); err != nil {
+	if err := schema.ValidName("role", role); err != nil {
 		return exitcode.Usagef("rollout resume: %v", err)
 	}
 	if version == "" {
@@ -143,7 +144,7 @@ func (o rolloutOptions) change() (func(*store.RolloutPolicy) error, error) {
 		role, hosts := "", 0
 		if o.after != "none" {
 			r, count, hasCount := strings.Cut(o.after, ":")
-			if err := store.ValidName("--after role", r); err != nil {
+			if err := schema.ValidName("--after role", r); err != nil {
 				return nil, err
 			}
 			if hasCount {

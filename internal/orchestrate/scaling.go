@@ -15,6 +15,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/watch"
 )
 
@@ -79,7 +80,7 @@ var cmdScale = &command{
 					return err
 				}
 			}
-			o := store.Override{Time: e.store.Now().UTC(), By: whoAmI(), Reason: *reason}
+			o := schema.Override{Time: e.store.Now().UTC(), By: whoAmI(), Reason: *reason}
 			if err := e.store.Scale(ctx, role, n, o); err != nil {
 				return err
 			}
@@ -116,9 +117,9 @@ var cmdScaleIn = &command{
 		if err != nil {
 			return err
 		}
-		drains := map[string]store.DrainRecord{}
+		drains := map[string]schema.DrainRecord{}
 		for _, h := range hosts {
-			if store.ValidName("host", h) != nil {
+			if schema.ValidName("host", h) != nil {
 				continue // store.ScaleIn names the bad name
 			}
 			d, _, err := e.store.Drain(ctx, h)
@@ -136,7 +137,7 @@ var cmdScaleIn = &command{
 		// No count in Consul: the reaper's report says what it keeps the
 		// role at (its configured count).
 		base := func() (int, bool, error) { return rr.Desired, true, nil }
-		n, err := e.store.ScaleIn(ctx, role, hosts, store.ScaleInRequest{Time: e.store.Now().UTC(), By: whoAmI()}, base)
+		n, err := e.store.ScaleIn(ctx, role, hosts, schema.ScaleInRequest{Time: e.store.Now().UTC(), By: whoAmI()}, base)
 		if err != nil {
 			return err
 		}
@@ -151,11 +152,11 @@ var cmdScaleIn = &command{
 // of the reaper, or asked to drain): a mistyped or stale name must not
 // lower the count, or the reaper would remove another server instead. It
 // returns the role's part of the report.
-func scaleInCheck(rep *store.ReaperReport, drains map[string]store.DrainRecord, role string, hosts []string, now time.Time) (store.RoleReport, error) {
+func scaleInCheck(rep *store.ReaperReport, drains map[string]schema.DrainRecord, role string, hosts []string, now time.Time) (schema.RoleReport, error) {
 	if rep == nil {
-		return store.RoleReport{}, &store.InputError{Err: fmt.Errorf("the reaper has written no report, so the servers of role %s are unknown: start the reaper (a dry run will do) before a scale-in", role)}
+		return schema.RoleReport{}, &store.InputError{Err: fmt.Errorf("the reaper has written no report, so the servers of role %s are unknown: start the reaper (a dry run will do) before a scale-in", role)}
 	}
-	var rr *store.RoleReport
+	var rr *schema.RoleReport
 	var roles []string
 	for i := range rep.Roles {
 		roles = append(roles, rep.Roles[i].Name)
@@ -164,7 +165,7 @@ func scaleInCheck(rep *store.ReaperReport, drains map[string]store.DrainRecord, 
 		}
 	}
 	if rr == nil {
-		return store.RoleReport{}, &store.InputError{Err: fmt.Errorf("the reaper's report has no role %s (roles: %s)", role, strings.Join(roles, ", "))}
+		return schema.RoleReport{}, &store.InputError{Err: fmt.Errorf("the reaper's report has no role %s (roles: %s)", role, strings.Join(roles, ", "))}
 	}
 	members := map[string]bool{}
 	for _, m := range rr.Members {
@@ -193,7 +194,7 @@ func scaleInCheck(rep *store.ReaperReport, drains map[string]store.DrainRecord, 
 		if age := now.Sub(rep.Time); rep.Interval > 0 && age > 3*rep.Interval {
 			msg += fmt.Sprintf(" (the reaper's report is %s old: is it running?)", age.Round(time.Second))
 		}
-		return store.RoleReport{}, &store.InputError{Err: fmt.Errorf("scale-in of %s refused, nothing written: %s", role, msg)}
+		return schema.RoleReport{}, &store.InputError{Err: fmt.Errorf("scale-in of %s refused, nothing written: %s", role, msg)}
 	}
 	return *rr, nil
 }
@@ -206,7 +207,7 @@ var cmdDrained = &command{
 		detail := fs.String("detail", "", "what was done, or what failed")
 		return func(ctx context.Context, e *env, args []string) error {
 			host := e.host // HOST when given (hostArg)
-			d, err := e.store.AnswerDrain(ctx, host, store.DrainAnswer{Time: e.store.Now().UTC(), By: whoAmI(), Drained: !*failed, Detail: *detail})
+			d, err := e.store.AnswerDrain(ctx, host, schema.DrainAnswer{Time: e.store.Now().UTC(), By: whoAmI(), Drained: !*failed, Detail: *detail})
 			if errors.Is(err, store.ErrNoDrain) {
 				fmt.Fprintf(e.Stderr, "orchestrate: no drain was requested for %s\n", host)
 				return answerNo()
@@ -226,7 +227,7 @@ var cmdProtect = &command{
 	setup: func(fs *pflag.FlagSet) runFunc {
 		reason := fs.String("reason", "", "why, recorded with the protection")
 		return func(ctx context.Context, e *env, args []string) error {
-			if err := e.store.Protect(ctx, args[0], store.Protection{Time: e.store.Now().UTC(), By: whoAmI(), Reason: *reason}); err != nil {
+			if err := e.store.Protect(ctx, args[0], schema.Protection{Time: e.store.Now().UTC(), By: whoAmI(), Reason: *reason}); err != nil {
 				return err
 			}
 			e.log.Info("protected from scale-in", "host", args[0])
@@ -303,7 +304,7 @@ func runDrain(ctx context.Context, e *env, cmd, lockFile string, passEnv []strin
 	var out bytes.Buffer
 	code, rerr := watch.RunCommand(cctx, cmd, &limitedWriter{w: &out, n: maxDrainOutput}, e.Stderr, env)
 	e.Stdout.Write(out.Bytes())
-	ans := store.DrainAnswer{Time: e.store.Now().UTC(), By: "drain handler on " + e.host, Drained: rerr == nil && code == 0, Detail: strings.TrimSpace(out.String())}
+	ans := schema.DrainAnswer{Time: e.store.Now().UTC(), By: "drain handler on " + e.host, Drained: rerr == nil && code == 0, Detail: strings.TrimSpace(out.String())}
 	switch {
 	case rerr != nil:
 		ans.Detail = rerr.Error()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
@@ -22,8 +23,8 @@ import (
 func putDrain(t *testing.T, a *consultest.Agent, host string, deadline time.Time) {
 	t.Helper()
 	entry := fmt.Sprintf("web.%x.1", time.Now().UnixNano())
-	data, _ := json.Marshal(store.DrainRecord{Requested: time.Now().UTC(), Role: "web", Entry: entry, Reason: "surplus", Deadline: deadline})
-	if _, err := a.Client.KV().Put(&api.KVPair{Key: store.DrainKey(store.DefaultPrefix, host), Value: data}, nil); err != nil {
+	data, _ := json.Marshal(schema.DrainRecord{Requested: time.Now().UTC(), Role: "web", Entry: entry, Reason: "surplus", Deadline: deadline})
+	if _, err := a.Client.KV().Put(&api.KVPair{Key: store.DrainKey(schema.DefaultPrefix, host), Value: data}, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -34,15 +35,15 @@ func putDrain(t *testing.T, a *consultest.Agent, host string, deadline time.Time
 func putReport(t *testing.T, a *consultest.Agent) {
 	t.Helper()
 	rep := store.ReaperReport{Time: time.Now().UTC(), Leader: "boot1", Interval: 10 * time.Second,
-		Roles:   []store.RoleReport{{Name: "web", Desired: 4, Count: 6, Members: []string{"web1", "web2", "web3", "web4", "web5", "web6"}}},
-		Journal: []store.JournalEntry{{ID: "web.e9", Kind: store.KindReplace, Role: "web", Phase: store.PhaseBooting, OldName: "web6", NewName: "web7"}}}
+		Roles:   []schema.RoleReport{{Name: "web", Desired: 4, Count: 6, Members: []string{"web1", "web2", "web3", "web4", "web5", "web6"}}},
+		Journal: []schema.JournalEntry{{ID: "web.e9", Kind: schema.KindReplace, Role: "web", Phase: schema.PhaseBooting, OldName: "web6", NewName: "web7"}}}
 	data, _ := json.Marshal(rep)
-	if _, err := a.Client.KV().Put(&api.KVPair{Key: store.ReaperKey(store.DefaultPrefix, store.ReaperStateKey), Value: data}, nil); err != nil {
+	if _, err := a.Client.KV().Put(&api.KVPair{Key: schema.ReaperKey(schema.DefaultPrefix, schema.ReaperStateKey), Value: data}, nil); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func drainOf(t *testing.T, a *consultest.Agent, host string) *store.DrainRecord {
+func drainOf(t *testing.T, a *consultest.Agent, host string) *schema.DrainRecord {
 	t.Helper()
 	d, _, err := mustStore(t, a).Drain(context.Background(), host)
 	if err != nil {
@@ -120,7 +121,7 @@ func TestScalingCommands(t *testing.T) {
 	if after := strings.Join(allKeys(t, a.Client), " "); after != before {
 		t.Fatalf("a refused scale-in wrote: %s -> %s", before, after)
 	}
-	if _, err := a.Client.KV().Delete(store.DrainKey(store.DefaultPrefix, "web5"), nil); err != nil {
+	if _, err := a.Client.KV().Delete(store.DrainKey(schema.DefaultPrefix, "web5"), nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -243,7 +244,7 @@ func TestDrainHandler(t *testing.T) {
 	putDrain(t, a, "web4", time.Now().Add(time.Hour))
 	go func() {
 		time.Sleep(500 * time.Millisecond)
-		a.Client.KV().Delete(store.DrainKey(store.DefaultPrefix, "web4"), nil)
+		a.Client.KV().Delete(store.DrainKey(schema.DefaultPrefix, "web4"), nil)
 	}()
 	r = cli(t, a, "", "drain", "--handler", "--drain-cmd", "sleep 2; echo moved", "--lock-file", lock)
 	mustCode(t, r, 1, "a drain the reaper ended while its command ran")
@@ -271,7 +272,7 @@ func TestDrainWatch(t *testing.T) {
 		"--out", filepath.Join(dir, "services.yaml"), "--host", "web7", "--drain-cmd", "echo moved >> "+log)
 	var drainWatch bool
 	for _, w := range ws {
-		if w.Type == "key" && w.Key == store.DrainKey(store.DefaultPrefix, "web7") {
+		if w.Type == "key" && w.Key == store.DrainKey(schema.DefaultPrefix, "web7") {
 			drainWatch = true
 		}
 	}
@@ -301,9 +302,9 @@ func TestDrainWatch(t *testing.T) {
 func TestScaleOutsideAutoscaleNeedsForce(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	rep := store.ReaperReport{Time: time.Now().UTC(), Interval: 10 * time.Second,
-		Roles: []store.RoleReport{{Name: "web", Desired: 4, Autoscale: &store.AutoscaleReport{Min: 2, Max: 12}}, {Name: "db", Desired: 3}}}
+		Roles: []schema.RoleReport{{Name: "web", Desired: 4, Autoscale: &schema.AutoscaleReport{Min: 2, Max: 12}}, {Name: "db", Desired: 3}}}
 	data, _ := json.Marshal(rep)
-	if _, err := a.Client.KV().Put(&api.KVPair{Key: store.ReaperKey(store.DefaultPrefix, store.ReaperStateKey), Value: data}, nil); err != nil {
+	if _, err := a.Client.KV().Put(&api.KVPair{Key: schema.ReaperKey(schema.DefaultPrefix, schema.ReaperStateKey), Value: data}, nil); err != nil {
 		t.Fatal(err)
 	}
 	before := strings.Join(allKeys(t, a.Client), " ")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // cmdStandby keeps this node's Consul maintenance in step with its warm
@@ -28,7 +29,7 @@ var cmdStandby = &command{
 }
 
 func runStandby(ctx context.Context, e *env, role string) error {
-	if err := store.ValidName("role", role); err != nil {
+	if err := schema.ValidName("role", role); err != nil {
 		return exitcode.Usagef("standby: --role: %v", err)
 	}
 	agent := e.client.Agent()
@@ -51,7 +52,7 @@ func runStandby(ctx context.Context, e *env, role string) error {
 	if err != nil {
 		return fmt.Errorf("standby: read the local agent's checks: %w", err)
 	}
-	c := checks[store.NodeMaintenanceCheck]
+	c := checks[schema.NodeMaintenanceCheck]
 	ours := c != nil && strings.HasPrefix(c.Notes, store.StandbyNotesPrefix)
 	switch {
 	case standby && c == nil:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
@@ -24,7 +25,7 @@ func maintenanceNotes(t *testing.T, a *consultest.Agent, node string) (string, b
 		t.Fatal(err)
 	}
 	for _, c := range checks {
-		if c.CheckID == store.NodeMaintenanceCheck {
+		if c.CheckID == schema.NodeMaintenanceCheck {
 			return c.Notes, true
 		}
 	}
@@ -41,15 +42,15 @@ func TestStandbyWatch(t *testing.T) {
 		"--out", filepath.Join(dir, "services.yaml"), "--host", "web8", "--role", "web", "--consistent-cmd", "/bin/true", "--standby")
 	found := false
 	for _, w := range ws {
-		found = found || (w.Type == "key" && w.Key == store.PoolKey(store.DefaultPrefix, "web", "web8"))
+		found = found || (w.Type == "key" && w.Key == store.PoolKey(schema.DefaultPrefix, "web", "web8"))
 	}
 	if !found {
 		t.Fatalf("no key watch on the standby record: %+v", ws)
 	}
 	a := consultest.Start(t, consultest.Options{NodeName: "web8", HCL: agentConfig(t, ws), HandlerEnv: true})
 	logs := func() string { b, _ := os.ReadFile(a.LogPath); return string(b) }
-	rec, _ := json.Marshal(store.StandbyRecord{Role: "web", Host: "web8", ID: "id-8", State: store.StandbyBuilding, Created: time.Now()})
-	if _, err := a.Client.KV().Put(&api.KVPair{Key: store.PoolKey(store.DefaultPrefix, "web", "web8"), Value: rec}, nil); err != nil {
+	rec, _ := json.Marshal(schema.StandbyRecord{Role: "web", Host: "web8", ID: "id-8", State: schema.StandbyBuilding, Created: time.Now()})
+	if _, err := a.Client.KV().Put(&api.KVPair{Key: store.PoolKey(schema.DefaultPrefix, "web", "web8"), Value: rec}, nil); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 20*time.Second, "the node in standby maintenance", func() bool {
@@ -57,7 +58,7 @@ func TestStandbyWatch(t *testing.T) {
 		return ok && strings.HasPrefix(notes, store.StandbyNotesPrefix)
 	}, logs)
 	// The claim: the reaper removes the record in its journal transaction.
-	if _, err := a.Client.KV().Delete(store.PoolKey(store.DefaultPrefix, "web", "web8"), nil); err != nil {
+	if _, err := a.Client.KV().Delete(store.PoolKey(schema.DefaultPrefix, "web", "web8"), nil); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 20*time.Second, "the maintenance ended by the node's handler", func() bool {

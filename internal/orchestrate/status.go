@@ -17,6 +17,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/fault"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 var cmdStatus = &command{
@@ -46,11 +47,11 @@ type statusReport struct {
 // scalingView is the scaling part of the status (nodes' metric reports
 // left out: each is under its host's records, hosts/<host>/metrics/).
 type scalingView struct {
-	Capacity  map[string]store.CapacityRecord            `json:"capacity"`
-	Overrides map[string]store.Override                  `json:"overrides"`
-	Protected map[string]store.Protection                `json:"protected"`
-	Drains    map[string]store.DrainRecord               `json:"drains"`
-	ScaleIn   map[string]map[string]store.ScaleInRequest `json:"scale_in"`
+	Capacity  map[string]schema.CapacityRecord            `json:"capacity"`
+	Overrides map[string]schema.Override                  `json:"overrides"`
+	Protected map[string]schema.Protection                `json:"protected"`
+	Drains    map[string]schema.DrainRecord               `json:"drains"`
+	ScaleIn   map[string]map[string]schema.ScaleInRequest `json:"scale_in"`
 }
 
 // writeScaling prints the scaling lines of the status, when there are any.
@@ -83,9 +84,9 @@ func writeScaling(w io.Writer, v scalingView) {
 
 // drainEnds says what a drain's failed answer, and no answer by its
 // deadline, lead to (a request written before it said so: delete).
-func drainEnds(d store.DrainRecord) string {
+func drainEnds(d schema.DrainRecord) string {
 	keeps := func(v string) string {
-		if v == store.DrainAbort {
+		if v == schema.DrainAbort {
 			return "the server stays"
 		}
 		return "deleted"

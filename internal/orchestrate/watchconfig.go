@@ -14,6 +14,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/hieradata"
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/watch"
 )
 
@@ -223,7 +224,7 @@ func (o watchConfigOptions) slotWakeArgs(prefix string) []string {
 
 // withConnection adds the prefix and token file the handlers use.
 func (o watchConfigOptions) withConnection(args []string, prefix string) []string {
-	if prefix != store.DefaultPrefix {
+	if prefix != schema.DefaultPrefix {
 		args = append(args, "--prefix", prefix)
 	}
 	if o.tokenFile != "" {
@@ -274,7 +275,7 @@ func (o watchConfigOptions) validate() error {
 		return err
 	}
 	if o.role != "" {
-		if err := store.ValidName("--role", o.role); err != nil {
+		if err := schema.ValidName("--role", o.role); err != nil {
 			return err
 		}
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/orchestrate"
 	"github.com/jiocloud/orchestrate/internal/paths"
-	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/watch"
 )
 
@@ -272,8 +272,8 @@ func TestPackagedConfiguration(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(read(t, "packaging/etc/reaper.yaml"), "\n#prefix: "+store.DefaultPrefix+"\n") {
-		t.Errorf("packaging/etc/reaper.yaml does not show the default prefix %s", store.DefaultPrefix)
+	if !strings.Contains(read(t, "packaging/etc/reaper.yaml"), "\n#prefix: "+schema.DefaultPrefix+"\n") {
+		t.Errorf("packaging/etc/reaper.yaml does not show the default prefix %s", schema.DefaultPrefix)
 	}
 	keyPrefix := regexp.MustCompile(`key_prefix "([^"]*)"`)
 	for _, f := range []string{"node", "reaper", "operator"} {
@@ -282,8 +282,8 @@ func TestPackagedConfiguration(t *testing.T) {
 			t.Errorf("%s.hcl: no key_prefix rule", f)
 		}
 		for _, m := range ms {
-			if !strings.HasPrefix(m[1], store.DefaultPrefix+"/") {
-				t.Errorf("%s.hcl: key_prefix %q is not under the default prefix %s/", f, m[1], store.DefaultPrefix)
+			if !strings.HasPrefix(m[1], schema.DefaultPrefix+"/") {
+				t.Errorf("%s.hcl: key_prefix %q is not under the default prefix %s/", f, m[1], schema.DefaultPrefix)
 			}
 		}
 	}

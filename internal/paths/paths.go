@@ -8,7 +8,7 @@
 // (agree_test.go) fails when one of them says otherwise.
 //
 // The Consul KV prefix is not here: internal/store owns it
-// (store.DefaultPrefix), as it owns every key.
+// (schema.DefaultPrefix), as it owns every key.
 package paths
 
 // Binaries, as the package installs them (packaging/nfpm.yaml).

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // ForgetHost removes every record of host (see HostKeys): its own records
@@ -15,7 +16,7 @@ import (
 // "at version v1, validation success" before it ever ran Puppet). Keys
 // already gone are no error, so a retry after a failure finishes the job.
 func (s *Store) ForgetHost(ctx context.Context, host string) error {
-	if err := ValidName("host", host); err != nil {
+	if err := schema.ValidName("host", host); err != nil {
 		return &InputError{Err: err}
 	}
 	keys, err := s.HostKeys(ctx, host)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // policyName matches a role or prefix segment that HostPolicyRules puts
@@ -37,7 +39,7 @@ const maxPolicyHost = 128 - len("orchestrate-host-")
 // (an InputError naming it), as is a prefix that is not such names joined
 // by slashes.
 func HostPolicyRules(prefix, host, role string) (string, error) {
-	if err := ValidPrefix(prefix); err != nil {
+	if err := schema.ValidPrefix(prefix); err != nil {
 		return "", &InputError{Err: err}
 	}
 	for _, seg := range strings.Split(prefix, "/") {
@@ -46,7 +48,7 @@ func HostPolicyRules(prefix, host, role string) (string, error) {
 		}
 	}
 	for _, n := range [][2]string{{"host", host}, {"role", role}} {
-		if err := ValidName(n[0], n[1]); err != nil {
+		if err := schema.ValidName(n[0], n[1]); err != nil {
 			return "", &InputError{Err: err}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // Each host's own records live under <prefix>/hosts/<host>/, which the
@@ -85,7 +86,7 @@ func parseVersionRecord(data []byte) (VersionValue, error) {
 	if err := json.Unmarshal(data, &v); err != nil {
 		return VersionValue{}, fmt.Errorf("value is not the JSON orchestrate writes: %w", err)
 	}
-	if err := ValidName("version", v.Version); err != nil {
+	if err := schema.ValidName("version", v.Version); err != nil {
 		return VersionValue{}, fmt.Errorf("not a version record: %w", err)
 	}
 	return v, nil
@@ -93,19 +94,19 @@ func parseVersionRecord(data []byte) (VersionValue, error) {
 
 // parseDrainAnswer reads a hosts/<host>/drain value: an answer counts only
 // with the entry of the request it answers.
-func parseDrainAnswer(data []byte) (DrainAnswer, error) {
-	var a DrainAnswer
+func parseDrainAnswer(data []byte) (schema.DrainAnswer, error) {
+	var a schema.DrainAnswer
 	if err := strictJSON(data, &a); err != nil || a.Entry == "" || a.Time.IsZero() {
-		return DrainAnswer{}, fmt.Errorf("not a drain answer (`orchestrate drained` writes {\"entry\", \"time\", \"by\", \"drained\", \"detail\"})")
+		return schema.DrainAnswer{}, fmt.Errorf("not a drain answer (`orchestrate drained` writes {\"entry\", \"time\", \"by\", \"drained\", \"detail\"})")
 	}
 	return a, nil
 }
 
 // parseMetricReport reads a metric report, in either layout.
-func parseMetricReport(data []byte) (MetricReport, error) {
-	var m MetricReport
+func parseMetricReport(data []byte) (schema.MetricReport, error) {
+	var m schema.MetricReport
 	if err := strictJSON(data, &m); err != nil || m.Time.IsZero() {
-		return MetricReport{}, fmt.Errorf("not a metric report (`orchestrate report-metric` writes {\"role\", \"value\", \"time\"})")
+		return schema.MetricReport{}, fmt.Errorf("not a metric report (`orchestrate report-metric` writes {\"role\", \"value\", \"time\"})")
 	}
 	return m, nil
 }
@@ -114,7 +115,7 @@ func parseMetricReport(data []byte) (MetricReport, error) {
 // else (a host that has not written one since the upgrade) its records in
 // the older layout, normally one, none before its first report.
 func (s *Store) HostVersions(ctx context.Context, host string) ([]string, error) {
-	if err := ValidName("host", host); err != nil {
+	if err := schema.ValidName("host", host); err != nil {
 		return nil, &InputError{Err: err}
 	}
 	k := HostVersionKey(s.prefix, host)
@@ -135,10 +136,10 @@ func (s *Store) HostVersions(ctx context.Context, host string) ([]string, error)
 // ReportVersion records that host runs version, in its own record (one
 // key: a host stands under one version by construction).
 func (s *Store) ReportVersion(ctx context.Context, host, version string) error {
-	if err := ValidName("host", host); err != nil {
+	if err := schema.ValidName("host", host); err != nil {
 		return &InputError{Err: err}
 	}
-	if err := ValidName("version", version); err != nil {
+	if err := schema.ValidName("version", version); err != nil {
 		return &InputError{Err: err}
 	}
 	val, err := json.Marshal(VersionValue{Version: version, Time: s.Now().UTC()})
@@ -157,10 +158,10 @@ func (s *Store) ReportVersion(ctx context.Context, host, version string) error {
 // two writers on one host neither overwrites a record it did not see:
 // the later one reads again and writes over the record that stands.
 func (s *Store) UpdateStatus(ctx context.Context, host, category, state string, v StatusValue) error {
-	if err := ValidName("host", host); err != nil {
+	if err := schema.ValidName("host", host); err != nil {
 		return &InputError{Err: err}
 	}
-	if err := ValidName("category", category); err != nil {
+	if err := schema.ValidName("category", category); err != nil {
 		return &InputError{Err: err}
 	}
 	if !ValidState(state) {
@@ -198,7 +199,7 @@ func (s *Store) UpdateStatus(ctx context.Context, host, category, state string, 
 // records, and for a category it has none in since the upgrade, its record
 // in the older layout.
 func (s *Store) HostStatus(ctx context.Context, host string) (map[string]Status, error) {
-	if err := ValidName("host", host); err != nil {
+	if err := schema.ValidName("host", host); err != nil {
 		return nil, &InputError{Err: err}
 	}
 	dir := HostDir(s.prefix, host) + statusKind("")
@@ -209,7 +210,7 @@ func (s *Store) HostStatus(ctx context.Context, host string) (map[string]Status,
 	out := map[string]Status{}
 	for _, p := range pairs {
 		cat := strings.TrimPrefix(p.Key, dir)
-		if ValidName("category", cat) != nil {
+		if schema.ValidName("category", cat) != nil {
 			continue
 		}
 		st, _ := parseStatusRecord(p.Value)
@@ -226,14 +227,14 @@ func (s *Store) HostStatus(ctx context.Context, host string) (map[string]Status,
 // knows of the server, never from the report).
 func (s *Store) ReportMetric(ctx context.Context, role, host, name string, v float64) error {
 	for _, c := range [][2]string{{"role", role}, {"host", host}, {"metric", name}} {
-		if err := ValidName(c[0], c[1]); err != nil {
+		if err := schema.ValidName(c[0], c[1]); err != nil {
 			return &InputError{Err: err}
 		}
 	}
 	if err := ValidMetricValue(v); err != nil {
 		return &InputError{Err: err}
 	}
-	data, _ := json.Marshal(MetricReport{Role: role, Value: v, Time: s.Now().UTC()})
+	data, _ := json.Marshal(schema.MetricReport{Role: role, Value: v, Time: s.Now().UTC()})
 	k := MetricKey(s.prefix, host, name)
 	if _, err := s.kv.Put(&api.KVPair{Key: k, Value: data}, writeOpts(ctx)); err != nil {
 		return fmt.Errorf("write %s: %w", k, err)
@@ -245,16 +246,16 @@ func (s *Store) ReportMetric(ctx context.Context, role, host, name string, v flo
 // with its modify index (0: absent). An answer record that is not one is
 // no answer (its index is kept, so an answer can replace it).
 type drainState struct {
-	req      *DrainRecord
+	req      *schema.DrainRecord
 	reqIndex uint64
-	ans      *DrainAnswer
+	ans      *schema.DrainAnswer
 	ansIndex uint64
 }
 
 // answer is the answer to the request: the host's record when it names
 // the request's entry, else an answer kept inside the request by the
 // older layout; nil when none.
-func (d drainState) answer() *DrainAnswer {
+func (d drainState) answer() *schema.DrainAnswer {
 	switch {
 	case d.req == nil:
 		return nil
@@ -267,7 +268,7 @@ func (d drainState) answer() *DrainAnswer {
 
 func (s *Store) readDrain(ctx context.Context, host string) (drainState, error) {
 	var d drainState
-	if err := ValidName("host", host); err != nil {
+	if err := schema.ValidName("host", host); err != nil {
 		return d, &InputError{Err: err}
 	}
 	k := DrainKey(s.prefix, host)
@@ -275,7 +276,7 @@ func (s *Store) readDrain(ctx context.Context, host string) (drainState, error) 
 	if err != nil || p == nil {
 		return d, err
 	}
-	var req DrainRecord
+	var req schema.DrainRecord
 	if err := strictJSON(p.Value, &req); err != nil || req.Requested.IsZero() {
 		return d, &InputError{Err: fmt.Errorf("%s holds a value the reaper did not write", k)}
 	}
@@ -295,7 +296,7 @@ func (s *Store) readDrain(ctx context.Context, host string) (drainState, error) 
 
 // Drain reads host's drain request, with its modify index; its Answer is
 // the host's answer to it (an answer to another request is none).
-func (s *Store) Drain(ctx context.Context, host string) (*DrainRecord, uint64, error) {
+func (s *Store) Drain(ctx context.Context, host string) (*schema.DrainRecord, uint64, error) {
 	d, err := s.readDrain(ctx, host)
 	if err != nil || d.req == nil {
 		return nil, 0, err
@@ -310,7 +311,7 @@ func (s *Store) Drain(ctx context.Context, host string) (*DrainRecord, uint64, e
 // request that ended or was replaced. It returns the request with its
 // answer: when it was answered already, that answer, unchanged (the first
 // answer counts). ErrNoDrain when there is no request.
-func (s *Store) AnswerDrain(ctx context.Context, host string, a DrainAnswer) (*DrainRecord, error) {
+func (s *Store) AnswerDrain(ctx context.Context, host string, a schema.DrainAnswer) (*schema.DrainRecord, error) {
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if err := backoff(ctx, attempt); err != nil {
 			return nil, err

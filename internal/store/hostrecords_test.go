@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // oldLayout is what orchestrate before node restriction wrote for web1 and
@@ -125,18 +125,18 @@ func TestDrainAnswerNamesItsRequest(t *testing.T) {
 		seed(t, c, "test/orchestrate", map[string]string{"drain/web3": fmt.Sprintf(
 			`{"requested":"2026-11-20T10:05:00Z","role":"web","entry":%q,"reason":"surplus","deadline":"2099-01-01T00:00:00Z"}`, entry)})
 	}
-	if _, err := s.AnswerDrain(ctx, "web3", store.DrainAnswer{Time: time.Now(), By: "t", Drained: true}); !errors.Is(err, store.ErrNoDrain) {
+	if _, err := s.AnswerDrain(ctx, "web3", schema.DrainAnswer{Time: time.Now(), By: "t", Drained: true}); !errors.Is(err, store.ErrNoDrain) {
 		t.Fatalf("answering no request: %v, want ErrNoDrain", err)
 	}
 	if got := keys(t, c, "test/"); len(got) != 0 {
 		t.Fatalf("answering no request wrote %v", got)
 	}
 	request("web.1")
-	d, err := s.AnswerDrain(ctx, "web3", store.DrainAnswer{Time: time.Now(), By: "handler", Drained: false, Detail: "no room"})
+	d, err := s.AnswerDrain(ctx, "web3", schema.DrainAnswer{Time: time.Now(), By: "handler", Drained: false, Detail: "no room"})
 	if err != nil || d.Answer == nil || d.Answer.Drained || d.Answer.Entry != "web.1" {
 		t.Fatalf("first answer: %+v %v", d, err)
 	}
-	d, err = s.AnswerDrain(ctx, "web3", store.DrainAnswer{Time: time.Now(), By: "platform", Drained: true})
+	d, err = s.AnswerDrain(ctx, "web3", schema.DrainAnswer{Time: time.Now(), By: "platform", Drained: true})
 	if err != nil || d.Answer.Drained || d.Answer.By != "handler" {
 		t.Fatalf("second answer: %+v %v, want the first one standing", d.Answer, err)
 	}
@@ -159,7 +159,7 @@ func TestDrainAnswerNamesItsRequest(t *testing.T) {
 	if d, _, err := s.Drain(ctx, "web3"); err != nil || d.Answer != nil {
 		t.Fatalf("Drain: %+v %v", d, err)
 	}
-	d, err = s.AnswerDrain(ctx, "web3", store.DrainAnswer{Time: time.Now(), By: "platform", Drained: true})
+	d, err = s.AnswerDrain(ctx, "web3", schema.DrainAnswer{Time: time.Now(), By: "platform", Drained: true})
 	if err != nil || !d.Answer.Drained || d.Answer.Entry != "web.2" {
 		t.Fatalf("answer to web.2: %+v %v", d, err)
 	}
@@ -175,7 +175,7 @@ func TestDrainAnswerNamesItsRequest(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, err := s.AnswerDrain(ctx, "web3", store.DrainAnswer{Time: time.Now(), By: fmt.Sprint(i), Drained: true})
+			d, err := s.AnswerDrain(ctx, "web3", schema.DrainAnswer{Time: time.Now(), By: fmt.Sprint(i), Drained: true})
 			if err != nil {
 				t.Error(err)
 				return

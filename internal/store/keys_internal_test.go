@@ -1,6 +1,10 @@
 package store
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/jiocloud/orchestrate/internal/store/schema"
+)
 
 // TestKeyLayout pins every key and directory the store builds to the
 // layout DESIGN.md and the package comments give, written out in full: each
@@ -10,7 +14,7 @@ func TestKeyLayout(t *testing.T) {
 	const p = "/orch/a/" // a prefix of two segments, with stray slashes
 	s := &Store{prefix: "orch/a"}
 	tests := []struct{ name, got, want string }{
-		{"prefix", PrefixDir(p), "orch/a/"},
+		{"prefix", schema.PrefixDir(p), "orch/a/"},
 		{"relative key", relKey(p, "orch/a/roles/db/desired"), "roles/db/desired"},
 		{"current version", CurrentVersionKey(p), "orch/a/current_version"},
 		{"desired", DesiredKey(p, "db"), "orch/a/roles/db/desired"},
@@ -33,9 +37,9 @@ func TestKeyLayout(t *testing.T) {
 		{"doorbell", s.WakeKey("web"), "orch/a/wake/web"},
 		{"older running version", keyDir(p, dirRunning), "orch/a/running_version/"},
 		{"older status", keyDir(p, dirStatus), "orch/a/status/"},
-		{"reaper leader", ReaperKey(p, ReaperLeaderKey), "orch/a/reaper/leader"},
-		{"reaper armed", ReaperKey(p, ReaperArmedKey), "orch/a/reaper/armed"},
-		{"reaper state", ReaperKey(p, ReaperStateKey), "orch/a/reaper/state"},
+		{"reaper leader", schema.ReaperKey(p, schema.ReaperLeaderKey), "orch/a/reaper/leader"},
+		{"reaper armed", schema.ReaperKey(p, schema.ReaperArmedKey), "orch/a/reaper/armed"},
+		{"reaper state", schema.ReaperKey(p, schema.ReaperStateKey), "orch/a/reaper/state"},
 		{"standby", PoolKey(p, "lb", "lb3"), "orch/a/reaper/pool/lb/lb3"},
 		{"pool flush", PoolFlushKey(p, "lb"), "orch/a/reaper/pool-flush/lb"},
 		{"cool-off", CooloffKey(p, "db1"), "orch/a/reaper/cooloff/db1"},

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // The layout before node restriction put the host last, where Consul's
@@ -33,7 +34,7 @@ const (
 type legacyRecords struct {
 	versions map[string]legacyVersion
 	status   map[string]map[string]Status
-	metrics  map[string]map[string]MetricReport
+	metrics  map[string]map[string]schema.MetricReport
 }
 
 type legacyVersion struct {
@@ -42,12 +43,12 @@ type legacyVersion struct {
 }
 
 func newLegacyRecords() *legacyRecords {
-	return &legacyRecords{versions: map[string]legacyVersion{}, status: map[string]map[string]Status{}, metrics: map[string]map[string]MetricReport{}}
+	return &legacyRecords{versions: map[string]legacyVersion{}, status: map[string]map[string]Status{}, metrics: map[string]map[string]schema.MetricReport{}}
 }
 
 // addRunning reads running_version/<version>/<host>.
 func (snap *Snapshot) addRunning(p *api.KVPair, parts []string) {
-	if len(parts) != 3 || ValidName("version", parts[1]) != nil || ValidName("host", parts[2]) != nil {
+	if len(parts) != 3 || schema.ValidName("version", parts[1]) != nil || schema.ValidName("host", parts[2]) != nil {
 		snap.bad(p.Key, "not of the form running_version/<version>/<host>")
 		return
 	}
@@ -69,7 +70,7 @@ func (snap *Snapshot) addRunning(p *api.KVPair, parts []string) {
 
 // addStatus reads status/<category>/<state>/<host>.
 func (snap *Snapshot) addStatus(p *api.KVPair, parts []string) {
-	if len(parts) != 4 || ValidName("category", parts[1]) != nil || ValidName("host", parts[3]) != nil {
+	if len(parts) != 4 || schema.ValidName("category", parts[1]) != nil || schema.ValidName("host", parts[3]) != nil {
 		snap.bad(p.Key, "not of the form status/<category>/<state>/<host>")
 		return
 	}
@@ -101,7 +102,7 @@ func (snap *Snapshot) addStatus(p *api.KVPair, parts []string) {
 // addLegacyMetric reads metrics/<role>/<host>/<name>. The role in the key
 // is kept in the report for the reader; the reaper does not take it.
 func (snap *Snapshot) addLegacyMetric(p *api.KVPair, parts []string) {
-	if len(parts) != 4 || ValidName("role", parts[1]) != nil || ValidName("host", parts[2]) != nil || ValidName("metric", parts[3]) != nil {
+	if len(parts) != 4 || schema.ValidName("role", parts[1]) != nil || schema.ValidName("host", parts[2]) != nil || schema.ValidName("metric", parts[3]) != nil {
 		snap.bad(p.Key, "not of the form metrics/<role>/<host>/<name>")
 		return
 	}
@@ -114,7 +115,7 @@ func (snap *Snapshot) addLegacyMetric(p *api.KVPair, parts []string) {
 	m.Role = parts[1]
 	host, name := parts[2], parts[3]
 	if snap.legacy.metrics[host] == nil {
-		snap.legacy.metrics[host] = map[string]MetricReport{}
+		snap.legacy.metrics[host] = map[string]schema.MetricReport{}
 	}
 	if prev, dup := snap.legacy.metrics[host][name]; dup && !m.Time.After(prev.Time) {
 		return
@@ -144,7 +145,7 @@ func (snap *Snapshot) fallBack() {
 		for metric, m := range ms {
 			mine := snap.Scaling.Metrics[name]
 			if mine == nil {
-				mine = map[string]MetricReport{}
+				mine = map[string]schema.MetricReport{}
 				snap.Scaling.Metrics[name] = mine
 			}
 			if _, ok := mine[metric]; !ok {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // Migrate moves hosts' records from the layout before node restriction
@@ -246,14 +247,14 @@ func (r *migrationReader) add(p *api.KVPair) {
 	switch {
 	case parts[0] == hostRecordsDir && len(parts) >= 3:
 		r.addOwn(parts[1], strings.Join(parts[2:], "/"), p)
-	case parts[0] == dirRunning && len(parts) == 3 && ValidName("host", parts[2]) == nil:
+	case parts[0] == dirRunning && len(parts) == 3 && schema.ValidName("host", parts[2]) == nil:
 		r.addOld(parts[2], hostVersion, p)
-	case parts[0] == dirStatus && len(parts) == 4 && ValidName("category", parts[1]) == nil && ValidName("host", parts[3]) == nil:
+	case parts[0] == dirStatus && len(parts) == 4 && schema.ValidName("category", parts[1]) == nil && schema.ValidName("host", parts[3]) == nil:
 		r.addOld(parts[3], statusKind(parts[1]), p)
-	case parts[0] == dirMetrics && len(parts) == 4 && ValidName("host", parts[2]) == nil && ValidName("metric", parts[3]) == nil:
+	case parts[0] == dirMetrics && len(parts) == 4 && schema.ValidName("host", parts[2]) == nil && schema.ValidName("metric", parts[3]) == nil:
 		r.addOld(parts[2], metricKind(parts[3]), p)
 	case parts[0] == dirDrain && len(parts) == 2:
-		var d DrainRecord
+		var d schema.DrainRecord
 		if strictJSON(p.Value, &d) == nil && d.Answer != nil {
 			r.addOld(parts[1], hostDrain, p)
 		}
@@ -355,7 +356,7 @@ func convertOld(kind string, parts []string, value []byte) ([]byte, int64, error
 			return nil, 0, fmt.Errorf("value is not the JSON orchestrate writes: %w", err)
 		}
 		v.Version = parts[n-2]
-		if err := ValidName("version", v.Version); err != nil {
+		if err := schema.ValidName("version", v.Version); err != nil {
 			return nil, 0, err
 		}
 		data, err := json.Marshal(v)
@@ -386,7 +387,7 @@ func convertOld(kind string, parts []string, value []byte) ([]byte, int64, error
 // without it. The host's own answer to the same request stands; an own
 // answer to an earlier request is replaced.
 func (r *migrationReader) moveDrainAnswer(m move, req, own *api.KVPair) (move, *unmovable) {
-	var d DrainRecord
+	var d schema.DrainRecord
 	if err := strictJSON(req.Value, &d); err != nil || d.Answer == nil {
 		return m, &unmovable{req.Key, "not a drain request with an answer"}
 	}

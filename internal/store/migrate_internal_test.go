@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/hashicorp/consul/api"
-
 	"github.com/jiocloud/orchestrate/internal/consultest"
 )
 

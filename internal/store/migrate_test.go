@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/consul/api"
-
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // dump is every key under p with its value.
@@ -34,8 +34,8 @@ type view struct {
 	Problems int
 	Versions map[string]string
 	Status   map[string]store.Status
-	Metrics  map[string]store.MetricReport
-	Answers  map[string]store.DrainAnswer
+	Metrics  map[string]schema.MetricReport
+	Answers  map[string]schema.DrainAnswer
 }
 
 func readView(t *testing.T, s *store.Store) view {
@@ -44,7 +44,7 @@ func readView(t *testing.T, s *store.Store) view {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := view{Problems: len(snap.Problems), Versions: map[string]string{}, Status: map[string]store.Status{}, Metrics: map[string]store.MetricReport{}, Answers: map[string]store.DrainAnswer{}}
+	v := view{Problems: len(snap.Problems), Versions: map[string]string{}, Status: map[string]store.Status{}, Metrics: map[string]schema.MetricReport{}, Answers: map[string]schema.DrainAnswer{}}
 	for name, h := range snap.Hosts {
 		v.Versions[name] = h.Version + " " + h.VersionTime.String()
 		for c, st := range h.Status {

@@ -3,6 +3,8 @@ package store
 import (
 	"strings"
 	"testing"
+
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 func TestValidName(t *testing.T) {
@@ -22,11 +24,11 @@ func TestValidName(t *testing.T) {
 		{name: "newline", in: "a\nb", wantErr: "white space"},
 		{name: "control", in: "a\x01b", wantErr: "control"},
 		{name: "invalid utf8", in: "a\xffb", wantErr: "UTF-8"},
-		{name: "too long", in: strings.Repeat("x", maxNameLen+1), wantErr: "longer than"},
+		{name: "too long", in: strings.Repeat("x", schema.MaxNameLen+1), wantErr: "longer than"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidName("host", tc.in)
+			err := schema.ValidName("host", tc.in)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("ValidName(%q) = %v, want nil", tc.in, err)
@@ -45,12 +47,12 @@ func TestValidName(t *testing.T) {
 
 func TestValidPrefix(t *testing.T) {
 	for _, ok := range []string{"orchestrate", "clouds/prod/orchestrate"} {
-		if err := ValidPrefix(ok); err != nil {
+		if err := schema.ValidPrefix(ok); err != nil {
 			t.Errorf("ValidPrefix(%q) = %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"", "a//b", "a b", "a/../b"} {
-		if err := ValidPrefix(bad); err == nil {
+		if err := schema.ValidPrefix(bad); err == nil {
 			t.Errorf("ValidPrefix(%q) = nil, want error", bad)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // ReaperTokenDir holds one record per server the reaper minted a Consul
@@ -15,7 +17,7 @@ import (
 const ReaperTokenDir = "reaper/token/"
 
 // NodeTokenKey is the key of host's token record.
-func NodeTokenKey(prefix, host string) string { return ReaperKey(prefix, ReaperTokenDir+host) }
+func NodeTokenKey(prefix, host string) string { return schema.ReaperKey(prefix, ReaperTokenDir+host) }
 
 // NodeTokenRecord is the value of <prefix>/reaper/token/<host>.
 type NodeTokenRecord struct {
@@ -35,7 +37,7 @@ type NodeTokenRecord struct {
 func ParseNodeToken(rel string, value []byte) (NodeTokenRecord, error) {
 	host := strings.TrimPrefix(rel, ReaperTokenDir)
 	var rec NodeTokenRecord
-	if ValidName("host", host) != nil {
+	if schema.ValidName("host", host) != nil {
 		return rec, fmt.Errorf("%s: not of the form %s<host>", rel, ReaperTokenDir)
 	}
 	if err := strictJSON(value, &rec); err != nil || rec.Host != host || rec.Sealed == "" {

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // The reaper's warm pool: standby servers of a role, built and converged
@@ -26,32 +26,6 @@ const (
 	ReaperPoolFlushDir = "reaper/pool-flush/"
 )
 
-// Standby states in a StandbyRecord.
-const (
-	// StandbyBuilding: Nova has not made it ACTIVE yet.
-	StandbyBuilding = "building"
-	// StandbyConverging: ACTIVE, its role's checks do not pass yet (or it
-	// has not validated the current version, in a role that validates).
-	StandbyConverging = "converging"
-	// StandbyReady: it converged; a claim takes it.
-	StandbyReady = "ready"
-	// StandbyStopped: it was ready and is powered off (a pool with state
-	// stopped); a claim starts it.
-	StandbyStopped = "stopped"
-	// StandbyFailed: Nova put it in ERROR, or it did not converge within
-	// its role's boot_timeout; it is deleted and rebuilt.
-	StandbyFailed = "failed"
-)
-
-// StandbyRecord is the value of <prefix>/reaper/pool/<role>/<host>.
-type StandbyRecord struct {
-	Role    string    `json:"role"`
-	Host    string    `json:"host"`
-	ID      string    `json:"id"`
-	State   string    `json:"state"`
-	Created time.Time `json:"created"`
-}
-
 // StandbyNotesPrefix starts the notes of the node maintenance check
 // (_node_maintenance) of a standby, whoever sets it: the reaper through
 // the catalog, or the node's own agent (`consul maint -enable -reason
@@ -59,9 +33,6 @@ type StandbyRecord struct {
 // maintenance says so out of every key: a standby is no member of its
 // service, unlike a node an operator put in maintenance.
 const StandbyNotesPrefix = "orchestrate standby:"
-
-// NodeMaintenanceCheck is the ID of Consul's node maintenance check.
-const NodeMaintenanceCheck = "_node_maintenance"
 
 // ConvergePuppetCheck is the TTL check converge keeps on its node's own
 // agent, mirroring its consistent run's outcome (warning, notes "... last
@@ -72,7 +43,7 @@ const ConvergePuppetCheck = "orchestrate:puppet"
 
 // PoolKey is the key of host's standby record in role's pool.
 func PoolKey(prefix, role, host string) string {
-	return ReaperKey(prefix, ReaperPoolDir+role+"/"+host)
+	return schema.ReaperKey(prefix, ReaperPoolDir+role+"/"+host)
 }
 
 // ParsePoolKey splits a key relative to <prefix>/ under ReaperPoolDir into
@@ -83,73 +54,20 @@ func ParsePoolKey(rel string) (role, host string, ok bool) {
 		return "", "", false
 	}
 	role, host, ok = strings.Cut(rest, "/")
-	if !ok || ValidName("role", role) != nil || ValidName("host", host) != nil {
+	if !ok || schema.ValidName("role", role) != nil || schema.ValidName("host", host) != nil {
 		return "", "", false
 	}
 	return role, host, true
 }
 
 // PoolFlushKey is the key of role's flush request.
-func PoolFlushKey(prefix, role string) string { return ReaperKey(prefix, ReaperPoolFlushDir+role) }
-
-// PoolReport is a role's warm pool in the reaper's report.
-type PoolReport struct {
-	// Size is the configured number of standbys; States counts them by
-	// state (Standby*), Creating the standbys being created.
-	Size     int            `json:"size"`
-	States   map[string]int `json:"states"`
-	Creating int            `json:"creating"`
-	// Claims are the recent claims (a bounded number, newest last).
-	Claims []PoolClaim `json:"claims,omitempty"`
-	// Why says why the pool is not refilled now, when it is short.
-	Why string `json:"why,omitempty"`
-}
-
-// PoolClaim is one claim of a standby: when it was made and how long the
-// standby took to serve (zero while it has not yet).
-type PoolClaim struct {
-	Host    string        `json:"host"`
-	Time    time.Time     `json:"time"`
-	Serving time.Duration `json:"serving,omitempty"`
-}
-
-// String is a one-line summary: "2 ready, 1 converging of 3".
-func (p *PoolReport) String() string {
-	var parts []string
-	for _, st := range []string{StandbyReady, StandbyStopped, StandbyConverging, StandbyBuilding, StandbyFailed} {
-		if n := p.States[st]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, st))
-		}
-	}
-	if p.Creating > 0 {
-		parts = append(parts, fmt.Sprintf("%d being created", p.Creating))
-	}
-	if len(parts) == 0 {
-		parts = []string{"empty"}
-	}
-	return strings.Join(parts, ", ") + fmt.Sprintf(" of %d", p.Size)
-}
-
-// PoolFlushRecord is the value of <prefix>/reaper/pool-flush/<role>: an
-// operator's request that every standby of the role made before Time be
-// replaced (`orchestrate pool flush ROLE`). The reaper removes it once no
-// such standby is left.
-type PoolFlushRecord struct {
-	Time   time.Time `json:"time"`
-	By     string    `json:"by"`
-	Reason string    `json:"reason"`
-	// Seen is when the reaper's leader first read the request, by its own
-	// clock: the standbys made before it are replaced, so a request from a
-	// host whose clock runs ahead does not rebuild the pool over and over.
-	Seen time.Time `json:"seen,omitzero"`
-	// Index is the key's modify index, as read (not stored): the reaper
-	// removes the request only if it is still the one it carried out.
-	Index uint64 `json:"-"`
+func PoolFlushKey(prefix, role string) string {
+	return schema.ReaperKey(prefix, ReaperPoolFlushDir+role)
 }
 
 // RequestPoolFlush writes role's flush request.
-func (s *Store) RequestPoolFlush(ctx context.Context, role string, rec PoolFlushRecord) error {
-	if err := ValidName("role", role); err != nil {
+func (s *Store) RequestPoolFlush(ctx context.Context, role string, rec schema.PoolFlushRecord) error {
+	if err := schema.ValidName("role", role); err != nil {
 		return &InputError{Err: err}
 	}
 	data, err := json.Marshal(rec)
@@ -166,24 +84,24 @@ func (s *Store) RequestPoolFlush(ctx context.Context, role string, rec PoolFlush
 // PoolState is what the KV prefix holds of the warm pools.
 type PoolState struct {
 	// Standbys by role, sorted by host.
-	Standbys map[string][]StandbyRecord `json:"standbys"`
+	Standbys map[string][]schema.StandbyRecord `json:"standbys"`
 	// Flushes are the flush requests not yet carried out, by role.
-	Flushes map[string]PoolFlushRecord `json:"flushes,omitempty"`
+	Flushes map[string]schema.PoolFlushRecord `json:"flushes,omitempty"`
 }
 
 // Pool reads the standby records and flush requests in one request; a
 // value the reaper did not write is an InputError naming its key.
 func (s *Store) Pool(ctx context.Context) (*PoolState, error) {
-	dir := ReaperKey(s.prefix, ReaperDir)
+	dir := schema.ReaperKey(s.prefix, schema.ReaperDir)
 	pairs, _, err := s.kv.List(dir, readOpts(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", dir, err)
 	}
-	out := &PoolState{Standbys: map[string][]StandbyRecord{}, Flushes: map[string]PoolFlushRecord{}}
+	out := &PoolState{Standbys: map[string][]schema.StandbyRecord{}, Flushes: map[string]schema.PoolFlushRecord{}}
 	for _, p := range pairs {
 		rel := relKey(s.prefix, p.Key)
 		if _, _, ok := ParsePoolKey(rel); ok {
-			var rec StandbyRecord
+			var rec schema.StandbyRecord
 			if err := json.Unmarshal(p.Value, &rec); err != nil || PoolKey(s.prefix, rec.Role, rec.Host) != p.Key {
 				return nil, &InputError{Err: fmt.Errorf("%s holds a value the reaper did not write", p.Key)}
 			}
@@ -205,8 +123,8 @@ func (s *Store) Pool(ctx context.Context) (*PoolState, error) {
 }
 
 // ParsePoolFlush reads a flush request.
-func ParsePoolFlush(p *api.KVPair) (PoolFlushRecord, error) {
-	var rec PoolFlushRecord
+func ParsePoolFlush(p *api.KVPair) (schema.PoolFlushRecord, error) {
+	var rec schema.PoolFlushRecord
 	if err := json.Unmarshal(p.Value, &rec); err != nil || rec.Time.IsZero() {
 		return rec, fmt.Errorf("%s: not a flush request (want the JSON `orchestrate pool flush` writes)", p.Key)
 	}

@@ -6,58 +6,24 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
-
-// Keys of the reaper, under <prefix>/.
-const (
-	// ReaperDir holds every key of the reaper.
-	ReaperDir = "reaper/"
-	// ReaperLeaderKey is the Consul lock the active reaper holds.
-	ReaperLeaderKey = "reaper/leader"
-	// ReaperJournalDir holds one journal entry per operation in flight.
-	ReaperJournalDir = "reaper/journal/"
-	// ReaperBudgetKey holds when recent destructive actions started.
-	ReaperBudgetKey = "reaper/budget"
-	// ReaperArmedKey holds the arm record; only a well-formed one arms.
-	ReaperArmedKey = "reaper/armed"
-	// ReaperStateKey holds the leader's report of its last cycle.
-	ReaperStateKey = "reaper/state"
-)
-
-// ReaperKey returns <prefix>/<name> for one of the Reaper*Key names.
-func ReaperKey(prefix, name string) string { return join(prefix, name) }
-
-// ArmRecord is the value of <prefix>/reaper/armed: who opened or closed
-// the reaper's start gate, when and why.
-type ArmRecord struct {
-	Time   time.Time `json:"time"`
-	By     string    `json:"by"`
-	Reason string    `json:"reason"`
-	// Disarmed: the record closes the gate (orchestrate reaper disarm). It
-	// stays, so the reaper knows it was disarmed and does not arm itself
-	// again when the fleet next looks complete.
-	Disarmed bool `json:"disarmed,omitempty"`
-}
-
-// Arms reports whether the record opens the gate.
-func (r ArmRecord) Arms() bool { return !r.Disarmed }
 
 // ParseArmRecord reads the value of the armed key. Only a JSON arm record
 // with a time and an author counts: anything else (false, an empty value,
 // a word written by hand) is an error naming what is wrong, and the gate
 // stays closed.
-func ParseArmRecord(data []byte) (ArmRecord, error) {
-	var r ArmRecord
+func ParseArmRecord(data []byte) (schema.ArmRecord, error) {
+	var r schema.ArmRecord
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return ArmRecord{}, fmt.Errorf("%s holds %.40q, not an arm record (`orchestrate reaper arm` writes one): %w", ReaperArmedKey, data, err)
+		return schema.ArmRecord{}, fmt.Errorf("%s holds %.40q, not an arm record (`orchestrate reaper arm` writes one): %w", schema.ReaperArmedKey, data, err)
 	}
 	if r.Time.IsZero() || strings.TrimSpace(r.By) == "" {
-		return ArmRecord{}, fmt.Errorf("%s holds an arm record without a time or an author: `orchestrate reaper arm` writes a complete one", ReaperArmedKey)
+		return schema.ArmRecord{}, fmt.Errorf("%s holds an arm record without a time or an author: `orchestrate reaper arm` writes a complete one", schema.ReaperArmedKey)
 	}
 	return r, nil
 }
@@ -128,12 +94,12 @@ func (snap *Snapshot) ReportingValidation() map[string]bool {
 // Arm writes an arm record by hand, opening the reaper's start gate unless
 // rec is a disarm record (the reaper's own write of it goes through its
 // leader-checked transactions).
-func (s *Store) Arm(ctx context.Context, rec ArmRecord) error {
+func (s *Store) Arm(ctx context.Context, rec schema.ArmRecord) error {
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encode the arm record: %w", err)
 	}
-	key := ReaperKey(s.prefix, ReaperArmedKey)
+	key := schema.ReaperKey(s.prefix, schema.ReaperArmedKey)
 	if _, err := s.kv.Put(&api.KVPair{Key: key, Value: data}, writeOpts(ctx)); err != nil {
 		return fmt.Errorf("write %s: %w", key, err)
 	}
@@ -142,7 +108,7 @@ func (s *Store) Arm(ctx context.Context, rec ArmRecord) error {
 
 // Disarm closes the reaper's start gate: it writes a disarm record, which
 // also keeps the reaper from arming itself again.
-func (s *Store) Disarm(ctx context.Context, rec ArmRecord) error {
+func (s *Store) Disarm(ctx context.Context, rec schema.ArmRecord) error {
 	rec.Disarmed = true
 	return s.Arm(ctx, rec)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // A role's rollout lives under <prefix>/rollout/<role>/. A host writes two
@@ -246,19 +247,19 @@ func rolloutDir(prefix, role string) string { return keyDir(prefix, dirRollout, 
 // rolloutSlotKey is rollout/<role>/slot/<host> under prefix: host's claim
 // on an update slot of role.
 func rolloutSlotKey(prefix, role, host string) string {
-	return join(prefix, dirRollout, role, rolloutSlots, host)
+	return schema.Join(prefix, dirRollout, role, rolloutSlots, host)
 }
 
 // rolloutHostKey is rollout/<role>/hosts/<host> under prefix: host's
 // progress in role's rollout.
 func rolloutHostKey(prefix, role, host string) string {
-	return join(prefix, dirRollout, role, rolloutHosts, host)
+	return schema.Join(prefix, dirRollout, role, rolloutHosts, host)
 }
 
 // rolloutFollowerKey is rollout/<role>/followers/<follower> under prefix:
 // follower's policy says --after role.
 func rolloutFollowerKey(prefix, role, follower string) string {
-	return join(prefix, dirRollout, role, rolloutFollower, follower)
+	return schema.Join(prefix, dirRollout, role, rolloutFollower, follower)
 }
 
 // RolloutDir is the directory of role's rollout keys, with a trailing
@@ -271,7 +272,7 @@ func (s *Store) RolloutDir(role string) string { return rolloutDir(s.prefix, rol
 // role follows rings it when it reports a version, and a key watch on it
 // wakes role's waiting hosts. Any node may ring it; nobody reads what it
 // holds.
-func (s *Store) WakeKey(role string) string { return join(s.prefix, dirWake, role) }
+func (s *Store) WakeKey(role string) string { return schema.Join(s.prefix, dirWake, role) }
 
 // Rollout reads role's rollout. A value of a key only the operator writes
 // that orchestrate did not write is an InputError naming the key: a policy
@@ -289,7 +290,7 @@ func (s *Store) RolloutConsistent(ctx context.Context, role string) (*Rollout, e
 }
 
 func (s *Store) readRollout(ctx context.Context, role string, consistent bool) (*Rollout, error) {
-	if err := ValidName("role", role); err != nil {
+	if err := schema.ValidName("role", role); err != nil {
 		return nil, &InputError{Err: err}
 	}
 	dir := rolloutDir(s.prefix, role)
@@ -322,7 +323,7 @@ func (s *Store) Rollouts(ctx context.Context) (map[string]*Rollout, error) {
 	}
 	out := map[string]*Rollout{}
 	for role, ps := range byRole {
-		if err := ValidName("role", role); err != nil {
+		if err := schema.ValidName("role", role); err != nil {
 			return nil, &InputError{Err: fmt.Errorf("%s%s: %w", dir, role, err)}
 		}
 		r, err := parseRollout(role, rolloutDir(s.prefix, role), ps)
@@ -344,9 +345,9 @@ func parseRollout(role, dir string, pairs api.KVPairs) (*Rollout, error) {
 			err = r.parseOperatorKey(p, parts[0])
 		case len(parts) == 2 && parts[0] == rolloutSlots:
 			err = r.parseSlot(p, parts[1])
-		case len(parts) == 2 && parts[0] == rolloutHosts && ValidName("host", parts[1]) == nil:
+		case len(parts) == 2 && parts[0] == rolloutHosts && schema.ValidName("host", parts[1]) == nil:
 			r.parseProgress(p, parts[1])
-		case len(parts) == 2 && parts[0] == rolloutFollower && ValidName("role", parts[1]) == nil:
+		case len(parts) == 2 && parts[0] == rolloutFollower && schema.ValidName("role", parts[1]) == nil:
 			r.Followers = append(r.Followers, parts[1])
 		default:
 			err = badRollout(p, "not a rollout key")
@@ -384,7 +385,7 @@ func (r *Rollout) parseOperatorKey(p *api.KVPair, name string) error {
 		if err := strictJSON(p.Value, &res); err != nil {
 			return badRollout(p, "not a rollout resume: %v", err)
 		}
-		if err := ValidName("version", res.Version); err != nil {
+		if err := schema.ValidName("version", res.Version); err != nil {
 			return badRollout(p, "%v", err)
 		}
 		r.Resume, r.ResumeIndex = &res, p.ModifyIndex
@@ -410,12 +411,12 @@ func (r *Rollout) parseSlot(p *api.KVPair, name string) error {
 		// The older layout. Its value only names the host for the
 		// operator: the slot counts whatever it says.
 		sl := RolloutSlot{}
-		if json.Unmarshal(p.Value, &sl) != nil || ValidName("host", sl.Host) != nil {
+		if json.Unmarshal(p.Value, &sl) != nil || schema.ValidName("host", sl.Host) != nil {
 			sl.Host = "(unreadable)"
 		}
 		sl.Session, sl.CreateIndex = p.Session, p.CreateIndex
 		r.LegacySlots = append(r.LegacySlots, sl)
-	case ValidName("host", name) != nil:
+	case schema.ValidName("host", name) != nil:
 		return badRollout(p, "not a rollout slot")
 	case p.Session == "":
 		r.Unheld = append(r.Unheld, name)
@@ -441,7 +442,7 @@ func (r *Rollout) parseProgress(p *api.KVPair, host string) {
 	switch {
 	case err != nil:
 	case h.State == RolloutUpdating, h.State == RolloutDone, h.State == RolloutFailed, h.State == RolloutPending:
-		if ValidName("version", h.Version) == nil {
+		if schema.ValidName("version", h.Version) == nil {
 			h.Index = p.ModifyIndex
 			r.Hosts[host] = h
 			return
@@ -478,7 +479,7 @@ func (p RolloutPolicy) Validate() error {
 		return errors.New("after_hosts without after")
 	}
 	if p.After != "" {
-		if err := ValidName("after role", p.After); err != nil {
+		if err := schema.ValidName("after role", p.After); err != nil {
 			return err
 		}
 	}
@@ -489,7 +490,7 @@ func (p RolloutPolicy) Validate() error {
 // check-and-set transaction that also moves the follower mark of its
 // --after role, and returns the policy written.
 func (s *Store) SetRolloutPolicy(ctx context.Context, role string, change func(*RolloutPolicy) error) (RolloutPolicy, error) {
-	if err := ValidName("role", role); err != nil {
+	if err := schema.ValidName("role", role); err != nil {
 		return RolloutPolicy{}, &InputError{Err: err}
 	}
 	for attempt := 0; attempt < maxAttempts; attempt++ {
@@ -564,7 +565,7 @@ func (s *Store) afterCycle(ctx context.Context, role, after string) error {
 // left): nothing was written.
 func (s *Store) ClaimSlot(ctx context.Context, role, host, version, session string, fresh bool) (index uint64, ok bool, err error) {
 	for _, n := range [][2]string{{"role", role}, {"host", host}, {"version", version}} {
-		if err := ValidName(n[0], n[1]); err != nil {
+		if err := schema.ValidName(n[0], n[1]); err != nil {
 			return 0, false, &InputError{Err: err}
 		}
 	}

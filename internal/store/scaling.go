@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // The keys of autoscaling and scale-in, under the prefix (a node's own
@@ -33,28 +33,30 @@ const (
 )
 
 // DesiredKey is roles/<role>/desired under prefix.
-func DesiredKey(prefix, role string) string { return join(prefix, dirRoles, role, roleDesired) }
+func DesiredKey(prefix, role string) string { return schema.Join(prefix, dirRoles, role, roleDesired) }
 
 // OverrideKey is roles/<role>/override under prefix.
-func OverrideKey(prefix, role string) string { return join(prefix, dirRoles, role, roleOverride) }
+func OverrideKey(prefix, role string) string {
+	return schema.Join(prefix, dirRoles, role, roleOverride)
+}
 
 // ScaleInKey is roles/<role>/scale_in/<host> under prefix.
 func ScaleInKey(prefix, role, host string) string {
-	return join(prefix, dirRoles, role, roleScaleIn, host)
+	return schema.Join(prefix, dirRoles, role, roleScaleIn, host)
 }
 
 // DrainKey is drain/<host> under prefix.
-func DrainKey(prefix, host string) string { return join(prefix, dirDrain, host) }
+func DrainKey(prefix, host string) string { return schema.Join(prefix, dirDrain, host) }
 
 // ProtectKey is protect/<host> under prefix.
-func ProtectKey(prefix, host string) string { return join(prefix, dirProtect, host) }
+func ProtectKey(prefix, host string) string { return schema.Join(prefix, dirProtect, host) }
 
 // CapacityKey is capacity/<role> under prefix.
-func CapacityKey(prefix, role string) string { return join(prefix, dirCapacity, role) }
+func CapacityKey(prefix, role string) string { return schema.Join(prefix, dirCapacity, role) }
 
 // SetDesired sets roles/<role>/desired.
 func (s *Store) SetDesired(ctx context.Context, role string, n int) error {
-	if err := ValidName("role", role); err != nil {
+	if err := schema.ValidName("role", role); err != nil {
 		return &InputError{Err: err}
 	}
 	if n < 0 {
@@ -69,7 +71,7 @@ func (s *Store) SetDesired(ctx context.Context, role string, n int) error {
 
 // Desired returns roles/<role>/desired; ok is false when it is not set.
 func (s *Store) Desired(ctx context.Context, role string) (n int, ok bool, err error) {
-	if err := ValidName("role", role); err != nil {
+	if err := schema.ValidName("role", role); err != nil {
 		return 0, false, &InputError{Err: err}
 	}
 	k := DesiredKey(s.prefix, role)
@@ -87,122 +89,16 @@ func (s *Store) Desired(ctx context.Context, role string) (n int, ok bool, err e
 	return n, true, nil
 }
 
-// MetricReport is the value of hosts/<host>/metrics/<name>: one node's
-// utilization, as it last reported it. Role is the role the node said it
-// is of: shown to readers, never used by the reaper, which knows each
-// server's role itself (a node must not vote in another role).
-type MetricReport struct {
-	Role  string    `json:"role,omitempty"`
-	Value float64   `json:"value"`
-	Time  time.Time `json:"time"`
-}
-
-// DrainRecord is the value of drain/<host>: the reaper asks the node (or
-// the platform) to move its work away before the server is deleted. Only
-// the reaper writes it; the answer is the host's own record
-// (DrainAnswerKey), which counts only when it names the request's Entry.
-type DrainRecord struct {
-	Requested time.Time `json:"requested"`
-	Role      string    `json:"role"`
-	// Entry is the journal entry that drains the host.
-	Entry  string `json:"entry"`
-	Reason string `json:"reason"`
-	// Deadline is when the drain ends without an answer (drain_timeout
-	// after the request).
-	Deadline time.Time `json:"deadline"`
-	// OnFailure and OnTimeout say what a failed answer, and no answer by
-	// the deadline, lead to: DrainAbort (the server stays) or DrainDelete.
-	// Empty in a request written before they existed: delete.
-	OnFailure string `json:"on_failure,omitempty"`
-	OnTimeout string `json:"on_timeout,omitempty"`
-	// Answer is, as read, the answer to this request (nil: none yet). In
-	// the key it is only found as the older layout wrote it (a node
-	// answered inside the request); the reaper never writes it.
-	Answer *DrainAnswer `json:"answer,omitempty"`
-}
-
-// DrainAnswer is the node's or the platform's answer to a drain request,
-// the value of hosts/<host>/drain.
-type DrainAnswer struct {
-	// Entry is the journal entry of the request answered (empty in an
-	// answer the older layout kept inside its request).
-	Entry string    `json:"entry,omitempty"`
-	Time  time.Time `json:"time"`
-	By    string    `json:"by"`
-	// Drained: the work moved away. False: moving it failed (Detail says
-	// how); the request's OnFailure says what follows.
-	Drained bool   `json:"drained"`
-	Detail  string `json:"detail,omitempty"`
-}
-
-// Protection is the value of protect/<host>: the host is never chosen for
-// scale-in (it is still replaced when unhealthy).
-type Protection struct {
-	Time   time.Time `json:"time"`
-	By     string    `json:"by"`
-	Reason string    `json:"reason,omitempty"`
-}
-
 // CapacityExhausted is the State of a CapacityRecord.
 const CapacityExhausted = "exhausted"
-
-// CapacityRecord is the value of capacity/<role>: creates of the role fail
-// because the project's quota or the cloud's capacity is exhausted. The
-// reaper writes it on such a failure and removes it when a server it
-// created for the role goes ACTIVE.
-type CapacityRecord struct {
-	State string `json:"state"`
-	// Class is "quota" or "capacity" (no valid host).
-	Class  string `json:"class"`
-	Reason string `json:"reason"`
-	// Since is the first failure; Time the latest.
-	Since time.Time `json:"since"`
-	Time  time.Time `json:"time"`
-}
-
-// Override is the value of roles/<role>/override: the desired count was set
-// by hand. For an autoscaled role it stands until `orchestrate scale ROLE
-// --auto` removes it.
-type Override struct {
-	Count  int       `json:"count"`
-	Time   time.Time `json:"time"`
-	By     string    `json:"by"`
-	Reason string    `json:"reason,omitempty"`
-}
-
-// ScaleInRequest is the value of roles/<role>/scale_in/<host>: the host was
-// named to leave the role (its desired count was lowered with it).
-type ScaleInRequest struct {
-	Time time.Time `json:"time"`
-	By   string    `json:"by"`
-}
 
 // ErrNoDrain: the host has no drain request.
 var ErrNoDrain = errors.New("no drain was requested for this host")
 
-// Scaling is the autoscaling and scale-in part of a snapshot.
-type Scaling struct {
-	// Metrics holds each host's reports: host -> name.
-	Metrics map[string]map[string]MetricReport
-	// Drains holds each host's drain request, with its answer.
-	Drains map[string]DrainRecord
-	// Protected holds the protected hosts.
-	Protected map[string]Protection
-	// Capacity holds the roles whose capacity is exhausted.
-	Capacity map[string]CapacityRecord
-	// Overrides holds the desired counts set by hand.
-	Overrides map[string]Override
-	// ScaleIn holds the hosts named for scale-in: role -> host.
-	ScaleIn map[string]map[string]ScaleInRequest
-	// DesiredIndex holds the modify index of each roles/<role>/desired, for
-	// a check-and-set of the count.
-	DesiredIndex map[string]uint64
-}
-
-func newScaling() Scaling {
-	return Scaling{Metrics: map[string]map[string]MetricReport{}, Drains: map[string]DrainRecord{},
-		Protected: map[string]Protection{}, Capacity: map[string]CapacityRecord{}, Overrides: map[string]Override{},
-		ScaleIn: map[string]map[string]ScaleInRequest{}, DesiredIndex: map[string]uint64{}}
+func newScaling() schema.Scaling {
+	return schema.Scaling{Metrics: map[string]map[string]schema.MetricReport{}, Drains: map[string]schema.DrainRecord{},
+		Protected: map[string]schema.Protection{}, Capacity: map[string]schema.CapacityRecord{}, Overrides: map[string]schema.Override{},
+		ScaleIn: map[string]map[string]schema.ScaleInRequest{}, DesiredIndex: map[string]uint64{}}
 }
 
 // addScaling reads one key of the scaling part; parts is the key's path
@@ -211,8 +107,8 @@ func (snap *Snapshot) addScaling(p *api.KVPair, parts []string) bool {
 	sc := &snap.Scaling
 	switch {
 	case parts[0] == dirDrain:
-		var d DrainRecord
-		if len(parts) != 2 || ValidName("host", parts[1]) != nil {
+		var d schema.DrainRecord
+		if len(parts) != 2 || schema.ValidName("host", parts[1]) != nil {
 			snap.bad(p.Key, "not of the form drain/<host>")
 		} else if err := strictJSON(p.Value, &d); err != nil || d.Requested.IsZero() {
 			snap.bad(p.Key, "not a drain record the reaper wrote")
@@ -224,21 +120,21 @@ func (snap *Snapshot) addScaling(p *api.KVPair, parts []string) bool {
 			}
 		}
 	case parts[0] == dirProtect:
-		if len(parts) != 2 || ValidName("host", parts[1]) != nil {
+		if len(parts) != 2 || schema.ValidName("host", parts[1]) != nil {
 			snap.bad(p.Key, "not of the form protect/<host>")
 			return true
 		}
-		var pr Protection
+		var pr schema.Protection
 		if err := strictJSON(p.Value, &pr); err != nil {
 			// Whatever a protect key holds, it protects: a hand-written
 			// value must not expose a host to scale-in.
 			snap.bad(p.Key, "not a protection record (`orchestrate protect` writes one); the host is protected all the same")
-			pr = Protection{Reason: "hand-written value"}
+			pr = schema.Protection{Reason: "hand-written value"}
 		}
 		sc.Protected[parts[1]] = pr
 	case parts[0] == dirCapacity:
-		var c CapacityRecord
-		if len(parts) != 2 || ValidName("role", parts[1]) != nil {
+		var c schema.CapacityRecord
+		if len(parts) != 2 || schema.ValidName("role", parts[1]) != nil {
 			snap.bad(p.Key, "not of the form capacity/<role>")
 		} else if err := strictJSON(p.Value, &c); err != nil {
 			snap.bad(p.Key, "not a capacity record the reaper wrote")
@@ -249,20 +145,20 @@ func (snap *Snapshot) addScaling(p *api.KVPair, parts []string) bool {
 		snap.addDesired(p, parts[1])
 		sc.DesiredIndex[parts[1]] = p.ModifyIndex
 	case parts[0] == dirRoles && len(parts) == 3 && parts[2] == roleOverride:
-		var o Override
+		var o schema.Override
 		if err := strictJSON(p.Value, &o); err != nil || o.Count < 0 {
 			snap.bad(p.Key, "not an override record (`orchestrate scale` writes one)")
 			return true
 		}
 		sc.Overrides[parts[1]] = o
 	case parts[0] == dirRoles && len(parts) == 4 && parts[2] == roleScaleIn:
-		var r ScaleInRequest
-		if ValidName("host", parts[3]) != nil || strictJSON(p.Value, &r) != nil {
+		var r schema.ScaleInRequest
+		if schema.ValidName("host", parts[3]) != nil || strictJSON(p.Value, &r) != nil {
 			snap.bad(p.Key, "not a scale-in request (`orchestrate scale-in` writes one)")
 			return true
 		}
 		if sc.ScaleIn[parts[1]] == nil {
-			sc.ScaleIn[parts[1]] = map[string]ScaleInRequest{}
+			sc.ScaleIn[parts[1]] = map[string]schema.ScaleInRequest{}
 		}
 		sc.ScaleIn[parts[1]][parts[3]] = r
 	case parts[0] == dirRoles:
@@ -296,8 +192,8 @@ func ParseMetricValue(s string) (float64, error) {
 
 // Scale sets roles/<role>/desired to n and records that it was set by hand
 // (roles/<role>/override), in one transaction.
-func (s *Store) Scale(ctx context.Context, role string, n int, o Override) error {
-	if err := ValidName("role", role); err != nil {
+func (s *Store) Scale(ctx context.Context, role string, n int, o schema.Override) error {
+	if err := schema.ValidName("role", role); err != nil {
 		return &InputError{Err: err}
 	}
 	if n < 0 {
@@ -316,7 +212,7 @@ func (s *Store) Scale(ctx context.Context, role string, n int, o Override) error
 // ClearOverride removes roles/<role>/override: an autoscaled role's count
 // is the autoscaler's again. It reports whether there was one.
 func (s *Store) ClearOverride(ctx context.Context, role string) (bool, error) {
-	if err := ValidName("role", role); err != nil {
+	if err := schema.ValidName("role", role); err != nil {
 		return false, &InputError{Err: err}
 	}
 	k := OverrideKey(s.prefix, role)
@@ -338,13 +234,13 @@ func (s *Store) ClearOverride(ctx context.Context, role string) (bool, error) {
 // protected or already named. base is the count to lower when the role
 // has no desired count in Consul (ok false: none known). It returns the
 // new count.
-func (s *Store) ScaleIn(ctx context.Context, role string, hosts []string, req ScaleInRequest, base func() (int, bool, error)) (int, error) {
-	if err := ValidName("role", role); err != nil {
+func (s *Store) ScaleIn(ctx context.Context, role string, hosts []string, req schema.ScaleInRequest, base func() (int, bool, error)) (int, error) {
+	if err := schema.ValidName("role", role); err != nil {
 		return 0, &InputError{Err: err}
 	}
 	seen := map[string]bool{}
 	for _, h := range hosts {
-		if err := ValidName("host", h); err != nil {
+		if err := schema.ValidName("host", h); err != nil {
 			return 0, &InputError{Err: err}
 		}
 		if seen[h] {
@@ -416,8 +312,8 @@ func (s *Store) ScaleIn(ctx context.Context, role string, hosts []string, req Sc
 }
 
 // Protect exempts host from scale-in.
-func (s *Store) Protect(ctx context.Context, host string, p Protection) error {
-	if err := ValidName("host", host); err != nil {
+func (s *Store) Protect(ctx context.Context, host string, p schema.Protection) error {
+	if err := schema.ValidName("host", host); err != nil {
 		return &InputError{Err: err}
 	}
 	data, _ := json.Marshal(p)
@@ -431,7 +327,7 @@ func (s *Store) Protect(ctx context.Context, host string, p Protection) error {
 // Unprotect lifts host's scale-in protection; it reports whether there was
 // one.
 func (s *Store) Unprotect(ctx context.Context, host string) (bool, error) {
-	if err := ValidName("host", host); err != nil {
+	if err := schema.ValidName("host", host); err != nil {
 		return false, &InputError{Err: err}
 	}
 	k := ProtectKey(s.prefix, host)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // Snapshot is everything under the prefix, read in one consistent listing.
@@ -20,7 +21,7 @@ type Snapshot struct {
 	// Desired holds roles/<role>/desired.
 	Desired map[string]int
 	// Scaling holds autoscaling's and scale-in's keys.
-	Scaling Scaling
+	Scaling schema.Scaling
 	// Problems lists keys whose content is not what orchestrate writes
 	// (corrupt JSON, a host under two versions, an unknown state...).
 	Problems []Problem
@@ -33,7 +34,7 @@ type Snapshot struct {
 	// record of their own, and the hosts' drain answers.
 	legacy     *legacyRecords
 	newVersion map[string]bool
-	answers    map[string]DrainAnswer
+	answers    map[string]schema.DrainAnswer
 }
 
 // Host is one host's version and status.
@@ -69,7 +70,7 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 		return nil, err
 	}
 	snap := &Snapshot{Hosts: map[string]*Host{}, Desired: map[string]int{}, Scaling: newScaling(),
-		legacy: newLegacyRecords(), newVersion: map[string]bool{}, answers: map[string]DrainAnswer{}}
+		legacy: newLegacyRecords(), newVersion: map[string]bool{}, answers: map[string]schema.DrainAnswer{}}
 	for _, p := range pairs {
 		parts := strings.Split(relKey(s.prefix, p.Key), "/")
 		switch parts[0] {
@@ -98,7 +99,7 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 // listAll reads every key under the prefix, refusing a listing Consul's
 // ACLs left keys out of.
 func (s *Store) listAll(ctx context.Context) (api.KVPairs, error) {
-	dir := PrefixDir(s.prefix)
+	dir := schema.PrefixDir(s.prefix)
 	pairs, meta, err := s.kv.List(dir, readOpts(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", dir, err)
@@ -113,7 +114,7 @@ func (s *Store) listAll(ctx context.Context) (api.KVPairs, error) {
 // hosts/<host>/status/<category>, hosts/<host>/metrics/<name> or
 // hosts/<host>/drain.
 func (snap *Snapshot) addHostRecord(p *api.KVPair, parts []string) {
-	if len(parts) < 3 || ValidName("host", parts[1]) != nil {
+	if len(parts) < 3 || schema.ValidName("host", parts[1]) != nil {
 		snap.bad(p.Key, "not a record of a host (hosts/<host>/...)")
 		return
 	}
@@ -128,20 +129,20 @@ func (snap *Snapshot) addHostRecord(p *api.KVPair, parts []string) {
 		}
 		h := snap.host(name)
 		h.Version, h.VersionTime = v.Version, v.Time
-	case len(rest) == 2 && rest[0] == hostStatus && ValidName("category", rest[1]) == nil:
+	case len(rest) == 2 && rest[0] == hostStatus && schema.ValidName("category", rest[1]) == nil:
 		st, err := parseStatusRecord(p.Value)
 		if err != nil {
 			snap.bad(p.Key, "%v", err)
 		}
 		snap.host(name).Status[rest[1]] = st
-	case len(rest) == 2 && rest[0] == hostMetrics && ValidName("metric", rest[1]) == nil:
+	case len(rest) == 2 && rest[0] == hostMetrics && schema.ValidName("metric", rest[1]) == nil:
 		m, err := parseMetricReport(p.Value)
 		if err != nil {
 			snap.bad(p.Key, "%v", err)
 			return
 		}
 		if snap.Scaling.Metrics[name] == nil {
-			snap.Scaling.Metrics[name] = map[string]MetricReport{}
+			snap.Scaling.Metrics[name] = map[string]schema.MetricReport{}
 		}
 		snap.Scaling.Metrics[name][rest[1]] = m
 	case len(rest) == 1 && rest[0] == hostDrain:
@@ -183,7 +184,7 @@ func (snap *Snapshot) bad(key, format string, args ...any) {
 
 func (snap *Snapshot) addCurrentVersion(p *api.KVPair) {
 	v := string(p.Value)
-	if err := ValidName("version", v); err != nil {
+	if err := schema.ValidName("version", v); err != nil {
 		snap.bad(p.Key, "%v", err)
 		return
 	}

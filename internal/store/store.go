@@ -17,13 +17,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-
 	"github.com/jiocloud/orchestrate/internal/fault"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
-
-// DefaultPrefix is the KV prefix when neither --prefix nor
-// ORCHESTRATE_PREFIX says otherwise.
-const DefaultPrefix = "orchestrate"
 
 // keyCurrentVersion is the desired version's key under the prefix. Every
 // key and directory is built in one place: a function named after it
@@ -32,25 +28,16 @@ const DefaultPrefix = "orchestrate"
 // listed key compare its parts with the same constants.
 const keyCurrentVersion = "current_version"
 
-// PrefixDir is <prefix>/, the directory every key lives in (leading and
-// trailing slashes of prefix are dropped).
-func PrefixDir(prefix string) string { return strings.Trim(prefix, "/") + "/" }
-
-// join is the key <prefix>/<parts joined by slashes>.
-func join(prefix string, parts ...string) string {
-	return PrefixDir(prefix) + strings.Join(parts, "/")
-}
-
 // keyDir is the directory <prefix>/<parts joined by slashes>/, for a
 // listing.
-func keyDir(prefix string, parts ...string) string { return join(prefix, parts...) + "/" }
+func keyDir(prefix string, parts ...string) string { return schema.Join(prefix, parts...) + "/" }
 
 // relKey is key relative to <prefix>/.
-func relKey(prefix, key string) string { return strings.TrimPrefix(key, PrefixDir(prefix)) }
+func relKey(prefix, key string) string { return strings.TrimPrefix(key, schema.PrefixDir(prefix)) }
 
 // CurrentVersionKey is current_version under prefix: the desired version
 // of the whole system.
-func CurrentVersionKey(prefix string) string { return join(prefix, keyCurrentVersion) }
+func CurrentVersionKey(prefix string) string { return schema.Join(prefix, keyCurrentVersion) }
 
 // Status categories orchestrate itself writes; any other name is accepted
 // from operators and build scripts.
@@ -114,7 +101,7 @@ type Store struct {
 // New returns a Store for prefix (leading and trailing slashes are dropped).
 func New(c *api.Client, prefix string) (*Store, error) {
 	prefix = strings.Trim(prefix, "/")
-	if err := ValidPrefix(prefix); err != nil {
+	if err := schema.ValidPrefix(prefix); err != nil {
 		return nil, err
 	}
 	return &Store{kv: c.KV(), prefix: prefix, Now: time.Now}, nil
@@ -150,7 +137,7 @@ type StatusValue struct {
 
 // SetCurrentVersion sets the desired version of the whole system.
 func (s *Store) SetCurrentVersion(ctx context.Context, version string) error {
-	if err := ValidName("version", version); err != nil {
+	if err := schema.ValidName("version", version); err != nil {
 		return &InputError{Err: err}
 	}
 	_, err := s.kv.Put(&api.KVPair{Key: CurrentVersionKey(s.prefix), Value: []byte(version)}, writeOpts(ctx))
@@ -170,7 +157,7 @@ func (s *Store) CurrentVersion(ctx context.Context) (string, error) {
 		return "", ErrNoCurrentVersion
 	}
 	v := string(p.Value)
-	if err := ValidName("version", v); err != nil {
+	if err := schema.ValidName("version", v); err != nil {
 		return "", &InputError{Err: fmt.Errorf("%s holds an invalid version: %w", p.Key, err)}
 	}
 	return v, nil

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
 )

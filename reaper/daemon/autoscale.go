@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/planner"
 )
@@ -83,7 +84,7 @@ func (r *Reaper) exhausted(ctx context.Context, t *leaderTerm, role string, err 
 		return
 	}
 	now := r.now().UTC()
-	rec := store.CapacityRecord{State: store.CapacityExhausted, Class: class.String(), Reason: err.Error(), Since: now, Time: now}
+	rec := schema.CapacityRecord{State: store.CapacityExhausted, Class: class.String(), Reason: err.Error(), Since: now, Time: now}
 	prev, had := t.capacity[role]
 	if had {
 		rec.Since = prev.Since
@@ -93,7 +94,7 @@ func (r *Reaper) exhausted(ctx context.Context, t *leaderTerm, role string, err 
 		return
 	}
 	if t.capacity == nil {
-		t.capacity = map[string]store.CapacityRecord{}
+		t.capacity = map[string]schema.CapacityRecord{}
 	}
 	t.capacity[role] = rec
 	if !had {

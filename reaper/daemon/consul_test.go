@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/daemon"
@@ -145,7 +146,7 @@ func TestJournalRecoveryAcrossLeaders(t *testing.T) {
 	f.seed(3)
 	f.arm()
 	r1 := f.start(func(x *running, a reaper.Action) {
-		if a.Op == reaper.OpCreate && a.Entry.Kind == store.KindReplace {
+		if a.Op == reaper.OpCreate && a.Entry.Kind == schema.KindReplace {
 			x.kill() // dies right after the create, before any drain or delete
 		}
 	})
@@ -185,7 +186,7 @@ func TestJournalIntentFindsItsServer(t *testing.T) {
 	f := newFixture(t)
 	c, sim := f.c, f.sim
 	f.seed(2)
-	entry := reaper.Entry{ID: "web.dead.1", Kind: store.KindCreate, Role: "web", Phase: store.PhaseCreating, NewName: "web3", Started: time.Now(), Updated: time.Now()}
+	entry := reaper.Entry{ID: "web.dead.1", Kind: schema.KindCreate, Role: "web", Phase: schema.PhaseCreating, NewName: "web3", Started: time.Now(), Updated: time.Now()}
 	data, _ := json.Marshal(entry)
 	if _, err := c.KV().Put(&api.KVPair{Key: prefix + "/reaper/journal/" + entry.ID, Value: data}, nil); err != nil {
 		t.Fatal(err)
@@ -435,7 +436,7 @@ func TestJournalRefusesNonLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := reaper.Entry{ID: "web.x.1", Kind: store.KindCreate, Role: "web", Phase: store.PhaseCreating, NewName: "web9"}
+	e := reaper.Entry{ID: "web.x.1", Kind: schema.KindCreate, Role: "web", Phase: schema.PhaseCreating, NewName: "web9"}
 	if err := j.Put(context.Background(), other, e, nil); err != daemon.ErrNotLeader {
 		t.Fatalf("write with nobody holding the lock: %v, want ErrNotLeader", err)
 	}
@@ -501,7 +502,7 @@ func TestAutoscaleWriteLosesToAHandSetCount(t *testing.T) {
 	}
 	// An override was written with the count: the decision that read
 	// the count afterwards still loses to it.
-	if err := st.Scale(ctx, "web", 4, store.Override{By: "ops", Reason: "freeze"}); err != nil {
+	if err := st.Scale(ctx, "web", 4, schema.Override{By: "ops", Reason: "freeze"}); err != nil {
 		t.Fatal(err)
 	}
 	_, idx2 := desired()

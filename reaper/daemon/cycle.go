@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/planner"
 )
@@ -240,8 +241,8 @@ func (r *Reaper) cycleSkipped(ctx context.Context, t *leaderTerm, start time.Tim
 }
 
 // poolByHost indexes the standby records by host.
-func poolByHost(recs map[string]store.StandbyRecord) map[string]store.StandbyRecord {
-	out := make(map[string]store.StandbyRecord, len(recs))
+func poolByHost(recs map[string]schema.StandbyRecord) map[string]schema.StandbyRecord {
+	out := make(map[string]schema.StandbyRecord, len(recs))
 	for _, rec := range recs {
 		out[rec.Host] = rec
 	}
@@ -281,7 +282,7 @@ func (r *Reaper) state(t *leaderTerm, p *reaper.Plan, journal []reaper.Entry, no
 		}
 	}
 	// The capacity records as they stand after this cycle's creates.
-	st.Roles = append([]store.RoleReport(nil), st.Roles...)
+	st.Roles = append([]schema.RoleReport(nil), st.Roles...)
 	for i := range st.Roles {
 		if pool := st.Roles[i].Pool; pool != nil {
 			c := *pool

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -74,7 +75,7 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a reaper.Action, bu
 	case reaper.OpStandbyStop:
 		// Started carries the standby's creation time (no entry is
 		// written for a stop).
-		rec := store.StandbyRecord{Role: e.Role, Host: e.OldName, ID: e.OldID, State: store.StandbyStopped, Created: e.Started}
+		rec := schema.StandbyRecord{Role: e.Role, Host: e.OldName, ID: e.OldID, State: schema.StandbyStopped, Created: e.Started}
 		if err := r.journal.SetStandby(ctx, t.session, rec); err != nil {
 			return err
 		}
@@ -106,8 +107,8 @@ func (r *Reaper) deleteOld(ctx context.Context, t *leaderTerm, e reaper.Entry, p
 	if done, err := r.deleteEntryServer(ctx, t, e, e.OldName, e.OldID, put); !done || err != nil {
 		return err // the entry stays in deleting; the next cycle goes on
 	}
-	if e.Kind == store.KindReplace && e.Mode == reaper.ModeDeleteFirst {
-		e.Phase, e.OldID, e.DeleteAsked = store.PhaseCreating, "", time.Time{}
+	if e.Kind == schema.KindReplace && e.Mode == reaper.ModeDeleteFirst {
+		e.Phase, e.OldID, e.DeleteAsked = schema.PhaseCreating, "", time.Time{}
 		return put(e, nil)
 	}
 	return r.journal.Remove(ctx, t.session, e.ID)
@@ -163,7 +164,7 @@ func (r *Reaper) rollback(ctx context.Context, t *leaderTerm, role *reaper.Role,
 // entry and records its ID.
 func (r *Reaper) create(ctx context.Context, t *leaderTerm, role *reaper.Role, e reaper.Entry, put func(reaper.Entry, []time.Time) error) error {
 	e.Attempts++
-	e.Phase = store.PhaseCreating
+	e.Phase = schema.PhaseCreating
 	if err := put(e, nil); err != nil {
 		return err
 	}
@@ -197,13 +198,13 @@ func (r *Reaper) create(ctx context.Context, t *leaderTerm, role *reaper.Role, e
 	// The entry waits in booting: the planner follows the server from
 	// each cycle's list (ACTIVE and checked in, ERROR, or past
 	// boot_timeout), so no cycle waits for one server to boot.
-	e.Phase, e.NewID = store.PhaseBooting, s.ID
+	e.Phase, e.NewID = schema.PhaseBooting, s.ID
 	if e.Standby {
 		// Its record from the start, so the machine's own `orchestrate
 		// standby` watch finds it and holds the node's maintenance before
 		// Puppet registers its services.
 		e.Updated = r.now()
-		return r.journal.Put(ctx, t.session, e, nil, r.journal.standbyOp(store.StandbyRecord{Role: role.Name, Host: s.Name, ID: s.ID, State: store.StandbyBuilding, Created: s.Created}))
+		return r.journal.Put(ctx, t.session, e, nil, r.journal.standbyOp(schema.StandbyRecord{Role: role.Name, Host: s.Name, ID: s.ID, State: schema.StandbyBuilding, Created: s.Created}))
 	}
 	return put(e, nil)
 }
@@ -226,7 +227,7 @@ func (r *Reaper) claim(ctx context.Context, t *leaderTerm, e reaper.Entry, put f
 	if err := step(0); err != nil {
 		return err
 	}
-	e.Phase = store.PhaseClaiming
+	e.Phase = schema.PhaseClaiming
 	e.Updated = r.now()
 	if err := r.journal.Put(ctx, t.session, e, nil, r.journal.poolDeleteOp(e.Role, e.NewName)); err != nil {
 		return err
@@ -258,7 +259,7 @@ func (r *Reaper) claim(ctx context.Context, t *leaderTerm, e reaper.Entry, put f
 	if err := step(3); err != nil {
 		return err
 	}
-	e.Phase = store.PhaseBooting
+	e.Phase = schema.PhaseBooting
 	return put(e, nil)
 }
 
@@ -285,7 +286,7 @@ func (r *Reaper) createFailed(ctx context.Context, t *leaderTerm, role *reaper.R
 	// Quota, capacity and fatal errors mean Nova made nothing: drop the
 	// intent, unless the old server is already gone (delete-first), whose
 	// replacement must still be made.
-	if e.Kind == store.KindReplace && e.Mode == reaper.ModeDeleteFirst {
+	if e.Kind == schema.KindReplace && e.Mode == reaper.ModeDeleteFirst {
 		return err
 	}
 	if rerr := r.journal.Remove(ctx, t.session, e.ID); rerr != nil {
@@ -410,7 +411,7 @@ func (r *Reaper) deregister(ctx context.Context, node string) error {
 	if _, err := r.client.Catalog().Deregister(&api.CatalogDeregistration{Node: node}, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
 		return fmt.Errorf("deregister node %s: %w", node, err)
 	}
-	if store.ValidName("host", node) != nil {
+	if schema.ValidName("host", node) != nil {
 		return nil // no record can have this name
 	}
 	if err := r.store.ForgetHost(ctx, node); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -20,10 +21,10 @@ var ErrNotLeader = errors.New("not the leader: the leader lock is held by anothe
 
 // Keys under <prefix>/, as internal/store lays them out.
 const (
-	keyJournal = store.ReaperJournalDir
-	keyBudget  = store.ReaperBudgetKey
-	keyArmed   = store.ReaperArmedKey
-	keyState   = store.ReaperStateKey
+	keyJournal = schema.ReaperJournalDir
+	keyBudget  = schema.ReaperBudgetKey
+	keyArmed   = schema.ReaperArmedKey
+	keyState   = schema.ReaperStateKey
 )
 
 // Journal reads and writes the reaper's keys in Consul KV. Every write the
@@ -62,14 +63,14 @@ type ReaperKeys struct {
 	Report *store.ReaperReport
 	// Pool holds the standby records, by key; a value that does not parse
 	// is a zero record (the next sync rewrites or removes it).
-	Pool map[string]store.StandbyRecord
+	Pool map[string]schema.StandbyRecord
 	// Flush holds the pool flush requests, by role; FlushProblems the
 	// ones that cannot be read.
-	Flush         map[string]store.PoolFlushRecord
+	Flush         map[string]schema.PoolFlushRecord
 	FlushProblems []string
 	// Cooloff holds the records of aborted drains, by host;
 	// CooloffProblems those that cannot be read (host: why).
-	Cooloff         map[string]store.DrainAbortRecord
+	Cooloff         map[string]schema.DrainAbortRecord
 	CooloffProblems map[string]string
 	// Tokens holds the sealed node tokens of servers the reaper built, by
 	// host; a record that cannot be read is in Problems and keeps its
@@ -79,17 +80,17 @@ type ReaperKeys struct {
 
 // Read lists <prefix>/reaper/ in one request.
 func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
-	pairs, _, err := j.kv.List(j.key(store.ReaperDir), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	pairs, _, err := j.kv.List(j.key(schema.ReaperDir), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", j.key(store.ReaperDir), err)
+		return nil, fmt.Errorf("read %s: %w", j.key(schema.ReaperDir), err)
 	}
-	out := &ReaperKeys{Pool: map[string]store.StandbyRecord{}, Flush: map[string]store.PoolFlushRecord{},
-		Cooloff: map[string]store.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]store.NodeTokenRecord{}}
+	out := &ReaperKeys{Pool: map[string]schema.StandbyRecord{}, Flush: map[string]schema.PoolFlushRecord{},
+		Cooloff: map[string]schema.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]store.NodeTokenRecord{}}
 	for _, p := range pairs {
 		rel := strings.TrimPrefix(p.Key, j.prefix+"/")
 		switch {
 		case strings.HasPrefix(rel, store.ReaperPoolDir):
-			var rec store.StandbyRecord
+			var rec schema.StandbyRecord
 			_ = json.Unmarshal(p.Value, &rec)
 			out.Pool[p.Key] = rec
 		case strings.HasPrefix(rel, store.ReaperPoolFlushDir):
@@ -249,12 +250,12 @@ func (j *Journal) Flush(ctx context.Context, session string, f reaper.PoolFlush,
 
 // SetStandby writes one standby record under the leader check (before a
 // cloud call on the standby, as a journal entry is).
-func (j *Journal) SetStandby(ctx context.Context, session string, rec store.StandbyRecord) error {
+func (j *Journal) SetStandby(ctx context.Context, session string, rec schema.StandbyRecord) error {
 	return j.txn(ctx, session, j.standbyOp(rec))
 }
 
 // standbyOp writes a standby record.
-func (j *Journal) standbyOp(rec store.StandbyRecord) *api.KVTxnOp {
+func (j *Journal) standbyOp(rec schema.StandbyRecord) *api.KVTxnOp {
 	data, _ := json.Marshal(rec)
 	return &api.KVTxnOp{Verb: api.KVSet, Key: store.PoolKey(j.prefix, rec.Role, rec.Host), Value: data}
 }
@@ -267,7 +268,7 @@ const poolOpsPerTxn = 60
 // plan saw (have is what the cycle read): changed records are written,
 // records of servers no longer standbys removed, in transactions under
 // the leader check.
-func (j *Journal) SyncPool(ctx context.Context, session string, want []store.StandbyRecord, have map[string]store.StandbyRecord) error {
+func (j *Journal) SyncPool(ctx context.Context, session string, want []schema.StandbyRecord, have map[string]schema.StandbyRecord) error {
 	var ops []*api.KVTxnOp
 	seen := map[string]bool{}
 	for _, rec := range want {
@@ -299,7 +300,7 @@ func (j *Journal) SyncPool(ctx context.Context, session string, want []store.Sta
 // failed answer and no answer lead to.
 func (j *Journal) drainRequestOp(e reaper.Entry, role *reaper.Role, now time.Time) *api.KVTxnOp {
 	onFailure, onTimeout := role.DrainEnd(&e)
-	data, _ := json.Marshal(store.DrainRecord{Requested: now, Role: e.Role, Entry: e.ID, Reason: e.Reason, Deadline: e.DrainUntil, OnFailure: onFailure, OnTimeout: onTimeout})
+	data, _ := json.Marshal(schema.DrainRecord{Requested: now, Role: e.Role, Entry: e.ID, Reason: e.Reason, Deadline: e.DrainUntil, OnFailure: onFailure, OnTimeout: onTimeout})
 	return &api.KVTxnOp{Verb: api.KVSet, Key: store.DrainKey(j.prefix, e.OldName), Value: data}
 }
 
@@ -323,7 +324,7 @@ func (j *Journal) SetDesired(ctx context.Context, session string, c reaper.Scale
 }
 
 // SetCapacity records that the role's creates fail for quota or capacity.
-func (j *Journal) SetCapacity(ctx context.Context, session, role string, rec store.CapacityRecord) error {
+func (j *Journal) SetCapacity(ctx context.Context, session, role string, rec schema.CapacityRecord) error {
 	data, _ := json.Marshal(rec)
 	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVSet, Key: store.CapacityKey(j.prefix, role), Value: data})
 }
@@ -341,10 +342,10 @@ func (j *Journal) Arm(ctx context.Context, session string, a reaper.Armed) error
 }
 
 // ArmKey is the armed key under prefix, for `orchestrate reaper arm`.
-func ArmKey(prefix string) string { return store.ReaperKey(prefix, keyArmed) }
+func ArmKey(prefix string) string { return schema.ReaperKey(prefix, keyArmed) }
 
 // StateKey is the state key under prefix, for `orchestrate status`.
-func StateKey(prefix string) string { return store.ReaperKey(prefix, keyState) }
+func StateKey(prefix string) string { return schema.ReaperKey(prefix, keyState) }
 
 // PutState writes the state report (leader only).
 func (j *Journal) PutState(ctx context.Context, session string, st *store.ReaperReport) error {

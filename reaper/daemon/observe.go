@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -23,7 +24,7 @@ type observation struct {
 	keys      *ReaperKeys
 	// scaling is the KV snapshot's scaling part; metrics the readings of
 	// autoscaled roles' Prometheus queries.
-	scaling store.Scaling
+	scaling schema.Scaling
 	metrics map[string]reaper.MetricReading
 }
 

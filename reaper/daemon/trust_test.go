@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/daemon"
@@ -148,7 +149,7 @@ func TestDisarmHoldsInASteadyFleet(t *testing.T) {
 		rep, _ := readReport(f.c)
 		return r.Leading() && rep != nil && rep.Armed
 	})
-	if err := st.Disarm(ctx, store.ArmRecord{Time: time.Now(), By: "test", Reason: "maintenance window"}); err != nil {
+	if err := st.Disarm(ctx, schema.ArmRecord{Time: time.Now(), By: "test", Reason: "maintenance window"}); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 5*time.Second, "a cycle that saw the disarm", func() bool {
@@ -176,7 +177,7 @@ func TestDisarmHoldsInASteadyFleet(t *testing.T) {
 		// The platform answers the drain (the scale-in's server serves:
 		// without an answer its drain would be aborted at drain_timeout).
 		for _, h := range []string{"web1", "web2", "web3"} {
-			if _, err := st.AnswerDrain(ctx, h, store.DrainAnswer{Time: time.Now(), By: "platform", Drained: true}); err != nil && !errors.Is(err, store.ErrNoDrain) {
+			if _, err := st.AnswerDrain(ctx, h, schema.DrainAnswer{Time: time.Now(), By: "platform", Drained: true}); err != nil && !errors.Is(err, store.ErrNoDrain) {
 				t.Fatal(err)
 			}
 		}
@@ -257,7 +258,7 @@ func TestNovaErrorWithPassingChecksIsNotReplaced(t *testing.T) {
 	}
 	testutil.Eventually(t, 5*time.Second, "web2 reported error-in-grace", func() bool {
 		rep, _ := readReport(f.c)
-		return rep != nil && len(rep.Roles) == 1 && rep.Roles[0].States[store.ServerErrorInGrace] == 1
+		return rep != nil && len(rep.Roles) == 1 && rep.Roles[0].States[schema.ServerErrorInGrace] == 1
 	})
 	waitCycles(t, 5, r) // five more cycles
 	if n := f.sim.Creates.Load(); n != 0 {

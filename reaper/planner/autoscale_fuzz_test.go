@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -42,10 +42,10 @@ func FuzzAutoscaleDecision(f *testing.F) {
 		n := norm(serving, 12) + 1
 		vals := []float64{v0, v1, v2, v3}
 		in := reaper.Input{Now: t0, Config: c, Armed: true, Desired: map[string]int{"web": want},
-			Scaling: store.Scaling{Metrics: map[string]map[string]store.MetricReport{}},
+			Scaling: schema.Scaling{Metrics: map[string]map[string]schema.MetricReport{}},
 			// A whole window behind, no change for an hour: a scale in
 			// is held by nothing but the readings.
-			Autoscale: map[string]*store.AutoscaleReport{"web": window(t0.Add(-time.Hour), a.Min+norm(past, a.Max-a.Min+1))}}
+			Autoscale: map[string]*schema.AutoscaleReport{"web": window(t0.Add(-time.Hour), a.Min+norm(past, a.Max-a.Min+1))}}
 		var readings []float64
 		for i := range n {
 			name := fmt.Sprintf("web%d", i+1)
@@ -53,7 +53,7 @@ func FuzzAutoscaleDecision(f *testing.F) {
 			in.Checks = append(in.Checks, pass(name))
 			if i < norm(reported, n+1) {
 				v := vals[i%len(vals)]
-				in.Scaling.Metrics[name] = map[string]store.MetricReport{"load": {Value: v, Time: t0}}
+				in.Scaling.Metrics[name] = map[string]schema.MetricReport{"load": {Value: v, Time: t0}}
 				readings = append(readings, v)
 			}
 		}
@@ -81,10 +81,10 @@ func FuzzAutoscaleDecision(f *testing.F) {
 		for _, v := range readings {
 			atOrAbove = atOrAbove && v >= target
 		}
-		if atOrAbove && (d.Result == store.ResultScaleIn || d.New < d.Desired) {
+		if atOrAbove && (d.Result == schema.ResultScaleIn || d.New < d.Desired) {
 			t.Fatalf("scale in with every reading %v at or above target %v: %s", readings, target, where)
 		}
-		if prom && (!LoadLike(v0) || v0 > a.Metric.PlausibleMax) && (d.Result != store.ResultHold || DecisionWhy(*d) != WhyMetric) {
+		if prom && (!LoadLike(v0) || v0 > a.Metric.PlausibleMax) && (d.Result != schema.ResultHold || DecisionWhy(*d) != WhyMetric) {
 			t.Fatalf("prometheus value %v (plausible_max %v) is not in doubt: %s", v0, a.Metric.PlausibleMax, where)
 		}
 	})

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/reapertest"
 )
@@ -20,21 +20,21 @@ func autoscaled(c *reaper.Config) {
 }
 
 // reports are web's nodes' reports of "load", all at time at.
-func reports(at time.Time, vals map[string]float64) map[string]map[string]store.MetricReport {
-	hosts := map[string]map[string]store.MetricReport{}
+func reports(at time.Time, vals map[string]float64) map[string]map[string]schema.MetricReport {
+	hosts := map[string]map[string]schema.MetricReport{}
 	for h, v := range vals {
-		hosts[h] = map[string]store.MetricReport{"load": {Role: "web", Value: v, Time: at}}
+		hosts[h] = map[string]schema.MetricReport{"load": {Role: "web", Value: v, Time: at}}
 	}
 	return hosts
 }
 
 // window is an unbroken stabilization window since `since`, each cycle
 // recommending n, with the last decision a cycle ago.
-func window(since time.Time, n int) *store.AutoscaleReport {
-	rep := &store.AutoscaleReport{WindowSince: since, Last: &store.ScaleDecision{Time: t0.Add(-30 * time.Second)}}
+func window(since time.Time, n int) *schema.AutoscaleReport {
+	rep := &schema.AutoscaleReport{WindowSince: since, Last: &schema.ScaleDecision{Time: t0.Add(-30 * time.Second)}}
 	for at := since; at.Before(t0); at = at.Add(30 * time.Second) {
 		if t0.Sub(at) < 5*time.Minute {
-			rep.Window = append(rep.Window, store.Recommendation{Time: at, Count: n})
+			rep.Window = append(rep.Window, schema.Recommendation{Time: at, Count: n})
 		}
 	}
 	return rep
@@ -49,81 +49,81 @@ func TestAutoscaleDecisions(t *testing.T) {
 		name     string
 		metrics  map[string]float64 // reports of load, at t0
 		at       time.Time          // the reports' time, default t0
-		prev     *store.AutoscaleReport
-		scaling  func(*store.Scaling)
+		prev     *schema.AutoscaleReport
+		scaling  func(*schema.Scaling)
 		in       func(*reaper.Input)
 		cfg      func(*reaper.Config)
 		result   string
 		newCount int
 		reason   string
 	}{
-		{name: "within the tolerance: hold", metrics: all(0.54), prev: long, result: store.ResultHold, newCount: 3, reason: "within-tolerance"},
-		{name: "above: ceil(3 x 0.8 / 0.5) = 5, at once", metrics: all(0.8), prev: long, result: store.ResultScaleOut, newCount: 5, reason: "recommends 5"},
-		{name: "far above: max_step 2", metrics: all(2.0), prev: long, result: store.ResultScaleOut, newCount: 5, reason: "recommends 8"},
-		{name: "far above, max 4", metrics: all(2.0), prev: long, cfg: func(c *reaper.Config) { c.Roles[0].Autoscale.Max = 4 }, result: store.ResultScaleOut, newCount: 4, reason: "recommends 4"},
+		{name: "within the tolerance: hold", metrics: all(0.54), prev: long, result: schema.ResultHold, newCount: 3, reason: "within-tolerance"},
+		{name: "above: ceil(3 x 0.8 / 0.5) = 5, at once", metrics: all(0.8), prev: long, result: schema.ResultScaleOut, newCount: 5, reason: "recommends 5"},
+		{name: "far above: max_step 2", metrics: all(2.0), prev: long, result: schema.ResultScaleOut, newCount: 5, reason: "recommends 8"},
+		{name: "far above, max 4", metrics: all(2.0), prev: long, cfg: func(c *reaper.Config) { c.Roles[0].Autoscale.Max = 4 }, result: schema.ResultScaleOut, newCount: 4, reason: "recommends 4"},
 		{name: "scale out within its cooldown: hold", metrics: all(0.8),
-			prev: func() *store.AutoscaleReport {
+			prev: func() *schema.AutoscaleReport {
 				r := window(t0.Add(-time.Hour), 3)
 				r.LastScaleOut = t0.Add(-2 * time.Minute)
 				return r
 			}(),
-			result: store.ResultHold, newCount: 3, reason: "scale out cooldown 3m0s, 1m0s left"},
-		{name: "below with a whole window behind: scale in by max_step 1", metrics: all(0.2), prev: window(t0.Add(-time.Hour), 2), result: store.ResultScaleIn, newCount: 2, reason: "scale in 3 -> 2"},
-		{name: "below, but a higher recommendation in the window", metrics: all(0.2), prev: long, result: store.ResultHold, reason: "the highest recommendation of the last 5m0s is 3", newCount: 3},
-		{name: "below, window not yet whole", metrics: all(0.2), prev: window(t0.Add(-3*time.Minute), 2), result: store.ResultHold, newCount: 3, reason: "(3m0s of 5m0s)"},
-		{name: "below, a new leader (no last decision): the window starts now", metrics: all(0.2), result: store.ResultHold, newCount: 3, reason: "stabilizing"},
+			result: schema.ResultHold, newCount: 3, reason: "scale out cooldown 3m0s, 1m0s left"},
+		{name: "below with a whole window behind: scale in by max_step 1", metrics: all(0.2), prev: window(t0.Add(-time.Hour), 2), result: schema.ResultScaleIn, newCount: 2, reason: "scale in 3 -> 2"},
+		{name: "below, but a higher recommendation in the window", metrics: all(0.2), prev: long, result: schema.ResultHold, reason: "the highest recommendation of the last 5m0s is 3", newCount: 3},
+		{name: "below, window not yet whole", metrics: all(0.2), prev: window(t0.Add(-3*time.Minute), 2), result: schema.ResultHold, newCount: 3, reason: "(3m0s of 5m0s)"},
+		{name: "below, a new leader (no last decision): the window starts now", metrics: all(0.2), result: schema.ResultHold, newCount: 3, reason: "stabilizing"},
 		{name: "below after a gap of cycles: the window starts again", metrics: all(0.2),
-			prev: func() *store.AutoscaleReport {
+			prev: func() *schema.AutoscaleReport {
 				r := window(t0.Add(-time.Hour), 2)
 				r.Last.Time = t0.Add(-3 * time.Minute)
 				return r
-			}(), result: store.ResultHold, newCount: 3, reason: "stabilizing"},
+			}(), result: schema.ResultHold, newCount: 3, reason: "stabilizing"},
 		{name: "scale in within its cooldown since a scale out: hold", metrics: all(0.2),
-			prev: func() *store.AutoscaleReport {
+			prev: func() *schema.AutoscaleReport {
 				r := window(t0.Add(-time.Hour), 2)
 				r.LastScaleOut = t0.Add(-4 * time.Minute)
 				return r
 			}(),
-			result: store.ResultHold, newCount: 3, reason: "scale in cooldown 5m0s, 1m0s left"},
+			result: schema.ResultHold, newCount: 3, reason: "scale in cooldown 5m0s, 1m0s left"},
 		{name: "scale in while the role has an entry in flight: hold", metrics: all(0.2), prev: window(t0.Add(-time.Hour), 2),
 			in: func(in *reaper.Input) {
-				in.Journal = []reaper.Entry{{ID: "web.x", Kind: store.KindCreate, Role: "web", Phase: store.PhaseCreating, NewName: "web4", Started: t0, Updated: t0}}
-			}, result: store.ResultHold, newCount: 3, reason: "in-flight"},
-		{name: "fewer than half of the serving servers reported: hold", metrics: map[string]float64{"web1": 2}, prev: long, result: store.ResultHold, newCount: 3, reason: "only 1 of 3 serving servers reported load"},
-		{name: "stale reports: hold", metrics: all(2), at: t0.Add(-4 * time.Minute), prev: long, result: store.ResultHold, newCount: 3, reason: "(4m0s old)"},
-		{name: "reports from the future (a node's clock): hold", metrics: all(2), at: t0.Add(time.Hour), prev: long, result: store.ResultHold, newCount: 3, reason: "dated in the future"},
+				in.Journal = []reaper.Entry{{ID: "web.x", Kind: schema.KindCreate, Role: "web", Phase: schema.PhaseCreating, NewName: "web4", Started: t0, Updated: t0}}
+			}, result: schema.ResultHold, newCount: 3, reason: "in-flight"},
+		{name: "fewer than half of the serving servers reported: hold", metrics: map[string]float64{"web1": 2}, prev: long, result: schema.ResultHold, newCount: 3, reason: "only 1 of 3 serving servers reported load"},
+		{name: "stale reports: hold", metrics: all(2), at: t0.Add(-4 * time.Minute), prev: long, result: schema.ResultHold, newCount: 3, reason: "(4m0s old)"},
+		{name: "reports from the future (a node's clock): hold", metrics: all(2), at: t0.Add(time.Hour), prev: long, result: schema.ResultHold, newCount: 3, reason: "dated in the future"},
 		{name: "a server without a report counts as 0 above target: ceil((1 + 1) / 0.5) = 4, not ceil(3 x 1 / 0.5) = 6", metrics: map[string]float64{"web1": 1, "web2": 1}, prev: long,
-			result: store.ResultScaleOut, newCount: 4, reason: "(1 without a usable report), target 0.5: recommends 4"},
+			result: schema.ResultScaleOut, newCount: 4, reason: "(1 without a usable report), target 0.5: recommends 4"},
 		{name: "a server without a report: within the tolerance once counted as 0", metrics: map[string]float64{"web1": 0.8, "web2": 0.8}, prev: long,
-			result: store.ResultHold, newCount: 3, reason: "recommends 3"},
+			result: schema.ResultHold, newCount: 3, reason: "recommends 3"},
 		{name: "a server without a report counts as the target below it: ceil((0.1 + 0.1 + 0.5) / 0.5) = 2", metrics: map[string]float64{"web1": 0.1, "web2": 0.1}, prev: window(t0.Add(-time.Hour), 2),
-			result: store.ResultScaleIn, newCount: 2, reason: "recommends 2"},
+			result: schema.ResultScaleIn, newCount: 2, reason: "recommends 2"},
 		// A node writes its reports under its own host; which role they
 		// count for is the reaper's knowledge of the server, never the
 		// role the report names.
 		{name: "a report counts for its server's role, whatever role it names", metrics: all(0.8), prev: long,
-			scaling: func(s *store.Scaling) {
+			scaling: func(s *schema.Scaling) {
 				for h, m := range s.Metrics {
 					r := m["load"]
 					r.Role = "db"
 					s.Metrics[h]["load"] = r
 				}
 			},
-			result: store.ResultScaleOut, newCount: 5, reason: "recommends 5"},
+			result: schema.ResultScaleOut, newCount: 5, reason: "recommends 5"},
 		{name: "a host of no server of the role, naming it, is no vote", metrics: all(0.54), prev: long,
-			scaling: func(s *store.Scaling) {
-				s.Metrics["db1"] = map[string]store.MetricReport{"load": {Role: "web", Value: 100, Time: t0}}
+			scaling: func(s *schema.Scaling) {
+				s.Metrics["db1"] = map[string]schema.MetricReport{"load": {Role: "web", Value: 100, Time: t0}}
 			},
-			result: store.ResultHold, newCount: 3, reason: "within-tolerance"},
+			result: schema.ResultHold, newCount: 3, reason: "within-tolerance"},
 		{name: "a count set by hand: override", metrics: all(2), prev: long,
-			scaling: func(s *store.Scaling) { s.Overrides["web"] = store.Override{Count: 3, By: "ops", Time: t0} },
-			result:  store.ResultOverride, newCount: 3, reason: "orchestrate scale web --auto"},
-		{name: "not armed: hold", metrics: all(2), prev: long, in: func(in *reaper.Input) { in.Armed = false; in.ArmKeyWritten = true }, result: store.ResultHold, newCount: 3, reason: "not-armed"},
+			scaling: func(s *schema.Scaling) { s.Overrides["web"] = schema.Override{Count: 3, By: "ops", Time: t0} },
+			result:  schema.ResultOverride, newCount: 3, reason: "orchestrate scale web --auto"},
+		{name: "not armed: hold", metrics: all(2), prev: long, in: func(in *reaper.Input) { in.Armed = false; in.ArmKeyWritten = true }, result: schema.ResultHold, newCount: 3, reason: "not-armed"},
 		{name: "create backoff: no scale out", metrics: all(2), prev: long, in: func(in *reaper.Input) { in.RoleBackoff = map[string]time.Time{"web": t0.Add(time.Minute)} },
-			result: store.ResultHold, newCount: 3, reason: "create-backoff"},
+			result: schema.ResultHold, newCount: 3, reason: "create-backoff"},
 		{name: "a named scale-in still leaving: no scale out", metrics: all(2), prev: long,
-			scaling: func(s *store.Scaling) { s.ScaleIn["web"] = map[string]store.ScaleInRequest{"web2": {Time: t0}} },
-			result:  store.ResultHold, newCount: 3, reason: "hosts named for scale-in are still leaving (web2)"},
+			scaling: func(s *schema.Scaling) { s.ScaleIn["web"] = map[string]schema.ScaleInRequest{"web2": {Time: t0}} },
+			result:  schema.ResultHold, newCount: 3, reason: "hosts named for scale-in are still leaving (web2)"},
 		{name: "prometheus: the query failed: hold", prev: long,
 			cfg: func(c *reaper.Config) {
 				c.Roles[0].Autoscale.Metric = reaper.MetricSource{Source: reaper.SourcePrometheus, Prometheus: &reaper.PrometheusSource{URL: "http://127.0.0.1:9090", Query: "avg(x)", Timeout: reaper.Duration(time.Second)}}
@@ -131,13 +131,13 @@ func TestAutoscaleDecisions(t *testing.T) {
 			in: func(in *reaper.Input) {
 				in.Metrics = map[string]reaper.MetricReading{"web": {Err: "prometheus query returned no series"}}
 			},
-			result: store.ResultHold, newCount: 3, reason: "metric: prometheus query returned no series"},
+			result: schema.ResultHold, newCount: 3, reason: "metric: prometheus query returned no series"},
 		{name: "prometheus: a value", prev: long,
 			cfg: func(c *reaper.Config) {
 				c.Roles[0].Autoscale.Metric = reaper.MetricSource{Source: reaper.SourcePrometheus, Prometheus: &reaper.PrometheusSource{URL: "http://127.0.0.1:9090", Query: "avg(x)", Timeout: reaper.Duration(time.Second)}}
 			},
 			in:     func(in *reaper.Input) { in.Metrics = map[string]reaper.MetricReading{"web": {Value: 0.8}} },
-			result: store.ResultScaleOut, newCount: 5, reason: "recommends 5"},
+			result: schema.ResultScaleOut, newCount: 5, reason: "recommends 5"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,12 +150,12 @@ func TestAutoscaleDecisions(t *testing.T) {
 			if at.IsZero() {
 				at = t0
 			}
-			sc := store.Scaling{Metrics: reports(at, tc.metrics), Overrides: map[string]store.Override{}, ScaleIn: map[string]map[string]store.ScaleInRequest{}, DesiredIndex: map[string]uint64{"web": 7}}
+			sc := schema.Scaling{Metrics: reports(at, tc.metrics), Overrides: map[string]schema.Override{}, ScaleIn: map[string]map[string]schema.ScaleInRequest{}, DesiredIndex: map[string]uint64{"web": 7}}
 			if tc.scaling != nil {
 				tc.scaling(&sc)
 			}
 			in := reaper.Input{Now: t0, Config: cfg, Servers: web3, Checks: checks, Desired: map[string]int{"web": 3}, Armed: true,
-				Scaling: sc, Autoscale: map[string]*store.AutoscaleReport{}}
+				Scaling: sc, Autoscale: map[string]*schema.AutoscaleReport{}}
 			if tc.prev != nil {
 				in.Autoscale["web"] = tc.prev
 			}
@@ -189,24 +189,24 @@ func TestScaleInOrder(t *testing.T) {
 	load := map[string]float64{"web1": 0.5, "web2": 0.5, "web3": 0.1, "web4": 0.5, "web5": 0.5}
 	cases := []struct {
 		name    string
-		scaling func(*store.Scaling)
+		scaling func(*schema.Scaling)
 		checks  []reaper.Check
 		want    string
 	}{
 		{name: "least loaded", want: "web3"},
-		{name: "named first", scaling: func(s *store.Scaling) { s.ScaleIn["web"] = map[string]store.ScaleInRequest{"web5": {}} }, want: "web5"},
+		{name: "named first", scaling: func(s *schema.Scaling) { s.ScaleIn["web"] = map[string]schema.ScaleInRequest{"web5": {}} }, want: "web5"},
 		{name: "unhealthy before the least loaded", checks: []reaper.Check{pass("web1"), pass("web2"), pass("web3"), pass("web4"), {Node: "web5", CheckID: "x", Status: "critical", ServiceID: "web"}}, want: "web5"},
-		{name: "protected never", scaling: func(s *store.Scaling) { s.Protected["web3"] = store.Protection{} }, want: "web1"},
-		{name: "equal load: the oldest", scaling: func(s *store.Scaling) {
-			s.Protected["web3"] = store.Protection{}
-			s.Metrics["web1"]["load"] = store.MetricReport{Value: 0.9, Time: t0}
+		{name: "protected never", scaling: func(s *schema.Scaling) { s.Protected["web3"] = schema.Protection{} }, want: "web1"},
+		{name: "equal load: the oldest", scaling: func(s *schema.Scaling) {
+			s.Protected["web3"] = schema.Protection{}
+			s.Metrics["web1"]["load"] = schema.MetricReport{Value: 0.9, Time: t0}
 		}, want: "web2"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := reapertest.Config(t, autoscaled)
-			sc := store.Scaling{Metrics: reports(t0, load), Overrides: map[string]store.Override{}, ScaleIn: map[string]map[string]store.ScaleInRequest{},
-				Protected: map[string]store.Protection{}, DesiredIndex: map[string]uint64{}}
+			sc := schema.Scaling{Metrics: reports(t0, load), Overrides: map[string]schema.Override{}, ScaleIn: map[string]map[string]schema.ScaleInRequest{},
+				Protected: map[string]schema.Protection{}, DesiredIndex: map[string]uint64{}}
 			if tc.scaling != nil {
 				tc.scaling(&sc)
 			}
@@ -237,14 +237,14 @@ func TestScaleInOrder(t *testing.T) {
 func TestDrainHandshake(t *testing.T) {
 	servers := []reaper.Server{srv("web1", day), srv("web2", day), srv("web3", day)}
 	checks := []reaper.Check{pass("web1"), pass("web2"), pass("web3")}
-	entry := reaper.Entry{ID: "web.e1", Kind: store.KindDelete, Role: "web", Phase: store.PhaseDraining, OldName: "web3", OldID: "id-web3",
+	entry := reaper.Entry{ID: "web.e1", Kind: schema.KindDelete, Role: "web", Phase: schema.PhaseDraining, OldName: "web3", OldID: "id-web3",
 		Reason: "surplus", Started: t0.Add(-time.Minute), Updated: t0.Add(-time.Minute), DrainUntil: t0.Add(time.Minute)}
-	answered := func(drained bool, ent string) map[string]store.DrainRecord {
-		return map[string]store.DrainRecord{"web3": {Requested: t0.Add(-time.Minute), Entry: ent, Answer: &store.DrainAnswer{Time: t0, By: "platform", Drained: drained, Detail: "moved"}}}
+	answered := func(drained bool, ent string) map[string]schema.DrainRecord {
+		return map[string]schema.DrainRecord{"web3": {Requested: t0.Add(-time.Minute), Entry: ent, Answer: &schema.DrainAnswer{Time: t0, By: "platform", Drained: drained, Detail: "moved"}}}
 	}
 	cases := []struct {
 		name   string
-		drains map[string]store.DrainRecord
+		drains map[string]schema.DrainRecord
 		until  time.Time
 		want   string
 	}{
@@ -262,7 +262,7 @@ func TestDrainHandshake(t *testing.T) {
 				e.DrainUntil = tc.until
 			}
 			in := reaper.Input{Now: t0, Config: reapertest.Config(t), Servers: servers, Checks: checks, Desired: map[string]int{"web": 2}, Armed: true,
-				Journal: []reaper.Entry{e}, Scaling: store.Scaling{Drains: tc.drains}}
+				Journal: []reaper.Entry{e}, Scaling: schema.Scaling{Drains: tc.drains}}
 			p := Plan(in)
 			if len(p.Actions) != 1 || !strings.HasPrefix(p.Actions[0].String(), tc.want) {
 				t.Fatalf("actions %v, want %q", p.Actions, tc.want)

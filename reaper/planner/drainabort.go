@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -17,21 +17,21 @@ func (pl *planner) abortable(s *reaper.Server) bool {
 
 // planAbort aborts entry e's drain when its answer, or its silence past
 // the deadline, and the role's settings say so; it reports whether it did.
-func (pl *planner) planAbort(rs *roleServers, e *reaper.Entry, next reaper.Entry, oldS *reaper.Server, answer *store.DrainAnswer) bool {
+func (pl *planner) planAbort(rs *roleServers, e *reaper.Entry, next reaper.Entry, oldS *reaper.Server, answer *schema.DrainAnswer) bool {
 	onFailure, onTimeout := rs.role.DrainEnd(e)
-	rec := store.DrainAbortRecord{Host: e.OldName, ID: oldS.ID, Role: e.Role, Kind: e.Kind, Entry: e.ID, Reason: e.Reason,
+	rec := schema.DrainAbortRecord{Host: e.OldName, ID: oldS.ID, Role: e.Role, Kind: e.Kind, Entry: e.ID, Reason: e.Reason,
 		Time: pl.in.Now, Until: pl.in.Now.Add(rs.role.Cooloff())}
 	switch {
-	case answer != nil && !answer.Drained && onFailure == store.DrainAbort:
-		rec.Cause = store.AbortFailed
+	case answer != nil && !answer.Drained && onFailure == schema.DrainAbort:
+		rec.Cause = schema.AbortFailed
 		rec.Detail = fmt.Sprintf("%s answered that moving the work away failed (%s)", answer.By, answer.Detail)
-	case answer == nil && onTimeout == store.DrainAbort && !pl.in.Now.Before(e.DrainUntil):
-		rec.Cause = store.AbortTimeout
+	case answer == nil && onTimeout == schema.DrainAbort && !pl.in.Now.Before(e.DrainUntil):
+		rec.Cause = schema.AbortTimeout
 		rec.Detail = fmt.Sprintf("no answer by the drain deadline %s (does the node run a drain handler, `orchestrate watch-config --drain-cmd`?)", e.DrainUntil.UTC().Format(time.RFC3339))
 	default:
 		return false
 	}
-	next.Phase, next.Abort = store.PhaseAborting, &rec
+	next.Phase, next.Abort = schema.PhaseAborting, &rec
 	pl.addAbort(rs, next)
 	return true
 }
@@ -40,8 +40,8 @@ func (pl *planner) planAbort(rs *roleServers, e *reaper.Entry, next reaper.Entry
 // it): whatever the configuration says now, the server stays.
 func (pl *planner) finishAbort(rs *roleServers, e *reaper.Entry, next reaper.Entry) {
 	if e.Abort == nil {
-		rec := store.DrainAbortRecord{Host: e.OldName, ID: e.OldID, Role: e.Role, Kind: e.Kind, Entry: e.ID, Reason: e.Reason,
-			Cause: store.AbortFailed, Detail: "an abort recorded without its reason", Time: pl.in.Now, Until: pl.in.Now.Add(rs.role.Cooloff())}
+		rec := schema.DrainAbortRecord{Host: e.OldName, ID: e.OldID, Role: e.Role, Kind: e.Kind, Entry: e.ID, Reason: e.Reason,
+			Cause: schema.AbortFailed, Detail: "an abort recorded without its reason", Time: pl.in.Now, Until: pl.in.Now.Add(rs.role.Cooloff())}
 		next.Abort = &rec
 	}
 	pl.addAbort(rs, next)
@@ -56,7 +56,7 @@ func (pl *planner) addAbort(rs *roleServers, e reaper.Entry) {
 	rec := *e.Abort
 	rec.Named, rec.Restored = false, false
 	var restore *reaper.ScaleChange
-	if req, named := pl.in.Scaling.ScaleIn[e.Role][e.OldName]; named && e.Kind == store.KindDelete {
+	if req, named := pl.in.Scaling.ScaleIn[e.Role][e.OldName]; named && e.Kind == schema.KindDelete {
 		rec.Named = true
 		restore = pl.restoreCount(rs, req)
 		rec.Restored = restore != nil
@@ -69,7 +69,7 @@ func (pl *planner) addAbort(rs *roleServers, e reaper.Entry) {
 // place in the desired count, or nil: the count is not in Consul, a count
 // was set by hand after the request, or it would pass the autoscaler's
 // max.
-func (pl *planner) restoreCount(rs *roleServers, req store.ScaleInRequest) *reaper.ScaleChange {
+func (pl *planner) restoreCount(rs *roleServers, req schema.ScaleInRequest) *reaper.ScaleChange {
 	r := rs.role
 	n, ok := pl.in.Desired[r.Name]
 	if !ok {
@@ -88,7 +88,7 @@ func (pl *planner) restoreCount(rs *roleServers, req store.ScaleInRequest) *reap
 // over are removed (CooloffEnded), the others hold their hosts. A record
 // that cannot be read holds its host until someone deletes it.
 func (pl *planner) coolingOff() {
-	pl.cooling = map[string]store.DrainAbortRecord{}
+	pl.cooling = map[string]schema.DrainAbortRecord{}
 	for host, rec := range pl.in.DrainAborts {
 		if !pl.in.Now.Before(rec.Until) {
 			pl.plan.CooloffEnded = append(pl.plan.CooloffEnded, rec)
@@ -145,8 +145,8 @@ func (pl *planner) notCooling(rs *roleServers, order []*reaper.Server, skipped [
 }
 
 // roleAborts are the records of the role's hosts cooling off, by host.
-func (pl *planner) roleAborts(role string) []store.DrainAbortRecord {
-	var out []store.DrainAbortRecord
+func (pl *planner) roleAborts(role string) []schema.DrainAbortRecord {
+	var out []schema.DrainAbortRecord
 	for _, rec := range pl.cooling {
 		if rec.Role == role {
 			out = append(out, rec)

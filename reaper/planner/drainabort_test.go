@@ -5,22 +5,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/reapertest"
 )
 
 // drainWorld is web1..web3 serving (web3 the oldest), desired 2, and one
 // entry draining web3 whose deadline is deadline.
-func drainWorld(kind store.EntryKind, reason string, abortable bool, deadline time.Time) ([]reaper.Server, []reaper.Check, reaper.Entry) {
+func drainWorld(kind schema.EntryKind, reason string, abortable bool, deadline time.Time) ([]reaper.Server, []reaper.Check, reaper.Entry) {
 	servers := []reaper.Server{srv("web1", day), srv("web2", 2*day), srv("web3", 3*day)}
 	checks := []reaper.Check{pass("web1"), pass("web2"), pass("web3"), {Node: "web3", CheckID: reaper.MaintNodeCheck, Status: reaper.CheckCritical}}
-	e := reaper.Entry{ID: "web.e1", Kind: kind, Role: "web", Mode: reaper.ModeSurge, Phase: store.PhaseDraining, OldName: "web3", OldID: "id-web3",
+	e := reaper.Entry{ID: "web.e1", Kind: kind, Role: "web", Mode: reaper.ModeSurge, Phase: schema.PhaseDraining, OldName: "web3", OldID: "id-web3",
 		Reason: reason, Started: t0.Add(-10 * time.Minute), Updated: t0.Add(-time.Minute), DrainUntil: deadline, Abortable: abortable}
 	if reason == string(reaper.StateUnhealthy) {
 		checks[2] = crit("web3") // replaced for its health: it does not pass
 	}
-	if kind == store.KindReplace {
+	if kind == schema.KindReplace {
 		// A max-age (or health) replacement: its new server web4 serves.
 		servers = append(servers, withJournal(srv("web4", time.Hour), e.ID))
 		checks = append(checks, pass("web4"))
@@ -31,12 +31,12 @@ func drainWorld(kind store.EntryKind, reason string, abortable bool, deadline ti
 
 // answer is a drain record of web3 for entry web.e1, answered drained or
 // failed (nil: no answer yet).
-func answer(drained *bool) map[string]store.DrainRecord {
-	d := store.DrainRecord{Requested: t0.Add(-time.Minute), Role: "web", Entry: "web.e1"}
+func answer(drained *bool) map[string]schema.DrainRecord {
+	d := schema.DrainRecord{Requested: t0.Add(-time.Minute), Role: "web", Entry: "web.e1"}
 	if drained != nil {
-		d.Answer = &store.DrainAnswer{Time: t0, By: "drain handler on web3", Drained: *drained, Detail: "instance i-7 cannot be migrated"}
+		d.Answer = &schema.DrainAnswer{Time: t0, By: "drain handler on web3", Drained: *drained, Detail: "instance i-7 cannot be migrated"}
 	}
-	return map[string]store.DrainRecord{"web3": d}
+	return map[string]schema.DrainRecord{"web3": d}
 }
 
 // Every combination of what the drain was for, what came back, when,
@@ -49,14 +49,14 @@ func TestDrainEnds(t *testing.T) {
 	before, after := t0.Add(time.Minute), t0
 	type kind struct {
 		name      string
-		kind      store.EntryKind
+		kind      schema.EntryKind
 		reason    string
 		abortable bool
 	}
-	scaleIn := kind{"scale-in", store.KindDelete, "surplus (healthy): 1 over desired 2", true}
-	maxAge := kind{"max-age", store.KindReplace, string(reaper.StateExpired), true}
-	health := kind{"unhealthy replacement", store.KindReplace, string(reaper.StateUnhealthy), false}
-	badScaleIn := kind{"scale-in of an unhealthy server", store.KindDelete, "surplus (unhealthy): 1 over desired 2", false}
+	scaleIn := kind{"scale-in", schema.KindDelete, "surplus (healthy): 1 over desired 2", true}
+	maxAge := kind{"max-age", schema.KindReplace, string(reaper.StateExpired), true}
+	health := kind{"unhealthy replacement", schema.KindReplace, string(reaper.StateUnhealthy), false}
+	badScaleIn := kind{"scale-in of an unhealthy server", schema.KindDelete, "surplus (unhealthy): 1 over desired 2", false}
 	cases := []struct {
 		kind       kind
 		answer     *bool
@@ -106,7 +106,7 @@ func TestDrainEnds(t *testing.T) {
 				c.Roles[0].OnDrainFailure, c.Roles[0].OnDrainTimeout = tc.onFailure, tc.onTimeout
 			})
 			in := reaper.Input{Now: t0, Config: cfg, Servers: servers, Checks: checks, Desired: map[string]int{"web": 2 + len(servers) - 3}, Armed: true,
-				Journal: []reaper.Entry{e}, Scaling: store.Scaling{Drains: answer(tc.answer)}}
+				Journal: []reaper.Entry{e}, Scaling: schema.Scaling{Drains: answer(tc.answer)}}
 			p := Plan(in)
 			if got := ops(p); len(got) != 1 || got[0] != tc.want {
 				t.Fatalf("actions %v, want [%s]\nblocked: %q", p.Actions, tc.want, p.Blocked)
@@ -120,7 +120,7 @@ func TestDrainEnds(t *testing.T) {
 			}
 			r := a.Entry.Abort
 			switch {
-			case a.Entry.Phase != store.PhaseAborting || r == nil:
+			case a.Entry.Phase != schema.PhaseAborting || r == nil:
 				t.Fatalf("abort entry in phase %s with record %v", a.Entry.Phase, r)
 			case r.Host != "web3" || r.ID != "id-web3" || r.Entry != "web.e1" || r.Kind != tc.kind.kind || r.Reason != tc.kind.reason:
 				t.Fatalf("record %+v does not name the server, entry and why it was to leave", r)
@@ -144,11 +144,11 @@ func or(s, def string) string {
 // holds it, and a recorded abort is finished as one by any leader,
 // whatever the configuration says now.
 func TestAbortIsFinishedAsAnAbort(t *testing.T) {
-	servers, checks, e := drainWorld(store.KindDelete, "surplus (healthy)", true, t0)
-	rec := &store.DrainAbortRecord{Host: "web3", ID: "id-web3", Role: "web", Kind: store.KindDelete, Entry: e.ID, Cause: store.AbortTimeout,
+	servers, checks, e := drainWorld(schema.KindDelete, "surplus (healthy)", true, t0)
+	rec := &schema.DrainAbortRecord{Host: "web3", ID: "id-web3", Role: "web", Kind: schema.KindDelete, Entry: e.ID, Cause: schema.AbortTimeout,
 		Detail: "no answer", Time: t0.Add(-time.Minute), Until: t0.Add(59 * time.Minute)}
 	aborting := e
-	aborting.Phase, aborting.Abort = store.PhaseAborting, rec
+	aborting.Phase, aborting.Abort = schema.PhaseAborting, rec
 	deleteAll := func(c *reaper.Config) { c.Roles[0].OnDrainFailure, c.Roles[0].OnDrainTimeout = "delete", "delete" }
 	cases := []struct {
 		name  string
@@ -175,7 +175,7 @@ func TestAbortIsFinishedAsAnAbort(t *testing.T) {
 				cfg = reapertest.Config(t, tc.cfg)
 			}
 			in := reaper.Input{Now: t0, Config: cfg, Servers: servers, Checks: checks, Desired: map[string]int{"web": 2}, Armed: true,
-				Journal: []reaper.Entry{tc.entry}, Scaling: store.Scaling{Drains: answer(nil)}}
+				Journal: []reaper.Entry{tc.entry}, Scaling: schema.Scaling{Drains: answer(nil)}}
 			if tc.in != nil {
 				tc.in(&in)
 			}
@@ -183,7 +183,7 @@ func TestAbortIsFinishedAsAnAbort(t *testing.T) {
 			if got := ops(p); len(got) != 1 || got[0] != tc.want {
 				t.Fatalf("actions %v, want [%s]\nblocked: %q", p.Actions, tc.want, p.Blocked)
 			}
-			if a := p.Actions[0]; a.Entry.Abort == nil || a.Entry.Phase != store.PhaseAborting {
+			if a := p.Actions[0]; a.Entry.Abort == nil || a.Entry.Phase != schema.PhaseAborting {
 				t.Fatalf("abort without its record: %+v", a.Entry)
 			}
 			if tc.entry.Abort != nil && !p.Actions[0].Entry.Abort.Until.Equal(rec.Until) {
@@ -199,12 +199,12 @@ func TestAbortIsFinishedAsAnAbort(t *testing.T) {
 // stands), the count is not in Consul, or it would pass the autoscaler's
 // max.
 func TestNamedAbortCountRule(t *testing.T) {
-	named := func(s *store.Scaling) {
-		s.ScaleIn = map[string]map[string]store.ScaleInRequest{"web": {"web3": {Time: t0.Add(-20 * time.Minute), By: "ops"}}}
+	named := func(s *schema.Scaling) {
+		s.ScaleIn = map[string]map[string]schema.ScaleInRequest{"web": {"web3": {Time: t0.Add(-20 * time.Minute), By: "ops"}}}
 	}
 	cases := []struct {
 		name         string
-		scaling      func(*store.Scaling)
+		scaling      func(*schema.Scaling)
 		cfg          func(*reaper.Config)
 		desired      map[string]int
 		wantNamed    bool
@@ -213,14 +213,14 @@ func TestNamedAbortCountRule(t *testing.T) {
 	}{
 		{name: "named: the request withdrawn, the count raised back", scaling: named, desired: map[string]int{"web": 2}, wantNamed: true, wantRestore: true, wantRestored: 3},
 		{name: "named, then a count set by hand: that count stands", desired: map[string]int{"web": 2}, wantNamed: true,
-			scaling: func(s *store.Scaling) {
+			scaling: func(s *schema.Scaling) {
 				named(s)
-				s.Overrides["web"] = store.Override{Count: 2, Time: t0.Add(-5 * time.Minute), By: "ops"}
+				s.Overrides["web"] = schema.Override{Count: 2, Time: t0.Add(-5 * time.Minute), By: "ops"}
 			}},
 		{name: "named, a count set by hand before the request: raised back", desired: map[string]int{"web": 2}, wantNamed: true, wantRestore: true, wantRestored: 3,
-			scaling: func(s *store.Scaling) {
+			scaling: func(s *schema.Scaling) {
 				named(s)
-				s.Overrides["web"] = store.Override{Count: 3, Time: t0.Add(-time.Hour), By: "ops"}
+				s.Overrides["web"] = schema.Override{Count: 3, Time: t0.Add(-time.Hour), By: "ops"}
 			}},
 		{name: "named, no count in Consul: nothing to raise", scaling: named, wantNamed: true},
 		{name: "named in an autoscaled role at its max: not raised past it", scaling: named, desired: map[string]int{"web": 2}, wantNamed: true,
@@ -229,12 +229,12 @@ func TestNamedAbortCountRule(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			servers, checks, e := drainWorld(store.KindDelete, "named for scale-in", true, t0)
+			servers, checks, e := drainWorld(schema.KindDelete, "named for scale-in", true, t0)
 			cfg := reapertest.Config(t)
 			if tc.cfg != nil {
 				cfg = reapertest.Config(t, tc.cfg)
 			}
-			sc := store.Scaling{Drains: answer(nil), Overrides: map[string]store.Override{}, DesiredIndex: map[string]uint64{"web": 41}}
+			sc := schema.Scaling{Drains: answer(nil), Overrides: map[string]schema.Override{}, DesiredIndex: map[string]uint64{"web": 41}}
 			if tc.scaling != nil {
 				tc.scaling(&sc)
 			}
@@ -271,15 +271,15 @@ func TestCooloffSkipsTheHost(t *testing.T) {
 	// web3 is the oldest: the scale-in's first choice without a metric.
 	servers := []reaper.Server{srv("web1", day), srv("web2", 2*day), srv("web3", 3*day)}
 	checks := []reaper.Check{pass("web1"), pass("web2"), pass("web3")}
-	cooling := func(id string, until time.Time) map[string]store.DrainAbortRecord {
-		return map[string]store.DrainAbortRecord{"web3": {Host: "web3", ID: id, Role: "web", Kind: store.KindDelete, Cause: store.AbortFailed,
+	cooling := func(id string, until time.Time) map[string]schema.DrainAbortRecord {
+		return map[string]schema.DrainAbortRecord{"web3": {Host: "web3", ID: id, Role: "web", Kind: schema.KindDelete, Cause: schema.AbortFailed,
 			Detail: "instance i-7 cannot be migrated", Time: t0.Add(-10 * time.Minute), Until: until, Index: 9}}
 	}
 	cases := []struct {
 		name        string
-		aborts      map[string]store.DrainAbortRecord
+		aborts      map[string]schema.DrainAbortRecord
 		problems    map[string]string
-		scaling     func(*store.Scaling)
+		scaling     func(*schema.Scaling)
 		checks      []reaper.Check
 		critSince   map[string]time.Time
 		want        string
@@ -292,8 +292,8 @@ func TestCooloffSkipsTheHost(t *testing.T) {
 		{name: "web3's cool-off over: chosen again, the record removed", aborts: cooling("id-web3", t0), want: "drain web3", wantEnded: true, abortable: true},
 		{name: "a later server named web3: not held", aborts: cooling("id-old-web3", t0.Add(time.Minute)), want: "drain web3", abortable: true},
 		{name: "web3 named afresh for scale-in: chosen", aborts: cooling("id-web3", t0.Add(time.Minute)), want: "drain web3", abortable: true,
-			scaling: func(s *store.Scaling) {
-				s.ScaleIn = map[string]map[string]store.ScaleInRequest{"web": {"web3": {Time: t0, By: "ops"}}}
+			scaling: func(s *schema.Scaling) {
+				s.ScaleIn = map[string]map[string]schema.ScaleInRequest{"web": {"web3": {Time: t0, By: "ops"}}}
 			}},
 		{name: "web3 cooling off, then unhealthy: chosen first, and deleted whatever its drain's answer", aborts: cooling("id-web3", t0.Add(time.Minute)),
 			checks: []reaper.Check{pass("web1"), pass("web2"), crit("web3")}, critSince: longCrit("web3"), want: "drain web3", abortable: false},
@@ -301,14 +301,14 @@ func TestCooloffSkipsTheHost(t *testing.T) {
 			want: "drain web2", abortable: true, wantBlocked: "`consul kv delete` it"},
 		{name: "every candidate cooling or protected: held, saying why",
 			aborts: cooling("id-web3", t0.Add(time.Minute)),
-			scaling: func(s *store.Scaling) {
-				s.Protected = map[string]store.Protection{"web1": {}, "web2": {}}
+			scaling: func(s *schema.Scaling) {
+				s.Protected = map[string]schema.Protection{"web1": {}, "web2": {}}
 			},
 			wantBlocked: "web3's drain was aborted at 2026-03-01T11:50:00Z (failed); not chosen again before 2026-03-01T12:01:00Z"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sc := store.Scaling{ScaleIn: map[string]map[string]store.ScaleInRequest{}, Protected: map[string]store.Protection{}}
+			sc := schema.Scaling{ScaleIn: map[string]map[string]schema.ScaleInRequest{}, Protected: map[string]schema.Protection{}}
 			if tc.scaling != nil {
 				tc.scaling(&sc)
 			}
@@ -345,14 +345,14 @@ func TestCooloffSkipsTheHost(t *testing.T) {
 // retirement's entry is abortable; a replacement for health is not.
 func TestCooloffSkipsMaxAge(t *testing.T) {
 	maxAge := func(c *reaper.Config) { c.Roles[0].MaxAge, c.Roles[0].MaxAgeJitter = reaper.Duration(7*day), 0 }
-	cool := map[string]store.DrainAbortRecord{"web1": {Host: "web1", ID: "id-web1", Role: "web", Kind: store.KindReplace, Cause: store.AbortTimeout,
+	cool := map[string]schema.DrainAbortRecord{"web1": {Host: "web1", ID: "id-web1", Role: "web", Kind: schema.KindReplace, Cause: schema.AbortTimeout,
 		Time: t0.Add(-time.Minute), Until: t0.Add(time.Hour)}}
 	cases := []struct {
 		name        string
 		servers     []reaper.Server
 		checks      []reaper.Check
 		critSince   map[string]time.Time
-		aborts      map[string]store.DrainAbortRecord
+		aborts      map[string]schema.DrainAbortRecord
 		want        string
 		abortable   bool
 		wantBlocked string

@@ -1,4 +1,4 @@
-package store
+package schema
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 
 // maxNameLen bounds hosts, versions, categories and roles. Consul keys may be
 // up to 512 bytes with a long prefix in front; 200 leaves room for both.
-const maxNameLen = 200
+const MaxNameLen = 200
 
 // ValidName checks a host, version, category or role name that becomes one
 // segment of a KV key. kind names it in the error ("host", "version", ...).
@@ -19,8 +19,8 @@ func ValidName(kind, v string) error {
 		return fmt.Errorf("%s is empty", kind)
 	case v == "." || v == "..":
 		return fmt.Errorf("%s %q is not a name", kind, v)
-	case len(v) > maxNameLen:
-		return fmt.Errorf("%s %.20q... is %d bytes, longer than %d", kind, v, len(v), maxNameLen)
+	case len(v) > MaxNameLen:
+		return fmt.Errorf("%s %.20q... is %d bytes, longer than %d", kind, v, len(v), MaxNameLen)
 	case strings.Contains(v, "/"):
 		return fmt.Errorf("%s %q contains a slash", kind, v)
 	case !utf8.ValidString(v):

@@ -1,0 +1,73 @@
+package schema
+
+import (
+	"fmt"
+	"time"
+)
+
+// What ends a failed or unanswered drain (a role's on_drain_failure and
+// on_drain_timeout).
+const (
+	// DrainAbort: the server stays; the drain's entry ends as aborted.
+	DrainAbort = "abort"
+	// DrainDelete: the server is deleted at the drain's deadline.
+	DrainDelete = "delete"
+)
+
+// Causes of an aborted drain, in a DrainAbortRecord.
+const (
+	// AbortFailed: the node (or the platform) answered that moving the
+	// work away failed.
+	AbortFailed = "failed"
+	// AbortTimeout: no answer came by the drain's deadline.
+	AbortTimeout = "timeout"
+)
+
+// DrainAbortRecord is the value of <prefix>/reaper/cooloff/<host>: the
+// reaper aborted the drain of host, which stays a server of its role and
+// is not chosen for a scale-in or a max-age retirement before Until. A
+// scale-in that names the host afresh (`orchestrate scale-in`) is not
+// held by it.
+type DrainAbortRecord struct {
+	Host string `json:"host"`
+	// ID is the server's Nova ID: a later server of the same name is
+	// not held by this record.
+	ID   string    `json:"id"`
+	Role string    `json:"role"`
+	Kind EntryKind `json:"kind"`
+	// Entry is the journal entry that drained the host; Reason that
+	// entry's reason (why it was to leave).
+	Entry  string `json:"entry"`
+	Reason string `json:"reason"`
+	// Cause is AbortFailed or AbortTimeout; Detail says what the answer
+	// said, or that none came.
+	Cause  string    `json:"cause"`
+	Detail string    `json:"detail"`
+	Time   time.Time `json:"time"`
+	Until  time.Time `json:"until"`
+	// Named: the host had been named with `orchestrate scale-in`; its
+	// request was removed with the abort. Restored says the desired count
+	// was raised back by one in the same transaction (false when a count
+	// set by hand since the request stands).
+	Named    bool `json:"named,omitempty"`
+	Restored bool `json:"restored,omitempty"`
+	// Index is the record's modify index when read (not stored): the
+	// record is removed at its end only if it is still the one read.
+	Index uint64 `json:"-"`
+}
+
+// String is the record on one line, for logs and status.
+func (a DrainAbortRecord) String() string {
+	what := "scale-in"
+	if a.Kind == KindReplace {
+		what = "max-age retirement"
+	}
+	s := fmt.Sprintf("%s of %s aborted at %s: %s; not chosen again before %s", what, a.Host, a.Time.UTC().Format(time.RFC3339), a.Detail, a.Until.UTC().Format(time.RFC3339))
+	switch {
+	case a.Restored:
+		s += "; its scale-in request was withdrawn and the desired count raised back by one"
+	case a.Named:
+		s += "; its scale-in request was withdrawn (the count set by hand since then stands)"
+	}
+	return s
+}

@@ -1,0 +1,225 @@
+package schema
+
+import (
+	"time"
+)
+
+// The reaper's journal entries and its state report are values under
+// <prefix>/reaper/; their formats live here, with the keys, so that
+// `orchestrate status` reads them without linking the reaper (and its
+// cloud client).
+
+// EntryKind is what a journal entry does.
+type EntryKind string
+
+// Journal entry kinds.
+const (
+	// KindCreate adds a server because the role is below its desired count.
+	KindCreate EntryKind = "create"
+	// KindReplace replaces one server (unhealthy, unaccounted, expired).
+	KindReplace EntryKind = "replace"
+	// KindDelete removes a surplus server (scale in), or deregisters a dead
+	// node that has no server.
+	KindDelete EntryKind = "delete"
+)
+
+// Phase is the step a journal entry is at. An entry is written in a phase
+// before the cloud call that phase makes.
+type Phase string
+
+// Journal entry phases.
+const (
+	// PhaseCreating: about to create (or creating) NewName.
+	PhaseCreating Phase = "creating"
+	// PhaseBooting: NewID exists; waiting for it to check in passing.
+	PhaseBooting Phase = "booting"
+	// PhaseDraining: OldName is in maintenance mode until DrainUntil.
+	PhaseDraining Phase = "draining"
+	// PhaseDeleting: about to delete (or deleting) OldID.
+	PhaseDeleting Phase = "deleting"
+	// PhaseRollback: about to delete NewID, a replacement that failed.
+	PhaseRollback Phase = "rollback"
+	// PhaseClaiming: NewID is a standby of the role's warm pool taken by
+	// this entry (its pool record was removed with the entry's write);
+	// about to clear its standby mark in Nova and end its maintenance.
+	PhaseClaiming Phase = "claiming"
+	// PhaseAborting: the drain of OldName failed or was not answered and
+	// its role says abort: about to end its maintenance, then drop the
+	// entry with its drain request and record the host's cool-off (see
+	// DrainAbortRecord). A leader finishes an aborting entry as an abort,
+	// never as a delete.
+	PhaseAborting Phase = "aborting"
+)
+
+// JournalEntry is the value of <prefix>/reaper/journal/<id>: an operation
+// that spans cloud calls and cycles, persisted so another leader can
+// finish or undo it.
+type JournalEntry struct {
+	ID     string    `json:"id"`
+	Kind   EntryKind `json:"kind"`
+	Role   string    `json:"role"`
+	Reason string    `json:"reason"`
+	Mode   string    `json:"mode,omitempty"`
+	Phase  Phase     `json:"phase"`
+	// NewName and NewID are the server an entry creates; OldName and
+	// OldID the one it replaces or deletes.
+	NewName string `json:"new_name,omitempty"`
+	NewID   string `json:"new_id,omitempty"`
+	OldName string `json:"old_name,omitempty"`
+	OldID   string `json:"old_id,omitempty"`
+	// Started is when the entry was made; Updated its last phase change.
+	Started    time.Time `json:"started"`
+	Updated    time.Time `json:"updated"`
+	DrainUntil time.Time `json:"drain_until,omitzero"`
+	// DeleteAsked is when Nova first accepted the delete of the server this
+	// phase deletes (the old one; the new one in a rollback) while it still
+	// had it: the planner looks for it again each cycle, and after
+	// cloud_timeout asks again with backoff.
+	DeleteAsked time.Time `json:"delete_asked,omitzero"`
+	// Attempts counts create calls made for this entry.
+	Attempts int    `json:"attempts,omitempty"`
+	Error    string `json:"error,omitempty"`
+	// Fault is Nova's message for a new server it put in ERROR; a rollback
+	// with one backs off the role's creates.
+	Fault string `json:"fault,omitempty"`
+	// Standby: the entry creates (or deletes) a standby of the role's warm
+	// pool, not a member of the role: it counts neither towards the role's
+	// count nor against max_in_flight.
+	Standby bool `json:"standby,omitempty"`
+	// Claimed is when the entry claimed NewID from the warm pool instead of
+	// creating a server (zero for a create); the claim's timeout runs from it.
+	Claimed time.Time `json:"claimed,omitzero"`
+	// Abortable: the entry retires OldName while it serves (a scale-in of
+	// a server not replaced for its health, or a max-age replacement): a
+	// drain that fails or is not answered ends as its role's
+	// on_drain_failure and on_drain_timeout say. An entry without it
+	// (a replacement for health, or one written before the field) deletes
+	// at the drain's deadline whatever the answer.
+	Abortable bool `json:"abortable,omitempty"`
+	// Abort is the record of the aborted drain, set with phase aborting.
+	Abort *DrainAbortRecord `json:"abort,omitempty"`
+}
+
+// Server states in the reaper's report, in the order `orchestrate status`
+// lists them. The reaper's planner gives each its meaning.
+const (
+	ServerHealthy         = "healthy"
+	ServerExpired         = "expired"
+	ServerBooting         = "booting"
+	ServerNew             = "new"
+	ServerCriticalInGrace = "critical-in-grace"
+	ServerAbsentInGrace   = "absent-in-grace"
+	ServerUnhealthy       = "unhealthy"
+	ServerUnaccounted     = "unaccounted"
+	ServerError           = "error"
+	ServerErrorInGrace    = "error-in-grace"
+	ServerMaintenance     = "maintenance"
+	// ServerSuspect: its consistent run failed on every attempt, in a role
+	// with replace_suspect.
+	ServerSuspect = "suspect"
+	// ServerUnknown: Nova reports a state the reaper does not know
+	// (UNKNOWN: its cell did not answer); never acted on.
+	ServerUnknown   = "unknown"
+	ServerReplacing = "replacing"
+	ServerDeleting  = "deleting"
+)
+
+// RoleReport is one role in the report.
+type RoleReport struct {
+	Name    string `json:"name"`
+	Desired int    `json:"desired"`
+	Count   int    `json:"count"`
+	Healthy int    `json:"healthy"`
+	// States counts the role's servers by state (one of the Server* names).
+	States map[string]int `json:"states"`
+	// Attention lists servers that are not healthy (a bounded number).
+	Attention []ServerReport `json:"attention,omitempty"`
+	// Members names every server of the role (standbys of its warm pool
+	// are not members), sorted: `orchestrate scale-in` refuses a host that
+	// is not one of them.
+	Members []string `json:"members,omitempty"`
+	// Autoscale is the role's autoscaling, when it has a policy.
+	Autoscale *AutoscaleReport `json:"autoscale,omitempty"`
+	// Capacity is set while the role's creates fail for quota or capacity.
+	Capacity *CapacityRecord `json:"capacity,omitempty"`
+	// Pool is the role's warm pool, when it has one; its standbys are in
+	// none of the counts above.
+	Pool *PoolReport `json:"pool,omitempty"`
+	// DrainAborts are the role's hosts whose drain was aborted and that
+	// are not chosen for a scale-in or a max-age retirement until theirs
+	// ends.
+	DrainAborts []DrainAbortRecord `json:"drain_aborts,omitempty"`
+}
+
+// AutoscaleReport is an autoscaled role's part of the report, and the
+// leader's memory of it: a new leader takes the recommendations window,
+// the last changes and the history from the last report.
+type AutoscaleReport struct {
+	// Source is consul or prometheus; Metric the reported name or the
+	// query.
+	Source string  `json:"source"`
+	Metric string  `json:"metric"`
+	Target float64 `json:"target"`
+	Min    int     `json:"min"`
+	Max    int     `json:"max"`
+	// Override is the count set by hand that holds the autoscaler.
+	Override *Override `json:"override,omitempty"`
+	// Window holds the recommendations of the scale-in stabilization
+	// window, unbroken since WindowSince: a scale in needs a whole window.
+	Window      []Recommendation `json:"window,omitempty"`
+	WindowSince time.Time        `json:"window_since,omitzero"`
+	// LastScaleOut and LastScaleIn are the last changes, for cooldowns.
+	LastScaleOut time.Time `json:"last_scale_out,omitzero"`
+	LastScaleIn  time.Time `json:"last_scale_in,omitzero"`
+	// Last is this cycle's decision; History the last changes of decision.
+	Last    *ScaleDecision  `json:"last,omitempty"`
+	History []ScaleDecision `json:"history,omitempty"`
+}
+
+// Recommendation is one cycle's recommended count.
+type Recommendation struct {
+	Time  time.Time `json:"time"`
+	Count int       `json:"count"`
+}
+
+// Autoscaling decisions.
+const (
+	ResultScaleOut = "scale-out"
+	ResultScaleIn  = "scale-in"
+	ResultHold     = "hold"
+	// ResultOverride: the count was set by hand; the autoscaler holds.
+	ResultOverride = "override"
+)
+
+// ScaleDecision is one autoscaling decision: what was measured, what it
+// recommends, and what was done.
+type ScaleDecision struct {
+	Time time.Time `json:"time"`
+	// Value is the role's metric (nil: none could be used).
+	Value *float64 `json:"value,omitempty"`
+	// Serving is how many servers serve; Reports how many of their fresh
+	// reports made the value (source consul).
+	Serving int `json:"serving"`
+	Reports int `json:"reports,omitempty"`
+	// Desired is the count before, Recommended the target tracking's
+	// count (clamped to min and max), New the count after.
+	Desired     int    `json:"desired"`
+	Recommended int    `json:"recommended"`
+	New         int    `json:"new"`
+	Result      string `json:"result"`
+	Reason      string `json:"reason"`
+	// Clamped lists the reports taken at the role's plausible_max
+	// instead of their value, Ignored the reports that cannot be a load
+	// (negative, not finite), each "host (value)" (source consul): one
+	// node's report is one vote.
+	Clamped []string `json:"clamped,omitempty"`
+	Ignored []string `json:"ignored,omitempty"`
+}
+
+// ServerReport is one server in the report.
+type ServerReport struct {
+	Name    string    `json:"name"`
+	ID      string    `json:"id"`
+	State   string    `json:"state"`
+	Created time.Time `json:"created"`
+}
