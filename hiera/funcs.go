@@ -19,7 +19,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
 // Selection says which services a render puts into the output and what it
@@ -251,7 +251,7 @@ func (f *Funcs) instances(e entry) []Instance {
 // member of its service: it is in no key and no dependency count.
 func isStandby(checks api.HealthChecks) bool {
 	for _, c := range checks {
-		if c != nil && c.CheckID == schema.NodeMaintenanceCheck && strings.HasPrefix(c.Notes, store.StandbyNotesPrefix) {
+		if c != nil && c.CheckID == reaperkv.NodeMaintenanceCheck && strings.HasPrefix(c.Notes, store.StandbyNotesPrefix) {
 			return true
 		}
 	}

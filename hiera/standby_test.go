@@ -11,7 +11,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
@@ -20,7 +20,7 @@ import (
 func maintain(t testing.TB, c *api.Client, node, addr, notes string) {
 	t.Helper()
 	if _, err := c.Catalog().Register(&api.CatalogRegistration{Node: node, Address: addr, SkipNodeUpdate: true,
-		Check: &api.AgentCheck{Node: node, CheckID: schema.NodeMaintenanceCheck, Name: "Node Maintenance Mode", Status: api.HealthCritical, Notes: notes}}, nil); err != nil {
+		Check: &api.AgentCheck{Node: node, CheckID: reaperkv.NodeMaintenanceCheck, Name: "Node Maintenance Mode", Status: api.HealthCritical, Notes: notes}}, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -68,7 +68,7 @@ func TestStandbysAreInNoKey(t *testing.T) {
 	testutil.Eventually(t, 15*time.Second, "the first render", func() bool { return len(list("healthy_services::web::nodes")) == 1 }, w.logs.String)
 	// The claim: the reaper ends the standby's maintenance.
 	claimed := time.Now()
-	if _, err := a.Client.Catalog().Deregister(&api.CatalogDeregistration{Node: "web2", CheckID: schema.NodeMaintenanceCheck}, nil); err != nil {
+	if _, err := a.Client.Catalog().Deregister(&api.CatalogDeregistration{Node: "web2", CheckID: reaperkv.NodeMaintenanceCheck}, nil); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 5*time.Second, "the claimed standby in healthy_services::web::nodes", func() bool {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/lab/invariant"
 	"github.com/jiocloud/orchestrate/reaper"
@@ -145,7 +146,7 @@ func (l *Lab) Serving(ctx context.Context) (map[string]bool, error) {
 
 // Report is the reaper leader's last report (nil before the first).
 func (l *Lab) Report(ctx context.Context) (*store.ReaperReport, error) {
-	p, _, err := l.Admin.KV().Get(schema.ReaperKey(schema.DefaultPrefix, schema.ReaperStateKey), (&api.QueryOptions{}).WithContext(ctx))
+	p, _, err := l.Admin.KV().Get(reaperkv.ReaperKey(schema.DefaultPrefix, reaperkv.ReaperStateKey), (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil || p == nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/cli"
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper/daemon"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
@@ -447,7 +447,7 @@ func TestACLStandbyNeedsTheNodeIdentity(t *testing.T) {
 	t.Parallel()
 	w := newACLWorld(t)
 	host := w.agent.NodeName
-	rec, err := json.Marshal(schema.StandbyRecord{Role: "web", Host: host, ID: "id-1", State: schema.StandbyReady, Created: time.Now()})
+	rec, err := json.Marshal(reaperkv.StandbyRecord{Role: "web", Host: host, ID: "id-1", State: reaperkv.StandbyReady, Created: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +459,7 @@ func TestACLStandbyNeedsTheNodeIdentity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return checks[schema.NodeMaintenanceCheck] != nil
+		return checks[reaperkv.NodeMaintenanceCheck] != nil
 	}
 	plain := w.token(t, policyText(t, "node.hcl", ""))
 	must(t, "standby with node.hcl alone", w.run(t, plain, "orchestrate", "standby", "--role", "web"), 3, "node:write")

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"gopkg.in/yaml.v3"
 )
@@ -418,7 +419,7 @@ func (c *Config) LeaderKey() string {
 	if c.LockKey != "" {
 		return c.LockKey
 	}
-	return schema.ReaperKey(c.Prefix, schema.ReaperLeaderKey)
+	return reaperkv.ReaperKey(c.Prefix, reaperkv.ReaperLeaderKey)
 }
 
 // Role returns the role named name, or nil.

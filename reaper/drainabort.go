@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
 // A scale-in or a max-age retirement takes a server that serves out of
@@ -42,10 +42,10 @@ func (r *Role) validateDrainEnd(field string) error {
 	}{{"on_drain_failure", &r.OnDrainFailure}, {"on_drain_timeout", &r.OnDrainTimeout}} {
 		switch *f.v {
 		case "":
-			*f.v = schema.DrainAbort
-		case schema.DrainAbort, schema.DrainDelete:
+			*f.v = reaperkv.DrainAbort
+		case reaperkv.DrainAbort, reaperkv.DrainDelete:
 		default:
-			return fmt.Errorf("%s.%s: want %s or %s, got %q", field, f.name, schema.DrainAbort, schema.DrainDelete, *f.v)
+			return fmt.Errorf("%s.%s: want %s or %s, got %q", field, f.name, reaperkv.DrainAbort, reaperkv.DrainDelete, *f.v)
 		}
 	}
 	if r.DrainCooloff == 0 {
@@ -62,13 +62,13 @@ func (r *Role) validateDrainEnd(field string) error {
 // delete for any other.
 func (r *Role) DrainEnd(e *Entry) (onFailure, onTimeout string) {
 	if !e.Abortable {
-		return schema.DrainDelete, schema.DrainDelete
+		return reaperkv.DrainDelete, reaperkv.DrainDelete
 	}
 	orAbort := func(v string) string {
-		if v == schema.DrainDelete {
+		if v == reaperkv.DrainDelete {
 			return v
 		}
-		return schema.DrainAbort
+		return reaperkv.DrainAbort
 	}
 	return orAbort(r.OnDrainFailure), orAbort(r.OnDrainTimeout)
 }

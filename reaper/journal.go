@@ -1,10 +1,10 @@
 package reaper
 
-import "github.com/jiocloud/orchestrate/internal/store/schema"
+import "github.com/jiocloud/orchestrate/internal/store/reaperkv"
 
 // Entry is one journal entry; its format, kinds and phases are part of
 // the KV layout, in internal/store.
-type Entry = schema.JournalEntry
+type Entry = reaperkv.JournalEntry
 
 // Armed is the value of <prefix>/reaper/armed.
-type Armed = schema.ArmRecord
+type Armed = reaperkv.ArmRecord

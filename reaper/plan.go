@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
@@ -24,7 +25,7 @@ type Check struct {
 const (
 	CheckCritical = "critical"
 	// maintNodeCheck is the check Consul uses for node maintenance mode.
-	MaintNodeCheck = schema.NodeMaintenanceCheck
+	MaintNodeCheck = reaperkv.NodeMaintenanceCheck
 	// maintServicePrefix starts service maintenance check IDs.
 	MaintServicePrefix = "_service_maintenance:"
 )
@@ -78,13 +79,13 @@ type Input struct {
 	PoolBackoffUntil time.Time
 	// PoolFlush holds each role's pool flush request: every standby made
 	// before its time is replaced, one at a time.
-	PoolFlush map[string]schema.PoolFlushRecord
+	PoolFlush map[string]reaperkv.PoolFlushRecord
 	// PoolFlushProblems are flush requests that cannot be read (held
 	// back, named in the state).
 	PoolFlushProblems []string
 	// PoolRecords are the standby records the cycle read, by host: a
 	// stopped standby was ready when its record says so.
-	PoolRecords map[string]schema.StandbyRecord
+	PoolRecords map[string]reaperkv.StandbyRecord
 	// RoleBackoff: per-role backoff after capacity ("No valid host") or
 	// fatal create errors (a bad flavor or image); no creates of the role.
 	RoleBackoff map[string]time.Time
@@ -100,12 +101,12 @@ type Input struct {
 	Metrics map[string]MetricReading
 	// Autoscale holds each autoscaled role's last report: the window, the
 	// last changes and the history its autoscaler goes on from.
-	Autoscale map[string]*schema.AutoscaleReport
+	Autoscale map[string]*reaperkv.AutoscaleReport
 	// DrainAborts holds the records of aborted drains, by host: the host
 	// is not chosen for a scale-in or a max-age retirement before the
 	// record's Until. DrainAbortProblems holds the records that cannot be
 	// read (their hosts are held, and named in the plan).
-	DrainAborts        map[string]schema.DrainAbortRecord
+	DrainAborts        map[string]reaperkv.DrainAbortRecord
 	DrainAbortProblems map[string]string
 }
 
@@ -184,8 +185,8 @@ const (
 
 // PoolClaimDone is a claim whose standby served (or whose entry ended).
 type PoolClaimDone struct {
-	Role  string           `json:"role"`
-	Claim schema.PoolClaim `json:"claim"`
+	Role  string             `json:"role"`
+	Claim reaperkv.PoolClaim `json:"claim"`
 }
 
 // Action is one step the executor takes. Entry is the entry as it should be
@@ -218,11 +219,11 @@ type Plan struct {
 	// Blocked lists what the reaper would do but a safety rule stops.
 	Blocked []string `json:"blocked,omitempty"`
 	// Memory is for the next cycle.
-	Memory      Memory              `json:"-"`
-	Roles       []schema.RoleReport `json:"roles"`
-	Paused      bool                `json:"paused"`
-	PauseReason string              `json:"pause_reason,omitempty"`
-	Armed       bool                `json:"armed"`
+	Memory      Memory                `json:"-"`
+	Roles       []reaperkv.RoleReport `json:"roles"`
+	Paused      bool                  `json:"paused"`
+	PauseReason string                `json:"pause_reason,omitempty"`
+	Armed       bool                  `json:"armed"`
 	// ArmNow: the start gate's condition was met this cycle; the executor
 	// records it so the reaper stays armed.
 	ArmNow bool `json:"arm_now,omitempty"`
@@ -239,7 +240,7 @@ type Plan struct {
 	Scale []ScaleChange `json:"scale,omitempty"`
 	// Standbys are the warm pools' standbys as this plan sees them, for
 	// their records under <prefix>/reaper/pool/.
-	Standbys []schema.StandbyRecord `json:"standbys,omitempty"`
+	Standbys []reaperkv.StandbyRecord `json:"standbys,omitempty"`
 	// FlushSeen lists the pool flush requests this plan acknowledges
 	// (stamped with its time); FlushDone those carried out.
 	FlushSeen []PoolFlush `json:"-"`
@@ -251,5 +252,5 @@ type Plan struct {
 	CapacityClear []string `json:"capacity_clear,omitempty"`
 	// CooloffEnded are the aborted-drain records whose cool-off is over,
 	// removed by the executor.
-	CooloffEnded []schema.DrainAbortRecord `json:"-"`
+	CooloffEnded []reaperkv.DrainAbortRecord `json:"-"`
 }

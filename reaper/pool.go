@@ -1,6 +1,6 @@
 package reaper
 
-import "github.com/jiocloud/orchestrate/internal/store/schema"
+import "github.com/jiocloud/orchestrate/internal/store/reaperkv"
 
 // The warm pool, as the planner keeps it. A standby is a server of a role
 // with the standby mark (MetaStandby) in Nova and in no journal entry that
@@ -32,5 +32,5 @@ const (
 // ends it.
 type PoolFlush struct {
 	Role   string
-	Record schema.PoolFlushRecord
+	Record reaperkv.PoolFlushRecord
 }

@@ -1,6 +1,6 @@
 package reaper
 
-import "github.com/jiocloud/orchestrate/internal/store/schema"
+import "github.com/jiocloud/orchestrate/internal/store/reaperkv"
 
 // ServerState is what the planner makes of one server this cycle.
 type ServerState string
@@ -9,33 +9,33 @@ type ServerState string
 // health says (classify), then the part it plays in a journal entry,
 // which overrides it in reports.
 const (
-	StateHealthy         ServerState = schema.ServerHealthy
-	StateBooting         ServerState = schema.ServerBooting
-	StateCriticalInGrace ServerState = schema.ServerCriticalInGrace
+	StateHealthy         ServerState = reaperkv.ServerHealthy
+	StateBooting         ServerState = reaperkv.ServerBooting
+	StateCriticalInGrace ServerState = reaperkv.ServerCriticalInGrace
 	// StateAbsentInGrace: booted, but no node or counted check, for less
 	// than absent_grace.
-	StateAbsentInGrace ServerState = schema.ServerAbsentInGrace
-	StateUnhealthy     ServerState = schema.ServerUnhealthy
+	StateAbsentInGrace ServerState = reaperkv.ServerAbsentInGrace
+	StateUnhealthy     ServerState = reaperkv.ServerUnhealthy
 	// StateUnaccounted: past boot_timeout and never checked in.
-	StateUnaccounted ServerState = schema.ServerUnaccounted
-	StateError       ServerState = schema.ServerError
+	StateUnaccounted ServerState = reaperkv.ServerUnaccounted
+	StateError       ServerState = reaperkv.ServerError
 	// StateErrorInGrace: in Nova ERROR, but its node passes its checks,
 	// for less than error_grace.
-	StateErrorInGrace ServerState = schema.ServerErrorInGrace
-	StateMaintenance  ServerState = schema.ServerMaintenance
+	StateErrorInGrace ServerState = reaperkv.ServerErrorInGrace
+	StateMaintenance  ServerState = reaperkv.ServerMaintenance
 	// StateSuspect: its consistent run failed on every attempt, in a role
 	// with replace_suspect.
-	StateSuspect ServerState = schema.ServerSuspect
+	StateSuspect ServerState = reaperkv.ServerSuspect
 	// StateUnknown: Nova reports a status the reaper does not know
 	// (UNKNOWN, or one newer than this code): never acted on.
-	StateUnknown ServerState = schema.ServerUnknown
-	StateExpired ServerState = schema.ServerExpired
+	StateUnknown ServerState = reaperkv.ServerUnknown
+	StateExpired ServerState = reaperkv.ServerExpired
 	// StateReplacing, StateNew and StateDeleting are the parts a server
 	// plays in a journal entry: the old server of a replacement, the
 	// server an entry creates, a server drained or deleted.
-	StateReplacing ServerState = schema.ServerReplacing
-	StateNew       ServerState = schema.ServerNew
-	StateDeleting  ServerState = schema.ServerDeleting
+	StateReplacing ServerState = reaperkv.ServerReplacing
+	StateNew       ServerState = reaperkv.ServerNew
+	StateDeleting  ServerState = reaperkv.ServerDeleting
 )
 
 // stateProps are the properties of a server state that the planner's

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
 )
@@ -157,7 +158,7 @@ func fileSize(path string) int64 {
 }
 
 // autoscaleOf is role's last autoscaling decision in a report.
-func autoscaleOf(rep *store.ReaperReport, role string) *schema.ScaleDecision {
+func autoscaleOf(rep *store.ReaperReport, role string) *reaperkv.ScaleDecision {
 	for _, r := range rep.Roles {
 		if r.Name == role && r.Autoscale != nil {
 			return r.Autoscale.Last

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/nodeid"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/daemon"
@@ -138,7 +139,7 @@ func (r *reaperRun) poolStep() error {
 	d := r.d
 	if err := d.waitFor("lb's standby to be ready", 30*time.Second, func() bool {
 		st := r.state()
-		return st != nil && len(st.Roles) > 0 && poolOf(st, "lb") != nil && poolOf(st, "lb").States[schema.StandbyReady] == 1
+		return st != nil && len(st.Roles) > 0 && poolOf(st, "lb") != nil && poolOf(st, "lb").States[reaperkv.StandbyReady] == 1
 	}); err != nil {
 		printLogTail(r.logPath)
 		return err
@@ -161,7 +162,7 @@ func (r *reaperRun) poolStep() error {
 	if err := d.sim.setHealth(d.ctx, "lb2", "lb", api.HealthCritical); err != nil {
 		return err
 	}
-	var claim schema.PoolClaim
+	var claim reaperkv.PoolClaim
 	if err := d.waitFor("lb2 to be replaced from the pool", 60*time.Second, func() bool {
 		st := r.state()
 		if st == nil || len(st.Journal) > 0 {
@@ -188,7 +189,7 @@ func (r *reaperRun) poolStep() error {
 		claim.Host, claim.Serving.Round(100*time.Millisecond), took.Round(100*time.Millisecond), r.builtIn.Round(100*time.Millisecond))
 	if err := d.waitFor("the pool to refill", 30*time.Second, func() bool {
 		st := r.state()
-		return st != nil && poolOf(st, "lb") != nil && poolOf(st, "lb").States[schema.StandbyReady] == 1
+		return st != nil && poolOf(st, "lb") != nil && poolOf(st, "lb").States[reaperkv.StandbyReady] == 1
 	}); err != nil {
 		return err
 	}
@@ -198,7 +199,7 @@ func (r *reaperRun) poolStep() error {
 }
 
 // poolOf is role's warm pool in the report, or nil.
-func poolOf(st *store.ReaperReport, role string) *schema.PoolReport {
+func poolOf(st *store.ReaperReport, role string) *reaperkv.PoolReport {
 	for _, r := range st.Roles {
 		if r.Name == role {
 			return r.Pool

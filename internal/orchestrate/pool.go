@@ -10,6 +10,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
@@ -30,10 +31,10 @@ var cmdPool = &command{
 
 // poolRole is one role's pool in `pool status`.
 type poolRole struct {
-	Role     string                  `json:"role"`
-	Report   *schema.PoolReport      `json:"report,omitempty"`
-	Standbys []schema.StandbyRecord  `json:"standbys"`
-	Flush    *schema.PoolFlushRecord `json:"flush,omitempty"`
+	Role     string                    `json:"role"`
+	Report   *reaperkv.PoolReport      `json:"report,omitempty"`
+	Standbys []reaperkv.StandbyRecord  `json:"standbys"`
+	Flush    *reaperkv.PoolFlushRecord `json:"flush,omitempty"`
 	// ClaimsLastHour and AvgClaim summarise the report's claims.
 	ClaimsLastHour int    `json:"claims_last_hour"`
 	AvgClaim       string `json:"avg_claim,omitempty"`
@@ -69,14 +70,14 @@ func pools(ctx context.Context, e *env) ([]poolRole, *store.ReaperReport, error)
 	}
 	seen := map[string]bool{}
 	var out []poolRole
-	add := func(role string, rep *schema.PoolReport) {
+	add := func(role string, rep *reaperkv.PoolReport) {
 		if seen[role] {
 			return
 		}
 		seen[role] = true
 		pr := poolRole{Role: role, Report: rep, Standbys: ps.Standbys[role]}
 		if pr.Standbys == nil {
-			pr.Standbys = []schema.StandbyRecord{}
+			pr.Standbys = []reaperkv.StandbyRecord{}
 		}
 		if f, ok := ps.Flushes[role]; ok {
 			pr.Flush = &f
@@ -186,7 +187,7 @@ func poolFlush(ctx context.Context, e *env, role, reason string) error {
 	if reason == "" {
 		reason = "flushed by hand with orchestrate pool flush"
 	}
-	rec := schema.PoolFlushRecord{Time: e.store.Now().UTC(), By: whoAmI(), Reason: reason}
+	rec := reaperkv.PoolFlushRecord{Time: e.store.Now().UTC(), By: whoAmI(), Reason: reason}
 	if err := e.store.RequestPoolFlush(ctx, role, rec); err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
 var cmdReaper = &command{
@@ -21,7 +21,7 @@ var cmdReaper = &command{
 }
 
 func runReaper(ctx context.Context, e *env, args []string, reason string) error {
-	key := schema.ReaperKey(e.store.Prefix(), schema.ReaperArmedKey)
+	key := reaperkv.ReaperKey(e.store.Prefix(), reaperkv.ReaperArmedKey)
 	switch args[0] {
 	case "arm":
 		if reason == "" {
@@ -58,8 +58,8 @@ func runReaper(ctx context.Context, e *env, args []string, reason string) error 
 }
 
 // armRecord is an arm or disarm record by the user running the command.
-func armRecord(e *env, reason string) schema.ArmRecord {
-	return schema.ArmRecord{Time: e.store.Now().UTC(), By: whoAmI(), Reason: reason}
+func armRecord(e *env, reason string) reaperkv.ArmRecord {
+	return reaperkv.ArmRecord{Time: e.store.Now().UTC(), By: whoAmI(), Reason: reason}
 }
 
 // whoAmI names the user running a command (user@host), for the records it

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
 // reaperReport is the reaper's part of `orchestrate status`: what its
@@ -201,7 +201,7 @@ func sortedStates(m map[string]int) []string {
 
 // writeAutoscale prints a role's autoscaling: its policy and last
 // decision, and with history its recent changes of decision.
-func writeAutoscale(w io.Writer, a *schema.AutoscaleReport, history bool) {
+func writeAutoscale(w io.Writer, a *reaperkv.AutoscaleReport, history bool) {
 	fmt.Fprintf(w, "    autoscale (%s %s, target %g, min %d, max %d)", a.Source, oneLine(a.Metric), a.Target, a.Min, a.Max)
 	if d := a.Last; d != nil {
 		fmt.Fprintf(w, ": %s", decisionLine(*d))
@@ -216,7 +216,7 @@ func writeAutoscale(w io.Writer, a *schema.AutoscaleReport, history bool) {
 }
 
 // decisionLine is one autoscaling decision on a line.
-func decisionLine(d schema.ScaleDecision) string {
+func decisionLine(d reaperkv.ScaleDecision) string {
 	what := d.Result
 	if d.New != d.Desired {
 		what = fmt.Sprintf("%s %d -> %d", d.Result, d.Desired, d.New)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
 func TestReaperArmDisarm(t *testing.T) {
@@ -22,7 +22,7 @@ func TestReaperArmDisarm(t *testing.T) {
 	if err != nil || p == nil {
 		t.Fatalf("armed key: %v %v", p, err)
 	}
-	var armed schema.ArmRecord
+	var armed reaperkv.ArmRecord
 	if err := json.Unmarshal(p.Value, &armed); err != nil || armed.Reason != "initial build checked by hand" || armed.By == "" {
 		t.Fatalf("armed = %+v, %v", armed, err)
 	}
@@ -55,9 +55,9 @@ func TestStatusShowsReaperState(t *testing.T) {
 	st := store.ReaperReport{
 		Time: time.Now(), Leader: "boot1-42-abc", DryRun: true, Interval: 30 * time.Second,
 		NotArmedReason: "not armed: web has 2 of 3 servers healthy with validation success",
-		Roles: []schema.RoleReport{{Name: "web", Desired: 3, Count: 3, Healthy: 2,
-			States:    map[string]int{schema.ServerHealthy: 2, schema.ServerUnhealthy: 1},
-			Attention: []schema.ServerReport{{Name: "web2", ID: "u2", State: schema.ServerUnhealthy}}}},
+		Roles: []reaperkv.RoleReport{{Name: "web", Desired: 3, Count: 3, Healthy: 2,
+			States:    map[string]int{reaperkv.ServerHealthy: 2, reaperkv.ServerUnhealthy: 1},
+			Attention: []reaperkv.ServerReport{{Name: "web2", ID: "u2", State: reaperkv.ServerUnhealthy}}}},
 		Planned:     []string{"create web web4 (replace web2 (unhealthy))"},
 		Blocked:     []string{"web: replacement of web2 (unhealthy) waits: not armed"},
 		RoleBackoff: map[string]store.RoleBackoff{"web": {Until: time.Now().Add(time.Minute), Reason: "400 Invalid flavorRef"}},

@@ -15,6 +15,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/watch"
 )
@@ -152,11 +153,11 @@ var cmdScaleIn = &command{
 // of the reaper, or asked to drain): a mistyped or stale name must not
 // lower the count, or the reaper would remove another server instead. It
 // returns the role's part of the report.
-func scaleInCheck(rep *store.ReaperReport, drains map[string]schema.DrainRecord, role string, hosts []string, now time.Time) (schema.RoleReport, error) {
+func scaleInCheck(rep *store.ReaperReport, drains map[string]schema.DrainRecord, role string, hosts []string, now time.Time) (reaperkv.RoleReport, error) {
 	if rep == nil {
-		return schema.RoleReport{}, &store.InputError{Err: fmt.Errorf("the reaper has written no report, so the servers of role %s are unknown: start the reaper (a dry run will do) before a scale-in", role)}
+		return reaperkv.RoleReport{}, &store.InputError{Err: fmt.Errorf("the reaper has written no report, so the servers of role %s are unknown: start the reaper (a dry run will do) before a scale-in", role)}
 	}
-	var rr *schema.RoleReport
+	var rr *reaperkv.RoleReport
 	var roles []string
 	for i := range rep.Roles {
 		roles = append(roles, rep.Roles[i].Name)
@@ -165,7 +166,7 @@ func scaleInCheck(rep *store.ReaperReport, drains map[string]schema.DrainRecord,
 		}
 	}
 	if rr == nil {
-		return schema.RoleReport{}, &store.InputError{Err: fmt.Errorf("the reaper's report has no role %s (roles: %s)", role, strings.Join(roles, ", "))}
+		return reaperkv.RoleReport{}, &store.InputError{Err: fmt.Errorf("the reaper's report has no role %s (roles: %s)", role, strings.Join(roles, ", "))}
 	}
 	members := map[string]bool{}
 	for _, m := range rr.Members {
@@ -194,7 +195,7 @@ func scaleInCheck(rep *store.ReaperReport, drains map[string]schema.DrainRecord,
 		if age := now.Sub(rep.Time); rep.Interval > 0 && age > 3*rep.Interval {
 			msg += fmt.Sprintf(" (the reaper's report is %s old: is it running?)", age.Round(time.Second))
 		}
-		return schema.RoleReport{}, &store.InputError{Err: fmt.Errorf("scale-in of %s refused, nothing written: %s", role, msg)}
+		return reaperkv.RoleReport{}, &store.InputError{Err: fmt.Errorf("scale-in of %s refused, nothing written: %s", role, msg)}
 	}
 	return *rr, nil
 }

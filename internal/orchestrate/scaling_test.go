@@ -14,6 +14,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
@@ -35,10 +36,10 @@ func putDrain(t *testing.T, a *consultest.Agent, host string, deadline time.Time
 func putReport(t *testing.T, a *consultest.Agent) {
 	t.Helper()
 	rep := store.ReaperReport{Time: time.Now().UTC(), Leader: "boot1", Interval: 10 * time.Second,
-		Roles:   []schema.RoleReport{{Name: "web", Desired: 4, Count: 6, Members: []string{"web1", "web2", "web3", "web4", "web5", "web6"}}},
-		Journal: []schema.JournalEntry{{ID: "web.e9", Kind: schema.KindReplace, Role: "web", Phase: schema.PhaseBooting, OldName: "web6", NewName: "web7"}}}
+		Roles:   []reaperkv.RoleReport{{Name: "web", Desired: 4, Count: 6, Members: []string{"web1", "web2", "web3", "web4", "web5", "web6"}}},
+		Journal: []reaperkv.JournalEntry{{ID: "web.e9", Kind: reaperkv.KindReplace, Role: "web", Phase: reaperkv.PhaseBooting, OldName: "web6", NewName: "web7"}}}
 	data, _ := json.Marshal(rep)
-	if _, err := a.Client.KV().Put(&api.KVPair{Key: schema.ReaperKey(schema.DefaultPrefix, schema.ReaperStateKey), Value: data}, nil); err != nil {
+	if _, err := a.Client.KV().Put(&api.KVPair{Key: reaperkv.ReaperKey(schema.DefaultPrefix, reaperkv.ReaperStateKey), Value: data}, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -302,9 +303,9 @@ func TestDrainWatch(t *testing.T) {
 func TestScaleOutsideAutoscaleNeedsForce(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	rep := store.ReaperReport{Time: time.Now().UTC(), Interval: 10 * time.Second,
-		Roles: []schema.RoleReport{{Name: "web", Desired: 4, Autoscale: &schema.AutoscaleReport{Min: 2, Max: 12}}, {Name: "db", Desired: 3}}}
+		Roles: []reaperkv.RoleReport{{Name: "web", Desired: 4, Autoscale: &reaperkv.AutoscaleReport{Min: 2, Max: 12}}, {Name: "db", Desired: 3}}}
 	data, _ := json.Marshal(rep)
-	if _, err := a.Client.KV().Put(&api.KVPair{Key: schema.ReaperKey(schema.DefaultPrefix, schema.ReaperStateKey), Value: data}, nil); err != nil {
+	if _, err := a.Client.KV().Put(&api.KVPair{Key: reaperkv.ReaperKey(schema.DefaultPrefix, reaperkv.ReaperStateKey), Value: data}, nil); err != nil {
 		t.Fatal(err)
 	}
 	before := strings.Join(allKeys(t, a.Client), " ")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
@@ -52,7 +53,7 @@ func runStandby(ctx context.Context, e *env, role string) error {
 	if err != nil {
 		return fmt.Errorf("standby: read the local agent's checks: %w", err)
 	}
-	c := checks[schema.NodeMaintenanceCheck]
+	c := checks[reaperkv.NodeMaintenanceCheck]
 	ours := c != nil && strings.HasPrefix(c.Notes, store.StandbyNotesPrefix)
 	switch {
 	case standby && c == nil:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
@@ -25,7 +26,7 @@ func maintenanceNotes(t *testing.T, a *consultest.Agent, node string) (string, b
 		t.Fatal(err)
 	}
 	for _, c := range checks {
-		if c.CheckID == schema.NodeMaintenanceCheck {
+		if c.CheckID == reaperkv.NodeMaintenanceCheck {
 			return c.Notes, true
 		}
 	}
@@ -49,7 +50,7 @@ func TestStandbyWatch(t *testing.T) {
 	}
 	a := consultest.Start(t, consultest.Options{NodeName: "web8", HCL: agentConfig(t, ws), HandlerEnv: true})
 	logs := func() string { b, _ := os.ReadFile(a.LogPath); return string(b) }
-	rec, _ := json.Marshal(schema.StandbyRecord{Role: "web", Host: "web8", ID: "id-8", State: schema.StandbyBuilding, Created: time.Now()})
+	rec, _ := json.Marshal(reaperkv.StandbyRecord{Role: "web", Host: "web8", ID: "id-8", State: reaperkv.StandbyBuilding, Created: time.Now()})
 	if _, err := a.Client.KV().Put(&api.KVPair{Key: store.PoolKey(schema.DefaultPrefix, "web", "web8"), Value: rec}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/fault"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
@@ -86,7 +87,7 @@ func writeScaling(w io.Writer, v scalingView) {
 // deadline, lead to (a request written before it said so: delete).
 func drainEnds(d schema.DrainRecord) string {
 	keeps := func(v string) string {
-		if v == schema.DrainAbort {
+		if v == reaperkv.DrainAbort {
 			return "the server stays"
 		}
 		return "deleted"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
@@ -20,26 +21,26 @@ import (
 const ReaperCooloffDir = "reaper/cooloff/"
 
 // CooloffKey is the key of host's aborted-drain record under prefix.
-func CooloffKey(prefix, host string) string { return schema.ReaperKey(prefix, ReaperCooloffDir+host) }
+func CooloffKey(prefix, host string) string { return reaperkv.ReaperKey(prefix, ReaperCooloffDir+host) }
 
 // ParseDrainAbort reads the record at key rel (relative to the prefix)
 // with value data. An error names what is wrong; the host is then still
 // returned when the key names one, so the caller can keep it from being
 // chosen until the record is looked at.
-func ParseDrainAbort(rel string, data []byte) (schema.DrainAbortRecord, error) {
+func ParseDrainAbort(rel string, data []byte) (reaperkv.DrainAbortRecord, error) {
 	host := strings.TrimPrefix(rel, ReaperCooloffDir)
 	if schema.ValidName("host", host) != nil {
-		return schema.DrainAbortRecord{}, fmt.Errorf("%s: not of the form %s<host>", rel, ReaperCooloffDir)
+		return reaperkv.DrainAbortRecord{}, fmt.Errorf("%s: not of the form %s<host>", rel, ReaperCooloffDir)
 	}
-	var a schema.DrainAbortRecord
+	var a reaperkv.DrainAbortRecord
 	if err := strictJSON(data, &a); err != nil || a.Host != host || a.Until.IsZero() {
-		return schema.DrainAbortRecord{Host: host}, fmt.Errorf("%s: not a record of an aborted drain the reaper wrote", rel)
+		return reaperkv.DrainAbortRecord{Host: host}, fmt.Errorf("%s: not a record of an aborted drain the reaper wrote", rel)
 	}
 	return a, nil
 }
 
 // MarshalDrainAbort encodes a record for its key.
-func MarshalDrainAbort(a schema.DrainAbortRecord) []byte {
+func MarshalDrainAbort(a reaperkv.DrainAbortRecord) []byte {
 	data, _ := json.Marshal(a)
 	return data
 }

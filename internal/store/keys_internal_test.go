@@ -3,6 +3,7 @@ package store
 import (
 	"testing"
 
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
@@ -37,9 +38,9 @@ func TestKeyLayout(t *testing.T) {
 		{"doorbell", s.WakeKey("web"), "orch/a/wake/web"},
 		{"older running version", keyDir(p, dirRunning), "orch/a/running_version/"},
 		{"older status", keyDir(p, dirStatus), "orch/a/status/"},
-		{"reaper leader", schema.ReaperKey(p, schema.ReaperLeaderKey), "orch/a/reaper/leader"},
-		{"reaper armed", schema.ReaperKey(p, schema.ReaperArmedKey), "orch/a/reaper/armed"},
-		{"reaper state", schema.ReaperKey(p, schema.ReaperStateKey), "orch/a/reaper/state"},
+		{"reaper leader", reaperkv.ReaperKey(p, reaperkv.ReaperLeaderKey), "orch/a/reaper/leader"},
+		{"reaper armed", reaperkv.ReaperKey(p, reaperkv.ReaperArmedKey), "orch/a/reaper/armed"},
+		{"reaper state", reaperkv.ReaperKey(p, reaperkv.ReaperStateKey), "orch/a/reaper/state"},
 		{"standby", PoolKey(p, "lb", "lb3"), "orch/a/reaper/pool/lb/lb3"},
 		{"pool flush", PoolFlushKey(p, "lb"), "orch/a/reaper/pool-flush/lb"},
 		{"cool-off", CooloffKey(p, "db1"), "orch/a/reaper/cooloff/db1"},

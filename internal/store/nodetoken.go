@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
@@ -17,7 +18,7 @@ import (
 const ReaperTokenDir = "reaper/token/"
 
 // NodeTokenKey is the key of host's token record.
-func NodeTokenKey(prefix, host string) string { return schema.ReaperKey(prefix, ReaperTokenDir+host) }
+func NodeTokenKey(prefix, host string) string { return reaperkv.ReaperKey(prefix, ReaperTokenDir+host) }
 
 // NodeTokenRecord is the value of <prefix>/reaper/token/<host>.
 type NodeTokenRecord struct {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
@@ -43,7 +44,7 @@ const ConvergePuppetCheck = "orchestrate:puppet"
 
 // PoolKey is the key of host's standby record in role's pool.
 func PoolKey(prefix, role, host string) string {
-	return schema.ReaperKey(prefix, ReaperPoolDir+role+"/"+host)
+	return reaperkv.ReaperKey(prefix, ReaperPoolDir+role+"/"+host)
 }
 
 // ParsePoolKey splits a key relative to <prefix>/ under ReaperPoolDir into
@@ -62,11 +63,11 @@ func ParsePoolKey(rel string) (role, host string, ok bool) {
 
 // PoolFlushKey is the key of role's flush request.
 func PoolFlushKey(prefix, role string) string {
-	return schema.ReaperKey(prefix, ReaperPoolFlushDir+role)
+	return reaperkv.ReaperKey(prefix, ReaperPoolFlushDir+role)
 }
 
 // RequestPoolFlush writes role's flush request.
-func (s *Store) RequestPoolFlush(ctx context.Context, role string, rec schema.PoolFlushRecord) error {
+func (s *Store) RequestPoolFlush(ctx context.Context, role string, rec reaperkv.PoolFlushRecord) error {
 	if err := schema.ValidName("role", role); err != nil {
 		return &InputError{Err: err}
 	}
@@ -84,24 +85,24 @@ func (s *Store) RequestPoolFlush(ctx context.Context, role string, rec schema.Po
 // PoolState is what the KV prefix holds of the warm pools.
 type PoolState struct {
 	// Standbys by role, sorted by host.
-	Standbys map[string][]schema.StandbyRecord `json:"standbys"`
+	Standbys map[string][]reaperkv.StandbyRecord `json:"standbys"`
 	// Flushes are the flush requests not yet carried out, by role.
-	Flushes map[string]schema.PoolFlushRecord `json:"flushes,omitempty"`
+	Flushes map[string]reaperkv.PoolFlushRecord `json:"flushes,omitempty"`
 }
 
 // Pool reads the standby records and flush requests in one request; a
 // value the reaper did not write is an InputError naming its key.
 func (s *Store) Pool(ctx context.Context) (*PoolState, error) {
-	dir := schema.ReaperKey(s.prefix, schema.ReaperDir)
+	dir := reaperkv.ReaperKey(s.prefix, reaperkv.ReaperDir)
 	pairs, _, err := s.kv.List(dir, readOpts(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", dir, err)
 	}
-	out := &PoolState{Standbys: map[string][]schema.StandbyRecord{}, Flushes: map[string]schema.PoolFlushRecord{}}
+	out := &PoolState{Standbys: map[string][]reaperkv.StandbyRecord{}, Flushes: map[string]reaperkv.PoolFlushRecord{}}
 	for _, p := range pairs {
 		rel := relKey(s.prefix, p.Key)
 		if _, _, ok := ParsePoolKey(rel); ok {
-			var rec schema.StandbyRecord
+			var rec reaperkv.StandbyRecord
 			if err := json.Unmarshal(p.Value, &rec); err != nil || PoolKey(s.prefix, rec.Role, rec.Host) != p.Key {
 				return nil, &InputError{Err: fmt.Errorf("%s holds a value the reaper did not write", p.Key)}
 			}
@@ -123,8 +124,8 @@ func (s *Store) Pool(ctx context.Context) (*PoolState, error) {
 }
 
 // ParsePoolFlush reads a flush request.
-func ParsePoolFlush(p *api.KVPair) (schema.PoolFlushRecord, error) {
-	var rec schema.PoolFlushRecord
+func ParsePoolFlush(p *api.KVPair) (reaperkv.PoolFlushRecord, error) {
+	var rec reaperkv.PoolFlushRecord
 	if err := json.Unmarshal(p.Value, &rec); err != nil || rec.Time.IsZero() {
 		return rec, fmt.Errorf("%s: not a flush request (want the JSON `orchestrate pool flush` writes)", p.Key)
 	}

@@ -8,22 +8,22 @@ import (
 	"strings"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
 // ParseArmRecord reads the value of the armed key. Only a JSON arm record
 // with a time and an author counts: anything else (false, an empty value,
 // a word written by hand) is an error naming what is wrong, and the gate
 // stays closed.
-func ParseArmRecord(data []byte) (schema.ArmRecord, error) {
-	var r schema.ArmRecord
+func ParseArmRecord(data []byte) (reaperkv.ArmRecord, error) {
+	var r reaperkv.ArmRecord
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return schema.ArmRecord{}, fmt.Errorf("%s holds %.40q, not an arm record (`orchestrate reaper arm` writes one): %w", schema.ReaperArmedKey, data, err)
+		return reaperkv.ArmRecord{}, fmt.Errorf("%s holds %.40q, not an arm record (`orchestrate reaper arm` writes one): %w", reaperkv.ReaperArmedKey, data, err)
 	}
 	if r.Time.IsZero() || strings.TrimSpace(r.By) == "" {
-		return schema.ArmRecord{}, fmt.Errorf("%s holds an arm record without a time or an author: `orchestrate reaper arm` writes a complete one", schema.ReaperArmedKey)
+		return reaperkv.ArmRecord{}, fmt.Errorf("%s holds an arm record without a time or an author: `orchestrate reaper arm` writes a complete one", reaperkv.ReaperArmedKey)
 	}
 	return r, nil
 }
@@ -94,12 +94,12 @@ func (snap *Snapshot) ReportingValidation() map[string]bool {
 // Arm writes an arm record by hand, opening the reaper's start gate unless
 // rec is a disarm record (the reaper's own write of it goes through its
 // leader-checked transactions).
-func (s *Store) Arm(ctx context.Context, rec schema.ArmRecord) error {
+func (s *Store) Arm(ctx context.Context, rec reaperkv.ArmRecord) error {
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encode the arm record: %w", err)
 	}
-	key := schema.ReaperKey(s.prefix, schema.ReaperArmedKey)
+	key := reaperkv.ReaperKey(s.prefix, reaperkv.ReaperArmedKey)
 	if _, err := s.kv.Put(&api.KVPair{Key: key, Value: data}, writeOpts(ctx)); err != nil {
 		return fmt.Errorf("write %s: %w", key, err)
 	}
@@ -108,7 +108,7 @@ func (s *Store) Arm(ctx context.Context, rec schema.ArmRecord) error {
 
 // Disarm closes the reaper's start gate: it writes a disarm record, which
 // also keeps the reaper from arming itself again.
-func (s *Store) Disarm(ctx context.Context, rec schema.ArmRecord) error {
+func (s *Store) Disarm(ctx context.Context, rec reaperkv.ArmRecord) error {
 	rec.Disarmed = true
 	return s.Arm(ctx, rec)
 }

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
 // ServerStateOrder is the order the report's states are listed in.
-var ServerStateOrder = []string{schema.ServerHealthy, schema.ServerExpired, schema.ServerBooting, schema.ServerNew, schema.ServerCriticalInGrace,
-	schema.ServerAbsentInGrace, schema.ServerUnhealthy, schema.ServerUnaccounted, schema.ServerSuspect, schema.ServerErrorInGrace, schema.ServerError, schema.ServerUnknown, schema.ServerMaintenance, schema.ServerReplacing, schema.ServerDeleting}
+var ServerStateOrder = []string{reaperkv.ServerHealthy, reaperkv.ServerExpired, reaperkv.ServerBooting, reaperkv.ServerNew, reaperkv.ServerCriticalInGrace,
+	reaperkv.ServerAbsentInGrace, reaperkv.ServerUnhealthy, reaperkv.ServerUnaccounted, reaperkv.ServerSuspect, reaperkv.ServerErrorInGrace, reaperkv.ServerError, reaperkv.ServerUnknown, reaperkv.ServerMaintenance, reaperkv.ServerReplacing, reaperkv.ServerDeleting}
 
 // ReaperReport is the value of <prefix>/reaper/state: what the reaper's
 // leader saw and planned in its last cycle.
@@ -30,12 +30,12 @@ type ReaperReport struct {
 	BackoffReason  string        `json:"backoff_reason,omitempty"`
 	// RoleBackoff holds the roles whose creates are held back after a
 	// capacity or fatal create error.
-	RoleBackoff map[string]RoleBackoff `json:"role_backoff,omitempty"`
-	Roles       []schema.RoleReport    `json:"roles"`
-	Unassigned  int                    `json:"unassigned_servers"`
-	Planned     []string               `json:"planned"`
-	Blocked     []string               `json:"blocked,omitempty"`
-	Journal     []schema.JournalEntry  `json:"journal,omitempty"`
+	RoleBackoff map[string]RoleBackoff  `json:"role_backoff,omitempty"`
+	Roles       []reaperkv.RoleReport   `json:"roles"`
+	Unassigned  int                     `json:"unassigned_servers"`
+	Planned     []string                `json:"planned"`
+	Blocked     []string                `json:"blocked,omitempty"`
+	Journal     []reaperkv.JournalEntry `json:"journal,omitempty"`
 	// Errors lists what went wrong in the cycle (cloud or Consul).
 	Errors []string `json:"errors,omitempty"`
 	// Terms are the starts of leaderships in the last hour (this one
@@ -59,7 +59,7 @@ type RoleBackoff struct {
 // ReaperReport reads <prefix>/reaper/state; nil when no reaper wrote one.
 // A value that is not a report is an InputError.
 func (s *Store) ReaperReport(ctx context.Context) (*ReaperReport, error) {
-	key := schema.ReaperKey(s.prefix, schema.ReaperStateKey)
+	key := reaperkv.ReaperKey(s.prefix, reaperkv.ReaperStateKey)
 	p, _, err := s.kv.Get(key, readOpts(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", key, err)

@@ -20,7 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
 // Server is a Nova server as the lab sees it.
@@ -250,7 +250,7 @@ func removing(r *store.ReaperReport, name string) bool {
 		return false
 	}
 	for _, j := range r.Journal {
-		if j.OldName == name && (j.Phase == schema.PhaseDraining || j.Phase == schema.PhaseDeleting) {
+		if j.OldName == name && (j.Phase == reaperkv.PhaseDraining || j.Phase == reaperkv.PhaseDeleting) {
 			return true
 		}
 	}

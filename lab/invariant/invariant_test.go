@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
 var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
@@ -20,7 +20,7 @@ func web(n string) Server { return Server{ID: "id-" + n, Name: n, Role: "web", S
 var armed = &store.ReaperReport{Armed: true}
 
 func draining(old string) *store.ReaperReport {
-	return &store.ReaperReport{Armed: true, Journal: []schema.JournalEntry{{ID: "e1", Kind: schema.KindReplace, OldName: old, Phase: schema.PhaseDraining}}}
+	return &store.ReaperReport{Armed: true, Journal: []reaperkv.JournalEntry{{ID: "e1", Kind: reaperkv.KindReplace, OldName: old, Phase: reaperkv.PhaseDraining}}}
 }
 
 func TestInvariants(t *testing.T) {

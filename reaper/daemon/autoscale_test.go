@@ -13,7 +13,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/orchestrate"
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/daemon"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
@@ -284,14 +284,14 @@ func (w *scaleWorld) cli(args ...string) string {
 }
 
 // lastDecision is the role's autoscaling decision in the last plan.
-func (w *scaleWorld) lastDecision() schema.ScaleDecision {
+func (w *scaleWorld) lastDecision() reaperkv.ScaleDecision {
 	for _, r := range w.lastPlan.Roles {
 		if r.Autoscale != nil && r.Autoscale.Last != nil {
 			return *r.Autoscale.Last
 		}
 	}
 	w.t.Fatal("the last plan has no autoscaling decision")
-	return schema.ScaleDecision{}
+	return reaperkv.ScaleDecision{}
 }
 
 // The role follows its load: a step up reaches ceil(load/target) within
@@ -342,7 +342,7 @@ func TestAutoscaleFollowsLoad(t *testing.T) {
 	if len(w.scaled) != changes || w.sim.Creates.Load() != creates || len(w.deleted) != 0 {
 		t.Fatalf("a steady load moved the count: changes %v, creates %d -> %d, deleted %v", w.scaled[changes:], creates, w.sim.Creates.Load(), w.deleted)
 	}
-	if d := w.lastDecision(); d.Result != schema.ResultHold || !strings.HasPrefix(d.Reason, "within-tolerance") {
+	if d := w.lastDecision(); d.Result != reaperkv.ResultHold || !strings.HasPrefix(d.Reason, "within-tolerance") {
 		t.Fatalf("steady decision %+v, want a hold within the tolerance", d)
 	}
 
@@ -466,7 +466,7 @@ func TestLostMetricHolds(t *testing.T) {
 	if len(w.scaled) != 0 || len(w.deleted) != 0 || w.sim.Creates.Load() != 0 {
 		t.Fatalf("scaled %v, deleted %v, created %d without reports", w.scaled, w.deleted, w.sim.Creates.Load())
 	}
-	if d := w.lastDecision(); d.Result != schema.ResultHold || !strings.Contains(d.Reason, "only 0 of 4 serving servers reported load within max_age 2m0s") {
+	if d := w.lastDecision(); d.Result != reaperkv.ResultHold || !strings.Contains(d.Reason, "only 0 of 4 serving servers reported load within max_age 2m0s") {
 		t.Fatalf("decision %+v, want a hold naming the missing reports", d)
 	}
 	// One node of four reports: still fewer than half.
@@ -478,14 +478,14 @@ func TestLostMetricHolds(t *testing.T) {
 	}
 	w.report = false
 	w.step()
-	if d := w.lastDecision(); d.Result != schema.ResultHold || !strings.Contains(d.Reason, "only 1 of 4") {
+	if d := w.lastDecision(); d.Result != reaperkv.ResultHold || !strings.Contains(d.Reason, "only 1 of 4") {
 		t.Fatalf("decision with one report of four: %+v", d)
 	}
 	// Reports back: the window starts again, so a scale in needs a whole
 	// window of readings; a scale out is at once.
 	w.report = true
 	w.step()
-	if d := w.lastDecision(); d.Result != schema.ResultScaleOut {
+	if d := w.lastDecision(); d.Result != reaperkv.ResultScaleOut {
 		t.Fatalf("decision with reports back at 0.9 per node: %+v, want a scale out", d)
 	}
 }
@@ -550,7 +550,7 @@ func TestImplausibleReportsNeverShrinkARoleAtMax(t *testing.T) {
 		t.Fatalf("the role moved: changes %v, deleted %v, desired %d; decision %+v", w.scaled, w.deleted, w.desired(), d)
 	}
 	// (2.4 + 0.6 + 0.6) / 3 = 1.2 over 3 of 4: recommends max, holds at it.
-	if d.Result != schema.ResultHold || !strings.Contains(d.Reason, "report(s) above plausible_max 2.4 taken at it") || !strings.Contains(d.Reason, "web2 (-50)") ||
+	if d.Result != reaperkv.ResultHold || !strings.Contains(d.Reason, "report(s) above plausible_max 2.4 taken at it") || !strings.Contains(d.Reason, "web2 (-50)") ||
 		len(d.Clamped) != 1 || len(d.Ignored) != 1 || d.Recommended != 4 {
 		t.Fatalf("decision %+v: want a hold at max naming web1's clamped and web2's ignored report", d)
 	}
@@ -578,7 +578,7 @@ func TestImplausibleReportsNeverShrinkARoleAtMax(t *testing.T) {
 		w.step()
 	}
 	d = w.lastDecision()
-	if len(w.scaled) != 0 || len(w.deleted) != 0 || d.Result != schema.ResultHold || !strings.HasPrefix(d.Reason, "metric: only 0 of 4") {
+	if len(w.scaled) != 0 || len(w.deleted) != 0 || d.Result != reaperkv.ResultHold || !strings.HasPrefix(d.Reason, "metric: only 0 of 4") {
 		t.Fatalf("with every report negative: changes %v, deleted %v, decision %+v", w.scaled, w.deleted, d)
 	}
 	if m := metricsText(t, w.r); !strings.Contains(m, `reaper_autoscale_metric_in_doubt_total{role="web"} 12`+"\n") {

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
@@ -146,7 +147,7 @@ func TestJournalRecoveryAcrossLeaders(t *testing.T) {
 	f.seed(3)
 	f.arm()
 	r1 := f.start(func(x *running, a reaper.Action) {
-		if a.Op == reaper.OpCreate && a.Entry.Kind == schema.KindReplace {
+		if a.Op == reaper.OpCreate && a.Entry.Kind == reaperkv.KindReplace {
 			x.kill() // dies right after the create, before any drain or delete
 		}
 	})
@@ -186,7 +187,7 @@ func TestJournalIntentFindsItsServer(t *testing.T) {
 	f := newFixture(t)
 	c, sim := f.c, f.sim
 	f.seed(2)
-	entry := reaper.Entry{ID: "web.dead.1", Kind: schema.KindCreate, Role: "web", Phase: schema.PhaseCreating, NewName: "web3", Started: time.Now(), Updated: time.Now()}
+	entry := reaper.Entry{ID: "web.dead.1", Kind: reaperkv.KindCreate, Role: "web", Phase: reaperkv.PhaseCreating, NewName: "web3", Started: time.Now(), Updated: time.Now()}
 	data, _ := json.Marshal(entry)
 	if _, err := c.KV().Put(&api.KVPair{Key: prefix + "/reaper/journal/" + entry.ID, Value: data}, nil); err != nil {
 		t.Fatal(err)
@@ -436,7 +437,7 @@ func TestJournalRefusesNonLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := reaper.Entry{ID: "web.x.1", Kind: schema.KindCreate, Role: "web", Phase: schema.PhaseCreating, NewName: "web9"}
+	e := reaper.Entry{ID: "web.x.1", Kind: reaperkv.KindCreate, Role: "web", Phase: reaperkv.PhaseCreating, NewName: "web9"}
 	if err := j.Put(context.Background(), other, e, nil); err != daemon.ErrNotLeader {
 		t.Fatalf("write with nobody holding the lock: %v, want ErrNotLeader", err)
 	}

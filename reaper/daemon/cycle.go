@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/planner"
 )
@@ -241,8 +241,8 @@ func (r *Reaper) cycleSkipped(ctx context.Context, t *leaderTerm, start time.Tim
 }
 
 // poolByHost indexes the standby records by host.
-func poolByHost(recs map[string]schema.StandbyRecord) map[string]schema.StandbyRecord {
-	out := make(map[string]schema.StandbyRecord, len(recs))
+func poolByHost(recs map[string]reaperkv.StandbyRecord) map[string]reaperkv.StandbyRecord {
+	out := make(map[string]reaperkv.StandbyRecord, len(recs))
 	for _, rec := range recs {
 		out[rec.Host] = rec
 	}
@@ -282,7 +282,7 @@ func (r *Reaper) state(t *leaderTerm, p *reaper.Plan, journal []reaper.Entry, no
 		}
 	}
 	// The capacity records as they stand after this cycle's creates.
-	st.Roles = append([]schema.RoleReport(nil), st.Roles...)
+	st.Roles = append([]reaperkv.RoleReport(nil), st.Roles...)
 	for i := range st.Roles {
 		if pool := st.Roles[i].Pool; pool != nil {
 			c := *pool

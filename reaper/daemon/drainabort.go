@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -57,7 +57,7 @@ func (r *Reaper) abortDrain(ctx context.Context, t *leaderTerm, a reaper.Action)
 
 // endCooloffs removes the records of cool-offs that are over, each only
 // if it is still the record read, under the leader check.
-func (r *Reaper) endCooloffs(ctx context.Context, t *leaderTerm, ended []schema.DrainAbortRecord) error {
+func (r *Reaper) endCooloffs(ctx context.Context, t *leaderTerm, ended []reaperkv.DrainAbortRecord) error {
 	var ops []*api.KVTxnOp
 	for _, rec := range ended {
 		ops = append(ops, &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: store.CooloffKey(r.journal.prefix, rec.Host), Index: rec.Index})

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper/daemon"
 )
 
@@ -68,7 +68,7 @@ func (w *scaleWorld) drains() []string {
 }
 
 // cooloff is host's aborted-drain record, nil when there is none.
-func (w *scaleWorld) cooloff(host string) *schema.DrainAbortRecord {
+func (w *scaleWorld) cooloff(host string) *reaperkv.DrainAbortRecord {
 	w.t.Helper()
 	p, _, err := w.c.KV().Get(store.CooloffKey(prefix, host), nil)
 	if err != nil {
@@ -120,7 +120,7 @@ func TestFailedDrainKeepsTheServer(t *testing.T) {
 	w.stepUntil(1, "the abort", func() bool { return w.cooloff("web4") != nil })
 	w.keeps("web4")
 	rec := w.cooloff("web4")
-	if rec.Cause != schema.AbortFailed || !strings.Contains(rec.Detail, "instance i-7 cannot be migrated") || rec.Until.Sub(rec.Time) != 10*time.Minute || rec.Named {
+	if rec.Cause != reaperkv.AbortFailed || !strings.Contains(rec.Detail, "instance i-7 cannot be migrated") || rec.Until.Sub(rec.Time) != 10*time.Minute || rec.Named {
 		t.Fatalf("cool-off record %+v", rec)
 	}
 	// The next cycle's report has the record; its scale-in takes the next
@@ -165,7 +165,7 @@ func TestUnansweredDrainKeepsTheServer(t *testing.T) {
 			t.Fatalf("%s's drain aborted %s after the request, before drain_timeout 2m", host, waited)
 		}
 		w.keeps(host)
-		if rec := w.cooloff(host); rec.Cause != schema.AbortTimeout || !strings.Contains(rec.Detail, "no answer by the drain deadline") {
+		if rec := w.cooloff(host); rec.Cause != reaperkv.AbortTimeout || !strings.Contains(rec.Detail, "no answer by the drain deadline") {
 			t.Fatalf("record %+v", rec)
 		}
 	}
@@ -295,7 +295,7 @@ func TestAbortSurvivesANewLeader(t *testing.T) {
 	w.sess = holdLock(t, w.c, cfg)
 	w.step()
 	w.keeps("web3")
-	if rec := w.cooloff("web3"); rec == nil || rec.Cause != schema.AbortFailed {
+	if rec := w.cooloff("web3"); rec == nil || rec.Cause != reaperkv.AbortFailed {
 		t.Fatalf("record %+v", rec)
 	}
 	// The new leader's scale-in takes the next candidate, under its own

@@ -15,7 +15,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/novatest"
 	"github.com/jiocloud/orchestrate/internal/orchestrate"
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/daemon"
@@ -341,7 +341,7 @@ func TestNovaJournalRecoveryAfterKill(t *testing.T) {
 	cfg := e.config("")
 	var killedAt atomic.Bool
 	r1 := e.runReaper(cfg, counting, func(x *running, a reaper.Action) {
-		if a.Op == reaper.OpCreate && a.Entry.Kind == schema.KindReplace {
+		if a.Op == reaper.OpCreate && a.Entry.Kind == reaperkv.KindReplace {
 			killedAt.Store(true)
 			x.kill()
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 )
@@ -75,7 +76,7 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a reaper.Action, bu
 	case reaper.OpStandbyStop:
 		// Started carries the standby's creation time (no entry is
 		// written for a stop).
-		rec := schema.StandbyRecord{Role: e.Role, Host: e.OldName, ID: e.OldID, State: schema.StandbyStopped, Created: e.Started}
+		rec := reaperkv.StandbyRecord{Role: e.Role, Host: e.OldName, ID: e.OldID, State: reaperkv.StandbyStopped, Created: e.Started}
 		if err := r.journal.SetStandby(ctx, t.session, rec); err != nil {
 			return err
 		}
@@ -107,8 +108,8 @@ func (r *Reaper) deleteOld(ctx context.Context, t *leaderTerm, e reaper.Entry, p
 	if done, err := r.deleteEntryServer(ctx, t, e, e.OldName, e.OldID, put); !done || err != nil {
 		return err // the entry stays in deleting; the next cycle goes on
 	}
-	if e.Kind == schema.KindReplace && e.Mode == reaper.ModeDeleteFirst {
-		e.Phase, e.OldID, e.DeleteAsked = schema.PhaseCreating, "", time.Time{}
+	if e.Kind == reaperkv.KindReplace && e.Mode == reaper.ModeDeleteFirst {
+		e.Phase, e.OldID, e.DeleteAsked = reaperkv.PhaseCreating, "", time.Time{}
 		return put(e, nil)
 	}
 	return r.journal.Remove(ctx, t.session, e.ID)
@@ -164,7 +165,7 @@ func (r *Reaper) rollback(ctx context.Context, t *leaderTerm, role *reaper.Role,
 // entry and records its ID.
 func (r *Reaper) create(ctx context.Context, t *leaderTerm, role *reaper.Role, e reaper.Entry, put func(reaper.Entry, []time.Time) error) error {
 	e.Attempts++
-	e.Phase = schema.PhaseCreating
+	e.Phase = reaperkv.PhaseCreating
 	if err := put(e, nil); err != nil {
 		return err
 	}
@@ -198,13 +199,13 @@ func (r *Reaper) create(ctx context.Context, t *leaderTerm, role *reaper.Role, e
 	// The entry waits in booting: the planner follows the server from
 	// each cycle's list (ACTIVE and checked in, ERROR, or past
 	// boot_timeout), so no cycle waits for one server to boot.
-	e.Phase, e.NewID = schema.PhaseBooting, s.ID
+	e.Phase, e.NewID = reaperkv.PhaseBooting, s.ID
 	if e.Standby {
 		// Its record from the start, so the machine's own `orchestrate
 		// standby` watch finds it and holds the node's maintenance before
 		// Puppet registers its services.
 		e.Updated = r.now()
-		return r.journal.Put(ctx, t.session, e, nil, r.journal.standbyOp(schema.StandbyRecord{Role: role.Name, Host: s.Name, ID: s.ID, State: schema.StandbyBuilding, Created: s.Created}))
+		return r.journal.Put(ctx, t.session, e, nil, r.journal.standbyOp(reaperkv.StandbyRecord{Role: role.Name, Host: s.Name, ID: s.ID, State: reaperkv.StandbyBuilding, Created: s.Created}))
 	}
 	return put(e, nil)
 }
@@ -227,7 +228,7 @@ func (r *Reaper) claim(ctx context.Context, t *leaderTerm, e reaper.Entry, put f
 	if err := step(0); err != nil {
 		return err
 	}
-	e.Phase = schema.PhaseClaiming
+	e.Phase = reaperkv.PhaseClaiming
 	e.Updated = r.now()
 	if err := r.journal.Put(ctx, t.session, e, nil, r.journal.poolDeleteOp(e.Role, e.NewName)); err != nil {
 		return err
@@ -259,7 +260,7 @@ func (r *Reaper) claim(ctx context.Context, t *leaderTerm, e reaper.Entry, put f
 	if err := step(3); err != nil {
 		return err
 	}
-	e.Phase = schema.PhaseBooting
+	e.Phase = reaperkv.PhaseBooting
 	return put(e, nil)
 }
 
@@ -286,7 +287,7 @@ func (r *Reaper) createFailed(ctx context.Context, t *leaderTerm, role *reaper.R
 	// Quota, capacity and fatal errors mean Nova made nothing: drop the
 	// intent, unless the old server is already gone (delete-first), whose
 	// replacement must still be made.
-	if e.Kind == schema.KindReplace && e.Mode == reaper.ModeDeleteFirst {
+	if e.Kind == reaperkv.KindReplace && e.Mode == reaper.ModeDeleteFirst {
 		return err
 	}
 	if rerr := r.journal.Remove(ctx, t.session, e.ID); rerr != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 )
@@ -21,10 +22,10 @@ var ErrNotLeader = errors.New("not the leader: the leader lock is held by anothe
 
 // Keys under <prefix>/, as internal/store lays them out.
 const (
-	keyJournal = schema.ReaperJournalDir
-	keyBudget  = schema.ReaperBudgetKey
-	keyArmed   = schema.ReaperArmedKey
-	keyState   = schema.ReaperStateKey
+	keyJournal = reaperkv.ReaperJournalDir
+	keyBudget  = reaperkv.ReaperBudgetKey
+	keyArmed   = reaperkv.ReaperArmedKey
+	keyState   = reaperkv.ReaperStateKey
 )
 
 // Journal reads and writes the reaper's keys in Consul KV. Every write the
@@ -63,14 +64,14 @@ type ReaperKeys struct {
 	Report *store.ReaperReport
 	// Pool holds the standby records, by key; a value that does not parse
 	// is a zero record (the next sync rewrites or removes it).
-	Pool map[string]schema.StandbyRecord
+	Pool map[string]reaperkv.StandbyRecord
 	// Flush holds the pool flush requests, by role; FlushProblems the
 	// ones that cannot be read.
-	Flush         map[string]schema.PoolFlushRecord
+	Flush         map[string]reaperkv.PoolFlushRecord
 	FlushProblems []string
 	// Cooloff holds the records of aborted drains, by host;
 	// CooloffProblems those that cannot be read (host: why).
-	Cooloff         map[string]schema.DrainAbortRecord
+	Cooloff         map[string]reaperkv.DrainAbortRecord
 	CooloffProblems map[string]string
 	// Tokens holds the sealed node tokens of servers the reaper built, by
 	// host; a record that cannot be read is in Problems and keeps its
@@ -80,17 +81,17 @@ type ReaperKeys struct {
 
 // Read lists <prefix>/reaper/ in one request.
 func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
-	pairs, _, err := j.kv.List(j.key(schema.ReaperDir), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	pairs, _, err := j.kv.List(j.key(reaperkv.ReaperDir), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", j.key(schema.ReaperDir), err)
+		return nil, fmt.Errorf("read %s: %w", j.key(reaperkv.ReaperDir), err)
 	}
-	out := &ReaperKeys{Pool: map[string]schema.StandbyRecord{}, Flush: map[string]schema.PoolFlushRecord{},
-		Cooloff: map[string]schema.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]store.NodeTokenRecord{}}
+	out := &ReaperKeys{Pool: map[string]reaperkv.StandbyRecord{}, Flush: map[string]reaperkv.PoolFlushRecord{},
+		Cooloff: map[string]reaperkv.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]store.NodeTokenRecord{}}
 	for _, p := range pairs {
 		rel := strings.TrimPrefix(p.Key, j.prefix+"/")
 		switch {
 		case strings.HasPrefix(rel, store.ReaperPoolDir):
-			var rec schema.StandbyRecord
+			var rec reaperkv.StandbyRecord
 			_ = json.Unmarshal(p.Value, &rec)
 			out.Pool[p.Key] = rec
 		case strings.HasPrefix(rel, store.ReaperPoolFlushDir):
@@ -250,12 +251,12 @@ func (j *Journal) Flush(ctx context.Context, session string, f reaper.PoolFlush,
 
 // SetStandby writes one standby record under the leader check (before a
 // cloud call on the standby, as a journal entry is).
-func (j *Journal) SetStandby(ctx context.Context, session string, rec schema.StandbyRecord) error {
+func (j *Journal) SetStandby(ctx context.Context, session string, rec reaperkv.StandbyRecord) error {
 	return j.txn(ctx, session, j.standbyOp(rec))
 }
 
 // standbyOp writes a standby record.
-func (j *Journal) standbyOp(rec schema.StandbyRecord) *api.KVTxnOp {
+func (j *Journal) standbyOp(rec reaperkv.StandbyRecord) *api.KVTxnOp {
 	data, _ := json.Marshal(rec)
 	return &api.KVTxnOp{Verb: api.KVSet, Key: store.PoolKey(j.prefix, rec.Role, rec.Host), Value: data}
 }
@@ -268,7 +269,7 @@ const poolOpsPerTxn = 60
 // plan saw (have is what the cycle read): changed records are written,
 // records of servers no longer standbys removed, in transactions under
 // the leader check.
-func (j *Journal) SyncPool(ctx context.Context, session string, want []schema.StandbyRecord, have map[string]schema.StandbyRecord) error {
+func (j *Journal) SyncPool(ctx context.Context, session string, want []reaperkv.StandbyRecord, have map[string]reaperkv.StandbyRecord) error {
 	var ops []*api.KVTxnOp
 	seen := map[string]bool{}
 	for _, rec := range want {
@@ -342,10 +343,10 @@ func (j *Journal) Arm(ctx context.Context, session string, a reaper.Armed) error
 }
 
 // ArmKey is the armed key under prefix, for `orchestrate reaper arm`.
-func ArmKey(prefix string) string { return schema.ReaperKey(prefix, keyArmed) }
+func ArmKey(prefix string) string { return reaperkv.ReaperKey(prefix, keyArmed) }
 
 // StateKey is the state key under prefix, for `orchestrate status`.
-func StateKey(prefix string) string { return schema.ReaperKey(prefix, keyState) }
+func StateKey(prefix string) string { return reaperkv.ReaperKey(prefix, keyState) }
 
 // PutState writes the state report (leader only).
 func (j *Journal) PutState(ctx context.Context, session string, st *store.ReaperReport) error {

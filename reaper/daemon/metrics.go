@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/cli"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/planner"
 )
@@ -137,7 +137,7 @@ func (m *Metrics) cycle(p *reaper.Plan, dryRun bool, backoff time.Duration, role
 	for _, r := range p.Roles {
 		if r.Pool != nil {
 			m.poolSize[r.Name] = r.Pool.Size
-			for _, st := range []string{schema.StandbyBuilding, schema.StandbyConverging, schema.StandbyReady, schema.StandbyStopped, schema.StandbyFailed} {
+			for _, st := range []string{reaperkv.StandbyBuilding, reaperkv.StandbyConverging, reaperkv.StandbyReady, reaperkv.StandbyStopped, reaperkv.StandbyFailed} {
 				m.standbys[[2]string{r.Name, st}] = r.Pool.States[st]
 			}
 		}

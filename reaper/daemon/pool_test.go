@@ -16,7 +16,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/orchestrate"
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/daemon"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
@@ -234,15 +234,15 @@ func (w *poolWorld) kill(name string) {
 }
 
 // pool reads the standby records the reaper published.
-func (w *poolWorld) pool() map[string]schema.StandbyRecord {
+func (w *poolWorld) pool() map[string]reaperkv.StandbyRecord {
 	w.t.Helper()
 	pairs, _, err := w.c.KV().List(prefix+"/"+store.ReaperPoolDir, nil)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	out := map[string]schema.StandbyRecord{}
+	out := map[string]reaperkv.StandbyRecord{}
 	for _, p := range pairs {
-		var rec schema.StandbyRecord
+		var rec reaperkv.StandbyRecord
 		if err := json.Unmarshal(p.Value, &rec); err != nil {
 			w.t.Fatalf("%s: %v", p.Key, err)
 		}
@@ -258,7 +258,7 @@ func (w *poolWorld) pool() map[string]schema.StandbyRecord {
 func (w *poolWorld) ready() int {
 	n := 0
 	for _, rec := range w.pool() {
-		if rec.State == schema.StandbyReady {
+		if rec.State == reaperkv.StandbyReady {
 			n++
 		}
 	}
@@ -326,7 +326,7 @@ func (w *poolWorld) checkStandbys() {
 		inMaint := false
 		for _, c := range checks {
 			// hiera-services knows a standby by these notes.
-			inMaint = inMaint || (c.CheckID == schema.NodeMaintenanceCheck && strings.HasPrefix(c.Notes, store.StandbyNotesPrefix))
+			inMaint = inMaint || (c.CheckID == reaperkv.NodeMaintenanceCheck && strings.HasPrefix(c.Notes, store.StandbyNotesPrefix))
 		}
 		if len(checks) > 0 && !inMaint {
 			w.t.Errorf("standby %s is not in maintenance", s.Name)
@@ -543,14 +543,14 @@ func TestPoolFlushAndStatus(t *testing.T) {
 		t.Fatalf("pool status: exit %d: %s", code, out)
 	}
 	var st []struct {
-		Role     string                 `json:"role"`
-		Report   *schema.PoolReport     `json:"report"`
-		Standbys []schema.StandbyRecord `json:"standbys"`
+		Role     string                   `json:"role"`
+		Report   *reaperkv.PoolReport     `json:"report"`
+		Standbys []reaperkv.StandbyRecord `json:"standbys"`
 	}
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("pool status --json: %v: %s", err, out)
 	}
-	if len(st) != 1 || st[0].Report == nil || st[0].Report.States[schema.StandbyReady] != 2 || len(st[0].Standbys) != 2 {
+	if len(st) != 1 || st[0].Report == nil || st[0].Report.States[reaperkv.StandbyReady] != 2 || len(st[0].Standbys) != 2 {
 		t.Fatalf("pool status: %s", out)
 	}
 	if code, out := w.orchestrate("status"); code != 0 || !strings.Contains(out, "warm pool (standbys, not counted above): 2 ready of 2") {
@@ -641,7 +641,7 @@ func (w *poolWorld) pool2() string {
 func (w *poolWorld) stopped() int {
 	recs, n := w.pool(), 0
 	for _, s := range w.sim.Servers() {
-		if rec, ok := recs[s.Name]; ok && rec.State == schema.StandbyStopped && s.Status == reaper.StatusShutoff {
+		if rec, ok := recs[s.Name]; ok && rec.State == reaperkv.StandbyStopped && s.Status == reaper.StatusShutoff {
 			n++
 		}
 	}
@@ -656,7 +656,7 @@ func TestWarmPoolStopped(t *testing.T) {
 	w.stepUntil(20, "two stopped standbys", func() bool { return w.stopped() == 2 })
 	w.step()
 	w.checkStandbys()
-	if r := w.lastPlan.Roles[0]; r.Pool == nil || r.Pool.States[schema.StandbyStopped] != 2 || r.Count != 3 {
+	if r := w.lastPlan.Roles[0]; r.Pool == nil || r.Pool.States[reaperkv.StandbyStopped] != 2 || r.Count != 3 {
 		t.Fatalf("role %+v, pool %v", r, r.Pool)
 	}
 	w.kill("web3")

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
@@ -208,10 +209,10 @@ func TestAutoscaleOnPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	decision := func() schema.ScaleDecision {
+	decision := func() reaperkv.ScaleDecision {
 		rep, err := st.ReaperReport(context.Background())
 		if err != nil || rep == nil || len(rep.Roles) == 0 || rep.Roles[0].Autoscale == nil || rep.Roles[0].Autoscale.Last == nil {
-			return schema.ScaleDecision{}
+			return reaperkv.ScaleDecision{}
 		}
 		return *rep.Roles[0].Autoscale.Last
 	}
@@ -219,7 +220,7 @@ func TestAutoscaleOnPrometheus(t *testing.T) {
 	// password is nowhere in the report.
 	testutil.Eventually(t, 10*time.Second, "a hold on the refused query", func() bool {
 		d := decision()
-		return d.Result == schema.ResultHold && strings.Contains(d.Reason, "401")
+		return d.Result == reaperkv.ResultHold && strings.Contains(d.Reason, "401")
 	})
 	if rep, _ := st.ReaperReport(context.Background()); rep != nil {
 		data, _ := json.Marshal(rep)
@@ -278,7 +279,7 @@ func TestAutoscaleOnPrometheus(t *testing.T) {
 		load.SetTotal(c.total)
 		testutil.Eventually(t, 10*time.Second, "a hold on the value of "+c.why, func() bool {
 			d := decision()
-			return d.Result == schema.ResultHold && strings.HasPrefix(d.Reason, "metric: the Prometheus query returned") && strings.Contains(d.Reason, c.why)
+			return d.Result == reaperkv.ResultHold && strings.HasPrefix(d.Reason, "metric: the Prometheus query returned") && strings.Contains(d.Reason, c.why)
 		}, func() string { return decision().Reason })
 		time.Sleep(2 * time.Second) // past the scale-in window and cooldown
 		if n, _, _ := st.Desired(context.Background(), "web"); n != held {
@@ -291,7 +292,7 @@ func TestAutoscaleOnPrometheus(t *testing.T) {
 	load.SetTotal(10)
 	testutil.Eventually(t, 10*time.Second, "a hold on the lost Prometheus", func() bool {
 		d := decision()
-		return d.Result == schema.ResultHold && strings.Contains(d.Reason, "metric: prometheus query")
+		return d.Result == reaperkv.ResultHold && strings.Contains(d.Reason, "metric: prometheus query")
 	})
 	before, _, _ := st.Desired(context.Background(), "web")
 	time.Sleep(2 * time.Second)

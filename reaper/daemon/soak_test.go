@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/daemon"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
@@ -603,7 +603,7 @@ func (s *soak) killedAlive() int {
 func (s *soak) disarmFor(d time.Duration) {
 	s.fault("disarm")
 	ctx := context.Background()
-	if err := s.store.Disarm(ctx, schema.ArmRecord{Time: time.Now(), By: "soak", Reason: "fault"}); err != nil {
+	if err := s.store.Disarm(ctx, reaperkv.ArmRecord{Time: time.Now(), By: "soak", Reason: "fault"}); err != nil {
 		s.t.Errorf("disarm: %v", err)
 		return
 	}
@@ -614,7 +614,7 @@ func (s *soak) disarmFor(d time.Duration) {
 		s.mu.Lock()
 		s.disarmedAt = time.Time{}
 		s.mu.Unlock()
-		if err := s.store.Arm(ctx, schema.ArmRecord{Time: time.Now(), By: "soak", Reason: "fault over"}); err != nil {
+		if err := s.store.Arm(ctx, reaperkv.ArmRecord{Time: time.Now(), By: "soak", Reason: "fault over"}); err != nil {
 			s.t.Errorf("arm: %v", err)
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 )
@@ -30,7 +31,7 @@ type leaderTerm struct {
 	// pools back off first and stay off longest.
 	pool backoffState
 	// claims holds each role's claims of the last hour, newest last.
-	claims map[string][]schema.PoolClaim
+	claims map[string][]reaperkv.PoolClaim
 	// roleBackoff holds each role's backoff after a capacity or fatal
 	// create error.
 	roleBackoff map[string]*backoffState
@@ -40,7 +41,7 @@ type leaderTerm struct {
 	// autoscale holds each autoscaled role's last report, which its next
 	// decision goes on from; a new term takes it from the last leader's
 	// report (seeded).
-	autoscale map[string]*schema.AutoscaleReport
+	autoscale map[string]*reaperkv.AutoscaleReport
 	seeded    bool
 	// capacity holds the roles whose capacity records stand, as the
 	// cycle read them and the executor wrote them since.
@@ -56,7 +57,7 @@ type leaderTerm struct {
 
 func newTerm(session string, now time.Time) *leaderTerm {
 	return &leaderTerm{session: session, started: now, roleBackoff: map[string]*backoffState{}, deleteBackoff: map[string]*backoffState{},
-		autoscale: map[string]*schema.AutoscaleReport{}, lastDecision: map[string]string{}}
+		autoscale: map[string]*reaperkv.AutoscaleReport{}, lastDecision: map[string]string{}}
 }
 
 // claimWindow is how long claims are kept for the pool's report
@@ -71,7 +72,7 @@ const (
 // role's claims of the last hour.
 func (t *leaderTerm) noteClaims(done []reaper.PoolClaimDone, now time.Time) {
 	if t.claims == nil {
-		t.claims = map[string][]schema.PoolClaim{}
+		t.claims = map[string][]reaperkv.PoolClaim{}
 	}
 	for _, d := range done {
 		t.claims[d.Role] = append(t.claims[d.Role], d.Claim)
@@ -108,7 +109,7 @@ func (t *leaderTerm) seedAutoscale(rep *store.ReaperReport) {
 		}
 		if r.Pool != nil && len(r.Pool.Claims) > 0 {
 			if t.claims == nil {
-				t.claims = map[string][]schema.PoolClaim{}
+				t.claims = map[string][]reaperkv.PoolClaim{}
 			}
 			t.claims[r.Name] = r.Pool.Claims
 		}

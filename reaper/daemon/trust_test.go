@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
@@ -149,7 +150,7 @@ func TestDisarmHoldsInASteadyFleet(t *testing.T) {
 		rep, _ := readReport(f.c)
 		return r.Leading() && rep != nil && rep.Armed
 	})
-	if err := st.Disarm(ctx, schema.ArmRecord{Time: time.Now(), By: "test", Reason: "maintenance window"}); err != nil {
+	if err := st.Disarm(ctx, reaperkv.ArmRecord{Time: time.Now(), By: "test", Reason: "maintenance window"}); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 5*time.Second, "a cycle that saw the disarm", func() bool {
@@ -258,7 +259,7 @@ func TestNovaErrorWithPassingChecksIsNotReplaced(t *testing.T) {
 	}
 	testutil.Eventually(t, 5*time.Second, "web2 reported error-in-grace", func() bool {
 		rep, _ := readReport(f.c)
-		return rep != nil && len(rep.Roles) == 1 && rep.Roles[0].States[schema.ServerErrorInGrace] == 1
+		return rep != nil && len(rep.Roles) == 1 && rep.Roles[0].States[reaperkv.ServerErrorInGrace] == 1
 	})
 	waitCycles(t, 5, r) // five more cycles
 	if n := f.sim.Creates.Load(); n != 0 {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 )
@@ -24,25 +25,25 @@ func (pl *planner) advance(rs *roleServers, e *reaper.Entry) {
 	next := *e
 	next.Updated = pl.in.Now
 	switch e.Phase {
-	case schema.PhaseCreating:
+	case reaperkv.PhaseCreating:
 		pl.advanceCreating(rs, e, next, newS, oldS)
-	case schema.PhaseBooting:
+	case reaperkv.PhaseBooting:
 		if e.Standby {
 			pl.advanceStandby(rs, e, next, newS)
 			return
 		}
 		pl.advanceBooting(rs, e, next, newS, oldS)
-	case schema.PhaseDraining:
+	case reaperkv.PhaseDraining:
 		pl.advanceDraining(rs, e, next, oldS)
-	case schema.PhaseDeleting:
+	case reaperkv.PhaseDeleting:
 		pl.advanceDeleting(rs, e, next, oldS)
-	case schema.PhaseAborting:
+	case reaperkv.PhaseAborting:
 		pl.finishAbort(rs, e, next)
-	case schema.PhaseClaiming:
+	case reaperkv.PhaseClaiming:
 		// The claim was journalled (and the standby's pool record
 		// removed with it): its remaining steps are idempotent.
 		pl.add(reaper.OpClaim, next, "finish the recorded claim of "+e.NewName)
-	case schema.PhaseRollback:
+	case reaperkv.PhaseRollback:
 		if why := pl.deleteWaits(e, e.NewName, newS); why != "" {
 			pl.block("%s: rollback of %s waits: %s", e.ID, e.NewName, why)
 			return
@@ -56,10 +57,10 @@ func (pl *planner) advance(rs *roleServers, e *reaper.Entry) {
 // advanceCreating: adopt the server the entry created, give up a surge
 // replacement whose old server recovered, or retry the create.
 func (pl *planner) advanceCreating(rs *roleServers, e *reaper.Entry, next reaper.Entry, newS, oldS *reaper.Server) {
-	surge := e.Kind == schema.KindReplace && e.Mode == reaper.ModeSurge
+	surge := e.Kind == reaperkv.KindReplace && e.Mode == reaper.ModeSurge
 	switch {
 	case newS != nil:
-		next.Phase, next.NewID = schema.PhaseBooting, newS.ID
+		next.Phase, next.NewID = reaperkv.PhaseBooting, newS.ID
 		pl.add(reaper.OpAdopt, next, "found the server this entry created")
 		return
 	case surge && oldS != nil && e.Reason != string(reaper.StateExpired) && pl.statesOf[oldS.ID] == reaper.StateHealthy:
@@ -127,7 +128,7 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 		// valid host" and take capacity for a broken server.
 		pl.block("%s: %s is in ERROR with no fault yet; waiting up to %s for Nova's fault", e.ID, e.NewName, faultWait)
 	case newS.Status == reaper.StatusError:
-		next.Phase = schema.PhaseRollback
+		next.Phase = reaperkv.PhaseRollback
 		next.Fault = newS.Fault
 		if next.Fault == "" {
 			next.Fault = "no fault given"
@@ -140,7 +141,7 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 			pl.block("%s: rollback of %s waits: %s", e.ID, e.NewName, why)
 			return
 		}
-		next.Phase = schema.PhaseRollback
+		next.Phase = reaperkv.PhaseRollback
 		pl.add(reaper.OpRollback, next, pl.recovered(rs, e, oldS)+"; its replacement "+e.NewName+" is not needed")
 	case pl.serves(rs, newS):
 		pl.advanceServing(rs, e, next, oldS)
@@ -150,11 +151,11 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 			pl.block("%s: rollback of claimed standby %s waits: %s", e.ID, e.NewName, why)
 			return
 		}
-		next.Phase = schema.PhaseRollback
+		next.Phase = reaperkv.PhaseRollback
 		next.Error = "claimed standby did not serve within claim_timeout"
 		pl.add(reaper.OpRollback, next, "claimed standby "+e.NewName+" did not serve within claim_timeout")
 	case e.Claimed.IsZero() && pl.in.Now.Sub(newS.Created) >= rs.role.BootTimeout.D():
-		if e.Kind == schema.KindCreate {
+		if e.Kind == reaperkv.KindCreate {
 			// Left to the rules for unaccounted servers, which need the
 			// start gate open.
 			pl.add(reaper.OpFinish, next, e.NewName+" did not check in within boot_timeout; judged as unaccounted from now on")
@@ -164,7 +165,7 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 			pl.block("%s: rollback of %s waits: %s", e.ID, e.NewName, why)
 			return
 		}
-		next.Phase = schema.PhaseRollback
+		next.Phase = reaperkv.PhaseRollback
 		next.Error = "did not check in passing within boot_timeout"
 		pl.add(reaper.OpRollback, next, e.NewName+" did not check in passing within boot_timeout")
 	}
@@ -179,10 +180,10 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 func (pl *planner) advanceServing(rs *roleServers, e *reaper.Entry, next reaper.Entry, oldS *reaper.Server) {
 	served := func() {
 		if !e.Claimed.IsZero() {
-			pl.plan.Claims = append(pl.plan.Claims, reaper.PoolClaimDone{Role: e.Role, Claim: schema.PoolClaim{Host: e.NewName, Time: e.Claimed, Serving: pl.in.Now.Sub(e.Claimed)}})
+			pl.plan.Claims = append(pl.plan.Claims, reaper.PoolClaimDone{Role: e.Role, Claim: reaperkv.PoolClaim{Host: e.NewName, Time: e.Claimed, Serving: pl.in.Now.Sub(e.Claimed)}})
 		}
 	}
-	if e.Kind != schema.KindReplace || oldS == nil {
+	if e.Kind != reaperkv.KindReplace || oldS == nil {
 		served()
 		pl.add(reaper.OpFinish, next, e.NewName+" checked in passing")
 		return
@@ -199,7 +200,7 @@ func (pl *planner) advanceServing(rs *roleServers, e *reaper.Entry, next reaper.
 		return
 	}
 	served()
-	next.Phase = schema.PhaseDraining
+	next.Phase = reaperkv.PhaseDraining
 	pl.startDrain(&next, oldS)
 	pl.add(reaper.OpDrain, next, e.NewName+" checked in passing; draining "+e.OldName)
 }
@@ -218,7 +219,7 @@ func (pl *planner) advanceStandby(rs *roleServers, e *reaper.Entry, next reaper.
 			pl.block("%s: rollback of standby %s waits: %s", e.ID, e.NewName, why)
 			return
 		}
-		next.Phase, next.Fault = schema.PhaseRollback, newS.Fault
+		next.Phase, next.Fault = reaperkv.PhaseRollback, newS.Fault
 		if newS.Status == reaper.StatusError && next.Fault == "" {
 			next.Fault = "no fault given"
 		}
@@ -250,7 +251,7 @@ func (pl *planner) advanceDraining(rs *roleServers, e *reaper.Entry, next reaper
 		pl.add(reaper.OpMaintain, next, "still draining ("+why+")")
 		return
 	}
-	next.Phase = schema.PhaseDeleting
+	next.Phase = reaperkv.PhaseDeleting
 	switch {
 	case drained:
 		pl.add(reaper.OpDelete, next, fmt.Sprintf("drained: %s answered at %s that its work moved away", answer.By, answer.Time.UTC().Format(time.RFC3339)))
@@ -325,7 +326,7 @@ func (pl *planner) deleteWaits(e *reaper.Entry, name string, s *reaper.Server) s
 // delete Nova accepted cloud_timeout ago or more, and is still open (so
 // the server was still there when last looked at).
 func (pl *planner) deleteStalled(e reaper.Entry) bool {
-	deleting := e.Phase == schema.PhaseDeleting || e.Phase == schema.PhaseRollback
+	deleting := e.Phase == reaperkv.PhaseDeleting || e.Phase == reaperkv.PhaseRollback
 	return deleting && !e.DeleteAsked.IsZero() && pl.in.Now.Sub(e.DeleteAsked) >= pl.in.Config.CloudTimeout.D()
 }
 
@@ -360,7 +361,7 @@ func (pl *planner) nodeLives(rs *roleServers, name string) bool {
 // kept: it passes its counted checks again, the reaper's own drain
 // maintenance aside. "" when it is not.
 func (pl *planner) recovered(rs *roleServers, e *reaper.Entry, oldS *reaper.Server) string {
-	if e.Kind != schema.KindReplace || e.OldName == "" {
+	if e.Kind != reaperkv.KindReplace || e.OldName == "" {
 		return ""
 	}
 	if e.Reason != string(reaper.StateUnhealthy) && e.Reason != string(reaper.StateUnaccounted) {

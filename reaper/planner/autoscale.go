@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -51,9 +51,9 @@ func (pl *planner) autoscale(rs *roleServers) {
 	rep := pl.carryAutoscale(r)
 	d := pl.decide(rs, rep)
 	switch d.Result {
-	case schema.ResultScaleOut:
+	case reaperkv.ResultScaleOut:
 		rep.LastScaleOut = d.Time
-	case schema.ResultScaleIn:
+	case reaperkv.ResultScaleIn:
 		rep.LastScaleIn = d.Time
 	}
 	if d.New != d.Desired {
@@ -70,7 +70,7 @@ func (pl *planner) autoscale(rs *roleServers) {
 }
 
 // decisionWhy is the code part of a decision's reason ("code: text").
-func DecisionWhy(d schema.ScaleDecision) string {
+func DecisionWhy(d reaperkv.ScaleDecision) string {
 	code, _, _ := strings.Cut(d.Reason, ":")
 	return code
 }
@@ -78,9 +78,9 @@ func DecisionWhy(d schema.ScaleDecision) string {
 // carryAutoscale starts this cycle's report of an autoscaled role from the
 // last one: the window is kept, pruned to the stabilization window,
 // unless the last report is older than gapIntervals cycles.
-func (pl *planner) carryAutoscale(r *reaper.Role) *schema.AutoscaleReport {
+func (pl *planner) carryAutoscale(r *reaper.Role) *reaperkv.AutoscaleReport {
 	a := r.Autoscale
-	rep := &schema.AutoscaleReport{Source: a.Metric.Source, Target: a.Target, Min: a.Min, Max: a.Max, WindowSince: pl.in.Now}
+	rep := &reaperkv.AutoscaleReport{Source: a.Metric.Source, Target: a.Target, Min: a.Min, Max: a.Max, WindowSince: pl.in.Now}
 	rep.Metric = a.Metric.Name
 	if a.Metric.Prometheus != nil {
 		rep.Metric = a.Metric.Prometheus.Query
@@ -90,7 +90,7 @@ func (pl *planner) carryAutoscale(r *reaper.Role) *schema.AutoscaleReport {
 		return rep
 	}
 	rep.LastScaleOut, rep.LastScaleIn = prev.LastScaleOut, prev.LastScaleIn
-	rep.History = append([]schema.ScaleDecision(nil), prev.History...)
+	rep.History = append([]reaperkv.ScaleDecision(nil), prev.History...)
 	gap := prev.Last == nil || pl.in.Now.Sub(prev.Last.Time) > gapIntervals*pl.in.Config.Interval.D() || prev.Last.Time.After(pl.in.Now)
 	if gap {
 		return rep
@@ -107,11 +107,11 @@ func (pl *planner) carryAutoscale(r *reaper.Role) *schema.AutoscaleReport {
 
 // hold is a decision that changes nothing; reset says the stabilization
 // window starts again (the readings behind it were broken).
-func (pl *planner) hold(rep *schema.AutoscaleReport, d schema.ScaleDecision, reset bool, why, format string, args ...any) schema.ScaleDecision {
+func (pl *planner) hold(rep *reaperkv.AutoscaleReport, d reaperkv.ScaleDecision, reset bool, why, format string, args ...any) reaperkv.ScaleDecision {
 	if reset {
 		rep.Window, rep.WindowSince = nil, pl.in.Now
 	}
-	d.Result, d.New = schema.ResultHold, d.Desired
+	d.Result, d.New = reaperkv.ResultHold, d.Desired
 	d.Reason = why + ": " + fmt.Sprintf(format, args...)
 	return d
 }
@@ -126,9 +126,9 @@ func (pl *planner) hold(rep *schema.AutoscaleReport, d schema.ScaleDecision, res
 // again) whenever the reaper itself would hold: disarmed, paused, the
 // role's Nova list in doubt, the metric in doubt (unreadable, too few
 // reports, a value that cannot be a load).
-func (pl *planner) decide(rs *roleServers, rep *schema.AutoscaleReport) schema.ScaleDecision {
+func (pl *planner) decide(rs *roleServers, rep *reaperkv.AutoscaleReport) reaperkv.ScaleDecision {
 	r := rs.role
-	d := schema.ScaleDecision{Time: pl.in.Now, Desired: pl.desired(r), Serving: pl.servingCount(rs)}
+	d := reaperkv.ScaleDecision{Time: pl.in.Now, Desired: pl.desired(r), Serving: pl.servingCount(rs)}
 	// Read before the override: a count set by hand still scales in the
 	// least loaded host, which needs each host's load.
 	m := pl.metric(rs, d.Serving)
@@ -136,7 +136,7 @@ func (pl *planner) decide(rs *roleServers, rep *schema.AutoscaleReport) schema.S
 	if o, ok := pl.in.Scaling.Overrides[r.Name]; ok {
 		rep.Override = &o
 		d = pl.hold(rep, d, true, whyOverride, "the count was set by hand (%d, by %s at %s); `orchestrate scale %s --auto` gives it back to the autoscaler", o.Count, o.By, o.Time.UTC().Format(time.RFC3339), r.Name)
-		d.Result = schema.ResultOverride
+		d.Result = reaperkv.ResultOverride
 		return d
 	}
 	if m.why == "" {
@@ -156,7 +156,7 @@ func (pl *planner) decide(rs *roleServers, rep *schema.AutoscaleReport) schema.S
 	}
 	var within bool
 	d.Recommended, within = recommend(r.Autoscale, d.Serving, d.Desired, m)
-	rep.Window = append(rep.Window, schema.Recommendation{Time: d.Time, Count: d.Recommended})
+	rep.Window = append(rep.Window, reaperkv.Recommendation{Time: d.Time, Count: d.Recommended})
 	desc := describeReading(r.Autoscale, d, m)
 	switch {
 	case d.Recommended > d.Desired:
@@ -212,7 +212,7 @@ func recommend(a *reaper.Autoscale, serving, desired int, m reading) (count int,
 // describeReading is a decision's account of its reading: the value, the
 // servers it was read over, the target and the recommendation, and the
 // reports clamped or ignored.
-func describeReading(a *reaper.Autoscale, d schema.ScaleDecision, m reading) string {
+func describeReading(a *reaper.Autoscale, d reaperkv.ScaleDecision, m reading) string {
 	desc := fmt.Sprintf("value %.4g over %d serving, target %.4g: recommends %d", m.value, d.Serving, a.Target, d.Recommended)
 	if missing := d.Serving - m.reports; a.Metric.Source == reaper.SourceConsul && missing > 0 {
 		desc = fmt.Sprintf("value %.4g over %d of %d serving (%d without a usable report), target %.4g: recommends %d", m.value, m.reports, d.Serving, missing, a.Target, d.Recommended)
@@ -229,7 +229,7 @@ func describeReading(a *reaper.Autoscale, d schema.ScaleDecision, m reading) str
 // scaleOutDecision decides on a recommendation above the desired count:
 // at once, by at most max_step, unless its cooldown, the role's create
 // backoff or a named scale-in still leaving holds it.
-func (pl *planner) scaleOutDecision(rs *roleServers, rep *schema.AutoscaleReport, d schema.ScaleDecision, desc string) schema.ScaleDecision {
+func (pl *planner) scaleOutDecision(rs *roleServers, rep *reaperkv.AutoscaleReport, d reaperkv.ScaleDecision, desc string) reaperkv.ScaleDecision {
 	a := rs.role.Autoscale
 	if since := d.Time.Sub(rep.LastScaleOut); since < a.ScaleOut.Cooldown.D() {
 		return pl.hold(rep, d, false, whyCooldown, "%s; scale out cooldown %s, %s left", desc, a.ScaleOut.Cooldown.D(), (a.ScaleOut.Cooldown.D() - since).Round(time.Second))
@@ -241,7 +241,7 @@ func (pl *planner) scaleOutDecision(rs *roleServers, rep *schema.AutoscaleReport
 		return pl.hold(rep, d, false, whyNamed, "%s; hosts named for scale-in are still leaving (%s)", desc, strings.Join(named, ", "))
 	}
 	d.New = min(d.Recommended, d.Desired+a.ScaleOut.MaxStep)
-	d.Result, d.Reason = schema.ResultScaleOut, fmt.Sprintf("%s: %s; scale out %d -> %d", whyScaled, desc, d.Desired, d.New)
+	d.Result, d.Reason = reaperkv.ResultScaleOut, fmt.Sprintf("%s: %s; scale out %d -> %d", whyScaled, desc, d.Desired, d.New)
 	return d
 }
 
@@ -249,7 +249,7 @@ func (pl *planner) scaleOutDecision(rs *roleServers, rep *schema.AutoscaleReport
 // to the highest recommendation of a whole stabilization window, by at
 // most max_step, not within its cooldown, never while the role has an
 // operation in flight.
-func (pl *planner) scaleInDecision(rs *roleServers, rep *schema.AutoscaleReport, d schema.ScaleDecision, desc string) schema.ScaleDecision {
+func (pl *planner) scaleInDecision(rs *roleServers, rep *reaperkv.AutoscaleReport, d reaperkv.ScaleDecision, desc string) reaperkv.ScaleDecision {
 	a := rs.role.Autoscale
 	stable := d.Recommended
 	for _, w := range rep.Window {
@@ -273,7 +273,7 @@ func (pl *planner) scaleInDecision(rs *roleServers, rep *schema.AutoscaleReport,
 		return pl.hold(rep, d, false, whyInFlight, "%s; the role has %d operation(s) in flight", desc, len(rs.entries))
 	}
 	d.New = max(stable, d.Desired-a.ScaleIn.MaxStep)
-	d.Result, d.Reason = schema.ResultScaleIn, fmt.Sprintf("%s: %s (highest over %s: %d); scale in %d -> %d", whyScaled, desc, win, stable, d.Desired, d.New)
+	d.Result, d.Reason = reaperkv.ResultScaleIn, fmt.Sprintf("%s: %s (highest over %s: %d); scale in %d -> %d", whyScaled, desc, win, stable, d.Desired, d.New)
 	return d
 }
 

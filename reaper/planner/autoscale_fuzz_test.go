@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 )
@@ -45,7 +46,7 @@ func FuzzAutoscaleDecision(f *testing.F) {
 			Scaling: schema.Scaling{Metrics: map[string]map[string]schema.MetricReport{}},
 			// A whole window behind, no change for an hour: a scale in
 			// is held by nothing but the readings.
-			Autoscale: map[string]*schema.AutoscaleReport{"web": window(t0.Add(-time.Hour), a.Min+norm(past, a.Max-a.Min+1))}}
+			Autoscale: map[string]*reaperkv.AutoscaleReport{"web": window(t0.Add(-time.Hour), a.Min+norm(past, a.Max-a.Min+1))}}
 		var readings []float64
 		for i := range n {
 			name := fmt.Sprintf("web%d", i+1)
@@ -81,10 +82,10 @@ func FuzzAutoscaleDecision(f *testing.F) {
 		for _, v := range readings {
 			atOrAbove = atOrAbove && v >= target
 		}
-		if atOrAbove && (d.Result == schema.ResultScaleIn || d.New < d.Desired) {
+		if atOrAbove && (d.Result == reaperkv.ResultScaleIn || d.New < d.Desired) {
 			t.Fatalf("scale in with every reading %v at or above target %v: %s", readings, target, where)
 		}
-		if prom && (!LoadLike(v0) || v0 > a.Metric.PlausibleMax) && (d.Result != schema.ResultHold || DecisionWhy(*d) != WhyMetric) {
+		if prom && (!LoadLike(v0) || v0 > a.Metric.PlausibleMax) && (d.Result != reaperkv.ResultHold || DecisionWhy(*d) != WhyMetric) {
 			t.Fatalf("prometheus value %v (plausible_max %v) is not in doubt: %s", v0, a.Metric.PlausibleMax, where)
 		}
 	})

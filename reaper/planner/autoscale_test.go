@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/reapertest"
@@ -30,11 +31,11 @@ func reports(at time.Time, vals map[string]float64) map[string]map[string]schema
 
 // window is an unbroken stabilization window since `since`, each cycle
 // recommending n, with the last decision a cycle ago.
-func window(since time.Time, n int) *schema.AutoscaleReport {
-	rep := &schema.AutoscaleReport{WindowSince: since, Last: &schema.ScaleDecision{Time: t0.Add(-30 * time.Second)}}
+func window(since time.Time, n int) *reaperkv.AutoscaleReport {
+	rep := &reaperkv.AutoscaleReport{WindowSince: since, Last: &reaperkv.ScaleDecision{Time: t0.Add(-30 * time.Second)}}
 	for at := since; at.Before(t0); at = at.Add(30 * time.Second) {
 		if t0.Sub(at) < 5*time.Minute {
-			rep.Window = append(rep.Window, schema.Recommendation{Time: at, Count: n})
+			rep.Window = append(rep.Window, reaperkv.Recommendation{Time: at, Count: n})
 		}
 	}
 	return rep
@@ -49,7 +50,7 @@ func TestAutoscaleDecisions(t *testing.T) {
 		name     string
 		metrics  map[string]float64 // reports of load, at t0
 		at       time.Time          // the reports' time, default t0
-		prev     *schema.AutoscaleReport
+		prev     *reaperkv.AutoscaleReport
 		scaling  func(*schema.Scaling)
 		in       func(*reaper.Input)
 		cfg      func(*reaper.Config)
@@ -57,47 +58,47 @@ func TestAutoscaleDecisions(t *testing.T) {
 		newCount int
 		reason   string
 	}{
-		{name: "within the tolerance: hold", metrics: all(0.54), prev: long, result: schema.ResultHold, newCount: 3, reason: "within-tolerance"},
-		{name: "above: ceil(3 x 0.8 / 0.5) = 5, at once", metrics: all(0.8), prev: long, result: schema.ResultScaleOut, newCount: 5, reason: "recommends 5"},
-		{name: "far above: max_step 2", metrics: all(2.0), prev: long, result: schema.ResultScaleOut, newCount: 5, reason: "recommends 8"},
-		{name: "far above, max 4", metrics: all(2.0), prev: long, cfg: func(c *reaper.Config) { c.Roles[0].Autoscale.Max = 4 }, result: schema.ResultScaleOut, newCount: 4, reason: "recommends 4"},
+		{name: "within the tolerance: hold", metrics: all(0.54), prev: long, result: reaperkv.ResultHold, newCount: 3, reason: "within-tolerance"},
+		{name: "above: ceil(3 x 0.8 / 0.5) = 5, at once", metrics: all(0.8), prev: long, result: reaperkv.ResultScaleOut, newCount: 5, reason: "recommends 5"},
+		{name: "far above: max_step 2", metrics: all(2.0), prev: long, result: reaperkv.ResultScaleOut, newCount: 5, reason: "recommends 8"},
+		{name: "far above, max 4", metrics: all(2.0), prev: long, cfg: func(c *reaper.Config) { c.Roles[0].Autoscale.Max = 4 }, result: reaperkv.ResultScaleOut, newCount: 4, reason: "recommends 4"},
 		{name: "scale out within its cooldown: hold", metrics: all(0.8),
-			prev: func() *schema.AutoscaleReport {
+			prev: func() *reaperkv.AutoscaleReport {
 				r := window(t0.Add(-time.Hour), 3)
 				r.LastScaleOut = t0.Add(-2 * time.Minute)
 				return r
 			}(),
-			result: schema.ResultHold, newCount: 3, reason: "scale out cooldown 3m0s, 1m0s left"},
-		{name: "below with a whole window behind: scale in by max_step 1", metrics: all(0.2), prev: window(t0.Add(-time.Hour), 2), result: schema.ResultScaleIn, newCount: 2, reason: "scale in 3 -> 2"},
-		{name: "below, but a higher recommendation in the window", metrics: all(0.2), prev: long, result: schema.ResultHold, reason: "the highest recommendation of the last 5m0s is 3", newCount: 3},
-		{name: "below, window not yet whole", metrics: all(0.2), prev: window(t0.Add(-3*time.Minute), 2), result: schema.ResultHold, newCount: 3, reason: "(3m0s of 5m0s)"},
-		{name: "below, a new leader (no last decision): the window starts now", metrics: all(0.2), result: schema.ResultHold, newCount: 3, reason: "stabilizing"},
+			result: reaperkv.ResultHold, newCount: 3, reason: "scale out cooldown 3m0s, 1m0s left"},
+		{name: "below with a whole window behind: scale in by max_step 1", metrics: all(0.2), prev: window(t0.Add(-time.Hour), 2), result: reaperkv.ResultScaleIn, newCount: 2, reason: "scale in 3 -> 2"},
+		{name: "below, but a higher recommendation in the window", metrics: all(0.2), prev: long, result: reaperkv.ResultHold, reason: "the highest recommendation of the last 5m0s is 3", newCount: 3},
+		{name: "below, window not yet whole", metrics: all(0.2), prev: window(t0.Add(-3*time.Minute), 2), result: reaperkv.ResultHold, newCount: 3, reason: "(3m0s of 5m0s)"},
+		{name: "below, a new leader (no last decision): the window starts now", metrics: all(0.2), result: reaperkv.ResultHold, newCount: 3, reason: "stabilizing"},
 		{name: "below after a gap of cycles: the window starts again", metrics: all(0.2),
-			prev: func() *schema.AutoscaleReport {
+			prev: func() *reaperkv.AutoscaleReport {
 				r := window(t0.Add(-time.Hour), 2)
 				r.Last.Time = t0.Add(-3 * time.Minute)
 				return r
-			}(), result: schema.ResultHold, newCount: 3, reason: "stabilizing"},
+			}(), result: reaperkv.ResultHold, newCount: 3, reason: "stabilizing"},
 		{name: "scale in within its cooldown since a scale out: hold", metrics: all(0.2),
-			prev: func() *schema.AutoscaleReport {
+			prev: func() *reaperkv.AutoscaleReport {
 				r := window(t0.Add(-time.Hour), 2)
 				r.LastScaleOut = t0.Add(-4 * time.Minute)
 				return r
 			}(),
-			result: schema.ResultHold, newCount: 3, reason: "scale in cooldown 5m0s, 1m0s left"},
+			result: reaperkv.ResultHold, newCount: 3, reason: "scale in cooldown 5m0s, 1m0s left"},
 		{name: "scale in while the role has an entry in flight: hold", metrics: all(0.2), prev: window(t0.Add(-time.Hour), 2),
 			in: func(in *reaper.Input) {
-				in.Journal = []reaper.Entry{{ID: "web.x", Kind: schema.KindCreate, Role: "web", Phase: schema.PhaseCreating, NewName: "web4", Started: t0, Updated: t0}}
-			}, result: schema.ResultHold, newCount: 3, reason: "in-flight"},
-		{name: "fewer than half of the serving servers reported: hold", metrics: map[string]float64{"web1": 2}, prev: long, result: schema.ResultHold, newCount: 3, reason: "only 1 of 3 serving servers reported load"},
-		{name: "stale reports: hold", metrics: all(2), at: t0.Add(-4 * time.Minute), prev: long, result: schema.ResultHold, newCount: 3, reason: "(4m0s old)"},
-		{name: "reports from the future (a node's clock): hold", metrics: all(2), at: t0.Add(time.Hour), prev: long, result: schema.ResultHold, newCount: 3, reason: "dated in the future"},
+				in.Journal = []reaper.Entry{{ID: "web.x", Kind: reaperkv.KindCreate, Role: "web", Phase: reaperkv.PhaseCreating, NewName: "web4", Started: t0, Updated: t0}}
+			}, result: reaperkv.ResultHold, newCount: 3, reason: "in-flight"},
+		{name: "fewer than half of the serving servers reported: hold", metrics: map[string]float64{"web1": 2}, prev: long, result: reaperkv.ResultHold, newCount: 3, reason: "only 1 of 3 serving servers reported load"},
+		{name: "stale reports: hold", metrics: all(2), at: t0.Add(-4 * time.Minute), prev: long, result: reaperkv.ResultHold, newCount: 3, reason: "(4m0s old)"},
+		{name: "reports from the future (a node's clock): hold", metrics: all(2), at: t0.Add(time.Hour), prev: long, result: reaperkv.ResultHold, newCount: 3, reason: "dated in the future"},
 		{name: "a server without a report counts as 0 above target: ceil((1 + 1) / 0.5) = 4, not ceil(3 x 1 / 0.5) = 6", metrics: map[string]float64{"web1": 1, "web2": 1}, prev: long,
-			result: schema.ResultScaleOut, newCount: 4, reason: "(1 without a usable report), target 0.5: recommends 4"},
+			result: reaperkv.ResultScaleOut, newCount: 4, reason: "(1 without a usable report), target 0.5: recommends 4"},
 		{name: "a server without a report: within the tolerance once counted as 0", metrics: map[string]float64{"web1": 0.8, "web2": 0.8}, prev: long,
-			result: schema.ResultHold, newCount: 3, reason: "recommends 3"},
+			result: reaperkv.ResultHold, newCount: 3, reason: "recommends 3"},
 		{name: "a server without a report counts as the target below it: ceil((0.1 + 0.1 + 0.5) / 0.5) = 2", metrics: map[string]float64{"web1": 0.1, "web2": 0.1}, prev: window(t0.Add(-time.Hour), 2),
-			result: schema.ResultScaleIn, newCount: 2, reason: "recommends 2"},
+			result: reaperkv.ResultScaleIn, newCount: 2, reason: "recommends 2"},
 		// A node writes its reports under its own host; which role they
 		// count for is the reaper's knowledge of the server, never the
 		// role the report names.
@@ -109,21 +110,21 @@ func TestAutoscaleDecisions(t *testing.T) {
 					s.Metrics[h]["load"] = r
 				}
 			},
-			result: schema.ResultScaleOut, newCount: 5, reason: "recommends 5"},
+			result: reaperkv.ResultScaleOut, newCount: 5, reason: "recommends 5"},
 		{name: "a host of no server of the role, naming it, is no vote", metrics: all(0.54), prev: long,
 			scaling: func(s *schema.Scaling) {
 				s.Metrics["db1"] = map[string]schema.MetricReport{"load": {Role: "web", Value: 100, Time: t0}}
 			},
-			result: schema.ResultHold, newCount: 3, reason: "within-tolerance"},
+			result: reaperkv.ResultHold, newCount: 3, reason: "within-tolerance"},
 		{name: "a count set by hand: override", metrics: all(2), prev: long,
 			scaling: func(s *schema.Scaling) { s.Overrides["web"] = schema.Override{Count: 3, By: "ops", Time: t0} },
-			result:  schema.ResultOverride, newCount: 3, reason: "orchestrate scale web --auto"},
-		{name: "not armed: hold", metrics: all(2), prev: long, in: func(in *reaper.Input) { in.Armed = false; in.ArmKeyWritten = true }, result: schema.ResultHold, newCount: 3, reason: "not-armed"},
+			result:  reaperkv.ResultOverride, newCount: 3, reason: "orchestrate scale web --auto"},
+		{name: "not armed: hold", metrics: all(2), prev: long, in: func(in *reaper.Input) { in.Armed = false; in.ArmKeyWritten = true }, result: reaperkv.ResultHold, newCount: 3, reason: "not-armed"},
 		{name: "create backoff: no scale out", metrics: all(2), prev: long, in: func(in *reaper.Input) { in.RoleBackoff = map[string]time.Time{"web": t0.Add(time.Minute)} },
-			result: schema.ResultHold, newCount: 3, reason: "create-backoff"},
+			result: reaperkv.ResultHold, newCount: 3, reason: "create-backoff"},
 		{name: "a named scale-in still leaving: no scale out", metrics: all(2), prev: long,
 			scaling: func(s *schema.Scaling) { s.ScaleIn["web"] = map[string]schema.ScaleInRequest{"web2": {Time: t0}} },
-			result:  schema.ResultHold, newCount: 3, reason: "hosts named for scale-in are still leaving (web2)"},
+			result:  reaperkv.ResultHold, newCount: 3, reason: "hosts named for scale-in are still leaving (web2)"},
 		{name: "prometheus: the query failed: hold", prev: long,
 			cfg: func(c *reaper.Config) {
 				c.Roles[0].Autoscale.Metric = reaper.MetricSource{Source: reaper.SourcePrometheus, Prometheus: &reaper.PrometheusSource{URL: "http://127.0.0.1:9090", Query: "avg(x)", Timeout: reaper.Duration(time.Second)}}
@@ -131,13 +132,13 @@ func TestAutoscaleDecisions(t *testing.T) {
 			in: func(in *reaper.Input) {
 				in.Metrics = map[string]reaper.MetricReading{"web": {Err: "prometheus query returned no series"}}
 			},
-			result: schema.ResultHold, newCount: 3, reason: "metric: prometheus query returned no series"},
+			result: reaperkv.ResultHold, newCount: 3, reason: "metric: prometheus query returned no series"},
 		{name: "prometheus: a value", prev: long,
 			cfg: func(c *reaper.Config) {
 				c.Roles[0].Autoscale.Metric = reaper.MetricSource{Source: reaper.SourcePrometheus, Prometheus: &reaper.PrometheusSource{URL: "http://127.0.0.1:9090", Query: "avg(x)", Timeout: reaper.Duration(time.Second)}}
 			},
 			in:     func(in *reaper.Input) { in.Metrics = map[string]reaper.MetricReading{"web": {Value: 0.8}} },
-			result: schema.ResultScaleOut, newCount: 5, reason: "recommends 5"},
+			result: reaperkv.ResultScaleOut, newCount: 5, reason: "recommends 5"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -155,7 +156,7 @@ func TestAutoscaleDecisions(t *testing.T) {
 				tc.scaling(&sc)
 			}
 			in := reaper.Input{Now: t0, Config: cfg, Servers: web3, Checks: checks, Desired: map[string]int{"web": 3}, Armed: true,
-				Scaling: sc, Autoscale: map[string]*schema.AutoscaleReport{}}
+				Scaling: sc, Autoscale: map[string]*reaperkv.AutoscaleReport{}}
 			if tc.prev != nil {
 				in.Autoscale["web"] = tc.prev
 			}
@@ -237,7 +238,7 @@ func TestScaleInOrder(t *testing.T) {
 func TestDrainHandshake(t *testing.T) {
 	servers := []reaper.Server{srv("web1", day), srv("web2", day), srv("web3", day)}
 	checks := []reaper.Check{pass("web1"), pass("web2"), pass("web3")}
-	entry := reaper.Entry{ID: "web.e1", Kind: schema.KindDelete, Role: "web", Phase: schema.PhaseDraining, OldName: "web3", OldID: "id-web3",
+	entry := reaper.Entry{ID: "web.e1", Kind: reaperkv.KindDelete, Role: "web", Phase: reaperkv.PhaseDraining, OldName: "web3", OldID: "id-web3",
 		Reason: "surplus", Started: t0.Add(-time.Minute), Updated: t0.Add(-time.Minute), DrainUntil: t0.Add(time.Minute)}
 	answered := func(drained bool, ent string) map[string]schema.DrainRecord {
 		return map[string]schema.DrainRecord{"web3": {Requested: t0.Add(-time.Minute), Entry: ent, Answer: &schema.DrainAnswer{Time: t0, By: "platform", Drained: drained, Detail: "moved"}}}

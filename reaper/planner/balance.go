@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -32,7 +32,7 @@ func (pl *planner) balance(rs *roleServers) {
 func (pl *planner) count(rs *roleServers) int {
 	n := len(rs.free)
 	for _, e := range rs.entries {
-		if e.Kind != schema.KindDelete && !e.Standby {
+		if e.Kind != reaperkv.KindDelete && !e.Standby {
 			n++
 		}
 	}
@@ -64,7 +64,7 @@ func (pl *planner) worstFirst(servers []*reaper.Server) []*reaper.Server {
 func (pl *planner) inFlight(rs *roleServers) int {
 	n := 0
 	for _, e := range rs.entries {
-		if e.Kind != schema.KindCreate && !e.Standby && !pl.in.Now.Before(pl.in.DeleteBackoff[e.ID]) && !pl.deleteStalled(*e) {
+		if e.Kind != reaperkv.KindCreate && !e.Standby && !pl.in.Now.Before(pl.in.DeleteBackoff[e.ID]) && !pl.deleteStalled(*e) {
 			n++
 		}
 	}
@@ -92,13 +92,13 @@ func (pl *planner) scaleOut(rs *roleServers, count, want int) {
 			pl.block("%s: %d below desired %d; creates wait: %s", r.Name, want-i, want, why)
 			return
 		}
-		e := pl.newEntry(r, schema.KindCreate, fmt.Sprintf("%d of desired %d", count, want))
+		e := pl.newEntry(r, reaperkv.KindCreate, fmt.Sprintf("%d of desired %d", count, want))
 		if standby != nil {
 			pl.claim(rs, &e, standby)
 			pl.add(reaper.OpClaim, e, e.Reason+": claim standby "+standby.Name)
 			continue
 		}
-		e.Phase, e.NewName = schema.PhaseCreating, pl.freeName(r)
+		e.Phase, e.NewName = reaperkv.PhaseCreating, pl.freeName(r)
 		pl.add(reaper.OpCreate, e, e.Reason)
 	}
 }
@@ -133,8 +133,8 @@ func (pl *planner) scaleIn(rs *roleServers, count, want int) {
 		} else if load, ok := pl.hostLoad[r.Name][v.Name]; ok {
 			why = fmt.Sprintf("surplus (%s, load %.4g): %d over desired %d", pl.statesOf[v.ID], load, count-want, want)
 		}
-		e := pl.newEntry(r, schema.KindDelete, why)
-		e.Phase, e.OldName, e.OldID = schema.PhaseDraining, v.Name, v.ID
+		e := pl.newEntry(r, reaperkv.KindDelete, why)
+		e.Phase, e.OldName, e.OldID = reaperkv.PhaseDraining, v.Name, v.ID
 		e.Abortable = pl.abortable(v)
 		pl.startDrain(&e, v)
 		pl.add(reaper.OpDrain, e, e.Reason)
@@ -215,7 +215,7 @@ func (pl *planner) replace(rs *roleServers, s *reaper.Server, why reaper.ServerS
 		pl.block("%s: replacement of %s (%s) waits: %s", r.Name, s.Name, why, gate)
 		return false
 	}
-	e := pl.newEntry(r, schema.KindReplace, string(why))
+	e := pl.newEntry(r, reaperkv.KindReplace, string(why))
 	e.OldName, e.OldID = s.Name, s.ID
 	// A max-age retirement takes a server that serves: a drain that
 	// fails may be aborted. A replacement for health deletes.
@@ -228,12 +228,12 @@ func (pl *planner) replace(rs *roleServers, s *reaper.Server, why reaper.ServerS
 	}
 	e.NewName = pl.freeName(r)
 	if r.ReplaceMode == reaper.ModeDeleteFirst {
-		e.Phase = schema.PhaseDraining
+		e.Phase = reaperkv.PhaseDraining
 		pl.startDrain(&e, s)
 		pl.add(reaper.OpDrain, e, fmt.Sprintf("%s (delete-first)", why))
 		return true
 	}
-	e.Phase = schema.PhaseCreating
+	e.Phase = reaperkv.PhaseCreating
 	pl.inEntry[s.ID] = reaper.StateReplacing
 	pl.add(reaper.OpCreate, e, fmt.Sprintf("replace %s (%s)", s.Name, why))
 	return true

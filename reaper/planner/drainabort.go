@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 )
@@ -19,19 +20,19 @@ func (pl *planner) abortable(s *reaper.Server) bool {
 // the deadline, and the role's settings say so; it reports whether it did.
 func (pl *planner) planAbort(rs *roleServers, e *reaper.Entry, next reaper.Entry, oldS *reaper.Server, answer *schema.DrainAnswer) bool {
 	onFailure, onTimeout := rs.role.DrainEnd(e)
-	rec := schema.DrainAbortRecord{Host: e.OldName, ID: oldS.ID, Role: e.Role, Kind: e.Kind, Entry: e.ID, Reason: e.Reason,
+	rec := reaperkv.DrainAbortRecord{Host: e.OldName, ID: oldS.ID, Role: e.Role, Kind: e.Kind, Entry: e.ID, Reason: e.Reason,
 		Time: pl.in.Now, Until: pl.in.Now.Add(rs.role.Cooloff())}
 	switch {
-	case answer != nil && !answer.Drained && onFailure == schema.DrainAbort:
-		rec.Cause = schema.AbortFailed
+	case answer != nil && !answer.Drained && onFailure == reaperkv.DrainAbort:
+		rec.Cause = reaperkv.AbortFailed
 		rec.Detail = fmt.Sprintf("%s answered that moving the work away failed (%s)", answer.By, answer.Detail)
-	case answer == nil && onTimeout == schema.DrainAbort && !pl.in.Now.Before(e.DrainUntil):
-		rec.Cause = schema.AbortTimeout
+	case answer == nil && onTimeout == reaperkv.DrainAbort && !pl.in.Now.Before(e.DrainUntil):
+		rec.Cause = reaperkv.AbortTimeout
 		rec.Detail = fmt.Sprintf("no answer by the drain deadline %s (does the node run a drain handler, `orchestrate watch-config --drain-cmd`?)", e.DrainUntil.UTC().Format(time.RFC3339))
 	default:
 		return false
 	}
-	next.Phase, next.Abort = schema.PhaseAborting, &rec
+	next.Phase, next.Abort = reaperkv.PhaseAborting, &rec
 	pl.addAbort(rs, next)
 	return true
 }
@@ -40,8 +41,8 @@ func (pl *planner) planAbort(rs *roleServers, e *reaper.Entry, next reaper.Entry
 // it): whatever the configuration says now, the server stays.
 func (pl *planner) finishAbort(rs *roleServers, e *reaper.Entry, next reaper.Entry) {
 	if e.Abort == nil {
-		rec := schema.DrainAbortRecord{Host: e.OldName, ID: e.OldID, Role: e.Role, Kind: e.Kind, Entry: e.ID, Reason: e.Reason,
-			Cause: schema.AbortFailed, Detail: "an abort recorded without its reason", Time: pl.in.Now, Until: pl.in.Now.Add(rs.role.Cooloff())}
+		rec := reaperkv.DrainAbortRecord{Host: e.OldName, ID: e.OldID, Role: e.Role, Kind: e.Kind, Entry: e.ID, Reason: e.Reason,
+			Cause: reaperkv.AbortFailed, Detail: "an abort recorded without its reason", Time: pl.in.Now, Until: pl.in.Now.Add(rs.role.Cooloff())}
 		next.Abort = &rec
 	}
 	pl.addAbort(rs, next)
@@ -56,7 +57,7 @@ func (pl *planner) addAbort(rs *roleServers, e reaper.Entry) {
 	rec := *e.Abort
 	rec.Named, rec.Restored = false, false
 	var restore *reaper.ScaleChange
-	if req, named := pl.in.Scaling.ScaleIn[e.Role][e.OldName]; named && e.Kind == schema.KindDelete {
+	if req, named := pl.in.Scaling.ScaleIn[e.Role][e.OldName]; named && e.Kind == reaperkv.KindDelete {
 		rec.Named = true
 		restore = pl.restoreCount(rs, req)
 		rec.Restored = restore != nil
@@ -88,7 +89,7 @@ func (pl *planner) restoreCount(rs *roleServers, req schema.ScaleInRequest) *rea
 // over are removed (CooloffEnded), the others hold their hosts. A record
 // that cannot be read holds its host until someone deletes it.
 func (pl *planner) coolingOff() {
-	pl.cooling = map[string]schema.DrainAbortRecord{}
+	pl.cooling = map[string]reaperkv.DrainAbortRecord{}
 	for host, rec := range pl.in.DrainAborts {
 		if !pl.in.Now.Before(rec.Until) {
 			pl.plan.CooloffEnded = append(pl.plan.CooloffEnded, rec)
@@ -145,8 +146,8 @@ func (pl *planner) notCooling(rs *roleServers, order []*reaper.Server, skipped [
 }
 
 // roleAborts are the records of the role's hosts cooling off, by host.
-func (pl *planner) roleAborts(role string) []schema.DrainAbortRecord {
-	var out []schema.DrainAbortRecord
+func (pl *planner) roleAborts(role string) []reaperkv.DrainAbortRecord {
+	var out []reaperkv.DrainAbortRecord
 	for _, rec := range pl.cooling {
 		if rec.Role == role {
 			out = append(out, rec)

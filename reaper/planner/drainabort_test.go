@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/reapertest"
@@ -12,15 +13,15 @@ import (
 
 // drainWorld is web1..web3 serving (web3 the oldest), desired 2, and one
 // entry draining web3 whose deadline is deadline.
-func drainWorld(kind schema.EntryKind, reason string, abortable bool, deadline time.Time) ([]reaper.Server, []reaper.Check, reaper.Entry) {
+func drainWorld(kind reaperkv.EntryKind, reason string, abortable bool, deadline time.Time) ([]reaper.Server, []reaper.Check, reaper.Entry) {
 	servers := []reaper.Server{srv("web1", day), srv("web2", 2*day), srv("web3", 3*day)}
 	checks := []reaper.Check{pass("web1"), pass("web2"), pass("web3"), {Node: "web3", CheckID: reaper.MaintNodeCheck, Status: reaper.CheckCritical}}
-	e := reaper.Entry{ID: "web.e1", Kind: kind, Role: "web", Mode: reaper.ModeSurge, Phase: schema.PhaseDraining, OldName: "web3", OldID: "id-web3",
+	e := reaper.Entry{ID: "web.e1", Kind: kind, Role: "web", Mode: reaper.ModeSurge, Phase: reaperkv.PhaseDraining, OldName: "web3", OldID: "id-web3",
 		Reason: reason, Started: t0.Add(-10 * time.Minute), Updated: t0.Add(-time.Minute), DrainUntil: deadline, Abortable: abortable}
 	if reason == string(reaper.StateUnhealthy) {
 		checks[2] = crit("web3") // replaced for its health: it does not pass
 	}
-	if kind == schema.KindReplace {
+	if kind == reaperkv.KindReplace {
 		// A max-age (or health) replacement: its new server web4 serves.
 		servers = append(servers, withJournal(srv("web4", time.Hour), e.ID))
 		checks = append(checks, pass("web4"))
@@ -49,14 +50,14 @@ func TestDrainEnds(t *testing.T) {
 	before, after := t0.Add(time.Minute), t0
 	type kind struct {
 		name      string
-		kind      schema.EntryKind
+		kind      reaperkv.EntryKind
 		reason    string
 		abortable bool
 	}
-	scaleIn := kind{"scale-in", schema.KindDelete, "surplus (healthy): 1 over desired 2", true}
-	maxAge := kind{"max-age", schema.KindReplace, string(reaper.StateExpired), true}
-	health := kind{"unhealthy replacement", schema.KindReplace, string(reaper.StateUnhealthy), false}
-	badScaleIn := kind{"scale-in of an unhealthy server", schema.KindDelete, "surplus (unhealthy): 1 over desired 2", false}
+	scaleIn := kind{"scale-in", reaperkv.KindDelete, "surplus (healthy): 1 over desired 2", true}
+	maxAge := kind{"max-age", reaperkv.KindReplace, string(reaper.StateExpired), true}
+	health := kind{"unhealthy replacement", reaperkv.KindReplace, string(reaper.StateUnhealthy), false}
+	badScaleIn := kind{"scale-in of an unhealthy server", reaperkv.KindDelete, "surplus (unhealthy): 1 over desired 2", false}
 	cases := []struct {
 		kind       kind
 		answer     *bool
@@ -120,7 +121,7 @@ func TestDrainEnds(t *testing.T) {
 			}
 			r := a.Entry.Abort
 			switch {
-			case a.Entry.Phase != schema.PhaseAborting || r == nil:
+			case a.Entry.Phase != reaperkv.PhaseAborting || r == nil:
 				t.Fatalf("abort entry in phase %s with record %v", a.Entry.Phase, r)
 			case r.Host != "web3" || r.ID != "id-web3" || r.Entry != "web.e1" || r.Kind != tc.kind.kind || r.Reason != tc.kind.reason:
 				t.Fatalf("record %+v does not name the server, entry and why it was to leave", r)
@@ -144,11 +145,11 @@ func or(s, def string) string {
 // holds it, and a recorded abort is finished as one by any leader,
 // whatever the configuration says now.
 func TestAbortIsFinishedAsAnAbort(t *testing.T) {
-	servers, checks, e := drainWorld(schema.KindDelete, "surplus (healthy)", true, t0)
-	rec := &schema.DrainAbortRecord{Host: "web3", ID: "id-web3", Role: "web", Kind: schema.KindDelete, Entry: e.ID, Cause: schema.AbortTimeout,
+	servers, checks, e := drainWorld(reaperkv.KindDelete, "surplus (healthy)", true, t0)
+	rec := &reaperkv.DrainAbortRecord{Host: "web3", ID: "id-web3", Role: "web", Kind: reaperkv.KindDelete, Entry: e.ID, Cause: reaperkv.AbortTimeout,
 		Detail: "no answer", Time: t0.Add(-time.Minute), Until: t0.Add(59 * time.Minute)}
 	aborting := e
-	aborting.Phase, aborting.Abort = schema.PhaseAborting, rec
+	aborting.Phase, aborting.Abort = reaperkv.PhaseAborting, rec
 	deleteAll := func(c *reaper.Config) { c.Roles[0].OnDrainFailure, c.Roles[0].OnDrainTimeout = "delete", "delete" }
 	cases := []struct {
 		name  string
@@ -183,7 +184,7 @@ func TestAbortIsFinishedAsAnAbort(t *testing.T) {
 			if got := ops(p); len(got) != 1 || got[0] != tc.want {
 				t.Fatalf("actions %v, want [%s]\nblocked: %q", p.Actions, tc.want, p.Blocked)
 			}
-			if a := p.Actions[0]; a.Entry.Abort == nil || a.Entry.Phase != schema.PhaseAborting {
+			if a := p.Actions[0]; a.Entry.Abort == nil || a.Entry.Phase != reaperkv.PhaseAborting {
 				t.Fatalf("abort without its record: %+v", a.Entry)
 			}
 			if tc.entry.Abort != nil && !p.Actions[0].Entry.Abort.Until.Equal(rec.Until) {
@@ -229,7 +230,7 @@ func TestNamedAbortCountRule(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			servers, checks, e := drainWorld(schema.KindDelete, "named for scale-in", true, t0)
+			servers, checks, e := drainWorld(reaperkv.KindDelete, "named for scale-in", true, t0)
 			cfg := reapertest.Config(t)
 			if tc.cfg != nil {
 				cfg = reapertest.Config(t, tc.cfg)
@@ -271,13 +272,13 @@ func TestCooloffSkipsTheHost(t *testing.T) {
 	// web3 is the oldest: the scale-in's first choice without a metric.
 	servers := []reaper.Server{srv("web1", day), srv("web2", 2*day), srv("web3", 3*day)}
 	checks := []reaper.Check{pass("web1"), pass("web2"), pass("web3")}
-	cooling := func(id string, until time.Time) map[string]schema.DrainAbortRecord {
-		return map[string]schema.DrainAbortRecord{"web3": {Host: "web3", ID: id, Role: "web", Kind: schema.KindDelete, Cause: schema.AbortFailed,
+	cooling := func(id string, until time.Time) map[string]reaperkv.DrainAbortRecord {
+		return map[string]reaperkv.DrainAbortRecord{"web3": {Host: "web3", ID: id, Role: "web", Kind: reaperkv.KindDelete, Cause: reaperkv.AbortFailed,
 			Detail: "instance i-7 cannot be migrated", Time: t0.Add(-10 * time.Minute), Until: until, Index: 9}}
 	}
 	cases := []struct {
 		name        string
-		aborts      map[string]schema.DrainAbortRecord
+		aborts      map[string]reaperkv.DrainAbortRecord
 		problems    map[string]string
 		scaling     func(*schema.Scaling)
 		checks      []reaper.Check
@@ -345,14 +346,14 @@ func TestCooloffSkipsTheHost(t *testing.T) {
 // retirement's entry is abortable; a replacement for health is not.
 func TestCooloffSkipsMaxAge(t *testing.T) {
 	maxAge := func(c *reaper.Config) { c.Roles[0].MaxAge, c.Roles[0].MaxAgeJitter = reaper.Duration(7*day), 0 }
-	cool := map[string]schema.DrainAbortRecord{"web1": {Host: "web1", ID: "id-web1", Role: "web", Kind: schema.KindReplace, Cause: schema.AbortTimeout,
+	cool := map[string]reaperkv.DrainAbortRecord{"web1": {Host: "web1", ID: "id-web1", Role: "web", Kind: reaperkv.KindReplace, Cause: reaperkv.AbortTimeout,
 		Time: t0.Add(-time.Minute), Until: t0.Add(time.Hour)}}
 	cases := []struct {
 		name        string
 		servers     []reaper.Server
 		checks      []reaper.Check
 		critSince   map[string]time.Time
-		aborts      map[string]schema.DrainAbortRecord
+		aborts      map[string]reaperkv.DrainAbortRecord
 		want        string
 		abortable   bool
 		wantBlocked string

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -53,7 +53,7 @@ type snapshot struct {
 	hostLoad map[string]map[string]float64
 	// cooling holds the aborted-drain records whose cool-off goes on, by
 	// host.
-	cooling map[string]schema.DrainAbortRecord
+	cooling map[string]reaperkv.DrainAbortRecord
 	names
 }
 
@@ -85,7 +85,7 @@ type building struct {
 	// seq numbers the entries this plan makes.
 	seq int
 	// autoscaled holds this cycle's report of each autoscaled role.
-	autoscaled map[string]*schema.AutoscaleReport
+	autoscaled map[string]*reaperkv.AutoscaleReport
 }
 
 // roleServers is one role's servers, split.
@@ -107,7 +107,7 @@ type roleServers struct {
 	// splitStandbys), oldest first; claims take them out during the plan.
 	standbys []*reaper.Server
 	// pool is the role's warm pool report (nil without a pool).
-	pool *schema.PoolReport
+	pool *reaperkv.PoolReport
 	// deadStrays are the role's dead stray nodes (see strays), found once
 	// per plan by doubtLists.
 	deadStrays []string
@@ -178,7 +178,7 @@ func newPlanner(in reaper.Input) *planner {
 		},
 		building: building{
 			plan:       &reaper.Plan{Memory: reaper.NewMemory()},
-			autoscaled: map[string]*schema.AutoscaleReport{},
+			autoscaled: map[string]*reaperkv.AutoscaleReport{},
 		},
 	}
 	pl.plan.Backoff = pl.backoff
@@ -291,7 +291,7 @@ func (pl *planner) assignEntries(roles []*roleServers) {
 			}
 		}
 		if e.OldID != "" {
-			if e.Kind == schema.KindDelete || e.Phase == schema.PhaseDraining || e.Phase == schema.PhaseDeleting {
+			if e.Kind == reaperkv.KindDelete || e.Phase == reaperkv.PhaseDraining || e.Phase == reaperkv.PhaseDeleting {
 				pl.inEntry[e.OldID] = reaper.StateDeleting
 			} else {
 				pl.inEntry[e.OldID] = reaper.StateReplacing
@@ -487,7 +487,7 @@ func (b *building) block(format string, args ...any) {
 	b.plan.Blocked = append(b.plan.Blocked, fmt.Sprintf(format, args...))
 }
 
-func (pl *planner) newEntry(r *reaper.Role, kind schema.EntryKind, reason string) reaper.Entry {
+func (pl *planner) newEntry(r *reaper.Role, kind reaperkv.EntryKind, reason string) reaper.Entry {
 	pl.seq++
 	return reaper.Entry{
 		ID:      fmt.Sprintf("%s.%x.%d", r.Name, pl.in.Now.UnixNano(), pl.seq),
@@ -558,8 +558,8 @@ func (pl *planner) freeName(r *reaper.Role) string {
 }
 
 // view is a role's part of the report.
-func (pl *planner) view(rs *roleServers) schema.RoleReport {
-	v := schema.RoleReport{Name: rs.role.Name, Desired: pl.desired(rs.role), Count: len(rs.all), States: map[string]int{}, Autoscale: pl.autoscaled[rs.role.Name], Pool: rs.pool,
+func (pl *planner) view(rs *roleServers) reaperkv.RoleReport {
+	v := reaperkv.RoleReport{Name: rs.role.Name, Desired: pl.desired(rs.role), Count: len(rs.all), States: map[string]int{}, Autoscale: pl.autoscaled[rs.role.Name], Pool: rs.pool,
 		DrainAborts: pl.roleAborts(rs.role.Name)}
 	if c, ok := pl.in.Scaling.Capacity[rs.role.Name]; ok {
 		v.Capacity = &c
@@ -574,7 +574,7 @@ func (pl *planner) view(rs *roleServers) schema.RoleReport {
 			v.Healthy++
 		}
 		if st != reaper.StateHealthy && len(v.Attention) < reaper.MaxAttention {
-			v.Attention = append(v.Attention, schema.ServerReport{Name: s.Name, ID: s.ID, State: string(st), Created: s.Created})
+			v.Attention = append(v.Attention, reaperkv.ServerReport{Name: s.Name, ID: s.ID, State: string(st), Created: s.Created})
 		}
 		v.Members = append(v.Members, s.Name)
 	}

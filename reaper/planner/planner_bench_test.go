@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -38,8 +38,8 @@ func BenchmarkPlan10k(b *testing.B) {
 				reaper.Check{Node: name, CheckID: "serfHealth", Name: "Serf Health Status", Status: "passing"},
 				reaper.Check{Node: name, CheckID: "service:app", Name: "app", Status: status})
 		}
-		in.Journal = append(in.Journal, reaper.Entry{ID: fmt.Sprintf("role%d.j", r), Kind: schema.KindCreate, Role: fmt.Sprintf("role%d", r),
-			Phase: schema.PhaseBooting, NewName: fmt.Sprintf("role%d-1", r), NewID: fmt.Sprintf("id-role%d-1", r), Started: t0})
+		in.Journal = append(in.Journal, reaper.Entry{ID: fmt.Sprintf("role%d.j", r), Kind: reaperkv.KindCreate, Role: fmt.Sprintf("role%d", r),
+			Phase: reaperkv.PhaseBooting, NewName: fmt.Sprintf("role%d-1", r), NewID: fmt.Sprintf("id-role%d-1", r), Started: t0})
 	}
 	if p := Plan(in); len(p.Actions) == 0 || len(p.Roles) != 10 {
 		b.Fatalf("unexpected plan: %d actions, %d roles", len(p.Actions), len(p.Roles))

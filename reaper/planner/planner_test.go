@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/reapertest"
 )
@@ -86,7 +86,7 @@ func ops(p *reaper.Plan) []string {
 			target = a.Entry.OldName
 		}
 		s := string(a.Op) + " " + target
-		if a.Entry.Kind == schema.KindReplace && a.Op == reaper.OpCreate {
+		if a.Entry.Kind == reaperkv.KindReplace && a.Op == reaper.OpCreate {
 			s += " for " + a.Entry.OldName
 		}
 		out = append(out, s)
@@ -101,7 +101,7 @@ func TestPlan(t *testing.T) {
 	web5checks = slices.Clip(web5checks)
 	web3 = slices.Clip(web3)
 	young := []reaper.Server{srv("web1", day), srv("web2", 2*day)}
-	journalEntry := func(kind schema.EntryKind, phase schema.Phase, mod func(*reaper.Entry)) reaper.Entry {
+	journalEntry := func(kind reaperkv.EntryKind, phase reaperkv.Phase, mod func(*reaper.Entry)) reaper.Entry {
 		e := reaper.Entry{ID: "web.j1", Kind: kind, Role: "web", Mode: reaper.ModeSurge, Phase: phase, Started: t0.Add(-10 * time.Minute), Updated: t0.Add(-10 * time.Minute)}
 		if mod != nil {
 			mod(&e)
@@ -173,7 +173,7 @@ func TestPlan(t *testing.T) {
 			// accepted delete leaving the list held the role for a cycle.
 			name:    "a server leaves the Nova list after Nova accepted the reaper's delete: no doubt, the entry finishes, creates go on",
 			servers: web3[:2], checks: web3checks[:2], desired: map[string]int{"web": 3}, listed: map[string]time.Time{"web3": t0.Add(-30 * time.Second)},
-			journal: []reaper.Entry{journalEntry(schema.KindDelete, schema.PhaseDeleting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindDelete, reaperkv.PhaseDeleting, func(e *reaper.Entry) {
 				e.OldName, e.OldID, e.DeleteAsked = "web3", "id-web3", t0.Add(-30*time.Second)
 			})},
 			want: []string{"delete web3", "create web4"},
@@ -349,7 +349,7 @@ func TestPlan(t *testing.T) {
 			cfg:     func(c *reaper.Config) { c.Roles[0].MaxAge = reaper.Duration(7 * day) },
 			servers: []reaper.Server{young[0], young[1], srv("web3", 8*day), withJournal(srv("web4", time.Minute), "web.j1")},
 			checks:  web3checks,
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) { e.NewID, e.NewName, e.OldName, e.OldID = "id-web4", "web4", "web1", "id-web1" })},
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) { e.NewID, e.NewName, e.OldName, e.OldID = "id-web4", "web4", "web1", "id-web1" })},
 			want:    []string{},
 		},
 		{
@@ -549,24 +549,24 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "journal: creating entry whose server exists is adopted, not created again",
 			servers: append(append([]reaper.Server{}, web3[:2]...), withJournal(srv("web3", time.Minute), "web.j1")), checks: web3checks[:2],
-			journal: []reaper.Entry{journalEntry(schema.KindCreate, schema.PhaseCreating, func(e *reaper.Entry) { e.NewName = "web3" })},
+			journal: []reaper.Entry{journalEntry(reaperkv.KindCreate, reaperkv.PhaseCreating, func(e *reaper.Entry) { e.NewName = "web3" })},
 			want:    []string{"adopt web3"},
 		},
 		{
 			name: "journal: creating entry without a server is retried under the same entry", servers: web3[:2], checks: web3checks[:2],
-			journal: []reaper.Entry{journalEntry(schema.KindCreate, schema.PhaseCreating, func(e *reaper.Entry) { e.NewName = "web3" })},
+			journal: []reaper.Entry{journalEntry(reaperkv.KindCreate, reaperkv.PhaseCreating, func(e *reaper.Entry) { e.NewName = "web3" })},
 			want:    []string{"create web3"},
 		},
 		{
 			name: "journal: a create that failed is retried only after its backoff", servers: web3[:2], checks: web3checks[:2],
-			journal: []reaper.Entry{journalEntry(schema.KindCreate, schema.PhaseCreating, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindCreate, reaperkv.PhaseCreating, func(e *reaper.Entry) {
 				e.NewName, e.Attempts, e.Updated = "web3", 2, t0.Add(-45*time.Second) // second retry: 60s after
 			})},
 			want: []string{}, wantBlocked: "create of web3 retried after",
 		},
 		{
 			name: "journal: a create that failed is retried after its backoff", servers: web3[:2], checks: web3checks[:2],
-			journal: []reaper.Entry{journalEntry(schema.KindCreate, schema.PhaseCreating, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindCreate, reaperkv.PhaseCreating, func(e *reaper.Entry) {
 				e.NewName, e.Attempts, e.Updated = "web3", 2, t0.Add(-61*time.Second)
 			})},
 			want: []string{"create web3"},
@@ -575,7 +575,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: replacement checked in: drain the old server",
 			servers: append(append([]reaper.Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
 			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{"drain web2"}, wantStateOf: map[string]reaper.ServerState{"web2": reaper.StateDeleting, "web4": reaper.StateNew},
@@ -585,7 +585,7 @@ func TestPlan(t *testing.T) {
 			servers: append(append([]reaper.Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
 			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
 			reporting: map[string]bool{"web1": true, "web2": true, "web3": true}, validated: map[string]bool{"web1": true, "web3": true},
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{},
@@ -595,7 +595,7 @@ func TestPlan(t *testing.T) {
 			servers: append(append([]reaper.Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
 			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
 			reporting: map[string]bool{"web1": true, "web2": true, "web3": true, "web4": true}, validated: map[string]bool{"web1": true, "web3": true, "web4": true},
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{"drain web2"},
@@ -604,7 +604,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: replacement whose agent only joined (serfHealth), the role's service not registered: wait",
 			servers: append(append([]reaper.Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
 			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), serf("web4", "passing")), critSince: longCrit("web2"),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{},
@@ -613,7 +613,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: the new server missing from the Nova list while its node passes: wait, do not finish",
 			servers: web3,
 			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{}, wantBlocked: "web4 is missing from the Nova list but its Consul node passes",
@@ -627,7 +627,7 @@ func TestPlan(t *testing.T) {
 				return s
 			}()),
 			checks: append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{}, wantBlocked: "web4 is missing from the Nova list but its Consul node passes",
@@ -641,7 +641,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: the new server gone from Nova and from Consul: finished",
 			servers: web3,
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{"finish web4"},
@@ -650,7 +650,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: replacement still booting: wait, no scale in of the surge",
 			servers: append(append([]reaper.Server{}, web3...), withJournal(srv("web4", 2*time.Minute), "web.j1")),
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{},
@@ -659,7 +659,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: replacement never checked in: roll back",
 			servers: append(append([]reaper.Server{}, web3...), withJournal(srv("web4", 31*time.Minute), "web.j1")),
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{"rollback web4"},
@@ -668,7 +668,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: replacement in ERROR: roll back",
 			servers: append(append([]reaper.Server{}, web3...), withFault(withStatus(withJournal(srv("web4", time.Minute), "web.j1"), reaper.StatusError), "No valid host was found.")),
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{"rollback web4"},
@@ -679,7 +679,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: replacement in ERROR with no fault yet: waits for Nova's fault",
 			servers: append(append([]reaper.Server{}, web3...), withStatus(withJournal(srv("web4", time.Minute), "web.j1"), reaper.StatusError)),
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			faultlessSince: map[string]time.Time{"web4": t0.Add(-30 * time.Second)},
@@ -689,7 +689,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: replacement in ERROR with no fault for a minute: roll back",
 			servers: append(append([]reaper.Server{}, web3...), withStatus(withJournal(srv("web4", time.Minute), "web.j1"), reaper.StatusError)),
 			checks:  replaceChecks(web3checks, "web2", crit("web2")), critSince: longCrit("web2"),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			faultlessSince: map[string]time.Time{"web4": t0.Add(-time.Minute)},
@@ -698,7 +698,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "journal: draining: keep maintenance until the drain period ends",
 			servers: append(append([]reaper.Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDraining, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDraining, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "web4", "id-web4", "web2", "id-web2", t0.Add(time.Second)
 			})},
 			want: []string{"maintain web2"},
@@ -706,7 +706,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "journal: drain period over: delete",
 			servers: append(append([]reaper.Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDraining, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDraining, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "web4", "id-web4", "web2", "id-web2", t0
 			})},
 			want: []string{"delete web2"},
@@ -715,7 +715,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: replaced for its health, passes again while draining: restored, kept",
 			servers: append(append([]reaper.Server{}, web3...), srv("web4", 20*time.Minute)),
 			checks:  append(append([]reaper.Check{}, web3checks...), pass("web4"), reaper.Check{Node: "web2", CheckID: reaper.MaintNodeCheck, Name: "Node Maintenance Mode", Status: reaper.CheckCritical}),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDraining, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDraining, func(e *reaper.Entry) {
 				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "unhealthy", "web4", "id-web4", "web2", "id-web2", t0
 			})},
 			want: []string{"restore web2"},
@@ -724,7 +724,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: replaced for its health, still critical at the drain's end: delete",
 			servers: append(append([]reaper.Server{}, web3...), srv("web4", 20*time.Minute)),
 			checks:  append(replaceChecks(web3checks, "web2", crit("web2"), reaper.Check{Node: "web2", CheckID: reaper.MaintNodeCheck, Name: "Node Maintenance Mode", Status: reaper.CheckCritical}), pass("web4")),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDraining, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDraining, func(e *reaper.Entry) {
 				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "unhealthy", "web4", "id-web4", "web2", "id-web2", t0
 			})},
 			want: []string{"delete web2"},
@@ -733,7 +733,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: an expired server draining is deleted though it passes",
 			servers: append(append([]reaper.Server{}, web3...), srv("web4", 20*time.Minute)),
 			checks:  append(append([]reaper.Check{}, web3checks...), pass("web4"), reaper.Check{Node: "web2", CheckID: reaper.MaintNodeCheck, Name: "Node Maintenance Mode", Status: reaper.CheckCritical}),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDraining, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDraining, func(e *reaper.Entry) {
 				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "expired", "web4", "id-web4", "web2", "id-web2", t0
 			})},
 			want: []string{"delete web2"},
@@ -742,7 +742,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: a recorded delete of a server that passes again: restored, kept",
 			servers: append(append([]reaper.Server{}, web3...), srv("web4", 20*time.Minute)),
 			checks:  append(append([]reaper.Check{}, web3checks...), pass("web4"), reaper.Check{Node: "web2", CheckID: reaper.MaintNodeCheck, Name: "Node Maintenance Mode", Status: reaper.CheckCritical}),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDeleting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDeleting, func(e *reaper.Entry) {
 				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID = "unaccounted", "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{"restore web2"},
@@ -751,7 +751,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: a draining server missing from the Nova list whose node lives is not deleted",
 			servers: []reaper.Server{web3[0], web3[2], srv("web4", 20*time.Minute)},
 			checks:  append(append([]reaper.Check{}, web3checks...), pass("web4"), reaper.Check{Node: "web2", CheckID: reaper.MaintNodeCheck, Name: "Node Maintenance Mode", Status: reaper.CheckCritical}),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDraining, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDraining, func(e *reaper.Entry) {
 				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "expired", "web4", "id-web4", "web2", "id-web2", t0
 			})},
 			want: []string{"maintain web2"}, wantBlocked: "web2 is missing from the Nova list but its Consul node passes",
@@ -787,7 +787,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "rule 6: a draining server in an unknown state is not deleted",
 			servers: append(append([]reaper.Server{}, web3[0], withStatus(web3[1], reaper.StatusUnknown), web3[2]), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDraining, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDraining, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "web4", "id-web4", "web2", "id-web2", t0
 			})},
 			want: []string{"maintain web2"}, wantBlocked: "an unknown state is never acted on",
@@ -854,7 +854,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "a delete-first replacement creating after its delete counts against max_in_flight, however long ago the delete was",
 			servers: append([]reaper.Server{}, web3[0], web3[2]), checks: replaceChecks(web3checks, "web3", crit("web3")), critSince: longCrit("web3"),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseCreating, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseCreating, func(e *reaper.Entry) {
 				e.Reason, e.Mode, e.NewName, e.OldName, e.DeleteAsked = "unhealthy", reaper.ModeDeleteFirst, "web4", "web2", t0.Add(-time.Hour)
 			})},
 			want: []string{"create web4 for web2"}, wantBlocked: "replacement of web3 waits: max_in_flight 1",
@@ -862,7 +862,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "a server whose delete Nova accepted is not restored when its checks pass again: the delete cannot be taken back",
 			servers: append(append([]reaper.Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")), checks: append(web3checks, pass("web4")),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDeleting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDeleting, func(e *reaper.Entry) {
 				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DeleteAsked = "unhealthy", "web4", "id-web4", "web2", "id-web2", t0.Add(-time.Minute)
 			})},
 			want: []string{}, wantBlocked: "Nova accepted the delete of web2 1m0s ago and still lists it",
@@ -871,7 +871,7 @@ func TestPlan(t *testing.T) {
 			name:    "rule 9: a delete Nova accepted but has not carried out is looked at again, not asked again, within cloud_timeout",
 			servers: append(append([]reaper.Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
 			checks:  append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")), critSince: longCrit("web2"),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDeleting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDeleting, func(e *reaper.Entry) {
 				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DeleteAsked = "unhealthy", "web4", "id-web4", "web2", "id-web2", t0.Add(-time.Minute)
 			})},
 			want: []string{}, wantBlocked: "Nova accepted the delete of web2 1m0s ago and still lists it",
@@ -880,7 +880,7 @@ func TestPlan(t *testing.T) {
 			name:    "a delete Nova accepted, its server gone from the list while its drained node still passes: finished, not held",
 			servers: append(append([]reaper.Server{}, web3[0], web3[2]), withJournal(srv("web4", 20*time.Minute), "web.j1")),
 			checks:  append(append([]reaper.Check{}, web3checks...), pass("web4"), reaper.Check{Node: "web2", CheckID: reaper.MaintNodeCheck, Status: reaper.CheckCritical}),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDeleting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDeleting, func(e *reaper.Entry) {
 				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DeleteAsked = "expired", "web4", "id-web4", "web2", "id-web2", t0.Add(-time.Second)
 			})},
 			want: []string{"delete web2"},
@@ -890,7 +890,7 @@ func TestPlan(t *testing.T) {
 			cfg:     func(c *reaper.Config) { c.Roles[0].Desired = 5 },
 			servers: append(append([]reaper.Server{}, web5...), withJournal(srv("web6", 20*time.Minute), "web.j1")),
 			checks:  append(replaceChecks(replaceChecks(web5checks, "web2", crit("web2")), "web3", crit("web3")), pass("web6")), critSince: longCrit("web2", "web3"),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDeleting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDeleting, func(e *reaper.Entry) {
 				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID, e.DeleteAsked = "unhealthy", "web6", "id-web6", "web2", "id-web2", t0.Add(-time.Hour)
 			})},
 			want: []string{"delete web2", "create web7 for web3"},
@@ -901,7 +901,7 @@ func TestPlan(t *testing.T) {
 			servers:   append(append([]reaper.Server{}, web5...), withJournal(srv("web6", 20*time.Minute), "web.j1")),
 			checks:    append(replaceChecks(replaceChecks(web5checks, "web2", crit("web2")), "web3", crit("web3")), pass("web6")),
 			critSince: longCrit("web2", "web3"), deleteBackoff: map[string]time.Time{"web.j1": t0.Add(time.Minute)},
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDeleting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDeleting, func(e *reaper.Entry) {
 				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID = "unhealthy", "web6", "id-web6", "web2", "id-web2"
 			})},
 			want: []string{"create web7 for web3"}, wantBlocked: "the cloud refused or did not carry out the delete of web2; asked again after",
@@ -911,7 +911,7 @@ func TestPlan(t *testing.T) {
 			servers:   append(append([]reaper.Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
 			checks:    append(replaceChecks(web3checks, "web2", crit("web2")), pass("web4")),
 			critSince: longCrit("web2"), deleteBackoff: map[string]time.Time{"web.j1": t0.Add(-time.Second)},
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDeleting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDeleting, func(e *reaper.Entry) {
 				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID = "unhealthy", "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{"delete web2"},
@@ -919,7 +919,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "journal: the old server is healthy again before its replacement was created: finished",
 			servers: web3, checks: web3checks,
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseCreating, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseCreating, func(e *reaper.Entry) {
 				e.Reason, e.NewName, e.OldName, e.OldID = "unhealthy", "web4", "web2", "id-web2"
 			})},
 			want: []string{"finish web4"},
@@ -927,7 +927,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "journal: the old server is healthy again, but a failed create attempt may still make a server: the entry waits",
 			servers: web3, checks: web3checks,
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseCreating, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseCreating, func(e *reaper.Entry) {
 				e.Reason, e.NewName, e.OldName, e.OldID, e.Attempts, e.Updated = "unhealthy", "web4", "web2", "id-web2", 1, t0.Add(-time.Minute)
 			})},
 			want: []string{}, wantBlocked: "create attempt 1 of web4 may still make a server",
@@ -936,7 +936,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: a recorded delete while disarmed waits",
 			servers: append(append([]reaper.Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
 			notArmed: true, armKey: "disarm",
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDeleting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDeleting, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{}, wantBlocked: "delete of web2 waits: not armed",
@@ -945,7 +945,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: the old server came back before its replacement served: the replacement is rolled back",
 			servers: append(append([]reaper.Server{}, web3...), withJournal(srv("web4", 2*time.Minute), "web.j1")),
 			checks:  web3checks,
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID = "unaccounted", "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{"rollback web4"}, wantStateOf: map[string]reaper.ServerState{"web2": reaper.StateReplacing, "web4": reaper.StateNew},
@@ -954,7 +954,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: the old server came back and its replacement serves: both kept, nothing drained",
 			servers: append(append([]reaper.Server{}, web3...), withJournal(srv("web4", 20*time.Minute), "web.j1")),
 			checks:  append(append([]reaper.Check{}, web3checks...), pass("web4")),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 				e.Reason, e.NewName, e.NewID, e.OldName, e.OldID = "unhealthy", "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{"finish web4"},
@@ -963,7 +963,7 @@ func TestPlan(t *testing.T) {
 			name:    "journal: drain period over while not armed (disarmed): keep draining, delete nothing",
 			servers: append(append([]reaper.Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
 			notArmed: true,
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDraining, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDraining, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID, e.DrainUntil = "web4", "id-web4", "web2", "id-web2", t0
 			})},
 			want: []string{"maintain web2"}, wantBlocked: "delete of web2 waits: not armed", wantNotArmed: "web has 0 of 3",
@@ -975,10 +975,10 @@ func TestPlan(t *testing.T) {
 				withJournal(srv("web4", 20*time.Minute), "web.j1"), withJournal(srv("web5", 20*time.Minute), "web.j2")),
 			checks: append(append([]reaper.Check{}, web3checks...), pass("web4"), pass("web5")),
 			journal: []reaper.Entry{
-				journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+				journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 					e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 				}),
-				journalEntry(schema.KindReplace, schema.PhaseBooting, func(e *reaper.Entry) {
+				journalEntry(reaperkv.KindReplace, reaperkv.PhaseBooting, func(e *reaper.Entry) {
 					e.ID, e.Started = "web.j2", e.Started.Add(time.Second)
 					e.NewName, e.NewID, e.OldName, e.OldID = "web5", "id-web5", "web3", "id-web3"
 				}),
@@ -989,14 +989,14 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "journal: a recorded delete is finished by the next leader",
 			servers: append(append([]reaper.Server{}, web3...), srv("web4", 20*time.Minute)), checks: append(web3checks, pass("web4")),
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseDeleting, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseDeleting, func(e *reaper.Entry) {
 				e.NewName, e.NewID, e.OldName, e.OldID = "web4", "id-web4", "web2", "id-web2"
 			})},
 			want: []string{"delete web2"},
 		},
 		{
 			name: "journal: scale-in entry counts against the desired count", servers: web3, checks: web3checks, desired: map[string]int{"web": 2},
-			journal: []reaper.Entry{journalEntry(schema.KindDelete, schema.PhaseDraining, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindDelete, reaperkv.PhaseDraining, func(e *reaper.Entry) {
 				e.OldName, e.OldID, e.DrainUntil = "web3", "id-web3", t0.Add(time.Minute)
 			})},
 			want: []string{"maintain web3"},
@@ -1018,7 +1018,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "journal: surge replacement not yet created while the old server recovered: dropped",
 			servers: web3, checks: web3checks,
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseCreating, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseCreating, func(e *reaper.Entry) {
 				e.NewName, e.OldName, e.OldID, e.Reason = "web4", "web2", "id-web2", string(reaper.StateUnhealthy)
 			})},
 			want: []string{"finish web4"},
@@ -1026,7 +1026,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "journal: expired replacement goes on although the old server is healthy",
 			servers: web3, checks: web3checks,
-			journal: []reaper.Entry{journalEntry(schema.KindReplace, schema.PhaseCreating, func(e *reaper.Entry) {
+			journal: []reaper.Entry{journalEntry(reaperkv.KindReplace, reaperkv.PhaseCreating, func(e *reaper.Entry) {
 				e.NewName, e.OldName, e.OldID, e.Reason = "web4", "web2", "id-web2", string(reaper.StateExpired)
 			})},
 			want: []string{"create web4 for web2"},
@@ -1059,12 +1059,12 @@ func TestPlan(t *testing.T) {
 		{
 			name: "the node of a server the journal is deleting is left to the journal", servers: web3[:2], desired: map[string]int{"web": 2},
 			checks: append(append([]reaper.Check{}, web3checks[:2]...), crit("web3")), critSince: longCrit("web3"),
-			journal: []reaper.Entry{journalEntry(schema.KindDelete, schema.PhaseDeleting, func(e *reaper.Entry) { e.OldName, e.OldID = "web3", "id-web3" })},
+			journal: []reaper.Entry{journalEntry(reaperkv.KindDelete, reaperkv.PhaseDeleting, func(e *reaper.Entry) { e.OldName, e.OldID = "web3", "id-web3" })},
 			want:    []string{"delete web3"},
 		},
 		{
 			name: "journal: create entry whose server checked in is finished", servers: web3, checks: web3checks,
-			journal: []reaper.Entry{journalEntry(schema.KindCreate, schema.PhaseBooting, func(e *reaper.Entry) { e.NewName, e.NewID = "web3", "id-web3" })},
+			journal: []reaper.Entry{journalEntry(reaperkv.KindCreate, reaperkv.PhaseBooting, func(e *reaper.Entry) { e.NewName, e.NewID = "web3", "id-web3" })},
 			want:    []string{"finish web3"},
 		},
 	}
@@ -1207,7 +1207,7 @@ func TestDuplicateServersOfAnEntry(t *testing.T) {
 	first := withJournal(srv("web4", 20*time.Minute), "web.j1")
 	second := withJournal(srv("web4", 10*time.Minute), "web.j1")
 	second.ID = "id-web4-late"
-	entry := reaper.Entry{ID: "web.j1", Kind: schema.KindCreate, Role: "web", Phase: schema.PhaseCreating, NewName: "web4",
+	entry := reaper.Entry{ID: "web.j1", Kind: reaperkv.KindCreate, Role: "web", Phase: reaperkv.PhaseCreating, NewName: "web4",
 		Started: t0.Add(-30 * time.Minute), Updated: t0.Add(-30 * time.Minute), Attempts: 2}
 	for _, tc := range []struct {
 		name     string
@@ -1239,7 +1239,7 @@ func TestErrorBootCarriesTheFault(t *testing.T) {
 	s := withStatus(withJournal(srv("web4", time.Minute), "web.j1"), reaper.StatusError)
 	s.Fault = "No valid host was found. There are not enough hosts available."
 	in := reaper.Input{Now: t0, Config: reapertest.Config(t), Armed: true, Servers: append(append([]reaper.Server{}, web3[:2]...), s), Checks: web3checks[:2],
-		Journal: []reaper.Entry{{ID: "web.j1", Kind: schema.KindCreate, Role: "web", Phase: schema.PhaseBooting, NewName: "web4", NewID: "id-web4", Started: t0, Updated: t0}}}
+		Journal: []reaper.Entry{{ID: "web.j1", Kind: reaperkv.KindCreate, Role: "web", Phase: reaperkv.PhaseBooting, NewName: "web4", NewID: "id-web4", Started: t0, Updated: t0}}}
 	p := Plan(in)
 	if len(p.Actions) != 1 || p.Actions[0].Op != reaper.OpRollback || p.Actions[0].Entry.Fault != s.Fault {
 		t.Fatalf("actions = %+v, want one rollback carrying the fault", p.Actions)

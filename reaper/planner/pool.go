@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -52,36 +52,36 @@ func (pl *planner) standbyState(rs *roleServers, s *reaper.Server) string {
 	case s.Status == reaper.StatusShutoff:
 		// Powered off by the reaper once ready (its record says so), or
 		// by someone else, when it is of no known use.
-		if rec, ok := pl.in.PoolRecords[s.Name]; ok && rec.ID == s.ID && (rec.State == schema.StandbyReady || rec.State == schema.StandbyStopped) {
-			return schema.StandbyStopped
+		if rec, ok := pl.in.PoolRecords[s.Name]; ok && rec.ID == s.ID && (rec.State == reaperkv.StandbyReady || rec.State == reaperkv.StandbyStopped) {
+			return reaperkv.StandbyStopped
 		}
-		return schema.StandbyFailed
+		return reaperkv.StandbyFailed
 	case s.Status == reaper.StatusBuild && pl.in.Now.Sub(s.Created) < rs.role.BootTimeout.D():
-		return schema.StandbyBuilding
+		return reaperkv.StandbyBuilding
 	case s.Status == reaper.StatusActive:
 		h := pl.health(rs.role, s.Name, true)
 		if h.checkedIn && !h.critical && !h.maintenance && (!rs.validating || pl.in.Validated[s.Name]) {
-			return schema.StandbyReady
+			return reaperkv.StandbyReady
 		}
 		if pl.in.Now.Sub(s.Created) < rs.role.BootTimeout.D() {
-			return schema.StandbyConverging
+			return reaperkv.StandbyConverging
 		}
 		if h.checkedIn && !h.critical && !h.maintenance {
 			// It passes but has not validated the current version (a
 			// new version is out): it converges in place; not claimed
 			// meanwhile.
-			return schema.StandbyConverging
+			return reaperkv.StandbyConverging
 		}
 		// Converged once, failing now: failed only once its checks have
 		// failed for critical_grace without a break (a flap is not a
 		// death, for a standby as for a member).
 		if !h.maintenance {
 			if since := pl.since(pl.in.Memory.Critical, pl.plan.Memory.Critical, s.Name); pl.in.Now.Sub(since) < rs.role.CriticalGrace.D() {
-				return schema.StandbyConverging
+				return reaperkv.StandbyConverging
 			}
 		}
 	}
-	return schema.StandbyFailed
+	return reaperkv.StandbyFailed
 }
 
 // standbySettle is how long a standby of a stopped pool stays ready, without
@@ -104,7 +104,7 @@ func (pl *planner) settled(s *reaper.Server) bool {
 func (pl *planner) readyStandby(rs *roleServers) *reaper.Server {
 	for _, s := range rs.standbys {
 		expired := rs.role.MaxAge > 0 && !pl.in.Now.Before(expiry(rs.role, s))
-		if st := pl.standbyState(rs, s); !expired && (st == schema.StandbyReady || (st == schema.StandbyStopped && !pl.olderVersion(rs, s))) {
+		if st := pl.standbyState(rs, s); !expired && (st == reaperkv.StandbyReady || (st == reaperkv.StandbyStopped && !pl.olderVersion(rs, s))) {
 			return s
 		}
 	}
@@ -115,7 +115,7 @@ func (pl *planner) readyStandby(rs *roleServers) *reaper.Server {
 // reports validation which has not validated the current version: it
 // converged an older one before it was stopped.
 func (pl *planner) olderVersion(rs *roleServers, s *reaper.Server) bool {
-	return s.Status == reaper.StatusShutoff && rs.validating && !pl.in.Validated[s.Name] && pl.standbyState(rs, s) == schema.StandbyStopped
+	return s.Status == reaper.StatusShutoff && rs.validating && !pl.in.Validated[s.Name] && pl.standbyState(rs, s) == reaperkv.StandbyStopped
 }
 
 // claim makes e take standby s instead of creating a server: s leaves the
@@ -127,7 +127,7 @@ func (pl *planner) claim(rs *roleServers, e *reaper.Entry, s *reaper.Server) {
 			break
 		}
 	}
-	e.Phase, e.NewName, e.NewID, e.Claimed = schema.PhaseClaiming, s.Name, s.ID, pl.in.Now
+	e.Phase, e.NewName, e.NewID, e.Claimed = reaperkv.PhaseClaiming, s.Name, s.ID, pl.in.Now
 	pl.inEntry[s.ID] = reaper.StateNew
 }
 
@@ -141,10 +141,10 @@ func (pl *planner) refillHeld(roles []*roleServers) string {
 		r := rs.role
 		for _, e := range rs.entries {
 			switch {
-			case e.Standby || e.Kind == schema.KindDelete:
-			case e.Kind == schema.KindReplace:
+			case e.Standby || e.Kind == reaperkv.KindDelete:
+			case e.Kind == reaperkv.KindReplace:
 				return fmt.Sprintf("role %s is replacing %s (entry %s)", r.Name, e.OldName, e.ID)
-			case e.Phase == schema.PhaseCreating || e.Phase == schema.PhaseClaiming:
+			case e.Phase == reaperkv.PhaseCreating || e.Phase == reaperkv.PhaseClaiming:
 				return fmt.Sprintf("role %s is creating %s (entry %s)", r.Name, e.NewName, e.ID)
 			}
 		}
@@ -171,7 +171,7 @@ func (pl *planner) pool(rs *roleServers, short string) {
 	var creating, deleting int
 	for _, e := range rs.entries {
 		switch {
-		case e.Standby && e.Kind == schema.KindCreate:
+		case e.Standby && e.Kind == reaperkv.KindCreate:
 			creating++
 		case e.Standby:
 			deleting++
@@ -180,23 +180,23 @@ func (pl *planner) pool(rs *roleServers, short string) {
 	if size == 0 && len(rs.standbys) == 0 && creating == 0 && deleting == 0 {
 		return
 	}
-	rep := &schema.PoolReport{Size: size, States: map[string]int{}, Creating: creating}
+	rep := &reaperkv.PoolReport{Size: size, States: map[string]int{}, Creating: creating}
 	for _, e := range rs.entries {
 		// A standby being created keeps the record its create wrote.
-		if s := pl.byID[e.NewID]; e.Standby && e.Kind == schema.KindCreate && s != nil {
-			pl.plan.Standbys = append(pl.plan.Standbys, schema.StandbyRecord{Role: rs.role.Name, Host: s.Name, ID: s.ID, State: schema.StandbyBuilding, Created: s.Created})
+		if s := pl.byID[e.NewID]; e.Standby && e.Kind == reaperkv.KindCreate && s != nil {
+			pl.plan.Standbys = append(pl.plan.Standbys, reaperkv.StandbyRecord{Role: rs.role.Name, Host: s.Name, ID: s.ID, State: reaperkv.StandbyBuilding, Created: s.Created})
 		}
 	}
 	var failed []*reaper.Server
 	for _, s := range rs.standbys {
 		st := pl.standbyState(rs, s)
 		rep.States[st]++
-		pl.plan.Standbys = append(pl.plan.Standbys, schema.StandbyRecord{Role: rs.role.Name, Host: s.Name, ID: s.ID, State: st, Created: s.Created})
-		if st == schema.StandbyFailed {
+		pl.plan.Standbys = append(pl.plan.Standbys, reaperkv.StandbyRecord{Role: rs.role.Name, Host: s.Name, ID: s.ID, State: st, Created: s.Created})
+		if st == reaperkv.StandbyFailed {
 			failed = append(failed, s)
 			continue
 		}
-		if st == schema.StandbyReady && rs.role.WarmPool != nil && rs.role.WarmPool.State == reaper.PoolStopped && pl.settled(s) {
+		if st == reaperkv.StandbyReady && rs.role.WarmPool != nil && rs.role.WarmPool.State == reaper.PoolStopped && pl.settled(s) {
 			pl.add(reaper.OpStandbyStop, reaper.Entry{Role: rs.role.Name, OldName: s.Name, OldID: s.ID, Started: s.Created}, "ready standby of a stopped warm pool: powered off until claimed")
 		}
 		if _, node := pl.byNode[s.Name]; node && !pl.inMaintenance(s.Name) {
@@ -218,7 +218,7 @@ func (pl *planner) pool(rs *roleServers, short string) {
 	case have > size && creating == 0:
 		victim := rs.standbys[0] // the oldest; a not-ready one first
 		for _, s := range rs.standbys {
-			if pl.standbyState(rs, s) != schema.StandbyReady {
+			if pl.standbyState(rs, s) != reaperkv.StandbyReady {
 				victim = s
 				break
 			}
@@ -288,8 +288,8 @@ func (pl *planner) refill(rs *roleServers, have, creating int, short string) {
 		rs.pool.Why = why
 		return
 	}
-	e := pl.newEntry(rs.role, schema.KindCreate, fmt.Sprintf("warm pool refill: %d of %d", have, rs.role.PoolSize()))
-	e.Phase, e.NewName, e.Standby = schema.PhaseCreating, pl.freeName(rs.role), true
+	e := pl.newEntry(rs.role, reaperkv.KindCreate, fmt.Sprintf("warm pool refill: %d of %d", have, rs.role.PoolSize()))
+	e.Phase, e.NewName, e.Standby = reaperkv.PhaseCreating, pl.freeName(rs.role), true
 	rs.pool.Creating++
 	pl.add(reaper.OpCreate, e, e.Reason)
 }
@@ -302,8 +302,8 @@ func (pl *planner) deleteStandby(rs *roleServers, s *reaper.Server, why string) 
 		pl.block("%s: delete of standby %s waits: %s", rs.role.Name, s.Name, g)
 		return
 	}
-	e := pl.newEntry(rs.role, schema.KindDelete, why)
-	e.Phase, e.OldName, e.OldID, e.Standby = schema.PhaseDeleting, s.Name, s.ID, true
+	e := pl.newEntry(rs.role, reaperkv.KindDelete, why)
+	e.Phase, e.OldName, e.OldID, e.Standby = reaperkv.PhaseDeleting, s.Name, s.ID, true
 	pl.add(reaper.OpDelete, e, why)
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/reapertest"
 )
@@ -58,7 +58,7 @@ func TestPoolUpkeep(t *testing.T) {
 		}
 		// No refill while web1's replacement is under way: a slot the
 		// quota frees is the replacement's.
-		if r := p.Roles[0]; r.Count != 3 || r.Pool == nil || r.Pool.States[schema.StandbyReady] != 1 || r.Pool.Creating != 0 || !strings.Contains(r.Pool.Why, "web1") {
+		if r := p.Roles[0]; r.Count != 3 || r.Pool == nil || r.Pool.States[reaperkv.StandbyReady] != 1 || r.Pool.Creating != 0 || !strings.Contains(r.Pool.Why, "web1") {
 			t.Fatalf("role report %+v pool %+v (%s)", r, r.Pool, r.Pool.Why)
 		}
 	})
@@ -78,7 +78,7 @@ func TestPoolUpkeep(t *testing.T) {
 			}
 		}
 		// web4 has not validated either (and is past max_age).
-		if p.Roles[0].Pool.States[schema.StandbyConverging] != 2 {
+		if p.Roles[0].Pool.States[reaperkv.StandbyConverging] != 2 {
 			t.Fatalf("pool %v, want both converging", p.Roles[0].Pool)
 		}
 	})
@@ -87,7 +87,7 @@ func TestPoolUpkeep(t *testing.T) {
 		in.Config = reapertest.Config(t, pool, func(c *reaper.Config) { c.Roles[0].WarmPool.State = reaper.PoolStopped })
 		in.Servers = append([]reaper.Server{}, in.Servers...)
 		in.Servers[4] = withStatus(in.Servers[4], reaper.StatusShutoff) // web5, stopped once ready
-		in.PoolRecords = map[string]schema.StandbyRecord{"web5": {Role: "web", Host: "web5", ID: "id-web5", State: schema.StandbyStopped}}
+		in.PoolRecords = map[string]reaperkv.StandbyRecord{"web5": {Role: "web", Host: "web5", ID: "id-web5", State: reaperkv.StandbyStopped}}
 		in.ReportingValidation = map[string]bool{"web1": true, "web2": true, "web3": true, "web5": true}
 		in.Validated = map[string]bool{"web1": true, "web2": true, "web3": true}
 		in.Servers[3].Created = t0.Add(-day) // web4 young: only web5 is stale
@@ -110,7 +110,7 @@ func TestPoolUpkeep(t *testing.T) {
 		in.Config = reapertest.Config(t, pool, func(c *reaper.Config) { c.Roles[0].ReplaceMode = reaper.ModeDeleteFirst })
 		in.Servers = append([]reaper.Server{}, in.Servers[1:]...) // web1 deleted
 		in.Checks = in.Checks[1:]
-		in.Journal = []reaper.Entry{{ID: "web.1.1", Kind: schema.KindReplace, Role: "web", Mode: reaper.ModeDeleteFirst, Phase: schema.PhaseCreating,
+		in.Journal = []reaper.Entry{{ID: "web.1.1", Kind: reaperkv.KindReplace, Role: "web", Mode: reaper.ModeDeleteFirst, Phase: reaperkv.PhaseCreating,
 			NewName: "web6", Reason: "unhealthy", Started: t0.Add(-time.Minute), Updated: t0.Add(-time.Minute)}}
 		p := Plan(in)
 		var claims int
@@ -164,7 +164,7 @@ func TestPoolUpkeep(t *testing.T) {
 func TestPoolRefillWaitsForRealDemand(t *testing.T) {
 	pool := func(c *reaper.Config) { c.Roles[0].WarmPool = &reaper.WarmPool{Size: 1} }
 	members, checks := healthyFleet("web", 3)
-	replacing := reaper.Entry{ID: "web.1.1", Kind: schema.KindReplace, Role: "web", Mode: reaper.ModeSurge, Phase: schema.PhaseDraining,
+	replacing := reaper.Entry{ID: "web.1.1", Kind: reaperkv.KindReplace, Role: "web", Mode: reaper.ModeSurge, Phase: reaperkv.PhaseDraining,
 		OldName: "web1", OldID: "id-web1", NewName: "web4", NewID: "id-web4", Reason: "unhealthy",
 		Started: t0.Add(-5 * time.Minute), Updated: t0.Add(-time.Minute), DrainUntil: t0.Add(time.Minute)}
 	cases := []struct {
@@ -179,13 +179,13 @@ func TestPoolRefillWaitsForRealDemand(t *testing.T) {
 				in.Servers = append(in.Servers, srv("web4", time.Hour))
 				in.Checks = append(replaceChecks(in.Checks, "web2", crit("web2")), pass("web4"))
 				in.Memory = reaper.Memory{Critical: longCrit("web2")}
-				in.Journal = []reaper.Entry{{ID: "web.1.3", Kind: schema.KindDelete, Role: "web", Phase: schema.PhaseDraining, OldName: "web4", OldID: "id-web4",
+				in.Journal = []reaper.Entry{{ID: "web.1.3", Kind: reaperkv.KindDelete, Role: "web", Phase: reaperkv.PhaseDraining, OldName: "web4", OldID: "id-web4",
 					Reason: "surplus", Started: t0.Add(-time.Minute), Updated: t0.Add(-time.Minute), DrainUntil: t0.Add(time.Minute)}}
 			}},
 		{name: "a replacement whose new server boots", why: "replacing web1 (entry web.1.1)",
 			in: func(in *reaper.Input) {
 				e := replacing
-				e.Phase, e.DrainUntil = schema.PhaseBooting, time.Time{}
+				e.Phase, e.DrainUntil = reaperkv.PhaseBooting, time.Time{}
 				in.Servers = append(in.Servers, withStatus(srv("web4", time.Minute), reaper.StatusBuild))
 				in.Journal = []reaper.Entry{e}
 			}},
@@ -193,14 +193,14 @@ func TestPoolRefillWaitsForRealDemand(t *testing.T) {
 			cfg: func(c *reaper.Config) { c.Roles[0].ReplaceMode = reaper.ModeDeleteFirst },
 			in: func(in *reaper.Input) {
 				e := replacing
-				e.Mode, e.Phase, e.OldID, e.NewID, e.Attempts, e.DrainUntil = reaper.ModeDeleteFirst, schema.PhaseCreating, "", "", 1, time.Time{}
+				e.Mode, e.Phase, e.OldID, e.NewID, e.Attempts, e.DrainUntil = reaper.ModeDeleteFirst, reaperkv.PhaseCreating, "", "", 1, time.Time{}
 				in.Servers, in.Checks = in.Servers[1:], in.Checks[1:]
 				in.Journal = []reaper.Entry{e}
 			}},
 		{name: "a member's create not made yet (a failed attempt)", why: "creating web4 (entry web.1.2)",
 			in: func(in *reaper.Input) {
 				in.Desired = map[string]int{"web": 4}
-				in.Journal = []reaper.Entry{{ID: "web.1.2", Kind: schema.KindCreate, Role: "web", Phase: schema.PhaseCreating, NewName: "web4",
+				in.Journal = []reaper.Entry{{ID: "web.1.2", Kind: reaperkv.KindCreate, Role: "web", Phase: reaperkv.PhaseCreating, NewName: "web4",
 					Attempts: 1, Started: t0.Add(-time.Minute), Updated: t0.Add(-20 * time.Second)}}
 			}},
 		{name: "another role below its count", why: "role db is below its count (0 of 1)",
@@ -217,7 +217,7 @@ func TestPoolRefillWaitsForRealDemand(t *testing.T) {
 		{name: "a scale in under way: the refill goes on",
 			in: func(in *reaper.Input) {
 				in.Desired = map[string]int{"web": 2}
-				in.Journal = []reaper.Entry{{ID: "web.1.3", Kind: schema.KindDelete, Role: "web", Phase: schema.PhaseDraining, OldName: "web3", OldID: "id-web3",
+				in.Journal = []reaper.Entry{{ID: "web.1.3", Kind: reaperkv.KindDelete, Role: "web", Phase: reaperkv.PhaseDraining, OldName: "web3", OldID: "id-web3",
 					Reason: "surplus", Started: t0.Add(-time.Minute), Updated: t0.Add(-time.Minute), DrainUntil: t0.Add(time.Minute)}}
 			}},
 	}

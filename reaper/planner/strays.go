@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -141,7 +141,7 @@ func (pl *planner) deregisterDead(rs *roleServers) {
 			pl.block("%s: deregistration of dead node %s (no server in Nova) waits: %s", rs.role.Name, node, why)
 			continue
 		}
-		e := pl.newEntry(rs.role, schema.KindDelete, "dead node without a server in Nova")
+		e := pl.newEntry(rs.role, reaperkv.KindDelete, "dead node without a server in Nova")
 		e.OldName = node
 		pl.add(reaper.OpDeregister, e, e.Reason)
 	}
@@ -157,7 +157,7 @@ func (pl *planner) deleteDuplicates(rs *roleServers) bool {
 			pl.block("%s: deletion of %s, a second server of entry %s, waits: %s", rs.role.Name, s.Name, s.Metadata[reaper.MetaJournal], why)
 			continue
 		}
-		e := pl.newEntry(rs.role, schema.KindDelete, "a second server made for entry "+s.Metadata[reaper.MetaJournal])
+		e := pl.newEntry(rs.role, reaperkv.KindDelete, "a second server made for entry "+s.Metadata[reaper.MetaJournal])
 		e.NewName, e.NewID = s.Name, s.ID
 		pl.add(reaper.OpDeleteDuplicate, e, e.Reason)
 	}

@@ -1,7 +1,9 @@
-package schema
+package reaperkv
 
 import (
 	"time"
+
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // The reaper's journal entries and its state report are values under
@@ -141,7 +143,7 @@ type RoleReport struct {
 	// Autoscale is the role's autoscaling, when it has a policy.
 	Autoscale *AutoscaleReport `json:"autoscale,omitempty"`
 	// Capacity is set while the role's creates fail for quota or capacity.
-	Capacity *CapacityRecord `json:"capacity,omitempty"`
+	Capacity *schema.CapacityRecord `json:"capacity,omitempty"`
 	// Pool is the role's warm pool, when it has one; its standbys are in
 	// none of the counts above.
 	Pool *PoolReport `json:"pool,omitempty"`
@@ -163,7 +165,7 @@ type AutoscaleReport struct {
 	Min    int     `json:"min"`
 	Max    int     `json:"max"`
 	// Override is the count set by hand that holds the autoscaler.
-	Override *Override `json:"override,omitempty"`
+	Override *schema.Override `json:"override,omitempty"`
 	// Window holds the recommendations of the scale-in stabilization
 	// window, unbroken since WindowSince: a scale in needs a whole window.
 	Window      []Recommendation `json:"window,omitempty"`

@@ -1,7 +1,9 @@
-package schema
+package reaperkv
 
 import (
 	"time"
+
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // Keys of the reaper, under <prefix>/.
@@ -21,7 +23,7 @@ const (
 )
 
 // ReaperKey returns <prefix>/<name> for one of the Reaper*Key names.
-func ReaperKey(prefix, name string) string { return Join(prefix, name) }
+func ReaperKey(prefix, name string) string { return schema.Join(prefix, name) }
 
 // ArmRecord is the value of <prefix>/reaper/armed: who opened or closed
 // the reaper's start gate, when and why.
