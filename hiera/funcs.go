@@ -18,7 +18,6 @@ import (
 	dep "github.com/hashicorp/consul-template/dependency"
 	"github.com/hashicorp/consul/api"
 
-	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
@@ -251,7 +250,7 @@ func (f *Funcs) instances(e entry) []Instance {
 // member of its service: it is in no key and no dependency count.
 func isStandby(checks api.HealthChecks) bool {
 	for _, c := range checks {
-		if c != nil && c.CheckID == reaperkv.NodeMaintenanceCheck && strings.HasPrefix(c.Notes, store.StandbyNotesPrefix) {
+		if c != nil && c.CheckID == reaperkv.NodeMaintenanceCheck && strings.HasPrefix(c.Notes, reaperkv.StandbyNotesPrefix) {
 			return true
 		}
 	}

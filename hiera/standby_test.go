@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
-	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
@@ -35,7 +34,7 @@ func TestStandbysAreInNoKey(t *testing.T) {
 	register(t, a.Client, inst{node: "web1", nodeAddr: "10.0.0.1", svc: "web", port: 80, status: "passing"})
 	register(t, a.Client, inst{node: "web2", nodeAddr: "10.0.0.2", svc: "web", port: 80, status: "passing"})
 	register(t, a.Client, inst{node: "web3", nodeAddr: "10.0.0.3", svc: "web", port: 80, status: "passing"})
-	maintain(t, a.Client, "web2", "10.0.0.2", store.StandbyNotesPrefix+" standby of the warm pool of role web")
+	maintain(t, a.Client, "web2", "10.0.0.2", reaperkv.StandbyNotesPrefix+" standby of the warm pool of role web")
 	maintain(t, a.Client, "web3", "10.0.0.3", "operator: disk replacement")
 	deps := filepath.Join(t.TempDir(), "deps.yaml")
 	if err := os.WriteFile(deps, []byte("web: {addressable: 2, functional: 2}\n"), 0o600); err != nil {

@@ -25,7 +25,7 @@ import (
 
 // poolRecords are the warm pool records of poolRole.
 func (l *Lab) poolRecords(ctx context.Context) ([]reaperkv.StandbyRecord, error) {
-	pairs, _, err := l.Admin.KV().List(store.PoolKey(schema.DefaultPrefix, poolRole, ""), (&api.QueryOptions{}).WithContext(ctx))
+	pairs, _, err := l.Admin.KV().List(reaperkv.PoolKey(schema.DefaultPrefix, poolRole, ""), (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return nil, err
 	}

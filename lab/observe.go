@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/paths"
-	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/lab/invariant"
@@ -145,12 +144,12 @@ func (l *Lab) Serving(ctx context.Context) (map[string]bool, error) {
 }
 
 // Report is the reaper leader's last report (nil before the first).
-func (l *Lab) Report(ctx context.Context) (*store.ReaperReport, error) {
+func (l *Lab) Report(ctx context.Context) (*reaperkv.ReaperReport, error) {
 	p, _, err := l.Admin.KV().Get(reaperkv.ReaperKey(schema.DefaultPrefix, reaperkv.ReaperStateKey), (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil || p == nil {
 		return nil, err
 	}
-	var r store.ReaperReport
+	var r reaperkv.ReaperReport
 	if err := json.Unmarshal(p.Value, &r); err != nil {
 		return nil, fmt.Errorf("reaper report: %w", err)
 	}

@@ -336,7 +336,7 @@ func TestACLReaperPolicy(t *testing.T) {
 
 	tok := w.token(t, policyText(t, "reaper.hcl", ""))
 	sim := simcloud.New()
-	var report *store.ReaperReport
+	var report *reaperkv.ReaperReport
 	code, log := reaperRun(t, w, tok, sim, func() bool {
 		report, _ = st.ReaperReport(context.Background())
 		return report != nil && sim.Creates.Load() > 0
@@ -451,7 +451,7 @@ func TestACLStandbyNeedsTheNodeIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.admin.KV().Put(&api.KVPair{Key: store.PoolKey("orchestrate", "web", host), Value: rec}, nil); err != nil {
+	if _, err := w.admin.KV().Put(&api.KVPair{Key: reaperkv.PoolKey("orchestrate", "web", host), Value: rec}, nil); err != nil {
 		t.Fatal(err)
 	}
 	inMaintenance := func() bool {
@@ -487,7 +487,7 @@ func TestACLStandbyNeedsTheNodeIdentity(t *testing.T) {
 		t.Fatal("a standby's node is not in maintenance after orchestrate standby")
 	}
 	// Claimed: the record goes, the maintenance with it.
-	if _, err := w.admin.KV().Delete(store.PoolKey("orchestrate", "web", host), nil); err != nil {
+	if _, err := w.admin.KV().Delete(reaperkv.PoolKey("orchestrate", "web", host), nil); err != nil {
 		t.Fatal(err)
 	}
 	must(t, "standby after the claim", w.run(t, file, "orchestrate", "standby", "--role", "web"), 0, "")

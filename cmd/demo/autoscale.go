@@ -158,7 +158,7 @@ func fileSize(path string) int64 {
 }
 
 // autoscaleOf is role's last autoscaling decision in a report.
-func autoscaleOf(rep *store.ReaperReport, role string) *reaperkv.ScaleDecision {
+func autoscaleOf(rep *reaperkv.ReaperReport, role string) *reaperkv.ScaleDecision {
 	for _, r := range rep.Roles {
 		if r.Name == role && r.Autoscale != nil {
 			return r.Autoscale.Last

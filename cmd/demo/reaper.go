@@ -199,7 +199,7 @@ func (r *reaperRun) poolStep() error {
 }
 
 // poolOf is role's warm pool in the report, or nil.
-func poolOf(st *store.ReaperReport, role string) *reaperkv.PoolReport {
+func poolOf(st *reaperkv.ReaperReport, role string) *reaperkv.PoolReport {
 	for _, r := range st.Roles {
 		if r.Name == role {
 			return r.Pool
@@ -209,7 +209,7 @@ func poolOf(st *store.ReaperReport, role string) *reaperkv.PoolReport {
 }
 
 // state reads the reaper's report of its last cycle (nil when none).
-func (r *reaperRun) state() *store.ReaperReport {
+func (r *reaperRun) state() *reaperkv.ReaperReport {
 	s, err := store.New(r.d.agent.Client, schema.DefaultPrefix)
 	if err != nil {
 		return nil

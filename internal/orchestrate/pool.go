@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
-	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
@@ -59,7 +58,7 @@ func runPool(ctx context.Context, e *env, args []string, reason string) error {
 
 // pools returns each role with a pool (or standbys, or a flush request),
 // from the reaper's state and the pool records.
-func pools(ctx context.Context, e *env) ([]poolRole, *store.ReaperReport, error) {
+func pools(ctx context.Context, e *env) ([]poolRole, *reaperkv.ReaperReport, error) {
 	st, err := e.store.ReaperReport(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -191,6 +190,6 @@ func poolFlush(ctx context.Context, e *env, role, reason string) error {
 	if err := e.store.RequestPoolFlush(ctx, role, rec); err != nil {
 		return err
 	}
-	e.log.Info("pool flush requested: the reaper replaces every standby of the role made before now, one at a time", "role", role, "key", store.PoolFlushKey(e.store.Prefix(), role))
+	e.log.Info("pool flush requested: the reaper replaces every standby of the role made before now, one at a time", "role", role, "key", reaperkv.PoolFlushKey(e.store.Prefix(), role))
 	return nil
 }

@@ -8,14 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
 // reaperReport is the reaper's part of `orchestrate status`: what its
 // leader saw and planned in its last cycle (<prefix>/reaper/state).
 type reaperReport struct {
-	State *store.ReaperReport `json:"state,omitempty"`
+	State *reaperkv.ReaperReport `json:"state,omitempty"`
 	// Stale: the state is older than three intervals plus a minute, so no
 	// leader is running cycles.
 	Stale bool   `json:"stale"`
@@ -125,7 +124,7 @@ func writeReaperHeader(w io.Writer, rr *reaperReport) {
 
 // writeReaperBody lists the roles, then what the reaper planned, held back
 // and has in flight.
-func writeReaperBody(w io.Writer, st *store.ReaperReport, history bool) {
+func writeReaperBody(w io.Writer, st *reaperkv.ReaperReport, history bool) {
 	for _, r := range st.Roles {
 		var states []string
 		for _, k := range sortedStates(r.States) {
@@ -191,7 +190,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // sortedStates lists the states present in m in the report's order.
 func sortedStates(m map[string]int) []string {
 	var out []string
-	for _, k := range store.ServerStateOrder {
+	for _, k := range reaperkv.ServerStateOrder {
 		if m[k] > 0 {
 			out = append(out, k)
 		}

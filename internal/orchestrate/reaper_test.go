@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
-	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
@@ -32,7 +31,7 @@ func TestReaperArmDisarm(t *testing.T) {
 	if err != nil || p == nil {
 		t.Fatalf("disarm removed the record: %v %v", p, err)
 	}
-	rec, err := store.ParseArmRecord(p.Value)
+	rec, err := reaperkv.ParseArmRecord(p.Value)
 	if err != nil || rec.Arms() || rec.Reason != "maintenance window" {
 		t.Fatalf("after disarm the key holds %+v (%v), want a disarm record", rec, err)
 	}
@@ -52,7 +51,7 @@ func TestStatusShowsReaperState(t *testing.T) {
 	if !strings.Contains(r.stdout, "reaper: no state yet") {
 		t.Fatalf("status without a reaper:\n%s", r.stdout)
 	}
-	st := store.ReaperReport{
+	st := reaperkv.ReaperReport{
 		Time: time.Now(), Leader: "boot1-42-abc", DryRun: true, Interval: 30 * time.Second,
 		NotArmedReason: "not armed: web has 2 of 3 servers healthy with validation success",
 		Roles: []reaperkv.RoleReport{{Name: "web", Desired: 3, Count: 3, Healthy: 2,
@@ -60,7 +59,7 @@ func TestStatusShowsReaperState(t *testing.T) {
 			Attention: []reaperkv.ServerReport{{Name: "web2", ID: "u2", State: reaperkv.ServerUnhealthy}}}},
 		Planned:     []string{"create web web4 (replace web2 (unhealthy))"},
 		Blocked:     []string{"web: replacement of web2 (unhealthy) waits: not armed"},
-		RoleBackoff: map[string]store.RoleBackoff{"web": {Until: time.Now().Add(time.Minute), Reason: "400 Invalid flavorRef"}},
+		RoleBackoff: map[string]reaperkv.RoleBackoff{"web": {Until: time.Now().Add(time.Minute), Reason: "400 Invalid flavorRef"}},
 	}
 	data, _ := json.Marshal(st)
 	if _, err := a.Client.KV().Put(&api.KVPair{Key: "orchestrate/reaper/state", Value: data}, nil); err != nil {

@@ -153,7 +153,7 @@ var cmdScaleIn = &command{
 // of the reaper, or asked to drain): a mistyped or stale name must not
 // lower the count, or the reaper would remove another server instead. It
 // returns the role's part of the report.
-func scaleInCheck(rep *store.ReaperReport, drains map[string]schema.DrainRecord, role string, hosts []string, now time.Time) (reaperkv.RoleReport, error) {
+func scaleInCheck(rep *reaperkv.ReaperReport, drains map[string]schema.DrainRecord, role string, hosts []string, now time.Time) (reaperkv.RoleReport, error) {
 	if rep == nil {
 		return reaperkv.RoleReport{}, &store.InputError{Err: fmt.Errorf("the reaper has written no report, so the servers of role %s are unknown: start the reaper (a dry run will do) before a scale-in", role)}
 	}

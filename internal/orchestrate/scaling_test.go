@@ -35,7 +35,7 @@ func putDrain(t *testing.T, a *consultest.Agent, host string, deadline time.Time
 // replaced by an open operation.
 func putReport(t *testing.T, a *consultest.Agent) {
 	t.Helper()
-	rep := store.ReaperReport{Time: time.Now().UTC(), Leader: "boot1", Interval: 10 * time.Second,
+	rep := reaperkv.ReaperReport{Time: time.Now().UTC(), Leader: "boot1", Interval: 10 * time.Second,
 		Roles:   []reaperkv.RoleReport{{Name: "web", Desired: 4, Count: 6, Members: []string{"web1", "web2", "web3", "web4", "web5", "web6"}}},
 		Journal: []reaperkv.JournalEntry{{ID: "web.e9", Kind: reaperkv.KindReplace, Role: "web", Phase: reaperkv.PhaseBooting, OldName: "web6", NewName: "web7"}}}
 	data, _ := json.Marshal(rep)
@@ -302,7 +302,7 @@ func TestDrainWatch(t *testing.T) {
 // refused without --force, and nothing is written.
 func TestScaleOutsideAutoscaleNeedsForce(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
-	rep := store.ReaperReport{Time: time.Now().UTC(), Interval: 10 * time.Second,
+	rep := reaperkv.ReaperReport{Time: time.Now().UTC(), Interval: 10 * time.Second,
 		Roles: []reaperkv.RoleReport{{Name: "web", Desired: 4, Autoscale: &reaperkv.AutoscaleReport{Min: 2, Max: 12}}, {Name: "db", Desired: 3}}}
 	data, _ := json.Marshal(rep)
 	if _, err := a.Client.KV().Put(&api.KVPair{Key: reaperkv.ReaperKey(schema.DefaultPrefix, reaperkv.ReaperStateKey), Value: data}, nil); err != nil {

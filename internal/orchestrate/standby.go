@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
-	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
@@ -54,10 +53,10 @@ func runStandby(ctx context.Context, e *env, role string) error {
 		return fmt.Errorf("standby: read the local agent's checks: %w", err)
 	}
 	c := checks[reaperkv.NodeMaintenanceCheck]
-	ours := c != nil && strings.HasPrefix(c.Notes, store.StandbyNotesPrefix)
+	ours := c != nil && strings.HasPrefix(c.Notes, reaperkv.StandbyNotesPrefix)
 	switch {
 	case standby && c == nil:
-		reason := store.StandbyNotesPrefix + " standby of the warm pool of role " + role + " (orchestrate standby), until the reaper claims it"
+		reason := reaperkv.StandbyNotesPrefix + " standby of the warm pool of role " + role + " (orchestrate standby), until the reaper claims it"
 		if err := agent.EnableNodeMaintenance(reason); err != nil {
 			return fmt.Errorf("standby: enable node maintenance: %w", err)
 		}

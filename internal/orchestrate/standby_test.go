@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
-	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/internal/testutil"
@@ -43,7 +42,7 @@ func TestStandbyWatch(t *testing.T) {
 		"--out", filepath.Join(dir, "services.yaml"), "--host", "web8", "--role", "web", "--consistent-cmd", "/bin/true", "--standby")
 	found := false
 	for _, w := range ws {
-		found = found || (w.Type == "key" && w.Key == store.PoolKey(schema.DefaultPrefix, "web", "web8"))
+		found = found || (w.Type == "key" && w.Key == reaperkv.PoolKey(schema.DefaultPrefix, "web", "web8"))
 	}
 	if !found {
 		t.Fatalf("no key watch on the standby record: %+v", ws)
@@ -51,15 +50,15 @@ func TestStandbyWatch(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{NodeName: "web8", HCL: agentConfig(t, ws), HandlerEnv: true})
 	logs := func() string { b, _ := os.ReadFile(a.LogPath); return string(b) }
 	rec, _ := json.Marshal(reaperkv.StandbyRecord{Role: "web", Host: "web8", ID: "id-8", State: reaperkv.StandbyBuilding, Created: time.Now()})
-	if _, err := a.Client.KV().Put(&api.KVPair{Key: store.PoolKey(schema.DefaultPrefix, "web", "web8"), Value: rec}, nil); err != nil {
+	if _, err := a.Client.KV().Put(&api.KVPair{Key: reaperkv.PoolKey(schema.DefaultPrefix, "web", "web8"), Value: rec}, nil); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 20*time.Second, "the node in standby maintenance", func() bool {
 		notes, ok := maintenanceNotes(t, a, "web8")
-		return ok && strings.HasPrefix(notes, store.StandbyNotesPrefix)
+		return ok && strings.HasPrefix(notes, reaperkv.StandbyNotesPrefix)
 	}, logs)
 	// The claim: the reaper removes the record in its journal transaction.
-	if _, err := a.Client.KV().Delete(store.PoolKey(schema.DefaultPrefix, "web", "web8"), nil); err != nil {
+	if _, err := a.Client.KV().Delete(reaperkv.PoolKey(schema.DefaultPrefix, "web", "web8"), nil); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 20*time.Second, "the maintenance ended by the node's handler", func() bool {

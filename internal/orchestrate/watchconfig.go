@@ -14,6 +14,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/hieradata"
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/watch"
 )
@@ -174,7 +175,7 @@ func watchEntries(o watchConfigOptions, deps hieradata.Dependencies, prefix stri
 		// watch fires when the agent starts too, before Puppet registers
 		// the node's services.
 		args := o.withConnection([]string{o.orchestrate, "standby", "--handler", "--host", o.host, "--role", o.role}, prefix)
-		ws = append(ws, watch.Watch{Type: "key", Key: store.PoolKey(prefix, o.role, o.host), Args: args})
+		ws = append(ws, watch.Watch{Type: "key", Key: reaperkv.PoolKey(prefix, o.role, o.host), Args: args})
 	}
 	return ws
 }

@@ -96,7 +96,7 @@ func parseVersionRecord(data []byte) (VersionValue, error) {
 // with the entry of the request it answers.
 func parseDrainAnswer(data []byte) (schema.DrainAnswer, error) {
 	var a schema.DrainAnswer
-	if err := strictJSON(data, &a); err != nil || a.Entry == "" || a.Time.IsZero() {
+	if err := schema.StrictJSON(data, &a); err != nil || a.Entry == "" || a.Time.IsZero() {
 		return schema.DrainAnswer{}, fmt.Errorf("not a drain answer (`orchestrate drained` writes {\"entry\", \"time\", \"by\", \"drained\", \"detail\"})")
 	}
 	return a, nil
@@ -105,7 +105,7 @@ func parseDrainAnswer(data []byte) (schema.DrainAnswer, error) {
 // parseMetricReport reads a metric report, in either layout.
 func parseMetricReport(data []byte) (schema.MetricReport, error) {
 	var m schema.MetricReport
-	if err := strictJSON(data, &m); err != nil || m.Time.IsZero() {
+	if err := schema.StrictJSON(data, &m); err != nil || m.Time.IsZero() {
 		return schema.MetricReport{}, fmt.Errorf("not a metric report (`orchestrate report-metric` writes {\"role\", \"value\", \"time\"})")
 	}
 	return m, nil
@@ -277,7 +277,7 @@ func (s *Store) readDrain(ctx context.Context, host string) (drainState, error) 
 		return d, err
 	}
 	var req schema.DrainRecord
-	if err := strictJSON(p.Value, &req); err != nil || req.Requested.IsZero() {
+	if err := schema.StrictJSON(p.Value, &req); err != nil || req.Requested.IsZero() {
 		return d, &InputError{Err: fmt.Errorf("%s holds a value the reaper did not write", k)}
 	}
 	d.req, d.reqIndex = &req, p.ModifyIndex

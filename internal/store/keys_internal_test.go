@@ -41,10 +41,10 @@ func TestKeyLayout(t *testing.T) {
 		{"reaper leader", reaperkv.ReaperKey(p, reaperkv.ReaperLeaderKey), "orch/a/reaper/leader"},
 		{"reaper armed", reaperkv.ReaperKey(p, reaperkv.ReaperArmedKey), "orch/a/reaper/armed"},
 		{"reaper state", reaperkv.ReaperKey(p, reaperkv.ReaperStateKey), "orch/a/reaper/state"},
-		{"standby", PoolKey(p, "lb", "lb3"), "orch/a/reaper/pool/lb/lb3"},
-		{"pool flush", PoolFlushKey(p, "lb"), "orch/a/reaper/pool-flush/lb"},
-		{"cool-off", CooloffKey(p, "db1"), "orch/a/reaper/cooloff/db1"},
-		{"node token", NodeTokenKey(p, "db1"), "orch/a/reaper/token/db1"},
+		{"standby", reaperkv.PoolKey(p, "lb", "lb3"), "orch/a/reaper/pool/lb/lb3"},
+		{"pool flush", reaperkv.PoolFlushKey(p, "lb"), "orch/a/reaper/pool-flush/lb"},
+		{"cool-off", reaperkv.CooloffKey(p, "db1"), "orch/a/reaper/cooloff/db1"},
+		{"node token", reaperkv.NodeTokenKey(p, "db1"), "orch/a/reaper/token/db1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

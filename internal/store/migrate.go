@@ -255,7 +255,7 @@ func (r *migrationReader) add(p *api.KVPair) {
 		r.addOld(parts[2], metricKind(parts[3]), p)
 	case parts[0] == dirDrain && len(parts) == 2:
 		var d schema.DrainRecord
-		if strictJSON(p.Value, &d) == nil && d.Answer != nil {
+		if schema.StrictJSON(p.Value, &d) == nil && d.Answer != nil {
 			r.addOld(parts[1], hostDrain, p)
 		}
 	case parts[0] == dirRollout && len(parts) == 4 && parts[2] == rolloutSlots && p.Session != "" && parts[3] == p.Session:
@@ -388,7 +388,7 @@ func convertOld(kind string, parts []string, value []byte) ([]byte, int64, error
 // answer to an earlier request is replaced.
 func (r *migrationReader) moveDrainAnswer(m move, req, own *api.KVPair) (move, *unmovable) {
 	var d schema.DrainRecord
-	if err := strictJSON(req.Value, &d); err != nil || d.Answer == nil {
+	if err := schema.StrictJSON(req.Value, &d); err != nil || d.Answer == nil {
 		return m, &unmovable{req.Key, "not a drain request with an answer"}
 	}
 	a := *d.Answer

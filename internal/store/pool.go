@@ -12,59 +12,12 @@ import (
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
-// The reaper's warm pool: standby servers of a role, built and converged
-// but kept out of the role (their nodes stay in Consul maintenance) until
-// the reaper claims one instead of creating a server. The leader publishes
-// each standby under <prefix>/reaper/pool/<role>/<host>, so `orchestrate
-// pool status` and the platform read the pool without the cloud client,
-// and removes the key in the transaction that journals the standby's
-// claim.
-const (
-	// ReaperPoolDir holds one key per standby, by role then host.
-	ReaperPoolDir = "reaper/pool/"
-	// ReaperPoolFlushDir holds the flush requests, one per role
-	// (`orchestrate pool flush ROLE`).
-	ReaperPoolFlushDir = "reaper/pool-flush/"
-)
-
-// StandbyNotesPrefix starts the notes of the node maintenance check
-// (_node_maintenance) of a standby, whoever sets it: the reaper through
-// the catalog, or the node's own agent (`consul maint -enable -reason
-// "orchestrate standby: ..."`). hiera-services leaves a node whose
-// maintenance says so out of every key: a standby is no member of its
-// service, unlike a node an operator put in maintenance.
-const StandbyNotesPrefix = "orchestrate standby:"
-
 // ConvergePuppetCheck is the TTL check converge keeps on its node's own
 // agent, mirroring its consistent run's outcome (warning, notes "... last
 // puppet outcome: failed: ..." after a failure). Only the node's own
 // identity may write a check of its node: the reaper acts on a suspect
 // record only when this check agrees.
 const ConvergePuppetCheck = "orchestrate:puppet"
-
-// PoolKey is the key of host's standby record in role's pool.
-func PoolKey(prefix, role, host string) string {
-	return reaperkv.ReaperKey(prefix, ReaperPoolDir+role+"/"+host)
-}
-
-// ParsePoolKey splits a key relative to <prefix>/ under ReaperPoolDir into
-// role and host; ok is false for any other shape.
-func ParsePoolKey(rel string) (role, host string, ok bool) {
-	rest, found := strings.CutPrefix(rel, ReaperPoolDir)
-	if !found {
-		return "", "", false
-	}
-	role, host, ok = strings.Cut(rest, "/")
-	if !ok || schema.ValidName("role", role) != nil || schema.ValidName("host", host) != nil {
-		return "", "", false
-	}
-	return role, host, true
-}
-
-// PoolFlushKey is the key of role's flush request.
-func PoolFlushKey(prefix, role string) string {
-	return reaperkv.ReaperKey(prefix, ReaperPoolFlushDir+role)
-}
 
 // RequestPoolFlush writes role's flush request.
 func (s *Store) RequestPoolFlush(ctx context.Context, role string, rec reaperkv.PoolFlushRecord) error {
@@ -75,7 +28,7 @@ func (s *Store) RequestPoolFlush(ctx context.Context, role string, rec reaperkv.
 	if err != nil {
 		return fmt.Errorf("encode the flush request: %w", err)
 	}
-	key := PoolFlushKey(s.prefix, role)
+	key := reaperkv.PoolFlushKey(s.prefix, role)
 	if _, err := s.kv.Put(&api.KVPair{Key: key, Value: data}, writeOpts(ctx)); err != nil {
 		return fmt.Errorf("write %s: %w", key, err)
 	}
@@ -101,15 +54,15 @@ func (s *Store) Pool(ctx context.Context) (*PoolState, error) {
 	out := &PoolState{Standbys: map[string][]reaperkv.StandbyRecord{}, Flushes: map[string]reaperkv.PoolFlushRecord{}}
 	for _, p := range pairs {
 		rel := relKey(s.prefix, p.Key)
-		if _, _, ok := ParsePoolKey(rel); ok {
+		if _, _, ok := reaperkv.ParsePoolKey(rel); ok {
 			var rec reaperkv.StandbyRecord
-			if err := json.Unmarshal(p.Value, &rec); err != nil || PoolKey(s.prefix, rec.Role, rec.Host) != p.Key {
+			if err := json.Unmarshal(p.Value, &rec); err != nil || reaperkv.PoolKey(s.prefix, rec.Role, rec.Host) != p.Key {
 				return nil, &InputError{Err: fmt.Errorf("%s holds a value the reaper did not write", p.Key)}
 			}
 			out.Standbys[rec.Role] = append(out.Standbys[rec.Role], rec)
 			continue
 		}
-		if role, ok := strings.CutPrefix(rel, ReaperPoolFlushDir); ok {
+		if role, ok := strings.CutPrefix(rel, reaperkv.ReaperPoolFlushDir); ok {
 			rec, err := ParsePoolFlush(p)
 			if err != nil {
 				return nil, &InputError{Err: err}

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,23 +9,6 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
-
-// ParseArmRecord reads the value of the armed key. Only a JSON arm record
-// with a time and an author counts: anything else (false, an empty value,
-// a word written by hand) is an error naming what is wrong, and the gate
-// stays closed.
-func ParseArmRecord(data []byte) (reaperkv.ArmRecord, error) {
-	var r reaperkv.ArmRecord
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return reaperkv.ArmRecord{}, fmt.Errorf("%s holds %.40q, not an arm record (`orchestrate reaper arm` writes one): %w", reaperkv.ReaperArmedKey, data, err)
-	}
-	if r.Time.IsZero() || strings.TrimSpace(r.By) == "" {
-		return reaperkv.ArmRecord{}, fmt.Errorf("%s holds an arm record without a time or an author: `orchestrate reaper arm` writes a complete one", reaperkv.ReaperArmedKey)
-	}
-	return r, nil
-}
 
 // DesiredCounts returns the desired counts of a snapshot (roles/<role>/desired),
 // or an error when one could be missing from it: a key hidden by the

@@ -370,7 +370,7 @@ func badRollout(p *api.KVPair, format string, args ...any) error {
 func (r *Rollout) parseOperatorKey(p *api.KVPair, name string) error {
 	switch name {
 	case rolloutPolicy:
-		if err := strictJSON(p.Value, &r.Policy); err != nil {
+		if err := schema.StrictJSON(p.Value, &r.Policy); err != nil {
 			return badRollout(p, "not a rollout policy: %v", err)
 		}
 		if err := r.Policy.Validate(); err != nil {
@@ -382,7 +382,7 @@ func (r *Rollout) parseOperatorKey(p *api.KVPair, name string) error {
 		r.PolicyIndex = p.ModifyIndex
 	case rolloutResume:
 		var res RolloutResume
-		if err := strictJSON(p.Value, &res); err != nil {
+		if err := schema.StrictJSON(p.Value, &res); err != nil {
 			return badRollout(p, "not a rollout resume: %v", err)
 		}
 		if err := schema.ValidName("version", res.Version); err != nil {
@@ -391,7 +391,7 @@ func (r *Rollout) parseOperatorKey(p *api.KVPair, name string) error {
 		r.Resume, r.ResumeIndex = &res, p.ModifyIndex
 	case rolloutState:
 		var st RolloutState
-		if err := strictJSON(p.Value, &st); err != nil {
+		if err := schema.StrictJSON(p.Value, &st); err != nil {
 			return badRollout(p, "not a rollout state: %v", err)
 		}
 		r.Legacy, r.LegacyIndex = &st, p.ModifyIndex
@@ -424,7 +424,7 @@ func (r *Rollout) parseSlot(p *api.KVPair, name string) error {
 		// The host is the key's; a value that is not a claim (or names
 		// another host) counts as a slot in use by this host.
 		sl := RolloutSlot{}
-		if err := strictJSON(p.Value, &sl); err != nil || sl.Host != name {
+		if err := schema.StrictJSON(p.Value, &sl); err != nil || sl.Host != name {
 			r.Unreadable = append(r.Unreadable, p.Key)
 			sl = RolloutSlot{}
 		}
@@ -438,7 +438,7 @@ func (r *Rollout) parseSlot(p *api.KVPair, name string) error {
 // counts as a failure.
 func (r *Rollout) parseProgress(p *api.KVPair, host string) {
 	var h RolloutHost
-	err := strictJSON(p.Value, &h)
+	err := schema.StrictJSON(p.Value, &h)
 	switch {
 	case err != nil:
 	case h.State == RolloutUpdating, h.State == RolloutDone, h.State == RolloutFailed, h.State == RolloutPending:
@@ -450,20 +450,6 @@ func (r *Rollout) parseProgress(p *api.KVPair, host string) {
 	}
 	r.Unreadable = append(r.Unreadable, p.Key)
 	r.Hosts[host] = RolloutHost{State: RolloutFailed, Unreadable: true, Index: p.ModifyIndex}
-}
-
-// strictJSON decodes data into v, refusing unknown fields and trailing
-// data.
-func strictJSON(data []byte, v any) error {
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data")
-	}
-	return nil
 }
 
 // Validate names the first bad field of a policy.

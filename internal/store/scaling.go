@@ -110,7 +110,7 @@ func (snap *Snapshot) addScaling(p *api.KVPair, parts []string) bool {
 		var d schema.DrainRecord
 		if len(parts) != 2 || schema.ValidName("host", parts[1]) != nil {
 			snap.bad(p.Key, "not of the form drain/<host>")
-		} else if err := strictJSON(p.Value, &d); err != nil || d.Requested.IsZero() {
+		} else if err := schema.StrictJSON(p.Value, &d); err != nil || d.Requested.IsZero() {
 			snap.bad(p.Key, "not a drain record the reaper wrote")
 		} else {
 			sc.Drains[parts[1]] = d
@@ -125,7 +125,7 @@ func (snap *Snapshot) addScaling(p *api.KVPair, parts []string) bool {
 			return true
 		}
 		var pr schema.Protection
-		if err := strictJSON(p.Value, &pr); err != nil {
+		if err := schema.StrictJSON(p.Value, &pr); err != nil {
 			// Whatever a protect key holds, it protects: a hand-written
 			// value must not expose a host to scale-in.
 			snap.bad(p.Key, "not a protection record (`orchestrate protect` writes one); the host is protected all the same")
@@ -136,7 +136,7 @@ func (snap *Snapshot) addScaling(p *api.KVPair, parts []string) bool {
 		var c schema.CapacityRecord
 		if len(parts) != 2 || schema.ValidName("role", parts[1]) != nil {
 			snap.bad(p.Key, "not of the form capacity/<role>")
-		} else if err := strictJSON(p.Value, &c); err != nil {
+		} else if err := schema.StrictJSON(p.Value, &c); err != nil {
 			snap.bad(p.Key, "not a capacity record the reaper wrote")
 		} else {
 			sc.Capacity[parts[1]] = c
@@ -146,14 +146,14 @@ func (snap *Snapshot) addScaling(p *api.KVPair, parts []string) bool {
 		sc.DesiredIndex[parts[1]] = p.ModifyIndex
 	case parts[0] == dirRoles && len(parts) == 3 && parts[2] == roleOverride:
 		var o schema.Override
-		if err := strictJSON(p.Value, &o); err != nil || o.Count < 0 {
+		if err := schema.StrictJSON(p.Value, &o); err != nil || o.Count < 0 {
 			snap.bad(p.Key, "not an override record (`orchestrate scale` writes one)")
 			return true
 		}
 		sc.Overrides[parts[1]] = o
 	case parts[0] == dirRoles && len(parts) == 4 && parts[2] == roleScaleIn:
 		var r schema.ScaleInRequest
-		if schema.ValidName("host", parts[3]) != nil || strictJSON(p.Value, &r) != nil {
+		if schema.ValidName("host", parts[3]) != nil || schema.StrictJSON(p.Value, &r) != nil {
 			snap.bad(p.Key, "not a scale-in request (`orchestrate scale-in` writes one)")
 			return true
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
 func newStore(t *testing.T) (*store.Store, *api.Client) {
@@ -375,15 +376,15 @@ func TestConcurrentFirstWrites(t *testing.T) {
 func TestParseArmRecord(t *testing.T) {
 	for _, bad := range []string{"", "false", "true", "yes", "{}", `{"by":"ops"}`, `{"time":"2026-11-23T09:00:00Z"}`,
 		`{"time":"2026-11-23T09:00:00Z","by":" "}`, `{"time":"2026-11-23T09:00:00Z","by":"ops","armed":false}`, `[1]`} {
-		if rec, err := store.ParseArmRecord([]byte(bad)); err == nil {
+		if rec, err := reaperkv.ParseArmRecord([]byte(bad)); err == nil {
 			t.Errorf("ParseArmRecord(%q) = %+v, want an error", bad, rec)
 		}
 	}
-	rec, err := store.ParseArmRecord([]byte(`{"time":"2026-11-23T09:00:00Z","by":"ops@host","reason":"checked"}`))
+	rec, err := reaperkv.ParseArmRecord([]byte(`{"time":"2026-11-23T09:00:00Z","by":"ops@host","reason":"checked"}`))
 	if err != nil || !rec.Arms() {
 		t.Errorf("an arm record: %+v, %v; want it to arm", rec, err)
 	}
-	rec, err = store.ParseArmRecord([]byte(`{"time":"2026-11-23T09:00:00Z","by":"ops@host","disarmed":true}`))
+	rec, err = reaperkv.ParseArmRecord([]byte(`{"time":"2026-11-23T09:00:00Z","by":"ops@host","disarmed":true}`))
 	if err != nil || rec.Arms() {
 		t.Errorf("a disarm record: %+v, %v; want it well-formed and not arming", rec, err)
 	}

@@ -19,7 +19,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
@@ -45,7 +44,7 @@ type Observation struct {
 	// Serving says, by server name, whether its role's own checks pass.
 	Serving map[string]bool
 	// Report is the reaper leader's last report (nil before the first).
-	Report *store.ReaperReport
+	Report *reaperkv.ReaperReport
 	// Files are the nodes' services.yaml, by node (those that could be
 	// read this time).
 	Files map[string]File
@@ -233,7 +232,7 @@ func (c *Checker) judgeDelete(last, o Observation, s Server) {
 	}
 }
 
-func stateWord(r *store.ReaperReport) string {
+func stateWord(r *reaperkv.ReaperReport) string {
 	var w []string
 	if !r.Armed {
 		w = append(w, "disarmed")
@@ -245,7 +244,7 @@ func stateWord(r *store.ReaperReport) string {
 }
 
 // removing: the report holds an operation removing name (its old server).
-func removing(r *store.ReaperReport, name string) bool {
+func removing(r *reaperkv.ReaperReport, name string) bool {
 	if r == nil {
 		return false
 	}

@@ -5,22 +5,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
 var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 
-func obs(sec int, rep *store.ReaperReport, serving map[string]bool, servers ...Server) Observation {
+func obs(sec int, rep *reaperkv.ReaperReport, serving map[string]bool, servers ...Server) Observation {
 	return Observation{Time: t0.Add(time.Duration(sec) * time.Second), Servers: servers, Serving: serving, Report: rep}
 }
 
 func web(n string) Server { return Server{ID: "id-" + n, Name: n, Role: "web", Status: "ACTIVE"} }
 
-var armed = &store.ReaperReport{Armed: true}
+var armed = &reaperkv.ReaperReport{Armed: true}
 
-func draining(old string) *store.ReaperReport {
-	return &store.ReaperReport{Armed: true, Journal: []reaperkv.JournalEntry{{ID: "e1", Kind: reaperkv.KindReplace, OldName: old, Phase: reaperkv.PhaseDraining}}}
+func draining(old string) *reaperkv.ReaperReport {
+	return &reaperkv.ReaperReport{Armed: true, Journal: []reaperkv.JournalEntry{{ID: "e1", Kind: reaperkv.KindReplace, OldName: old, Phase: reaperkv.PhaseDraining}}}
 }
 
 func TestInvariants(t *testing.T) {
@@ -40,11 +39,11 @@ func TestInvariants(t *testing.T) {
 			obs(1, armed, map[string]bool{"web1": true, "web3": true}, web("web1"), web("web3")),
 		}, "", "serving server web2 deleted with no reaper operation"},
 		{"a delete while disarmed", []Observation{
-			obs(0, &store.ReaperReport{Journal: draining("web2").Journal}, all, web("web1"), web("web2"), web("web3")),
-			obs(1, &store.ReaperReport{}, map[string]bool{"web1": true, "web3": true}, web("web1"), web("web3")),
+			obs(0, &reaperkv.ReaperReport{Journal: draining("web2").Journal}, all, web("web1"), web("web2"), web("web3")),
+			obs(1, &reaperkv.ReaperReport{}, map[string]bool{"web1": true, "web3": true}, web("web1"), web("web3")),
 		}, "", "deleted while the reaper was disarmed"},
 		{"a delete while paused", []Observation{
-			obs(0, &store.ReaperReport{Armed: true, Paused: true, Journal: draining("web2").Journal}, all, web("web1"), web("web2"), web("web3")),
+			obs(0, &reaperkv.ReaperReport{Armed: true, Paused: true, Journal: draining("web2").Journal}, all, web("web1"), web("web2"), web("web3")),
 			obs(1, armed, map[string]bool{"web1": true, "web3": true}, web("web1"), web("web3")),
 		}, "", "deleted while the reaper was paused"},
 		{"a machine the scenario killed", []Observation{

@@ -216,7 +216,7 @@ func TestQuotaSurgeFailsCleanly(t *testing.T) {
 	r := f.start(nil)
 	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
 	setCritical(t, c, "web2")
-	var st *store.ReaperReport
+	var st *reaperkv.ReaperReport
 	testutil.Eventually(t, 10*time.Second, "backoff reported in the state", func() bool {
 		var err error
 		st, err = readReport(c)
@@ -255,7 +255,7 @@ func TestDryRunTakesNoAction(t *testing.T) {
 	f.arm()
 	f.cfg.DryRun = nil // the default
 	r := f.start(nil)
-	var st *store.ReaperReport
+	var st *reaperkv.ReaperReport
 	testutil.Eventually(t, 5*time.Second, "a state", func() bool {
 		st, _ = readReport(c)
 		return st != nil && len(st.Planned) > 0
@@ -367,7 +367,7 @@ func TestNoActionOnUnreadableData(t *testing.T) {
 	sim.FailLists(&reaper.CloudError{Class: reaper.Transient, Op: "list servers", Err: fmt.Errorf("503 Service Unavailable")})
 	r := f.start(nil)
 	testutil.Eventually(t, 5*time.Second, "reaper to lead", r.Leading)
-	var st *store.ReaperReport
+	var st *reaperkv.ReaperReport
 	testutil.Eventually(t, 5*time.Second, "the skipped cycle in the state", func() bool {
 		st, _ = readReport(c)
 		return st != nil && len(st.Errors) > 0
@@ -640,7 +640,7 @@ func TestFatalCreateErrorBacksOffTheRole(t *testing.T) {
 	c, sim := f.c, f.sim
 	sim.FailCreates(&reaper.CloudError{Class: reaper.Fatal, Op: "create server", Err: fmt.Errorf("400 Invalid flavorRef provided")})
 	r := f.start(nil)
-	var st *store.ReaperReport
+	var st *reaperkv.ReaperReport
 	testutil.Eventually(t, 5*time.Second, "the role backoff in the state", func() bool {
 		st, _ = readReport(c)
 		return st != nil && st.RoleBackoff["web"].Reason != ""

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/planner"
@@ -234,7 +233,7 @@ func (r *Reaper) cycleSkipped(ctx context.Context, t *leaderTerm, start time.Tim
 	t.lastCycleErr = err.Error()
 	r.metrics.cycleSkipped(r.cfg.IsDryRun(), r.status.sinceCycleStart(), r.now())
 	r.status.endCycle([]string{err.Error()})
-	st := &store.ReaperReport{Time: start, Leader: r.id, DryRun: r.cfg.IsDryRun(), Interval: r.cfg.Interval.D(), Errors: []string{"cycle skipped: " + err.Error()}}
+	st := &reaperkv.ReaperReport{Time: start, Leader: r.id, DryRun: r.cfg.IsDryRun(), Interval: r.cfg.Interval.D(), Errors: []string{"cycle skipped: " + err.Error()}}
 	if perr := r.journal.PutState(ctx, t.session, st); perr != nil {
 		r.log.Debug("write state", "err", perr)
 	}
@@ -261,8 +260,8 @@ func recent(ts []time.Time, now time.Time) []time.Time {
 }
 
 // state is the report of one cycle, for the state key.
-func (r *Reaper) state(t *leaderTerm, p *reaper.Plan, journal []reaper.Entry, now time.Time, errs []string) *store.ReaperReport {
-	st := &store.ReaperReport{
+func (r *Reaper) state(t *leaderTerm, p *reaper.Plan, journal []reaper.Entry, now time.Time, errs []string) *reaperkv.ReaperReport {
+	st := &reaperkv.ReaperReport{
 		Time: now, Leader: r.id, DryRun: r.cfg.IsDryRun(), Interval: r.cfg.Interval.D(),
 		Armed: p.Armed, NotArmedReason: p.NotArmedReason, Paused: p.Paused, PauseReason: p.PauseReason,
 		Roles: p.Roles, Unassigned: p.Unassigned, Blocked: p.Blocked, Journal: journal, Errors: errs,
@@ -276,9 +275,9 @@ func (r *Reaper) state(t *leaderTerm, p *reaper.Plan, journal []reaper.Entry, no
 	for role, b := range t.roleBackoff {
 		if now.Before(b.until) {
 			if st.RoleBackoff == nil {
-				st.RoleBackoff = map[string]store.RoleBackoff{}
+				st.RoleBackoff = map[string]reaperkv.RoleBackoff{}
 			}
-			st.RoleBackoff[role] = store.RoleBackoff{Until: b.until, Reason: b.reason}
+			st.RoleBackoff[role] = reaperkv.RoleBackoff{Until: b.until, Reason: b.reason}
 		}
 	}
 	// The capacity records as they stand after this cycle's creates.

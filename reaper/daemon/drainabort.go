@@ -39,7 +39,7 @@ func (r *Reaper) abortDrain(ctx context.Context, t *leaderTerm, a reaper.Action)
 	}
 	rec := *e.Abort
 	ops := []*api.KVTxnOp{r.journal.drainEndOp(e.OldName),
-		{Verb: api.KVSet, Key: store.CooloffKey(r.journal.prefix, rec.Host), Value: store.MarshalDrainAbort(rec)}}
+		{Verb: api.KVSet, Key: reaperkv.CooloffKey(r.journal.prefix, rec.Host), Value: reaperkv.MarshalDrainAbort(rec)}}
 	if rec.Named {
 		ops = append(ops, &api.KVTxnOp{Verb: api.KVDelete, Key: store.ScaleInKey(r.journal.prefix, e.Role, rec.Host)})
 	}
@@ -60,7 +60,7 @@ func (r *Reaper) abortDrain(ctx context.Context, t *leaderTerm, a reaper.Action)
 func (r *Reaper) endCooloffs(ctx context.Context, t *leaderTerm, ended []reaperkv.DrainAbortRecord) error {
 	var ops []*api.KVTxnOp
 	for _, rec := range ended {
-		ops = append(ops, &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: store.CooloffKey(r.journal.prefix, rec.Host), Index: rec.Index})
+		ops = append(ops, &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: reaperkv.CooloffKey(r.journal.prefix, rec.Host), Index: rec.Index})
 	}
 	for len(ops) > 0 {
 		n := min(len(ops), poolOpsPerTxn)

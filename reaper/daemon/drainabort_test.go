@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper/daemon"
 )
@@ -70,14 +69,14 @@ func (w *scaleWorld) drains() []string {
 // cooloff is host's aborted-drain record, nil when there is none.
 func (w *scaleWorld) cooloff(host string) *reaperkv.DrainAbortRecord {
 	w.t.Helper()
-	p, _, err := w.c.KV().Get(store.CooloffKey(prefix, host), nil)
+	p, _, err := w.c.KV().Get(reaperkv.CooloffKey(prefix, host), nil)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	if p == nil {
 		return nil
 	}
-	rec, err := store.ParseDrainAbort(store.ReaperCooloffDir+host, p.Value)
+	rec, err := reaperkv.ParseDrainAbort(reaperkv.ReaperCooloffDir+host, p.Value)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -348,7 +347,7 @@ func TestNamedAbortMeetsAHandSetCount(t *testing.T) {
 func TestUnreadableCooloffHoldsItsHost(t *testing.T) {
 	t.Parallel()
 	w := newDrainWorld(t, "", 4)
-	if _, err := w.c.KV().Put(&api.KVPair{Key: store.CooloffKey(prefix, "web4"), Value: []byte("until tuesday")}, nil); err != nil {
+	if _, err := w.c.KV().Put(&api.KVPair{Key: reaperkv.CooloffKey(prefix, "web4"), Value: []byte("until tuesday")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	w.step()

@@ -14,7 +14,6 @@ import (
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/novatest"
 	"github.com/jiocloud/orchestrate/internal/orchestrate"
-	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
@@ -269,7 +268,7 @@ func TestNovaQuotaSurgeFailsCleanly(t *testing.T) {
 	r := e.runReaper(e.config(""), e.nova, nil)
 	before := e.buildRole(t)
 	setCritical(t, e.agent.Client, "web3")
-	var st *store.ReaperReport
+	var st *reaperkv.ReaperReport
 	testutil.Eventually(t, 60*time.Second, "the quota error reported", func() bool {
 		st, _ = readReport(e.agent.Client)
 		return st != nil && !st.BackoffUntil.IsZero()
@@ -574,7 +573,7 @@ func TestNovaWarmPoolStopped(t *testing.T) {
 				}
 			}
 		}
-		p, _, err := e.agent.Client.KV().Get(store.PoolFlushKey(prefix, "web"), nil)
+		p, _, err := e.agent.Client.KV().Get(reaperkv.PoolFlushKey(prefix, "web"), nil)
 		return err == nil && p == nil
 	})
 	members := 0

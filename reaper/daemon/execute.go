@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
@@ -89,7 +88,7 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a reaper.Action, bu
 		}
 		return nil
 	case reaper.OpStandbyMaintain:
-		return r.setMaintenance(ctx, e.OldName, store.StandbyNotesPrefix+" the reaper keeps this node out of service as a standby of the warm pool of role "+e.Role+" until it is claimed")
+		return r.setMaintenance(ctx, e.OldName, reaperkv.StandbyNotesPrefix+" the reaper keeps this node out of service as a standby of the warm pool of role "+e.Role+" until it is claimed")
 	case reaper.OpDelete:
 		return r.deleteOld(ctx, t, e, put)
 	case reaper.OpRollback:

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/daemon"
@@ -227,7 +228,7 @@ func scrape(t *testing.T, r *running) string {
 
 // readReport reads the reaper's state report under prefix; nil when there
 // is none.
-func readReport(c *api.Client) (*store.ReaperReport, error) {
+func readReport(c *api.Client) (*reaperkv.ReaperReport, error) {
 	s, err := store.New(c, prefix)
 	if err != nil {
 		return nil, err

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/nodeid"
-	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -88,7 +88,7 @@ func (r *Reaper) mintFor(ctx context.Context, t *leaderTerm, role *reaper.Role, 
 		r.logout(ctx, e.NewName, id.Sealed)
 		return nil, &reaper.CloudError{Class: reaper.Fatal, Op: "user data for " + e.NewName, Err: err}
 	}
-	rec := store.NodeTokenRecord{Host: e.NewName, Role: role.Name, Sealed: id.Sealed, Accessor: id.Accessor, Time: r.now().UTC()}
+	rec := reaperkv.NodeTokenRecord{Host: e.NewName, Role: role.Name, Sealed: id.Sealed, Accessor: id.Accessor, Time: r.now().UTC()}
 	if err := r.journal.Put(ctx, t.session, e, nil, r.journal.tokenSetOp(rec)); err != nil {
 		r.logout(ctx, e.NewName, id.Sealed)
 		return nil, err
@@ -115,14 +115,14 @@ func (r *Reaper) revokeToken(ctx context.Context, t *leaderTerm, name string) er
 	if r.minter == nil {
 		return nil
 	}
-	p, _, err := r.client.KV().Get(store.NodeTokenKey(r.cfg.Prefix, name), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	p, _, err := r.client.KV().Get(reaperkv.NodeTokenKey(r.cfg.Prefix, name), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
 		return fmt.Errorf("read the node token record of %s: %w", name, err)
 	}
 	if p == nil {
 		return nil
 	}
-	rec, err := store.ParseNodeToken(strings.TrimPrefix(p.Key, r.cfg.Prefix+"/"), p.Value)
+	rec, err := reaperkv.ParseNodeToken(strings.TrimPrefix(p.Key, r.cfg.Prefix+"/"), p.Value)
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func (r *Reaper) sweepTokens(ctx context.Context, t *leaderTerm, obs *observatio
 
 // withTokens adds to the names with records those with a node token
 // record: a name is not built again while a token for it may live.
-func withTokens(recorded map[string]bool, tokens map[string]store.NodeTokenRecord) map[string]bool {
+func withTokens(recorded map[string]bool, tokens map[string]reaperkv.NodeTokenRecord) map[string]bool {
 	if len(tokens) == 0 {
 		return recorded
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/nodeid"
 	"github.com/jiocloud/orchestrate/internal/orchestrate"
-	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
@@ -116,12 +116,12 @@ func TestNodeRestrictionServersGetTheirOwnToken(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tokenRecord := func(host string) *store.NodeTokenRecord {
-		p, _, err := admin.KV().Get(store.NodeTokenKey(prefix, host), nil)
+	tokenRecord := func(host string) *reaperkv.NodeTokenRecord {
+		p, _, err := admin.KV().Get(reaperkv.NodeTokenKey(prefix, host), nil)
 		if err != nil || p == nil {
 			return nil
 		}
-		var rec store.NodeTokenRecord
+		var rec reaperkv.NodeTokenRecord
 		if err := json.Unmarshal(p.Value, &rec); err != nil {
 			t.Fatal(err)
 		}

@@ -61,7 +61,7 @@ type ReaperKeys struct {
 	// Problems lists unreadable keys (never acted on).
 	Problems []string
 	// Report is the last leader's report, nil when none could be read.
-	Report *store.ReaperReport
+	Report *reaperkv.ReaperReport
 	// Pool holds the standby records, by key; a value that does not parse
 	// is a zero record (the next sync rewrites or removes it).
 	Pool map[string]reaperkv.StandbyRecord
@@ -76,7 +76,7 @@ type ReaperKeys struct {
 	// Tokens holds the sealed node tokens of servers the reaper built, by
 	// host; a record that cannot be read is in Problems and keeps its
 	// name from being built again (its token may live).
-	Tokens map[string]store.NodeTokenRecord
+	Tokens map[string]reaperkv.NodeTokenRecord
 }
 
 // Read lists <prefix>/reaper/ in one request.
@@ -86,15 +86,15 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 		return nil, fmt.Errorf("read %s: %w", j.key(reaperkv.ReaperDir), err)
 	}
 	out := &ReaperKeys{Pool: map[string]reaperkv.StandbyRecord{}, Flush: map[string]reaperkv.PoolFlushRecord{},
-		Cooloff: map[string]reaperkv.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]store.NodeTokenRecord{}}
+		Cooloff: map[string]reaperkv.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]reaperkv.NodeTokenRecord{}}
 	for _, p := range pairs {
 		rel := strings.TrimPrefix(p.Key, j.prefix+"/")
 		switch {
-		case strings.HasPrefix(rel, store.ReaperPoolDir):
+		case strings.HasPrefix(rel, reaperkv.ReaperPoolDir):
 			var rec reaperkv.StandbyRecord
 			_ = json.Unmarshal(p.Value, &rec)
 			out.Pool[p.Key] = rec
-		case strings.HasPrefix(rel, store.ReaperPoolFlushDir):
+		case strings.HasPrefix(rel, reaperkv.ReaperPoolFlushDir):
 			rec, err := store.ParsePoolFlush(p)
 			if err != nil {
 				// Written by hand: reported in the state, nothing flushed
@@ -102,9 +102,9 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 				out.FlushProblems = append(out.FlushProblems, err.Error())
 				continue
 			}
-			out.Flush[strings.TrimPrefix(rel, store.ReaperPoolFlushDir)] = rec
-		case strings.HasPrefix(rel, store.ReaperCooloffDir):
-			rec, err := store.ParseDrainAbort(rel, p.Value)
+			out.Flush[strings.TrimPrefix(rel, reaperkv.ReaperPoolFlushDir)] = rec
+		case strings.HasPrefix(rel, reaperkv.ReaperCooloffDir):
+			rec, err := reaperkv.ParseDrainAbort(rel, p.Value)
 			switch {
 			case err != nil && rec.Host != "":
 				out.CooloffProblems[rec.Host] = err.Error()
@@ -112,8 +112,8 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 				rec.Index = p.ModifyIndex
 				out.Cooloff[rec.Host] = rec
 			}
-		case strings.HasPrefix(rel, store.ReaperTokenDir):
-			rec, err := store.ParseNodeToken(rel, p.Value)
+		case strings.HasPrefix(rel, reaperkv.ReaperTokenDir):
+			rec, err := reaperkv.ParseNodeToken(rel, p.Value)
 			if err != nil {
 				out.Problems = append(out.Problems, err.Error())
 			}
@@ -135,13 +135,13 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 			// The last leader's report, for what a new leader goes on
 			// from (the autoscalers' windows); one that cannot be read is
 			// no report.
-			var rep store.ReaperReport
+			var rep reaperkv.ReaperReport
 			if json.Unmarshal(p.Value, &rep) == nil {
 				out.Report = &rep
 			}
 		case rel == keyArmed:
 			out.ArmKeyWritten = true
-			rec, err := store.ParseArmRecord(p.Value)
+			rec, err := reaperkv.ParseArmRecord(p.Value)
 			switch {
 			case err != nil:
 				out.ArmProblem = err.Error()
@@ -217,26 +217,26 @@ func (j *Journal) Remove(ctx context.Context, session, id string, extra ...*api.
 }
 
 // tokenSetOp records a server's sealed token.
-func (j *Journal) tokenSetOp(rec store.NodeTokenRecord) *api.KVTxnOp {
-	return &api.KVTxnOp{Verb: api.KVSet, Key: store.NodeTokenKey(j.prefix, rec.Host), Value: rec.Value()}
+func (j *Journal) tokenSetOp(rec reaperkv.NodeTokenRecord) *api.KVTxnOp {
+	return &api.KVTxnOp{Verb: api.KVSet, Key: reaperkv.NodeTokenKey(j.prefix, rec.Host), Value: rec.Value()}
 }
 
 // DropToken removes host's token record (its token was logged out), under
 // the leader check.
 func (j *Journal) DropToken(ctx context.Context, session, host string) error {
-	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVDelete, Key: store.NodeTokenKey(j.prefix, host)})
+	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVDelete, Key: reaperkv.NodeTokenKey(j.prefix, host)})
 }
 
 // poolDeleteOp removes host's standby record from role's pool.
 func (j *Journal) poolDeleteOp(role, host string) *api.KVTxnOp {
-	return &api.KVTxnOp{Verb: api.KVDelete, Key: store.PoolKey(j.prefix, role, host)}
+	return &api.KVTxnOp{Verb: api.KVDelete, Key: reaperkv.PoolKey(j.prefix, role, host)}
 }
 
 // Flush writes a role's flush request back with its Seen time, or (done)
 // removes it, in either case only if it is still the request read (its
 // index), under the leader check.
 func (j *Journal) Flush(ctx context.Context, session string, f reaper.PoolFlush, done bool) error {
-	op := &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: store.PoolFlushKey(j.prefix, f.Role), Index: f.Record.Index}
+	op := &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: reaperkv.PoolFlushKey(j.prefix, f.Role), Index: f.Record.Index}
 	if !done {
 		data, _ := json.Marshal(f.Record)
 		op.Verb, op.Value = api.KVCAS, data
@@ -258,7 +258,7 @@ func (j *Journal) SetStandby(ctx context.Context, session string, rec reaperkv.S
 // standbyOp writes a standby record.
 func (j *Journal) standbyOp(rec reaperkv.StandbyRecord) *api.KVTxnOp {
 	data, _ := json.Marshal(rec)
-	return &api.KVTxnOp{Verb: api.KVSet, Key: store.PoolKey(j.prefix, rec.Role, rec.Host), Value: data}
+	return &api.KVTxnOp{Verb: api.KVSet, Key: reaperkv.PoolKey(j.prefix, rec.Role, rec.Host), Value: data}
 }
 
 // poolOpsPerTxn bounds the pool records written in one transaction:
@@ -273,7 +273,7 @@ func (j *Journal) SyncPool(ctx context.Context, session string, want []reaperkv.
 	var ops []*api.KVTxnOp
 	seen := map[string]bool{}
 	for _, rec := range want {
-		key := store.PoolKey(j.prefix, rec.Role, rec.Host)
+		key := reaperkv.PoolKey(j.prefix, rec.Role, rec.Host)
 		seen[key] = true
 		if old, ok := have[key]; ok && old == rec {
 			continue
@@ -349,7 +349,7 @@ func ArmKey(prefix string) string { return reaperkv.ReaperKey(prefix, keyArmed) 
 func StateKey(prefix string) string { return reaperkv.ReaperKey(prefix, keyState) }
 
 // PutState writes the state report (leader only).
-func (j *Journal) PutState(ctx context.Context, session string, st *store.ReaperReport) error {
+func (j *Journal) PutState(ctx context.Context, session string, st *reaperkv.ReaperReport) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return err

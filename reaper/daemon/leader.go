@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
 // Leadership follows consul-esm's leader.go: a session, a lock on the leader
@@ -180,7 +180,7 @@ const (
 // again, and sets the metric. A leader that keeps losing its lock still
 // finishes its journalled work each time it leads again: the journal, not
 // the term, holds it.
-func (r *Reaper) noteChurn(terms []store.LeaderTerm) {
+func (r *Reaper) noteChurn(terms []reaperkv.LeaderTerm) {
 	r.metrics.setLeaderTerms(len(terms))
 	unstable := len(terms) >= churnTerms
 	if unstable == r.status.setChurn(unstable) {

@@ -236,7 +236,7 @@ func (w *poolWorld) kill(name string) {
 // pool reads the standby records the reaper published.
 func (w *poolWorld) pool() map[string]reaperkv.StandbyRecord {
 	w.t.Helper()
-	pairs, _, err := w.c.KV().List(prefix+"/"+store.ReaperPoolDir, nil)
+	pairs, _, err := w.c.KV().List(prefix+"/"+reaperkv.ReaperPoolDir, nil)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func (w *poolWorld) pool() map[string]reaperkv.StandbyRecord {
 		if err := json.Unmarshal(p.Value, &rec); err != nil {
 			w.t.Fatalf("%s: %v", p.Key, err)
 		}
-		if p.Key != store.PoolKey(prefix, rec.Role, rec.Host) {
+		if p.Key != reaperkv.PoolKey(prefix, rec.Role, rec.Host) {
 			w.t.Fatalf("%s holds the record of %s/%s", p.Key, rec.Role, rec.Host)
 		}
 		out[rec.Host] = rec
@@ -326,7 +326,7 @@ func (w *poolWorld) checkStandbys() {
 		inMaint := false
 		for _, c := range checks {
 			// hiera-services knows a standby by these notes.
-			inMaint = inMaint || (c.CheckID == reaperkv.NodeMaintenanceCheck && strings.HasPrefix(c.Notes, store.StandbyNotesPrefix))
+			inMaint = inMaint || (c.CheckID == reaperkv.NodeMaintenanceCheck && strings.HasPrefix(c.Notes, reaperkv.StandbyNotesPrefix))
 		}
 		if len(checks) > 0 && !inMaint {
 			w.t.Errorf("standby %s is not in maintenance", s.Name)
@@ -586,7 +586,7 @@ func TestPoolFlushAndStatus(t *testing.T) {
 		if deletes > 1 {
 			t.Fatalf("%d standbys deleted at once: %s", deletes, describePlan(w.lastPlan))
 		}
-		p, _, err := w.c.KV().Get(store.PoolFlushKey(prefix, "web"), nil)
+		p, _, err := w.c.KV().Get(reaperkv.PoolFlushKey(prefix, "web"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -607,9 +607,9 @@ func TestPoolFlushAndStatus(t *testing.T) {
 	// and flushes nothing; a standby record that does not parse is
 	// rewritten; a record of no standby is removed. The cycle goes on.
 	for key, v := range map[string]string{
-		store.PoolFlushKey(prefix, "web"):       "yes please",
-		store.PoolKey(prefix, "web", "web9"):    `{"role":"web","host":"web9","id":"x","state":"ready"}`,
-		store.PoolKey(prefix, "web", w.pool2()): "garbage",
+		reaperkv.PoolFlushKey(prefix, "web"):       "yes please",
+		reaperkv.PoolKey(prefix, "web", "web9"):    `{"role":"web","host":"web9","id":"x","state":"ready"}`,
+		reaperkv.PoolKey(prefix, "web", w.pool2()): "garbage",
 	} {
 		if _, err := w.c.KV().Put(&api.KVPair{Key: key, Value: []byte(v)}, nil); err != nil {
 			t.Fatal(err)

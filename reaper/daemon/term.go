@@ -3,7 +3,6 @@ package daemon
 import (
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
@@ -21,7 +20,7 @@ type leaderTerm struct {
 	started time.Time
 	// terms are the leaderships of the last hour, from the last report
 	// (seeded with it), this one added by the first report.
-	terms []store.LeaderTerm
+	terms []reaperkv.LeaderTerm
 	// memory is the last plan's memory of conditions that must last.
 	memory reaper.Memory
 	// quota is the project-wide backoff after a quota error.
@@ -94,7 +93,7 @@ func (t *leaderTerm) noteClaims(done []reaper.PoolClaimDone, now time.Time) {
 // seedAutoscale takes the autoscalers' memory from the last leader's
 // report, once per term (carryAutoscale judges whether it is recent
 // enough to go on from).
-func (t *leaderTerm) seedAutoscale(rep *store.ReaperReport) {
+func (t *leaderTerm) seedAutoscale(rep *reaperkv.ReaperReport) {
 	if t.seeded {
 		return
 	}
@@ -102,7 +101,7 @@ func (t *leaderTerm) seedAutoscale(rep *store.ReaperReport) {
 	if rep == nil {
 		return
 	}
-	t.terms = append([]store.LeaderTerm(nil), rep.Terms...)
+	t.terms = append([]reaperkv.LeaderTerm(nil), rep.Terms...)
 	for _, r := range rep.Roles {
 		if r.Autoscale != nil {
 			t.autoscale[r.Name] = r.Autoscale
@@ -244,8 +243,8 @@ const churnTerms = 3
 
 // termsNow returns the leaderships of the last hour ending with this
 // one: the report carries them, so churn shows across leaders.
-func (t *leaderTerm) termsNow(id string, now time.Time) []store.LeaderTerm {
-	out := []store.LeaderTerm{}
+func (t *leaderTerm) termsNow(id string, now time.Time) []reaperkv.LeaderTerm {
+	out := []reaperkv.LeaderTerm{}
 	mine := false
 	for _, lt := range t.terms {
 		if now.Sub(lt.Time) <= time.Hour && !lt.Time.After(now) {
@@ -254,7 +253,7 @@ func (t *leaderTerm) termsNow(id string, now time.Time) []store.LeaderTerm {
 		}
 	}
 	if !mine {
-		out = append(out, store.LeaderTerm{Time: t.started, Leader: id})
+		out = append(out, reaperkv.LeaderTerm{Time: t.started, Leader: id})
 	}
 	t.terms = out
 	return out

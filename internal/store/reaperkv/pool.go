@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
 // Standby states in a StandbyRecord.
@@ -88,4 +90,51 @@ type PoolFlushRecord struct {
 	// Index is the key's modify index, as read (not stored): the reaper
 	// removes the request only if it is still the one it carried out.
 	Index uint64 `json:"-"`
+}
+
+// The reaper's warm pool: standby servers of a role, built and converged
+// but kept out of the role (their nodes stay in Consul maintenance) until
+// the reaper claims one instead of creating a server. The leader publishes
+// each standby under <prefix>/reaper/pool/<role>/<host>, so `orchestrate
+// pool status` and the platform read the pool without the cloud client,
+// and removes the key in the transaction that journals the standby's
+// claim.
+const (
+	// ReaperPoolDir holds one key per standby, by role then host.
+	ReaperPoolDir = "reaper/pool/"
+	// ReaperPoolFlushDir holds the flush requests, one per role
+	// (`orchestrate pool flush ROLE`).
+	ReaperPoolFlushDir = "reaper/pool-flush/"
+)
+
+// StandbyNotesPrefix starts the notes of the node maintenance check
+// (_node_maintenance) of a standby, whoever sets it: the reaper through
+// the catalog, or the node's own agent (`consul maint -enable -reason
+// "orchestrate standby: ..."`). hiera-services leaves a node whose
+// maintenance says so out of every key: a standby is no member of its
+// service, unlike a node an operator put in maintenance.
+const StandbyNotesPrefix = "orchestrate standby:"
+
+// PoolKey is the key of host's standby record in role's pool.
+func PoolKey(prefix, role, host string) string {
+	return ReaperKey(prefix, ReaperPoolDir+role+"/"+host)
+}
+
+// ParsePoolKey splits a key relative to <prefix>/ under ReaperPoolDir into
+// role and host; ok is false for any other shape.
+func ParsePoolKey(rel string) (role, host string, ok bool) {
+	rest, found := strings.CutPrefix(rel, ReaperPoolDir)
+	if !found {
+		return "", "", false
+	}
+	role, host, ok = strings.Cut(rest, "/")
+	if !ok || schema.ValidName("role", role) != nil || schema.ValidName("host", host) != nil {
+		return "", "", false
+	}
+	return role, host, true
+}
+
+// PoolFlushKey is the key of role's flush request.
+func PoolFlushKey(prefix, role string) string {
+	return ReaperKey(prefix, ReaperPoolFlushDir+role)
 }

@@ -1,6 +1,10 @@
 package reaperkv
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store/schema"
@@ -39,3 +43,20 @@ type ArmRecord struct {
 
 // Arms reports whether the record opens the gate.
 func (r ArmRecord) Arms() bool { return !r.Disarmed }
+
+// ParseArmRecord reads the value of the armed key. Only a JSON arm record
+// with a time and an author counts: anything else (false, an empty value,
+// a word written by hand) is an error naming what is wrong, and the gate
+// stays closed.
+func ParseArmRecord(data []byte) (ArmRecord, error) {
+	var r ArmRecord
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return ArmRecord{}, fmt.Errorf("%s holds %.40q, not an arm record (`orchestrate reaper arm` writes one): %w", ReaperArmedKey, data, err)
+	}
+	if r.Time.IsZero() || strings.TrimSpace(r.By) == "" {
+		return ArmRecord{}, fmt.Errorf("%s holds an arm record without a time or an author: `orchestrate reaper arm` writes a complete one", ReaperArmedKey)
+	}
+	return r, nil
+}

@@ -225,3 +225,50 @@ type ServerReport struct {
 	State   string    `json:"state"`
 	Created time.Time `json:"created"`
 }
+
+// ServerStateOrder is the order the report's states are listed in.
+var ServerStateOrder = []string{ServerHealthy, ServerExpired, ServerBooting, ServerNew, ServerCriticalInGrace,
+	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerSuspect, ServerErrorInGrace, ServerError, ServerUnknown, ServerMaintenance, ServerReplacing, ServerDeleting}
+
+// ReaperReport is the value of <prefix>/reaper/state: what the reaper's
+// leader saw and planned in its last cycle.
+type ReaperReport struct {
+	Time   time.Time `json:"time"`
+	Leader string    `json:"leader"`
+	DryRun bool      `json:"dry_run"`
+	// Interval (nanoseconds in JSON) lets readers tell a stale report from
+	// a live one.
+	Interval       time.Duration `json:"interval"`
+	Armed          bool          `json:"armed"`
+	NotArmedReason string        `json:"not_armed_reason,omitempty"`
+	Paused         bool          `json:"paused"`
+	PauseReason    string        `json:"pause_reason,omitempty"`
+	BackoffUntil   time.Time     `json:"backoff_until,omitzero"`
+	BackoffReason  string        `json:"backoff_reason,omitempty"`
+	// RoleBackoff holds the roles whose creates are held back after a
+	// capacity or fatal create error.
+	RoleBackoff map[string]RoleBackoff `json:"role_backoff,omitempty"`
+	Roles       []RoleReport           `json:"roles"`
+	Unassigned  int                    `json:"unassigned_servers"`
+	Planned     []string               `json:"planned"`
+	Blocked     []string               `json:"blocked,omitempty"`
+	Journal     []JournalEntry         `json:"journal,omitempty"`
+	// Errors lists what went wrong in the cycle (cloud or Consul).
+	Errors []string `json:"errors,omitempty"`
+	// Terms are the starts of leaderships in the last hour (this one
+	// last), carried from report to report: more than one means the
+	// leader lock changed hands or was lost and taken again.
+	Terms []LeaderTerm `json:"terms,omitempty"`
+}
+
+// LeaderTerm is the start of one leadership.
+type LeaderTerm struct {
+	Time   time.Time `json:"time"`
+	Leader string    `json:"leader"`
+}
+
+// RoleBackoff is one role's create backoff.
+type RoleBackoff struct {
+	Until  time.Time `json:"until"`
+	Reason string    `json:"reason"`
+}

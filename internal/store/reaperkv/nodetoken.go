@@ -1,4 +1,4 @@
-package store
+package reaperkv
 
 import (
 	"encoding/json"
@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
@@ -18,7 +17,7 @@ import (
 const ReaperTokenDir = "reaper/token/"
 
 // NodeTokenKey is the key of host's token record.
-func NodeTokenKey(prefix, host string) string { return reaperkv.ReaperKey(prefix, ReaperTokenDir+host) }
+func NodeTokenKey(prefix, host string) string { return ReaperKey(prefix, ReaperTokenDir+host) }
 
 // NodeTokenRecord is the value of <prefix>/reaper/token/<host>.
 type NodeTokenRecord struct {
@@ -41,7 +40,7 @@ func ParseNodeToken(rel string, value []byte) (NodeTokenRecord, error) {
 	if schema.ValidName("host", host) != nil {
 		return rec, fmt.Errorf("%s: not of the form %s<host>", rel, ReaperTokenDir)
 	}
-	if err := strictJSON(value, &rec); err != nil || rec.Host != host || rec.Sealed == "" {
+	if err := schema.StrictJSON(value, &rec); err != nil || rec.Host != host || rec.Sealed == "" {
 		return NodeTokenRecord{Host: host}, fmt.Errorf("%s: not a token record the reaper wrote", rel)
 	}
 	return rec, nil
