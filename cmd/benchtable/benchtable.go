@@ -26,10 +26,10 @@ var suites = []suite{
 	{what: "hiera-services --watch on 8 default client agents, 500 services x 2, one check change every 200 ms", pkg: "./hiera", bench: "EightNodesTrickle", extra: []string{"-benchtime", "50x"}},
 	{what: "the eventual step on 8 default client agents running the generated watches, each node depending on mysql and declaring nothing more (--reads=): per iteration one unrelated registration, then one mysql instance; --splay 0 beside the default 5 s", pkg: "./internal/orchestrate", bench: "EightNodesEventual", extra: []string{"-benchtime", "5x"}},
 	{what: "service-blocker: Nth instance passing -> exit, 50 trials each, polling (--no-watch) beside watching; load of one waiting blocker; an agent with 500 waiting", pkg: "./blocker", bench: ".", extra: []string{"-benchtime", "1x"}},
-	{what: "reaper planner, 10,000 servers and nodes", pkg: "./reaper", bench: "Plan10k", extra: []string{"-benchtime", "20x", "-benchmem"}},
-	{what: "reaper, one full cycle, real agent + simulated cloud, 2,000 nodes", pkg: "./reaper", bench: "Cycle2000", extra: []string{"-benchtime", "10x", "-benchmem"}},
-	{what: "autoscaler, total load 1.2 -> 3.0 on 2 servers (target 0.6/node: 5 needed), 30 s cycles in simulated time, by build time", pkg: "./reaper", bench: "AutoscaleReaction", extra: []string{"-benchtime", "1x"}},
-	{what: "replacement of a critical node, decision -> replacement serving, without a warm pool (built) beside with one (a standby claimed), 30 s cycles in simulated time, by build time (1/3 boot, 2/3 Puppet)", pkg: "./reaper", bench: "ReplacementTime", extra: []string{"-benchtime", "1x"}},
+	{what: "reaper planner, 10,000 servers and nodes", pkg: "./reaper/planner", bench: "Plan10k", extra: []string{"-benchtime", "20x", "-benchmem"}},
+	{what: "reaper, one full cycle, real agent + simulated cloud, 2,000 nodes", pkg: "./reaper/daemon", bench: "Cycle2000", extra: []string{"-benchtime", "10x", "-benchmem"}},
+	{what: "autoscaler, total load 1.2 -> 3.0 on 2 servers (target 0.6/node: 5 needed), 30 s cycles in simulated time, by build time", pkg: "./reaper/daemon", bench: "AutoscaleReaction", extra: []string{"-benchtime", "1x"}},
+	{what: "replacement of a critical node, decision -> replacement serving, without a warm pool (built) beside with one (a standby claimed), 30 s cycles in simulated time, by build time (1/3 boot, 2/3 Puppet)", pkg: "./reaper/daemon", bench: "ReplacementTime", extra: []string{"-benchtime", "1x"}},
 }
 
 // row is one benchmark result line.

@@ -16,7 +16,7 @@ func TestKeyLayout(t *testing.T) {
 	s := &Store{prefix: "orch/a"}
 	tests := []struct{ name, got, want string }{
 		{"prefix", schema.PrefixDir(p), "orch/a/"},
-		{"relative key", relKey(p, "orch/a/roles/db/desired"), "roles/db/desired"},
+		{"relative key", schema.RelKey(p, "orch/a/roles/db/desired"), "roles/db/desired"},
 		{"current version", CurrentVersionKey(p), "orch/a/current_version"},
 		{"desired", DesiredKey(p, "db"), "orch/a/roles/db/desired"},
 		{"override", OverrideKey(p, "db"), "orch/a/roles/db/override"},

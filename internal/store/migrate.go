@@ -243,7 +243,7 @@ func newMigrationReader(prefix string) *migrationReader {
 
 // add sorts one pair of the listing.
 func (r *migrationReader) add(p *api.KVPair) {
-	parts := strings.Split(relKey(r.prefix, p.Key), "/")
+	parts := strings.Split(schema.RelKey(r.prefix, p.Key), "/")
 	switch {
 	case parts[0] == hostRecordsDir && len(parts) >= 3:
 		r.addOwn(parts[1], strings.Join(parts[2:], "/"), p)

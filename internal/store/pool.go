@@ -53,7 +53,7 @@ func (s *Store) Pool(ctx context.Context) (*PoolState, error) {
 	}
 	out := &PoolState{Standbys: map[string][]reaperkv.StandbyRecord{}, Flushes: map[string]reaperkv.PoolFlushRecord{}}
 	for _, p := range pairs {
-		rel := relKey(s.prefix, p.Key)
+		rel := schema.RelKey(s.prefix, p.Key)
 		if _, _, ok := reaperkv.ParsePoolKey(rel); ok {
 			var rec reaperkv.StandbyRecord
 			if err := json.Unmarshal(p.Value, &rec); err != nil || reaperkv.PoolKey(s.prefix, rec.Role, rec.Host) != p.Key {

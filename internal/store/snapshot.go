@@ -72,7 +72,7 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 	snap := &Snapshot{Hosts: map[string]*Host{}, Desired: map[string]int{}, Scaling: newScaling(),
 		legacy: newLegacyRecords(), newVersion: map[string]bool{}, answers: map[string]schema.DrainAnswer{}}
 	for _, p := range pairs {
-		parts := strings.Split(relKey(s.prefix, p.Key), "/")
+		parts := strings.Split(schema.RelKey(s.prefix, p.Key), "/")
 		switch parts[0] {
 		case keyCurrentVersion:
 			if len(parts) == 1 {

@@ -32,9 +32,6 @@ const keyCurrentVersion = "current_version"
 // listing.
 func keyDir(prefix string, parts ...string) string { return schema.Join(prefix, parts...) + "/" }
 
-// relKey is key relative to <prefix>/.
-func relKey(prefix, key string) string { return strings.TrimPrefix(key, schema.PrefixDir(prefix)) }
-
 // CurrentVersionKey is current_version under prefix: the desired version
 // of the whole system.
 func CurrentVersionKey(prefix string) string { return schema.Join(prefix, keyCurrentVersion) }

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/nodeid"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -122,7 +122,7 @@ func (r *Reaper) revokeToken(ctx context.Context, t *leaderTerm, name string) er
 	if p == nil {
 		return nil
 	}
-	rec, err := reaperkv.ParseNodeToken(strings.TrimPrefix(p.Key, r.cfg.Prefix+"/"), p.Value)
+	rec, err := reaperkv.ParseNodeToken(schema.RelKey(r.cfg.Prefix, p.Key), p.Value)
 	if err != nil {
 		return err
 	}

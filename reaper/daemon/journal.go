@@ -20,14 +20,6 @@ import (
 // reaper's session no longer holds the leader lock.
 var ErrNotLeader = errors.New("not the leader: the leader lock is held by another session, or by none")
 
-// Keys under <prefix>/, as internal/store lays them out.
-const (
-	keyJournal = reaperkv.ReaperJournalDir
-	keyBudget  = reaperkv.ReaperBudgetKey
-	keyArmed   = reaperkv.ReaperArmedKey
-	keyState   = reaperkv.ReaperStateKey
-)
-
 // Journal reads and writes the reaper's keys in Consul KV. Every write the
 // leader makes is a transaction that first checks that its session holds
 // the leader lock, so a reaper that lost leadership can never write an
@@ -42,8 +34,6 @@ type Journal struct {
 func NewJournal(c *api.Client, prefix, leaderKey string) *Journal {
 	return &Journal{kv: c.KV(), prefix: strings.Trim(prefix, "/"), leaderKey: leaderKey}
 }
-
-func (j *Journal) key(rel string) string { return j.prefix + "/" + rel }
 
 // ReaperKeys is everything under <prefix>/reaper/ the cycle needs.
 type ReaperKeys struct {
@@ -81,14 +71,14 @@ type ReaperKeys struct {
 
 // Read lists <prefix>/reaper/ in one request.
 func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
-	pairs, _, err := j.kv.List(j.key(reaperkv.ReaperDir), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	pairs, _, err := j.kv.List(reaperkv.ReaperKey(j.prefix, reaperkv.ReaperDir), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", j.key(reaperkv.ReaperDir), err)
+		return nil, fmt.Errorf("read %s: %w", reaperkv.ReaperKey(j.prefix, reaperkv.ReaperDir), err)
 	}
 	out := &ReaperKeys{Pool: map[string]reaperkv.StandbyRecord{}, Flush: map[string]reaperkv.PoolFlushRecord{},
 		Cooloff: map[string]reaperkv.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]reaperkv.NodeTokenRecord{}}
 	for _, p := range pairs {
-		rel := strings.TrimPrefix(p.Key, j.prefix+"/")
+		rel := schema.RelKey(j.prefix, p.Key)
 		switch {
 		case strings.HasPrefix(rel, reaperkv.ReaperPoolDir):
 			var rec reaperkv.StandbyRecord
@@ -120,18 +110,18 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 			if rec.Host != "" {
 				out.Tokens[rec.Host] = rec
 			}
-		case strings.HasPrefix(rel, keyJournal):
+		case strings.HasPrefix(rel, reaperkv.ReaperJournalDir):
 			var e reaper.Entry
-			if err := json.Unmarshal(p.Value, &e); err != nil || e.ID == "" || rel != keyJournal+e.ID {
+			if err := json.Unmarshal(p.Value, &e); err != nil || e.ID == "" || rel != reaperkv.ReaperJournalDir+e.ID {
 				out.Problems = append(out.Problems, fmt.Sprintf("%s: not a journal entry the reaper wrote", p.Key))
 				continue
 			}
 			out.Entries = append(out.Entries, e)
-		case rel == keyBudget:
+		case rel == reaperkv.ReaperBudgetKey:
 			if err := json.Unmarshal(p.Value, &out.Destructive); err != nil {
 				out.Problems = append(out.Problems, fmt.Sprintf("%s: %v", p.Key, err))
 			}
-		case rel == keyState:
+		case rel == reaperkv.ReaperStateKey:
 			// The last leader's report, for what a new leader goes on
 			// from (the autoscalers' windows); one that cannot be read is
 			// no report.
@@ -139,7 +129,7 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 			if json.Unmarshal(p.Value, &rep) == nil {
 				out.Report = &rep
 			}
-		case rel == keyArmed:
+		case rel == reaperkv.ReaperArmedKey:
 			out.ArmKeyWritten = true
 			rec, err := reaperkv.ParseArmRecord(p.Value)
 			switch {
@@ -193,7 +183,7 @@ func (j *Journal) setOp(e reaper.Entry) (*api.KVTxnOp, error) {
 	if len(data) > maxEntrySize {
 		return nil, fmt.Errorf("journal entry %s is too large", e.ID)
 	}
-	return &api.KVTxnOp{Verb: api.KVSet, Key: j.key(keyJournal + e.ID), Value: data}, nil
+	return &api.KVTxnOp{Verb: api.KVSet, Key: reaperkv.JournalKey(j.prefix, e.ID), Value: data}, nil
 }
 
 // Put writes an entry, and the destructive-action budget when budget is
@@ -206,14 +196,14 @@ func (j *Journal) Put(ctx context.Context, session string, e reaper.Entry, budge
 	ops := []*api.KVTxnOp{op}
 	if budget != nil {
 		data, _ := json.Marshal(budget)
-		ops = append(ops, &api.KVTxnOp{Verb: api.KVSet, Key: j.key(keyBudget), Value: data})
+		ops = append(ops, &api.KVTxnOp{Verb: api.KVSet, Key: reaperkv.ReaperKey(j.prefix, reaperkv.ReaperBudgetKey), Value: data})
 	}
 	return j.txn(ctx, session, append(ops, extra...)...)
 }
 
 // Remove deletes a finished entry, and runs extra, in one transaction.
 func (j *Journal) Remove(ctx context.Context, session, id string, extra ...*api.KVTxnOp) error {
-	return j.txn(ctx, session, append([]*api.KVTxnOp{{Verb: api.KVDelete, Key: j.key(keyJournal + id)}}, extra...)...)
+	return j.txn(ctx, session, append([]*api.KVTxnOp{{Verb: api.KVDelete, Key: reaperkv.JournalKey(j.prefix, id)}}, extra...)...)
 }
 
 // tokenSetOp records a server's sealed token.
@@ -339,14 +329,14 @@ func (j *Journal) ClearCapacity(ctx context.Context, session, role string) error
 // is met).
 func (j *Journal) Arm(ctx context.Context, session string, a reaper.Armed) error {
 	data, _ := json.Marshal(a)
-	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVSet, Key: j.key(keyArmed), Value: data})
+	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVSet, Key: reaperkv.ReaperKey(j.prefix, reaperkv.ReaperArmedKey), Value: data})
 }
 
 // ArmKey is the armed key under prefix, for `orchestrate reaper arm`.
-func ArmKey(prefix string) string { return reaperkv.ReaperKey(prefix, keyArmed) }
+func ArmKey(prefix string) string { return reaperkv.ReaperKey(prefix, reaperkv.ReaperArmedKey) }
 
 // StateKey is the state key under prefix, for `orchestrate status`.
-func StateKey(prefix string) string { return reaperkv.ReaperKey(prefix, keyState) }
+func StateKey(prefix string) string { return reaperkv.ReaperKey(prefix, reaperkv.ReaperStateKey) }
 
 // PutState writes the state report (leader only).
 func (j *Journal) PutState(ctx context.Context, session string, st *reaperkv.ReaperReport) error {
@@ -354,5 +344,5 @@ func (j *Journal) PutState(ctx context.Context, session string, st *reaperkv.Rea
 	if err != nil {
 		return err
 	}
-	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVSet, Key: j.key(keyState), Value: data})
+	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVSet, Key: reaperkv.ReaperKey(j.prefix, reaperkv.ReaperStateKey), Value: data})
 }

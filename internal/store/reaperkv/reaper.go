@@ -29,6 +29,9 @@ const (
 // ReaperKey returns <prefix>/<name> for one of the Reaper*Key names.
 func ReaperKey(prefix, name string) string { return schema.Join(prefix, name) }
 
+// JournalKey is the key of journal entry id under prefix.
+func JournalKey(prefix, id string) string { return ReaperKey(prefix, ReaperJournalDir+id) }
+
 // ArmRecord is the value of <prefix>/reaper/armed: who opened or closed
 // the reaper's start gate, when and why.
 type ArmRecord struct {

@@ -12,7 +12,10 @@ const DefaultPrefix = "orchestrate"
 // trailing slashes of prefix are dropped).
 func PrefixDir(prefix string) string { return strings.Trim(prefix, "/") + "/" }
 
-// join is the key <prefix>/<parts joined by slashes>.
+// Join is the key <prefix>/<parts joined by slashes>.
 func Join(prefix string, parts ...string) string {
 	return PrefixDir(prefix) + strings.Join(parts, "/")
 }
+
+// RelKey is key relative to the prefix: the key's path under it.
+func RelKey(prefix, key string) string { return strings.TrimPrefix(key, PrefixDir(prefix)) }
