@@ -12,30 +12,7 @@ import (
 	"github.com/jiocloud/orchestrate/reaper/reapertest"
 )
 
-// fake is a Cloud of function fields for the executor's pure waiting and
-// error-handling decisions; Consul is not involved.
-type fake struct {
-	list   func(ctx context.Context) ([]reaper.Server, error)
-	get    func(ctx context.Context, id string) (reaper.Server, error)
-	create func(ctx context.Context, req reaper.CreateRequest) (reaper.Server, error)
-	del    func(ctx context.Context, id string) error
-}
-
-var _ reaper.Cloud = (*fake)(nil)
-
-func (f *fake) List(ctx context.Context) ([]reaper.Server, error)         { return f.list(ctx) }
-func (f *fake) Get(ctx context.Context, id string) (reaper.Server, error) { return f.get(ctx, id) }
-func (f *fake) Create(ctx context.Context, req reaper.CreateRequest) (reaper.Server, error) {
-	return f.create(ctx, req)
-}
-func (f *fake) Delete(ctx context.Context, id string) error { return f.del(ctx, id) }
-func (f *fake) UnsetMetadata(context.Context, string, string) error {
-	return errors.New("fake: no metadata")
-}
-func (f *fake) Stop(context.Context, string) error  { return errors.New("fake: no stop") }
-func (f *fake) Start(context.Context, string) error { return errors.New("fake: no start") }
-
-func fakeReaper(t *testing.T, f *fake) *Reaper {
+func fakeReaper(t *testing.T, f *reapertest.Cloud) *Reaper {
 	cfg := reapertest.Config(t)
 	cfg.CloudTimeout = reaper.Duration(200 * time.Millisecond)
 	return &Reaper{cfg: cfg, cloud: f, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: NewMetrics(),
@@ -70,8 +47,8 @@ func TestDeleteServer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gets := 0
-			r := fakeReaper(t, &fake{del: func(context.Context, string) error { return tc.del },
-				get: func(ctx context.Context, id string) (reaper.Server, error) { gets++; return tc.get(ctx, id) }})
+			r := fakeReaper(t, &reapertest.Cloud{DeleteFunc: func(context.Context, string) error { return tc.del },
+				GetFunc: func(ctx context.Context, id string) (reaper.Server, error) { gets++; return tc.get(ctx, id) }})
 			gone, err := r.deleteServer(context.Background(), "id-1")
 			if gone != tc.wantGone || (err == nil) != (tc.wantErr == -1) || (err != nil && reaper.ClassOf(err) != tc.wantErr) {
 				t.Fatalf("gone %v, err %v; want gone %v, class %v", gone, err, tc.wantGone, tc.wantErr)
@@ -84,7 +61,7 @@ func TestDeleteServer(t *testing.T) {
 }
 
 func TestBackoffDoublesAndCaps(t *testing.T) {
-	r := fakeReaper(t, &fake{})
+	r := fakeReaper(t, &reapertest.Cloud{})
 	r.cfg.QuotaBackoff, r.cfg.QuotaBackoffMax = reaper.Duration(time.Minute), reaper.Duration(5*time.Minute)
 	now := time.Now()
 	r.opts.now = func() time.Time { return now }

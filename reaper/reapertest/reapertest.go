@@ -1,8 +1,10 @@
 // Package reapertest holds what the reaper's packages' tests share: a
-// valid configuration to start from.
+// valid configuration to start from and a Cloud of function fields.
 package reapertest
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/jiocloud/orchestrate/reaper"
@@ -49,3 +51,59 @@ roles:
       metadata: {team: infra}
       tags: [orchestrate]
 `
+
+// Cloud is a reaper.Cloud of function fields, for tests of pure waiting
+// and error-handling decisions (litestream's mock package): a call whose
+// field is nil fails.
+type Cloud struct {
+	ListFunc   func(ctx context.Context) ([]reaper.Server, error)
+	GetFunc    func(ctx context.Context, id string) (reaper.Server, error)
+	CreateFunc func(ctx context.Context, req reaper.CreateRequest) (reaper.Server, error)
+	DeleteFunc func(ctx context.Context, id string) error
+}
+
+var _ reaper.Cloud = (*Cloud)(nil)
+
+// errNotSet is the error of a call whose function field is nil.
+var errNotSet = errors.New("reapertest.Cloud: no function for this call")
+
+// List calls ListFunc.
+func (c *Cloud) List(ctx context.Context) ([]reaper.Server, error) {
+	if c.ListFunc == nil {
+		return nil, errNotSet
+	}
+	return c.ListFunc(ctx)
+}
+
+// Get calls GetFunc.
+func (c *Cloud) Get(ctx context.Context, id string) (reaper.Server, error) {
+	if c.GetFunc == nil {
+		return reaper.Server{}, errNotSet
+	}
+	return c.GetFunc(ctx, id)
+}
+
+// Create calls CreateFunc.
+func (c *Cloud) Create(ctx context.Context, req reaper.CreateRequest) (reaper.Server, error) {
+	if c.CreateFunc == nil {
+		return reaper.Server{}, errNotSet
+	}
+	return c.CreateFunc(ctx, req)
+}
+
+// Delete calls DeleteFunc.
+func (c *Cloud) Delete(ctx context.Context, id string) error {
+	if c.DeleteFunc == nil {
+		return errNotSet
+	}
+	return c.DeleteFunc(ctx, id)
+}
+
+// UnsetMetadata fails: the fake keeps no metadata.
+func (c *Cloud) UnsetMetadata(context.Context, string, string) error { return errNotSet }
+
+// Stop fails: the fake has no power state.
+func (c *Cloud) Stop(context.Context, string) error { return errNotSet }
+
+// Start fails: the fake has no power state.
+func (c *Cloud) Start(context.Context, string) error { return errNotSet }
