@@ -344,6 +344,7 @@ func (r *Reaper) deleteNotYet(t *leaderTerm, e reaper.Entry, name, id string, pu
 	}
 	if waited := r.now().Sub(e.DeleteAsked); waited >= r.cfg.CloudTimeout.D() {
 		return r.deleteRefused(t, e, &reaper.CloudError{Class: reaper.Stalled, Op: "delete server " + id,
+			//lint:ignore ST1005 Nova is a name: the message starts with it, as the operator reads it
 			Err: fmt.Errorf("Nova accepted the delete of %s %s ago and still has it", name, waited.Round(time.Second))})
 	}
 	return nil
