@@ -1,7 +1,6 @@
 package orchestrate
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -19,13 +18,6 @@ import (
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/watch"
 )
-
-func watchConfig(t *testing.T, args ...string) result {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code := Run(context.Background(), append([]string{"watch-config"}, args...), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
-	return result{code: code, stdout: out.String(), stderr: errb.String()}
-}
 
 func TestWatchConfigStanza(t *testing.T) {
 	deps := filepath.Join(t.TempDir(), "deps.yaml")

@@ -1,14 +1,11 @@
 package orchestrate
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,93 +15,6 @@ import (
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/watch"
 )
-
-var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
-)
-
-// builtBinary returns the path of a binary of this module built once per
-// test process (cmd/NAME), as a watch handler runs it.
-func builtBinary(t *testing.T, name string) string {
-	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "orchestrate-bin-")
-		if binErr != nil {
-			return
-		}
-		for _, n := range []string{"hiera-services", "orchestrate"} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, n), "github.com/jiocloud/orchestrate/cmd/"+n).CombinedOutput()
-			if err != nil {
-				binErr = fmt.Errorf("go build %s: %v\n%s", n, err, out)
-				return
-			}
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return filepath.Join(binDir, name)
-}
-
-// countingWrapper writes a script that appends a line to count and then
-// runs bin with its arguments: the watch runs the real binary, with the
-// agent's environment, and the test can count the runs.
-func countingWrapper(t *testing.T, dir, bin, count string) string {
-	t.Helper()
-	w := filepath.Join(dir, filepath.Base(bin)+"-counting")
-	script := "#!/bin/sh\necho run >> " + count + "\nexec " + bin + " \"$@\"\n"
-	if err := os.WriteFile(w, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return w
-}
-
-func lineCount(path string) int {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	return strings.Count(string(data), "\n")
-}
-
-// generatedWatches runs watch-config with args and returns its watches.
-func generatedWatches(t *testing.T, args ...string) []watch.Watch {
-	t.Helper()
-	r := watchConfig(t, args...)
-	mustCode(t, r, 0, "watch-config")
-	var cfg struct {
-		Watches []watch.Watch `json:"watches"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &cfg); err != nil {
-		t.Fatalf("watch-config output: %v\n%s", err, r.stdout)
-	}
-	return cfg.Watches
-}
-
-func agentConfig(t *testing.T, ws []watch.Watch) string {
-	t.Helper()
-	out, err := watch.AgentConfig(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(out)
-}
-
-// fileHas reports whether the file holds every one of the lines.
-func fileHas(path string, lines ...string) bool {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	for _, l := range lines {
-		if !strings.Contains(string(data), "\n"+l+"\n") {
-			return false
-		}
-	}
-	return true
-}
 
 // TestGeneratedWatchesSeeHealth starts a real agent with the configuration
 // watch-config generates, handlers inheriting the agent's environment as in
