@@ -443,17 +443,6 @@ func TestRegistrationWhileWaiting(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, b *testutil.SyncBuffer, s string) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !strings.Contains(b.String(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never saw %q in:\n%s", s, b.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // --quiet silences progress lines but not the result.
 func TestQuiet(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})

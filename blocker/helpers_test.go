@@ -23,9 +23,9 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/miekg/dns"
 
-	"github.com/jiocloud/orchestrate/internal/consultest"
-
 	"github.com/jiocloud/orchestrate/internal/cli"
+	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
 var binDir string
@@ -324,4 +324,78 @@ func closedPort(t testing.TB) *net.TCPAddr {
 	addr := l.Addr().(*net.TCPAddr)
 	l.Close()
 	return addr
+}
+
+func waitFor(t *testing.T, b *testutil.SyncBuffer, s string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(b.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never saw %q in:\n%s", s, b.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// slow are intervals no test waits out: a blocker that ends promptly with
+// them was woken by Consul, not by its own polling.
+var slow = []string{"--interval", "20s", "--max-interval", "20s"}
+
+// background runs the command in-process until it exits.
+type background struct {
+	stdout, stderr testutil.SyncBuffer
+	doneCh         chan int
+	cancel         context.CancelFunc
+}
+
+func start(t *testing.T, args ...string) *background {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	bg := &background{doneCh: make(chan int, 1), cancel: cancel}
+	go func() {
+		bg.doneCh <- Run(ctx, args, cli.IO{Stdout: &bg.stdout, Stderr: &bg.stderr})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-bg.doneCh
+	})
+	t.Logf("service-blocker %s &", strings.Join(args, " "))
+	return bg
+}
+
+// exit waits up to limit for the command to end and returns its code and
+// how long after since it took.
+func (bg *background) exit(t *testing.T, since time.Time, limit time.Duration) (int, time.Duration) {
+	t.Helper()
+	select {
+	case code := <-bg.doneCh:
+		bg.doneCh <- code // for the cleanup
+		took := time.Since(since)
+		t.Logf("exit %d, %s after; stdout:\n%sstderr:\n%s", code, took.Round(time.Millisecond), bg.stdout.String(), bg.stderr.String())
+		return code, took
+	case <-time.After(limit):
+		t.Fatalf("still waiting %s later; stderr:\n%s", limit, bg.stderr.String())
+	}
+	return 0, 0
+}
+
+// listen accepts (and closes) connections on addr until the test ends and
+// returns the port.
+func listen(t *testing.T, addr string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
 }
