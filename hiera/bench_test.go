@@ -3,7 +3,6 @@ package hiera
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -352,16 +351,4 @@ func (w *dirWatch) waitUntil(path string, ok func(string) bool, limit time.Durat
 			}
 		}
 	}
-}
-
-// countingWriter counts what passes through it as it passes.
-type countingWriter struct {
-	w io.Writer
-	n *atomic.Int64
-}
-
-func (c countingWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n.Add(int64(n))
-	return n, err
 }

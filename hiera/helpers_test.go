@@ -361,3 +361,15 @@ func diffKeys(t *testing.T, got, want map[string]any) {
 		}
 	}
 }
+
+// countingWriter counts what passes through it as it passes.
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n.Add(int64(n))
+	return n, err
+}
