@@ -326,6 +326,7 @@ func closedPort(t testing.TB) *net.TCPAddr {
 	return addr
 }
 
+// waitFor waits up to 15 s until b holds s, failing t with b's text.
 func waitFor(t *testing.T, b *testutil.SyncBuffer, s string) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -348,6 +349,8 @@ type background struct {
 	cancel         context.CancelFunc
 }
 
+// start runs the command with args in-process in the background; the
+// test's cleanup cancels it and waits for it to end.
 func start(t *testing.T, args ...string) *background {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())

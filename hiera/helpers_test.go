@@ -263,6 +263,8 @@ type countingProxy struct {
 	peak      atomic.Int64
 }
 
+// newCountingProxy listens on 127.0.0.1 and forwards every connection to
+// target until the benchmark ends.
 func newCountingProxy(b *testing.B, target string) *countingProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -305,6 +307,7 @@ func keysIfAny(t *testing.T, path string) map[string]any {
 	return readKeys(t, path)
 }
 
+// tail is the last n bytes of s.
 func tail(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -330,6 +333,7 @@ var hostile = []string{
 	"dotted.name", "scoped::name",
 }
 
+// strs is s as the []any a parsed YAML list is.
 func strs(s ...string) []any {
 	out := make([]any, len(s))
 	for i, v := range s {
@@ -338,6 +342,7 @@ func strs(s ...string) []any {
 	return out
 }
 
+// ints is n as the []any a parsed YAML list is.
 func ints(n ...int) []any {
 	out := make([]any, len(n))
 	for i, v := range n {
@@ -346,6 +351,8 @@ func ints(n ...int) []any {
 	return out
 }
 
+// diffKeys fails t for every key of got and want whose values differ or
+// that only one of them holds.
 func diffKeys(t *testing.T, got, want map[string]any) {
 	t.Helper()
 	for k, w := range want {

@@ -99,6 +99,8 @@ func (l *Lab) waitRest(t *testing.T, limit time.Duration, why string) time.Durat
 	return l.waitFor(t, limit, why, true)
 }
 
+// waitFor waits until the cloud is healthy (with pool, at rest), logging
+// each new reason it is not, failing t after limit or on a violation.
 func (l *Lab) waitFor(t *testing.T, limit time.Duration, why string, pool bool) time.Duration {
 	t.Helper()
 	ctx := context.Background()

@@ -36,6 +36,7 @@ type aclWorld struct {
 	bin   string
 }
 
+// newACLWorld is an aclWorld on a default agent.
 func newACLWorld(t *testing.T) *aclWorld {
 	t.Helper()
 	return newACLWorldWith(t, consultest.Options{})

@@ -18,6 +18,8 @@ type world struct {
 	env       []string // more environment for puppet apply
 }
 
+// newWorld makes a world with the directories the module writes under
+// and the project's binaries built.
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	testutil.RequirePuppet(t)

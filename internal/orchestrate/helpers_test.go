@@ -44,6 +44,7 @@ func cli(t *testing.T, a *consultest.Agent, stdin string, args ...string) result
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
+// mustCode fails t unless r exited with want, showing r's output.
 func mustCode(t *testing.T, r result, want int, what string) {
 	t.Helper()
 	if r.code != want {
@@ -51,6 +52,7 @@ func mustCode(t *testing.T, r result, want int, what string) {
 	}
 }
 
+// allKeys lists every key in the agent's KV store.
 func allKeys(t *testing.T, c *api.Client) []string {
 	t.Helper()
 	ks, _, err := c.KV().Keys("", "", nil)
@@ -60,6 +62,7 @@ func allKeys(t *testing.T, c *api.Client) []string {
 	return ks
 }
 
+// mustStore is a store on agent a's KV under the default prefix.
 func mustStore(t *testing.T, a *consultest.Agent) *store.Store {
 	t.Helper()
 	s, err := store.New(a.Client, schema.DefaultPrefix)
@@ -80,6 +83,8 @@ type convergeEnv struct {
 	lockFile string
 }
 
+// newConvergeEnv starts the agent (node1) and makes the directories;
+// STEP_DIR tells the step scripts where to record.
 func newConvergeEnv(t *testing.T) *convergeEnv {
 	t.Helper()
 	e := &convergeEnv{a: consultest.Start(t, consultest.Options{NodeName: "node1"})}
@@ -96,6 +101,7 @@ func newConvergeEnv(t *testing.T) *convergeEnv {
 	return e
 }
 
+// setExit makes the stand-in step exit with code.
 func (e *convergeEnv) setExit(t *testing.T, step, code string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(e.stepDir, step+".exit"), []byte(code), 0o644); err != nil {
@@ -171,6 +177,7 @@ type rolloutEvent struct {
 	at                  time.Time
 }
 
+// readEvents parses the events file at path (none yet is no events).
 func readEvents(t *testing.T, path string) []rolloutEvent {
 	t.Helper()
 	f, err := os.Open(path)
@@ -209,6 +216,7 @@ func started(evs []rolloutEvent, version string) map[string]int {
 	return out
 }
 
+// tailString is the last n bytes of s.
 func tailString(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -216,6 +224,7 @@ func tailString(s string, n int) string {
 	return s[len(s)-n:]
 }
 
+// watchConfig runs `orchestrate watch-config` in-process with args.
 func watchConfig(t *testing.T, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
@@ -265,6 +274,8 @@ func countingWrapper(t *testing.T, dir, bin, count string) string {
 	return w
 }
 
+// lineCount is the number of lines in the file at path (0 when it does
+// not exist).
 func lineCount(path string) int {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -287,6 +298,7 @@ func generatedWatches(t *testing.T, args ...string) []watch.Watch {
 	return cfg.Watches
 }
 
+// agentConfig is the agent configuration (JSON) holding watches ws.
 func agentConfig(t *testing.T, ws []watch.Watch) string {
 	t.Helper()
 	out, err := watch.AgentConfig(ws)

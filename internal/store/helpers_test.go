@@ -36,6 +36,8 @@ func seed(t *testing.T, c *api.Client, prefix string, kv map[string]string) {
 	}
 }
 
+// newStore starts an agent and returns a store on it under
+// test/orchestrate, and the agent's management client.
 func newStore(t *testing.T) (*store.Store, *api.Client) {
 	t.Helper()
 	a := consultest.Start(t, consultest.Options{})
