@@ -254,13 +254,19 @@ func TestACLGeneratedWatchesRunOnTheAgentsDefaultToken(t *testing.T) {
 	if err := os.WriteFile(nodeToken, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Until the default token exists the agent's own watch queries are
+	// refused (retried every 5 s): the node never converges, however
+	// good the handlers' token. Counted in the agent's log: a key watch
+	// refused again after the version is set.
+	agentLog := func() string { b, _ := os.ReadFile(w.agent.LogPath); return string(b) }
+	refusals := func() int {
+		return strings.Count(agentLog(), `Watch errored: type=key error="Unexpected response code: 403`)
+	}
 	if _, err := w.admin.KV().Put(&api.KVPair{Key: "orchestrate/current_version", Value: []byte("v1")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	// Until the default token exists the agent's own watch queries are
-	// refused (retried every 5 s): the node never converges, however
-	// good the handlers' token.
-	time.Sleep(3 * time.Second)
+	before := refusals()
+	testutil.Eventually(t, 30*time.Second, "a key watch of the agent refused after the version is set", func() bool { return refusals() > before }, agentLog)
 	if p, _, err := w.admin.KV().Get("orchestrate/hosts/app1/version", nil); err != nil || p != nil {
 		t.Fatalf("converged without a default token for the watches (%v)", err)
 	}
