@@ -294,9 +294,10 @@ func TestSecondDatacenter(t *testing.T) {
 
 	// The blocker waiting on dc2 wakes on dc2's change, through dc1's
 	// agent, long before its 20 s intervals.
-	bg := start(t, append([]string{"--dns", dc1.DNSAddr, "--consul-addr", dc1.HTTPAddr, "--timeout", "30s", "api@dc2:3"}, slow...)...)
+	fhttp := countHTTP(t, dc1.HTTPAddr)
+	bg := start(t, append([]string{"--dns", dc1.DNSAddr, "--consul-addr", fhttp.Addr, "--timeout", "30s", "api@dc2:3"}, slow...)...)
 	waitFor(t, &bg.stderr, "api@dc2: 2/3 addressable")
-	time.Sleep(300 * time.Millisecond)
+	testutil.Eventually(t, 10*time.Second, "the watch on dc2 asleep on a blocking query", func() bool { return fhttp.Blocking() >= 1 }, bg.stderr.String)
 	register(t, dc2, service{id: "api-3", name: "api", port: 40003})
 	code, took := bg.exit(t, time.Now(), 15*time.Second)
 	if code != 0 || took > 3*time.Second {
@@ -401,15 +402,17 @@ func TestFunctionalMode(t *testing.T) {
 func TestRegistrationWhileWaiting(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	const interval = 500 * time.Millisecond
+	fdns := forwardDNS(t, a.DNSAddr, 0)
 	var stdout, stderr testutil.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Run(context.Background(), []string{"--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "30s",
+		done <- Run(context.Background(), []string{"--dns", fdns.Addr, "--consul-addr", a.HTTPAddr, "--timeout", "30s",
 			"--interval", interval.String(), "--max-interval", interval.String(), "--no-watch", "--log-level", "warn", "late:2"}, cli.IO{Stdout: &stdout, Stderr: &stderr})
 	}()
 	register(t, a, service{id: "late-1", name: "late", port: 9001})
 	waitFor(t, &stderr, "late: 1/2 addressable (127.0.0.1:9001)")
-	time.Sleep(3 * interval) // several polls with nothing new
+	polled := fdns.Queries()
+	testutil.Eventually(t, 10*time.Second, "several polls with nothing new", func() bool { return fdns.Queries() >= polled+3 }, stderr.String)
 
 	register(t, a, service{id: "late-2", name: "late", port: 9002})
 	registered := time.Now()

@@ -235,6 +235,20 @@ func (f *dnsForwarder) serve(w dns.ResponseWriter, req *dns.Msg) {
 	}
 }
 
+// spansLag reports whether the forwarder recorded answers for some name
+// and, for every name, one at least lag old: from then on a lagged answer
+// is the agent's of lag ago.
+func (f *dnsForwarder) spansLag() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, hist := range f.history {
+		if len(hist) == 0 || time.Since(hist[0].at) < f.lag {
+			return false
+		}
+	}
+	return len(f.history) > 0
+}
+
 // lagged is the newest recorded answer for name at least lag old.
 func (f *dnsForwarder) lagged(name string) *dns.Msg {
 	f.mu.Lock()
@@ -283,10 +297,12 @@ func (f *dnsForwarder) record(ctx context.Context) {
 }
 
 // httpCounter is a reverse proxy on 127.0.0.1 in front of a Consul agent's
-// HTTP API that counts the requests it forwards.
+// HTTP API that counts the requests it forwards, and the blocking queries
+// (those with an index) among them.
 type httpCounter struct {
 	Addr     string
 	requests atomic.Int64
+	blocking atomic.Int64
 }
 
 func countHTTP(t testing.TB, upstream string) *httpCounter {
@@ -303,6 +319,9 @@ func countHTTP(t testing.TB, upstream string) *httpCounter {
 	c.Addr = ln.Addr().String()
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.requests.Add(1)
+		if r.URL.Query().Get("index") != "" {
+			c.blocking.Add(1)
+		}
 		proxy.ServeHTTP(w, r)
 	})}
 	go srv.Serve(ln)
@@ -312,6 +331,10 @@ func countHTTP(t testing.TB, upstream string) *httpCounter {
 
 // Requests is how many requests the proxy received.
 func (c *httpCounter) Requests() int64 { return c.requests.Load() }
+
+// Blocking is how many blocking queries the proxy received: a watch
+// sleeping on one wakes when the index moves.
+func (c *httpCounter) Blocking() int64 { return c.blocking.Load() }
 
 // closedPort is a loopback address where nothing listens (it did a moment
 // ago).

@@ -128,7 +128,7 @@ func TestDNSBehindTheWatch(t *testing.T) {
 	fdns := forwardDNS(t, a.DNSAddr, 400*time.Millisecond)
 	bg := start(t, append([]string{"--dns", fdns.Addr, "--consul-addr", a.HTTPAddr, "--timeout", "30s", "lag:1"}, slow...)...)
 	waitFor(t, &bg.stderr, "lag: 0/1 addressable")
-	time.Sleep(time.Second) // the forwarder's history covers the lag
+	testutil.Eventually(t, 10*time.Second, "the forwarder's history covering the lag", fdns.spansLag)
 	register(t, a, service{id: "lag-1", name: "lag", port: 9201})
 	code, took := bg.exit(t, time.Now(), 10*time.Second)
 	if code != 0 || took > 3*time.Second {
@@ -150,7 +150,7 @@ func TestDNSBehindADeregistration(t *testing.T) {
 	waitCatalog(t, a, "dereg", "", 2)
 	bg := start(t, append([]string{"--dns", fdns.Addr, "--consul-addr", a.HTTPAddr, "--timeout", "30s", "dereg:3"}, slow...)...)
 	waitFor(t, &bg.stderr, "dereg: 2/3 addressable")
-	time.Sleep(time.Second) // the forwarder's history covers the lag
+	testutil.Eventually(t, 10*time.Second, "the forwarder's history covering the lag", fdns.spansLag)
 	if err := a.Client.Agent().ServiceDeregister("dereg-2"); err != nil {
 		t.Fatal(err)
 	}
@@ -353,9 +353,10 @@ node_prefix "" { policy = "read" }`)
 	// The management token may read everything: the watch works with ACLs.
 	file := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(file, []byte(mgmt), 0o600)
-	bg := start(t, append([]string{"--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--token-file", file, "--timeout", "30s", "allowed:1"}, slow...)...)
+	fhttp := countHTTP(t, a.HTTPAddr)
+	bg := start(t, append([]string{"--dns", a.DNSAddr, "--consul-addr", fhttp.Addr, "--token-file", file, "--timeout", "30s", "allowed:1"}, slow...)...)
 	waitFor(t, &bg.stderr, "allowed: 0/1 addressable")
-	time.Sleep(300 * time.Millisecond)
+	testutil.Eventually(t, 10*time.Second, "the watch asleep on a blocking query", func() bool { return fhttp.Blocking() >= 1 }, bg.stderr.String)
 	register(t, a, service{id: "allowed-1", name: "allowed", port: 9600})
 	if code, took := bg.exit(t, time.Now(), 10*time.Second); code != 0 || took > 2*time.Second {
 		t.Fatalf("exit %d %s after the registration with a token that may read: want 0, woken by the watch", code, took)
@@ -409,9 +410,10 @@ func TestFunctionalMeaning(t *testing.T) {
 	}
 
 	t.Run("wakes when a check passes", func(t *testing.T) {
-		bg := start(t, append(append(base, "--mode", "functional", "--timeout", "30s", "db:2"), slow...)...)
+		fhttp := countHTTP(t, a.HTTPAddr)
+		bg := start(t, append([]string{"--dns", a.DNSAddr, "--consul-addr", fhttp.Addr, "--mode", "functional", "--timeout", "30s", "db:2"}, slow...)...)
 		waitFor(t, &bg.stderr, "db: 1/2 functional")
-		time.Sleep(300 * time.Millisecond)
+		testutil.Eventually(t, 10*time.Second, "the watch asleep on a blocking query", func() bool { return fhttp.Blocking() >= 1 }, bg.stderr.String)
 		if err := a.Client.Agent().UpdateTTL("db-warn-ttl", "", api.HealthPassing); err != nil {
 			t.Fatal(err)
 		}
