@@ -249,17 +249,12 @@ func TestSecondDatacenter(t *testing.T) {
 	})
 	registerN(t, dc2, "api", 2, 40000)
 	registerN(t, dc1, "api", 1, 41000)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		dcs, err := dc1.Client.Catalog().Datacenters()
-		if err == nil && len(dcs) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dc1 does not see dc2 over the WAN: %v %v", dcs, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var dcs []string
+	var err error
+	testutil.Eventually(t, 30*time.Second, "dc1 seeing dc2 over the WAN", func() bool {
+		dcs, err = dc1.Client.Catalog().Datacenters()
+		return err == nil && len(dcs) == 2
+	}, func() string { return fmt.Sprintf("datacenters %v, err %v", dcs, err) })
 	waitCatalog(t, dc1, "api", "dc2", 2)
 
 	r := runCLI(t, "--dns", dc1.DNSAddr, "--consul-addr", dc1.HTTPAddr, "--timeout", "20s", "--datacenter", "dc2", "api:2")
@@ -353,19 +348,18 @@ func TestHealthChecks(t *testing.T) {
 
 func waitHealth(t *testing.T, a *consultest.Agent, checkID, status string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.Eventually(t, 10*time.Second, "check "+checkID+" "+status+" in the catalog", func() bool {
 		checks, _, err := a.Client.Health().Node(a.NodeName, nil)
-		if err == nil {
-			for _, c := range checks {
-				if c.CheckID == checkID && c.Status == status {
-					return
-				}
+		if err != nil {
+			return false
+		}
+		for _, c := range checks {
+			if c.CheckID == checkID && c.Status == status {
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("check %s never became %s in the catalog", checkID, status)
+		return false
+	})
 }
 
 // Functional mode dials each endpoint: a real listener counts, a port where
