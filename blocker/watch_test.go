@@ -45,7 +45,7 @@ func TestWakesOnChange(t *testing.T) {
 	})
 	time.Sleep(200 * time.Millisecond) // let the start settle
 	dns0, http0 := fdns.Queries(), fhttp.Requests()
-	time.Sleep(5 * time.Second)
+	time.Sleep(5 * time.Second) // the window measured
 	dns1, http1 := fdns.Queries(), fhttp.Requests()
 	t.Logf("5 s on an unchanging catalog: %d DNS queries, %d HTTP requests (wait 2s)", dns1-dns0, http1-http0)
 	if dns1 != dns0 {
@@ -58,7 +58,7 @@ func TestWakesOnChange(t *testing.T) {
 	// Another service changing wakes nothing.
 	register(t, a, service{id: "other-1", name: "other", port: 9101})
 	waitCatalog(t, a, "other", "", 1)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // a DNS query, were one coming, would be in
 	if n := fdns.Queries() - dns1; n != 0 {
 		t.Errorf("another service's registration cost %d DNS queries, want 0", n)
 	}
@@ -68,7 +68,7 @@ func TestWakesOnChange(t *testing.T) {
 	dns2 := fdns.Queries()
 	register(t, a, service{id: "late-2", name: "late", port: 9002})
 	testutil.Eventually(t, 3*time.Second, "a DNS query after the registration", func() bool { return fdns.Queries() > dns2 })
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // more queries, were they coming, would be in
 	if n := fdns.Queries() - dns2; n > 2 {
 		t.Errorf("one registration cost %d DNS queries, want 1 (2 at most)", n)
 	}
@@ -225,7 +225,7 @@ func TestFallbackWhenHTTPRefused(t *testing.T) {
 		fhttp := countHTTP(t, a.HTTPAddr)
 		bg := start(t, "--dns", a.DNSAddr, "--consul-addr", fhttp.Addr, "--no-watch", "--timeout", "30s", "--interval", "100ms", "--max-interval", "200ms", "nw:1")
 		waitFor(t, &bg.stderr, "nw: 0/1 addressable")
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // several polls, none of which may ask the API
 		register(t, a, service{id: "nw-1", name: "nw", port: 9401})
 		if code, _ := bg.exit(t, time.Now(), 10*time.Second); code != 0 {
 			t.Fatalf("exit %d", code)
@@ -304,7 +304,7 @@ node_prefix "" { policy = "read" }`)
 			waitFor(t, &bg.stderr, svc+": 0/2 addressable")
 			register(t, a, service{id: svc + "-1", name: svc, port: 9500 + 2*i})
 			waitFor(t, &bg.stderr, "cannot watch Consul for changes")
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond) // several polls, each of which could say it again
 			register(t, a, service{id: svc + "-2", name: svc, port: 9501 + 2*i})
 			code, took := bg.exit(t, time.Now(), 10*time.Second)
 			if code != 0 || took > 2*time.Second {
@@ -428,7 +428,7 @@ func TestFunctionalMeaning(t *testing.T) {
 		bg := start(t, append(base, "--mode", "functional", "--connect-timeout", "200ms", "--timeout", "30s",
 			"--interval", "200ms", "--max-interval", "20s", "db:3")...)
 		waitFor(t, &bg.stderr, "db: 2/3 functional")
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // a few probes of the dead port fail first
 		listen(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(dead)))
 		code, took := bg.exit(t, time.Now(), 15*time.Second)
 		if code != 0 || took > 3*time.Second {

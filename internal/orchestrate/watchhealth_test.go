@@ -56,7 +56,8 @@ func TestGeneratedWatchesSeeHealth(t *testing.T) {
 	testutil.Eventually(t, 2*time.Second, "a new dependency instance", func() bool {
 		return fileHas(out, `"services::web::address": ["10.0.0.5"]`, `"orchestrate::dependencies::web::addressable": 0`)
 	}, dump)
-	// Let every watch that fired for the registration finish.
+	// Let every watch that fired for the registration finish: no one
+	// event marks the last of them.
 	time.Sleep(time.Second)
 
 	for _, step := range []struct {
@@ -75,7 +76,7 @@ func TestGeneratedWatchesSeeHealth(t *testing.T) {
 		}
 		took := testutil.Eventually(t, 2*time.Second, "check turned "+step.status, func() bool { return fileHas(out, step.want...) }, dump)
 		t.Logf("check turned %s: in services.yaml after %s", step.status, took.Round(time.Millisecond))
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // a second run of --exec would show by now
 		if n := lineCount(execs) - before; n != 1 {
 			t.Errorf("check turned %s: --exec ran %d times, want 1", step.status, n)
 		}
@@ -237,7 +238,7 @@ func TestGeneratedWatchesIdleCatalog(t *testing.T) {
 	before := lineCount(renders)
 	for round := 0; round < 6; round++ {
 		refresh()
-		time.Sleep(10 * time.Second)
+		time.Sleep(10 * time.Second) // six rounds: the idle minute measured
 	}
 	if n := lineCount(renders) - before; n != 0 {
 		t.Errorf("%d renders in a minute of TTL refreshes on an unchanged catalog, want 0", n)
@@ -256,7 +257,7 @@ func TestGeneratedWatchesIdleCatalog(t *testing.T) {
 		if err := ag.UpdateTTL("svc500-ttl", "flap "+strconv.Itoa(i), status); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // one flap a second
 	}
 	if n := lineCount(renders) - before; n != 0 {
 		t.Errorf("%d renders while an unwatched service's check flapped, want 0", n)
