@@ -152,14 +152,14 @@ func latencyTrials(b *testing.B, a *consultest.Agent, cfgs []Config, waited, spr
 			b.Fatal(err)
 		}
 		go func() {
-			time.Sleep(time.Until(startAt))
+			time.Sleep(time.Until(startAt)) // its start on the schedule
 			_, err := bl.Wait(context.Background())
 			doneCh[i] <- outcome{time.Now(), err}
 		}()
 	}
 	passed := make([]time.Time, n)
 	for i := range n {
-		time.Sleep(time.Until(passAt[i]))
+		time.Sleep(time.Until(passAt[i])) // the schedule of checks turning passing
 		passed[i] = time.Now()
 		if err := a.Client.Agent().UpdateTTL(fmt.Sprintf("web-%d-5-ttl", i), "", api.HealthPassing); err != nil {
 			b.Fatal(err)
@@ -224,12 +224,12 @@ func BenchmarkWaitingFootprint(b *testing.B) {
 			b.Fatal(err)
 		}
 		pid := cmd.Process.Pid
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // past its start: the steady state is measured
 		ticks0, start := cpuTicks(b, pid), time.Now()
 		var maxRSS int64
 		for time.Since(start) < window {
 			maxRSS = max(maxRSS, statusKiB(b, pid, "VmRSS"))
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // RSS sampled once a second
 		}
 		ticks1, elapsed := cpuTicks(b, pid), time.Since(start)
 		hwm := statusKiB(b, pid, "VmHWM")
@@ -332,7 +332,7 @@ func BenchmarkWaitingLoad(b *testing.B) {
 		}
 		wg.Go(func() { bl.Wait(ctx) })
 	}
-	time.Sleep(warmup)
+	time.Sleep(warmup) // past the blockers' start: the window counts the steady state
 	type count struct{ dns, http int64 }
 	at := func() []count {
 		cs := make([]count, len(counters))
@@ -342,7 +342,7 @@ func BenchmarkWaitingLoad(b *testing.B) {
 		return cs
 	}
 	first := at()
-	time.Sleep(window)
+	time.Sleep(window) // the window measured
 	last := at()
 	cancel()
 	wg.Wait()
@@ -386,7 +386,7 @@ func BenchmarkAgent500Waiting(b *testing.B) {
 	type usage struct{ agentCPU, serverCPU, agentRSS, serverRSS, agentFDs float64 }
 	measure := func(b *testing.B) usage {
 		a0, s0, t0 := cpuTicks(b, agent.Pid()), cpuTicks(b, server.Pid()), time.Now()
-		time.Sleep(window)
+		time.Sleep(window) // the window measured
 		a1, s1, d := cpuTicks(b, agent.Pid()), cpuTicks(b, server.Pid()), time.Since(t0)
 		pct := func(t int64) float64 { return 100 * float64(t) / float64(hz) / d.Seconds() }
 		fds, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(agent.Pid()), "fd"))
@@ -410,7 +410,7 @@ func BenchmarkAgent500Waiting(b *testing.B) {
 				b.Fatal(err)
 			}
 			wg.Go(func() { bl.Wait(ctx) })
-			time.Sleep(4 * time.Millisecond)
+			time.Sleep(4 * time.Millisecond) // 4 ms apart, as nodes booting together
 		}
 		// Polling's backoff reaches its 5 s maximum 7.5 s after the start.
 		time.Sleep(8 * time.Second)

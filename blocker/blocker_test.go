@@ -249,17 +249,12 @@ func TestSecondDatacenter(t *testing.T) {
 	})
 	registerN(t, dc2, "api", 2, 40000)
 	registerN(t, dc1, "api", 1, 41000)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		dcs, err := dc1.Client.Catalog().Datacenters()
-		if err == nil && len(dcs) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dc1 does not see dc2 over the WAN: %v %v", dcs, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var dcs []string
+	var err error
+	testutil.Eventually(t, 30*time.Second, "dc1 seeing dc2 over the WAN", func() bool {
+		dcs, err = dc1.Client.Catalog().Datacenters()
+		return err == nil && len(dcs) == 2
+	}, func() string { return fmt.Sprintf("datacenters %v, err %v", dcs, err) })
 	waitCatalog(t, dc1, "api", "dc2", 2)
 
 	r := runCLI(t, "--dns", dc1.DNSAddr, "--consul-addr", dc1.HTTPAddr, "--timeout", "20s", "--datacenter", "dc2", "api:2")
@@ -294,9 +289,10 @@ func TestSecondDatacenter(t *testing.T) {
 
 	// The blocker waiting on dc2 wakes on dc2's change, through dc1's
 	// agent, long before its 20 s intervals.
-	bg := start(t, append([]string{"--dns", dc1.DNSAddr, "--consul-addr", dc1.HTTPAddr, "--timeout", "30s", "api@dc2:3"}, slow...)...)
+	fhttp := countHTTP(t, dc1.HTTPAddr)
+	bg := start(t, append([]string{"--dns", dc1.DNSAddr, "--consul-addr", fhttp.Addr, "--timeout", "30s", "api@dc2:3"}, slow...)...)
 	waitFor(t, &bg.stderr, "api@dc2: 2/3 addressable")
-	time.Sleep(300 * time.Millisecond)
+	testutil.Eventually(t, 10*time.Second, "the watch on dc2 asleep on a blocking query", func() bool { return fhttp.Blocking() >= 1 }, bg.stderr.String)
 	register(t, dc2, service{id: "api-3", name: "api", port: 40003})
 	code, took := bg.exit(t, time.Now(), 15*time.Second)
 	if code != 0 || took > 3*time.Second {
@@ -352,19 +348,18 @@ func TestHealthChecks(t *testing.T) {
 
 func waitHealth(t *testing.T, a *consultest.Agent, checkID, status string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.Eventually(t, 10*time.Second, "check "+checkID+" "+status+" in the catalog", func() bool {
 		checks, _, err := a.Client.Health().Node(a.NodeName, nil)
-		if err == nil {
-			for _, c := range checks {
-				if c.CheckID == checkID && c.Status == status {
-					return
-				}
+		if err != nil {
+			return false
+		}
+		for _, c := range checks {
+			if c.CheckID == checkID && c.Status == status {
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("check %s never became %s in the catalog", checkID, status)
+		return false
+	})
 }
 
 // Functional mode dials each endpoint: a real listener counts, a port where
@@ -401,15 +396,17 @@ func TestFunctionalMode(t *testing.T) {
 func TestRegistrationWhileWaiting(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	const interval = 500 * time.Millisecond
+	fdns := forwardDNS(t, a.DNSAddr, 0)
 	var stdout, stderr testutil.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Run(context.Background(), []string{"--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "30s",
+		done <- Run(context.Background(), []string{"--dns", fdns.Addr, "--consul-addr", a.HTTPAddr, "--timeout", "30s",
 			"--interval", interval.String(), "--max-interval", interval.String(), "--no-watch", "--log-level", "warn", "late:2"}, cli.IO{Stdout: &stdout, Stderr: &stderr})
 	}()
 	register(t, a, service{id: "late-1", name: "late", port: 9001})
 	waitFor(t, &stderr, "late: 1/2 addressable (127.0.0.1:9001)")
-	time.Sleep(3 * interval) // several polls with nothing new
+	polled := fdns.Queries()
+	testutil.Eventually(t, 10*time.Second, "several polls with nothing new", func() bool { return fdns.Queries() >= polled+3 }, stderr.String)
 
 	register(t, a, service{id: "late-2", name: "late", port: 9002})
 	registered := time.Now()
@@ -440,17 +437,6 @@ func TestRegistrationWhileWaiting(t *testing.T) {
 	}
 	if got := endpointLines(stdout.String(), "late"); len(got) != 2 {
 		t.Fatalf("endpoints %q", got)
-	}
-}
-
-func waitFor(t *testing.T, b *testutil.SyncBuffer, s string) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !strings.Contains(b.String(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never saw %q in:\n%s", s, b.String())
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

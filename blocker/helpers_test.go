@@ -23,9 +23,9 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/miekg/dns"
 
-	"github.com/jiocloud/orchestrate/internal/consultest"
-
 	"github.com/jiocloud/orchestrate/internal/cli"
+	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
 var binDir string
@@ -235,6 +235,20 @@ func (f *dnsForwarder) serve(w dns.ResponseWriter, req *dns.Msg) {
 	}
 }
 
+// spansLag reports whether the forwarder recorded answers for some name
+// and, for every name, one at least lag old: from then on a lagged answer
+// is the agent's of lag ago.
+func (f *dnsForwarder) spansLag() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, hist := range f.history {
+		if len(hist) == 0 || time.Since(hist[0].at) < f.lag {
+			return false
+		}
+	}
+	return len(f.history) > 0
+}
+
 // lagged is the newest recorded answer for name at least lag old.
 func (f *dnsForwarder) lagged(name string) *dns.Msg {
 	f.mu.Lock()
@@ -283,10 +297,12 @@ func (f *dnsForwarder) record(ctx context.Context) {
 }
 
 // httpCounter is a reverse proxy on 127.0.0.1 in front of a Consul agent's
-// HTTP API that counts the requests it forwards.
+// HTTP API that counts the requests it forwards, and the blocking queries
+// (those with an index) among them.
 type httpCounter struct {
 	Addr     string
 	requests atomic.Int64
+	blocking atomic.Int64
 }
 
 func countHTTP(t testing.TB, upstream string) *httpCounter {
@@ -303,6 +319,9 @@ func countHTTP(t testing.TB, upstream string) *httpCounter {
 	c.Addr = ln.Addr().String()
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.requests.Add(1)
+		if r.URL.Query().Get("index") != "" {
+			c.blocking.Add(1)
+		}
 		proxy.ServeHTTP(w, r)
 	})}
 	go srv.Serve(ln)
@@ -312,6 +331,10 @@ func countHTTP(t testing.TB, upstream string) *httpCounter {
 
 // Requests is how many requests the proxy received.
 func (c *httpCounter) Requests() int64 { return c.requests.Load() }
+
+// Blocking is how many blocking queries the proxy received: a watch
+// sleeping on one wakes when the index moves.
+func (c *httpCounter) Blocking() int64 { return c.blocking.Load() }
 
 // closedPort is a loopback address where nothing listens (it did a moment
 // ago).
@@ -324,4 +347,81 @@ func closedPort(t testing.TB) *net.TCPAddr {
 	addr := l.Addr().(*net.TCPAddr)
 	l.Close()
 	return addr
+}
+
+// waitFor waits up to 15 s until b holds s, failing t with b's text.
+func waitFor(t *testing.T, b *testutil.SyncBuffer, s string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(b.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never saw %q in:\n%s", s, b.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// slow are intervals no test waits out: a blocker that ends promptly with
+// them was woken by Consul, not by its own polling.
+var slow = []string{"--interval", "20s", "--max-interval", "20s"}
+
+// background runs the command in-process until it exits.
+type background struct {
+	stdout, stderr testutil.SyncBuffer
+	doneCh         chan int
+	cancel         context.CancelFunc
+}
+
+// start runs the command with args in-process in the background; the
+// test's cleanup cancels it and waits for it to end.
+func start(t *testing.T, args ...string) *background {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	bg := &background{doneCh: make(chan int, 1), cancel: cancel}
+	go func() {
+		bg.doneCh <- Run(ctx, args, cli.IO{Stdout: &bg.stdout, Stderr: &bg.stderr})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-bg.doneCh
+	})
+	t.Logf("service-blocker %s &", strings.Join(args, " "))
+	return bg
+}
+
+// exit waits up to limit for the command to end and returns its code and
+// how long after since it took.
+func (bg *background) exit(t *testing.T, since time.Time, limit time.Duration) (int, time.Duration) {
+	t.Helper()
+	select {
+	case code := <-bg.doneCh:
+		bg.doneCh <- code // for the cleanup
+		took := time.Since(since)
+		t.Logf("exit %d, %s after; stdout:\n%sstderr:\n%s", code, took.Round(time.Millisecond), bg.stdout.String(), bg.stderr.String())
+		return code, took
+	case <-time.After(limit):
+		t.Fatalf("still waiting %s later; stderr:\n%s", limit, bg.stderr.String())
+	}
+	return 0, 0
+}
+
+// listen accepts (and closes) connections on addr until the test ends and
+// returns the port.
+func listen(t *testing.T, addr string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -124,6 +124,8 @@ func TestPuppetApply(t *testing.T) {
 		cmd, out := puppetApply(t, puppet, fmt.Sprintf(blockerManifest, 2, bin, a.DNSAddr, a.HTTPAddr, 60))
 		// The unless check (1s) found 1/2, so the exec now waits.
 		waitRunning(t, bin, "--timeout 60s", "web:2")
+		// Its first answer (1/2) comes before the registration: Puppet
+		// shows the exec's output only when it ends, so nothing tells when.
 		time.Sleep(500 * time.Millisecond)
 		register(t, a, service{id: "web-2", name: "web", port: 8082})
 		code, text := puppetWait(t, cmd, out)

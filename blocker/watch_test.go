@@ -13,52 +13,9 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/jiocloud/orchestrate/internal/cli"
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
-
-// slow are intervals no test waits out: a blocker that ends promptly with
-// them was woken by Consul, not by its own polling.
-var slow = []string{"--interval", "20s", "--max-interval", "20s"}
-
-// background runs the command in-process until it exits.
-type background struct {
-	stdout, stderr testutil.SyncBuffer
-	doneCh         chan int
-	cancel         context.CancelFunc
-}
-
-func start(t *testing.T, args ...string) *background {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	bg := &background{doneCh: make(chan int, 1), cancel: cancel}
-	go func() {
-		bg.doneCh <- Run(ctx, args, cli.IO{Stdout: &bg.stdout, Stderr: &bg.stderr})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-bg.doneCh
-	})
-	t.Logf("service-blocker %s &", strings.Join(args, " "))
-	return bg
-}
-
-// exit waits up to limit for the command to end and returns its code and
-// how long after since it took.
-func (bg *background) exit(t *testing.T, since time.Time, limit time.Duration) (int, time.Duration) {
-	t.Helper()
-	select {
-	case code := <-bg.doneCh:
-		bg.doneCh <- code // for the cleanup
-		took := time.Since(since)
-		t.Logf("exit %d, %s after; stdout:\n%sstderr:\n%s", code, took.Round(time.Millisecond), bg.stdout.String(), bg.stderr.String())
-		return code, took
-	case <-time.After(limit):
-		t.Fatalf("still waiting %s later; stderr:\n%s", limit, bg.stderr.String())
-	}
-	return 0, 0
-}
 
 // The blocker sleeps on one blocking query and asks DNS again the moment
 // Consul's answer changes: with 20 s intervals it still ends within a
@@ -88,7 +45,7 @@ func TestWakesOnChange(t *testing.T) {
 	})
 	time.Sleep(200 * time.Millisecond) // let the start settle
 	dns0, http0 := fdns.Queries(), fhttp.Requests()
-	time.Sleep(5 * time.Second)
+	time.Sleep(5 * time.Second) // the window measured
 	dns1, http1 := fdns.Queries(), fhttp.Requests()
 	t.Logf("5 s on an unchanging catalog: %d DNS queries, %d HTTP requests (wait 2s)", dns1-dns0, http1-http0)
 	if dns1 != dns0 {
@@ -101,7 +58,7 @@ func TestWakesOnChange(t *testing.T) {
 	// Another service changing wakes nothing.
 	register(t, a, service{id: "other-1", name: "other", port: 9101})
 	waitCatalog(t, a, "other", "", 1)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // a DNS query, were one coming, would be in
 	if n := fdns.Queries() - dns1; n != 0 {
 		t.Errorf("another service's registration cost %d DNS queries, want 0", n)
 	}
@@ -111,7 +68,7 @@ func TestWakesOnChange(t *testing.T) {
 	dns2 := fdns.Queries()
 	register(t, a, service{id: "late-2", name: "late", port: 9002})
 	testutil.Eventually(t, 3*time.Second, "a DNS query after the registration", func() bool { return fdns.Queries() > dns2 })
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // more queries, were they coming, would be in
 	if n := fdns.Queries() - dns2; n > 2 {
 		t.Errorf("one registration cost %d DNS queries, want 1 (2 at most)", n)
 	}
@@ -171,7 +128,7 @@ func TestDNSBehindTheWatch(t *testing.T) {
 	fdns := forwardDNS(t, a.DNSAddr, 400*time.Millisecond)
 	bg := start(t, append([]string{"--dns", fdns.Addr, "--consul-addr", a.HTTPAddr, "--timeout", "30s", "lag:1"}, slow...)...)
 	waitFor(t, &bg.stderr, "lag: 0/1 addressable")
-	time.Sleep(time.Second) // the forwarder's history covers the lag
+	testutil.Eventually(t, 10*time.Second, "the forwarder's history covering the lag", fdns.spansLag)
 	register(t, a, service{id: "lag-1", name: "lag", port: 9201})
 	code, took := bg.exit(t, time.Now(), 10*time.Second)
 	if code != 0 || took > 3*time.Second {
@@ -193,7 +150,7 @@ func TestDNSBehindADeregistration(t *testing.T) {
 	waitCatalog(t, a, "dereg", "", 2)
 	bg := start(t, append([]string{"--dns", fdns.Addr, "--consul-addr", a.HTTPAddr, "--timeout", "30s", "dereg:3"}, slow...)...)
 	waitFor(t, &bg.stderr, "dereg: 2/3 addressable")
-	time.Sleep(time.Second) // the forwarder's history covers the lag
+	testutil.Eventually(t, 10*time.Second, "the forwarder's history covering the lag", fdns.spansLag)
 	if err := a.Client.Agent().ServiceDeregister("dereg-2"); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +225,7 @@ func TestFallbackWhenHTTPRefused(t *testing.T) {
 		fhttp := countHTTP(t, a.HTTPAddr)
 		bg := start(t, "--dns", a.DNSAddr, "--consul-addr", fhttp.Addr, "--no-watch", "--timeout", "30s", "--interval", "100ms", "--max-interval", "200ms", "nw:1")
 		waitFor(t, &bg.stderr, "nw: 0/1 addressable")
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // several polls, none of which may ask the API
 		register(t, a, service{id: "nw-1", name: "nw", port: 9401})
 		if code, _ := bg.exit(t, time.Now(), 10*time.Second); code != 0 {
 			t.Fatalf("exit %d", code)
@@ -289,27 +246,6 @@ func registerListening(t *testing.T, a *consultest.Agent, name, status string) i
 	port := listen(t, "127.0.0.1:0")
 	register(t, a, service{id: name + "-1", name: name, port: port, ttl: status})
 	return port
-}
-
-// listen accepts (and closes) connections on addr until the test ends and
-// returns the port.
-func listen(t *testing.T, addr string) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // An ACL token that may not read the service's health (403), or may read
@@ -368,7 +304,7 @@ node_prefix "" { policy = "read" }`)
 			waitFor(t, &bg.stderr, svc+": 0/2 addressable")
 			register(t, a, service{id: svc + "-1", name: svc, port: 9500 + 2*i})
 			waitFor(t, &bg.stderr, "cannot watch Consul for changes")
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond) // several polls, each of which could say it again
 			register(t, a, service{id: svc + "-2", name: svc, port: 9501 + 2*i})
 			code, took := bg.exit(t, time.Now(), 10*time.Second)
 			if code != 0 || took > 2*time.Second {
@@ -417,9 +353,10 @@ node_prefix "" { policy = "read" }`)
 	// The management token may read everything: the watch works with ACLs.
 	file := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(file, []byte(mgmt), 0o600)
-	bg := start(t, append([]string{"--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--token-file", file, "--timeout", "30s", "allowed:1"}, slow...)...)
+	fhttp := countHTTP(t, a.HTTPAddr)
+	bg := start(t, append([]string{"--dns", a.DNSAddr, "--consul-addr", fhttp.Addr, "--token-file", file, "--timeout", "30s", "allowed:1"}, slow...)...)
 	waitFor(t, &bg.stderr, "allowed: 0/1 addressable")
-	time.Sleep(300 * time.Millisecond)
+	testutil.Eventually(t, 10*time.Second, "the watch asleep on a blocking query", func() bool { return fhttp.Blocking() >= 1 }, bg.stderr.String)
 	register(t, a, service{id: "allowed-1", name: "allowed", port: 9600})
 	if code, took := bg.exit(t, time.Now(), 10*time.Second); code != 0 || took > 2*time.Second {
 		t.Fatalf("exit %d %s after the registration with a token that may read: want 0, woken by the watch", code, took)
@@ -473,9 +410,10 @@ func TestFunctionalMeaning(t *testing.T) {
 	}
 
 	t.Run("wakes when a check passes", func(t *testing.T) {
-		bg := start(t, append(append(base, "--mode", "functional", "--timeout", "30s", "db:2"), slow...)...)
+		fhttp := countHTTP(t, a.HTTPAddr)
+		bg := start(t, append([]string{"--dns", a.DNSAddr, "--consul-addr", fhttp.Addr, "--mode", "functional", "--timeout", "30s", "db:2"}, slow...)...)
 		waitFor(t, &bg.stderr, "db: 1/2 functional")
-		time.Sleep(300 * time.Millisecond)
+		testutil.Eventually(t, 10*time.Second, "the watch asleep on a blocking query", func() bool { return fhttp.Blocking() >= 1 }, bg.stderr.String)
 		if err := a.Client.Agent().UpdateTTL("db-warn-ttl", "", api.HealthPassing); err != nil {
 			t.Fatal(err)
 		}
@@ -490,7 +428,7 @@ func TestFunctionalMeaning(t *testing.T) {
 		bg := start(t, append(base, "--mode", "functional", "--connect-timeout", "200ms", "--timeout", "30s",
 			"--interval", "200ms", "--max-interval", "20s", "db:3")...)
 		waitFor(t, &bg.stderr, "db: 2/3 functional")
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // a few probes of the dead port fail first
 		listen(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(dead)))
 		code, took := bg.exit(t, time.Now(), 15*time.Second)
 		if code != 0 || took > 3*time.Second {

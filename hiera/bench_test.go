@@ -3,8 +3,6 @@ package hiera
 import (
 	"bytes"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -353,59 +351,4 @@ func (w *dirWatch) waitUntil(path string, ok func(string) bool, limit time.Durat
 			}
 		}
 	}
-}
-
-// countingProxy forwards TCP connections to an agent, counting the bytes
-// the agent sends and the connections open at once.
-type countingProxy struct {
-	addr      string
-	fromAgent atomic.Int64
-	open      atomic.Int64
-	peak      atomic.Int64
-}
-
-func newCountingProxy(b *testing.B, target string) *countingProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := &countingProxy{addr: ln.Addr().String()}
-	b.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.serve(c, target)
-		}
-	}()
-	return p
-}
-
-func (p *countingProxy) serve(c net.Conn, target string) {
-	defer c.Close()
-	up, err := net.Dial("tcp", target)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	n := p.open.Add(1)
-	defer p.open.Add(-1)
-	for m := p.peak.Load(); n > m && !p.peak.CompareAndSwap(m, n); m = p.peak.Load() {
-	}
-	go func() { _, _ = io.Copy(up, c); up.Close() }()
-	_, _ = io.Copy(countingWriter{c, &p.fromAgent}, up)
-}
-
-// countingWriter counts what passes through it as it passes.
-type countingWriter struct {
-	w io.Writer
-	n *atomic.Int64
-}
-
-func (c countingWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n.Add(int64(n))
-	return n, err
 }

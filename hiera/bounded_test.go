@@ -156,21 +156,6 @@ func TestAgentConnectionLimitIsNamed(t *testing.T) {
 	bw.stop(t)
 }
 
-// keysIfAny is readKeys, or nil while the file does not exist.
-func keysIfAny(t *testing.T, path string) map[string]any {
-	if _, err := os.Stat(path); err != nil {
-		return nil
-	}
-	return readKeys(t, path)
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
-}
-
 // TestWatchFollowsNodeChanges: --watch reads a service again when a node
 // check of its node changes state (the check names no service) and when
 // its node's address changes (the service list does not move then).

@@ -113,7 +113,7 @@ func BenchmarkEightNodesTrickle(b *testing.B) {
 	}
 
 	idle0, t0 := sample(), time.Now()
-	time.Sleep(10 * time.Second)
+	time.Sleep(10 * time.Second) // the window of the idle figure
 	idle := percent(idle0, sample(), time.Since(t0))
 
 	var bytes0 []int64

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -248,4 +252,131 @@ func hieraServicesBinary(t testing.TB) string {
 		t.Fatal(hsBinErr)
 	}
 	return hsBin
+}
+
+// countingProxy forwards TCP connections to an agent, counting the bytes
+// the agent sends and the connections open at once.
+type countingProxy struct {
+	addr      string
+	fromAgent atomic.Int64
+	open      atomic.Int64
+	peak      atomic.Int64
+}
+
+// newCountingProxy listens on 127.0.0.1 and forwards every connection to
+// target until the benchmark ends.
+func newCountingProxy(b *testing.B, target string) *countingProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := &countingProxy{addr: ln.Addr().String()}
+	b.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c, target)
+		}
+	}()
+	return p
+}
+
+func (p *countingProxy) serve(c net.Conn, target string) {
+	defer c.Close()
+	up, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	n := p.open.Add(1)
+	defer p.open.Add(-1)
+	for m := p.peak.Load(); n > m && !p.peak.CompareAndSwap(m, n); m = p.peak.Load() {
+	}
+	go func() { _, _ = io.Copy(up, c); up.Close() }()
+	_, _ = io.Copy(countingWriter{c, &p.fromAgent}, up)
+}
+
+// keysIfAny is readKeys, or nil while the file does not exist.
+func keysIfAny(t *testing.T, path string) map[string]any {
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	return readKeys(t, path)
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+// hostile are strings that break naive YAML: every indicator character,
+// a newline, YAML 1.1 scalars that are not strings, very long and unicode
+// text, and names that look like other keys.
+var hostile = []string{
+	"a: b", "# c", "- d", "[e]", "{f}", "&g", "*h", "!i", "|j", ">k", "'l'", `"m"`, "%n", "@o",
+	"p\nq: r", "services::mysql::address", "healthy_services::x::address: [1.2.3.4]",
+	"yes", "no", "on", "null", "~", "1:20", "2001-12-14", "0x1F", ".inf", "",
+	"ünïcödé-ßervice", "\u2028", "tab\there", `back\slash`, "trailing ",
+	strings.Repeat("long-", 80),
+	// Hiera interpolation: each must read back as these characters, never
+	// as the value of another key or a fact.
+	"%{x}", "%{lookup('x')}", `%{lookup("secret")}`, "%{alias('secret')}", "%{scope('x')}", "%{}",
+	"%%{x}", "%", "%{::fqdn}", "%{literal('%')}", "%{hiera('secret')}", "a%{facts.fqdn}b",
+	// Names Hiera cannot look up as written: '.' digs into a hash, '::'
+	// is Puppet's scope separator.
+	"dotted.name", "scoped::name",
+}
+
+// strs is s as the []any a parsed YAML list is.
+func strs(s ...string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+// ints is n as the []any a parsed YAML list is.
+func ints(n ...int) []any {
+	out := make([]any, len(n))
+	for i, v := range n {
+		out[i] = v
+	}
+	return out
+}
+
+// diffKeys fails t for every key of got and want whose values differ or
+// that only one of them holds.
+func diffKeys(t *testing.T, got, want map[string]any) {
+	t.Helper()
+	for k, w := range want {
+		if g, ok := got[k]; !ok {
+			t.Errorf("missing key %q (want %v)", k, w)
+		} else if !reflect.DeepEqual(g, w) {
+			t.Errorf("key %q = %#v, want %#v", k, g, w)
+		}
+	}
+	for k, g := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("unexpected key %q = %#v", k, g)
+		}
+	}
+}
+
+// countingWriter counts what passes through it as it passes.
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n.Add(int64(n))
+	return n, err
 }

@@ -12,24 +12,6 @@ import (
 	"github.com/jiocloud/orchestrate/internal/consultest"
 )
 
-// hostile are strings that break naive YAML: every indicator character,
-// a newline, YAML 1.1 scalars that are not strings, very long and unicode
-// text, and names that look like other keys.
-var hostile = []string{
-	"a: b", "# c", "- d", "[e]", "{f}", "&g", "*h", "!i", "|j", ">k", "'l'", `"m"`, "%n", "@o",
-	"p\nq: r", "services::mysql::address", "healthy_services::x::address: [1.2.3.4]",
-	"yes", "no", "on", "null", "~", "1:20", "2001-12-14", "0x1F", ".inf", "",
-	"ünïcödé-ßervice", "\u2028", "tab\there", `back\slash`, "trailing ",
-	strings.Repeat("long-", 80),
-	// Hiera interpolation: each must read back as these characters, never
-	// as the value of another key or a fact.
-	"%{x}", "%{lookup('x')}", `%{lookup("secret")}`, "%{alias('secret')}", "%{scope('x')}", "%{}",
-	"%%{x}", "%", "%{::fqdn}", "%{literal('%')}", "%{hiera('secret')}", "a%{facts.fqdn}b",
-	// Names Hiera cannot look up as written: '.' digs into a hash, '::'
-	// is Puppet's scope separator.
-	"dotted.name", "scoped::name",
-}
-
 // TestHostileNames registers hostile service names, tags, meta, node names,
 // addresses and tagged-address keys in a real agent, and checks the output
 // parses, holds exactly what was registered under valid names, injects

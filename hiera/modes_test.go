@@ -191,7 +191,7 @@ func TestWatchExecOncePerChange(t *testing.T) {
 			t.Fatal(err)
 		}
 		testutil.Eventually(t, 15*time.Second, "a render that changes nothing", func() bool { return unchanged() > before })
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // a wrongly due --exec would have run by now
 		if n := runs(); n != change {
 			t.Fatalf("after %d changes --exec ran %d times", change, n)
 		}

@@ -386,7 +386,7 @@ func TestWatchExecReadsAndSplay(t *testing.T) {
 
 	register(t, a.Client, inst{node: "db2", nodeAddr: "10.0.0.6", svc: "mysql", port: 3306, status: "passing"})
 	testutil.Eventually(t, 15*time.Second, "--exec after the dependency changed", func() bool { return w.count() == 2 }, wt.logs.String)
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // a whole splay: a second run would have started
 	if n := w.count(); n != 2 || !strings.Contains(w.lastRun(), `"10.0.0.6"`) {
 		t.Fatalf("one change of the dependency: %d runs in all (want 2), last on %s", n, w.lastRun())
 	}

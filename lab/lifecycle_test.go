@@ -17,28 +17,10 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/lab/invariant"
 	"github.com/jiocloud/orchestrate/watch"
 )
-
-// poolRecords are the warm pool records of poolRole.
-func (l *Lab) poolRecords(ctx context.Context) ([]reaperkv.StandbyRecord, error) {
-	pairs, _, err := l.Admin.KV().List(reaperkv.PoolKey(schema.DefaultPrefix, poolRole, ""), (&api.QueryOptions{}).WithContext(ctx))
-	if err != nil {
-		return nil, err
-	}
-	var out []reaperkv.StandbyRecord
-	for _, p := range pairs {
-		var r reaperkv.StandbyRecord
-		if err := json.Unmarshal(p.Value, &r); err != nil {
-			return nil, fmt.Errorf("%s: %w", p.Key, err)
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
 
 // serversOf are the members (no standbys) of role in Nova's list.
 func serversOf(ss []invariant.Server, role string) []invariant.Server {

@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -30,93 +29,6 @@ var (
 	// every other part of orchestrate looks for them (internal/paths).
 	conffiles = []string{paths.Dependencies, paths.HieraServicesEnv, paths.ReaperEnv, paths.ReaperConfig}
 )
-
-// builtPackage is a .deb `make package` built, with the version it was
-// built as.
-type builtPackage struct {
-	path       string // dist/orchestrate_<deb version>_amd64.deb
-	version    string // what --version prints (git describe)
-	debVersion string
-}
-
-var (
-	buildOnce sync.Once
-	// built: the tree's own version (make package as a user runs it), and a
-	// later one to upgrade to.
-	built, upgrade builtPackage
-	buildErr       error
-)
-
-// packages builds the package twice, once per test binary: as `make
-// package` builds it from this tree, and as version v99.0.0 for the upgrade.
-func packages(t *testing.T) (builtPackage, builtPackage) {
-	t.Helper()
-	testutil.RequireTool(t, "make", "make")
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "orchestrate-package-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		// The packages stay until the process ends: every test uses them.
-		if built, buildErr = makePackage(filepath.Join(dir, "cur")); buildErr != nil {
-			return
-		}
-		upgrade, buildErr = makePackage(filepath.Join(dir, "next"), "VERSION=v99.0.0")
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return built, upgrade
-}
-
-// makePackage runs `make package` at the repository root with DIST=dist and
-// the given make variables.
-func makePackage(dist string, vars ...string) (builtPackage, error) {
-	args := append([]string{"-C", "..", "--no-print-directory", "package", "DIST=" + dist}, vars...)
-	out, err := exec.Command("make", args...).CombinedOutput()
-	if err != nil {
-		return builtPackage{}, fmt.Errorf("make %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	path := lines[len(lines)-1]
-	m := regexp.MustCompile(`/orchestrate_([^_]+)_amd64\.deb$`).FindStringSubmatch(path)
-	if m == nil {
-		return builtPackage{}, fmt.Errorf("make package printed %q last, want the .deb's path", path)
-	}
-	version := ""
-	for _, v := range vars {
-		if s, ok := strings.CutPrefix(v, "VERSION="); ok {
-			version = s
-		}
-	}
-	if version == "" {
-		v, err := exec.Command("../scripts/version.sh").Output()
-		if err != nil {
-			return builtPackage{}, fmt.Errorf("scripts/version.sh: %v", err)
-		}
-		version = strings.TrimSpace(string(v))
-	}
-	return builtPackage{path: path, version: version, debVersion: m[1]}, nil
-}
-
-// run runs a command and returns its combined output; a failure is fatal.
-func run(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// extract unpacks the package's files (no scripts run) into a new directory.
-func extract(t *testing.T, deb string) string {
-	t.Helper()
-	dir := t.TempDir()
-	run(t, "dpkg-deb", "-x", deb, dir)
-	return dir
-}
 
 // The control fields, the maintainer scripts and the conffiles as
 // dpkg-deb --info reads them.

@@ -13,35 +13,6 @@ import (
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
-// moduleSource is the Puppet module in the source tree, from this
-// package's directory.
-const moduleSource = "../puppet/orchestrate"
-
-// moduleFiles lists the Puppet module's files relative to it: what the
-// package ships under paths.PuppetModuleDir.
-func moduleFiles(t *testing.T) []string {
-	t.Helper()
-	var files []string
-	err := filepath.WalkDir(moduleSource, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, err := filepath.Rel(moduleSource, p)
-		files = append(files, rel)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(files)
-	for _, must := range []string{"metadata.json", "README.md", "manifests/init.pp", "manifests/reaper.pp", "manifests/service_blocker.pp", "templates/yaml.erb", "types/dependency.pp"} {
-		if i := sort.SearchStrings(files, must); i == len(files) || files[i] != must {
-			t.Fatalf("the module in %s has no %s: %v", moduleSource, must, files)
-		}
-	}
-	return files
-}
-
 // The package ships the Puppet module where Debian's puppet finds modules,
 // each file as in the source tree and nothing else; with the extracted
 // package's modulepath alone, `puppet apply --noop` compiles `include

@@ -78,6 +78,7 @@ func TestRunCommand(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("cancel took %v", d)
 	}
+	// Past the child's second: had it survived, the marker is there.
 	time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the command's child kept running after cancel")

@@ -12,46 +12,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
-	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
-
-// result is one Run of the CLI.
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-// cli runs orchestrate against agent a with args, as a user would, with the
-// environment pointing at the agent.
-func cli(t *testing.T, a *consultest.Agent, stdin string, args ...string) result {
-	t.Helper()
-	// t.Setenv is not safe from concurrent goroutines (TestConvergeTwoAtOnce
-	// runs two converges at once, a data race under -race); set it only
-	// when it changes.
-	if os.Getenv("CONSUL_HTTP_ADDR") != a.HTTPAddr {
-		t.Setenv("CONSUL_HTTP_ADDR", a.HTTPAddr)
-	}
-	var out, errb bytes.Buffer
-	code := Run(context.Background(), args, IO{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb})
-	return result{code: code, stdout: out.String(), stderr: errb.String()}
-}
-
-func mustCode(t *testing.T, r result, want int, what string) {
-	t.Helper()
-	if r.code != want {
-		t.Fatalf("%s: exit %d, want %d\nstdout: %s\nstderr: %s", what, r.code, want, r.stdout, r.stderr)
-	}
-}
-
-func allKeys(t *testing.T, c *api.Client) []string {
-	t.Helper()
-	ks, _, err := c.KV().Keys("", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ks
-}
 
 // TestDoneWhenSession is an operator's session (trigger an update, hosts
 // report, verify, look at failures), through Run.
@@ -336,15 +297,6 @@ func TestACLTokenFromFileNeverPrinted(t *testing.T) {
 	}
 	r = cli(t, a, "", "current-version", "--token-file", empty)
 	mustCode(t, r, 2, "empty token file")
-}
-
-func mustStore(t *testing.T, a *consultest.Agent) *store.Store {
-	t.Helper()
-	s, err := store.New(a.Client, schema.DefaultPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // TestHandlerMode: with --handler, pending-update and converge exit 0 when

@@ -14,97 +14,9 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
-
-// convergeEnv is one node: a real agent whose node name is the host, the
-// stand-in step scripts, and the directories converge uses.
-type convergeEnv struct {
-	a        *consultest.Agent
-	stepDir  string // exit codes, sleeps and the record of what ran
-	logDir   string
-	hiera    string
-	checks   string
-	lockFile string
-}
-
-func newConvergeEnv(t *testing.T) *convergeEnv {
-	t.Helper()
-	e := &convergeEnv{a: consultest.Start(t, consultest.Options{NodeName: "node1"})}
-	dir := t.TempDir()
-	e.stepDir = filepath.Join(dir, "steps")
-	e.logDir = filepath.Join(dir, "log")
-	e.hiera = filepath.Join(dir, "services.yaml")
-	e.lockFile = filepath.Join(dir, "converge.lock")
-	e.checks, _ = filepath.Abs("testdata/converge/checks")
-	if err := os.MkdirAll(e.stepDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("STEP_DIR", e.stepDir)
-	return e
-}
-
-func (e *convergeEnv) setExit(t *testing.T, step, code string) {
-	t.Helper()
-	if err := os.WriteFile(filepath.Join(e.stepDir, step+".exit"), []byte(code), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// ran returns the steps run so far, one "step version" per entry.
-func (e *convergeEnv) ran(t *testing.T) []string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(e.stepDir, "ran"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Split(strings.TrimSpace(string(data)), "\n")
-}
-
-// converge runs `orchestrate converge` with the stand-in steps.
-func (e *convergeEnv) converge(t *testing.T, extra ...string) result {
-	t.Helper()
-	step, _ := filepath.Abs("testdata/converge/step.sh")
-	args := []string{"converge",
-		"--update-cmd", step + " update",
-		"--puppet-cmd", step + " puppet",
-		"--validate-dir", e.checks,
-		"--hiera-data", e.hiera,
-		"--log-dir", e.logDir,
-		"--lock-file", e.lockFile,
-	}
-	return cli(t, e.a, "", append(args, extra...)...)
-}
-
-// waitCheck waits until the agent's health API shows check id on node1 in
-// status with notes containing note. The agent syncs checks to the catalog
-// asynchronously (normally within milliseconds), hence the wait.
-func (e *convergeEnv) waitCheck(t *testing.T, id, status, note string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	var last *api.HealthCheck
-	for time.Now().Before(deadline) {
-		checks, _, err := e.a.Client.Health().Node("node1", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range checks {
-			if c.CheckID == id {
-				last = c
-			}
-		}
-		if last != nil && last.Status == status && strings.Contains(last.Notes, note) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("check %s on node1 = %+v, want %s with notes containing %q", id, last, status, note)
-}
 
 func TestConvergeAppliesPendingUpdate(t *testing.T) {
 	e := newConvergeEnv(t)
@@ -592,15 +504,6 @@ func TestConvergeWithholdsCredentials(t *testing.T) {
 	if !strings.Contains(r.stderr, "--pass-env") {
 		t.Errorf("error does not name --pass-env: %s", r.stderr)
 	}
-}
-
-// puppetApply returns the command line of a real `puppet apply` of a
-// manifest with detailed exit codes, every Puppet directory under dir (a
-// test's own), and extra options.
-func puppetApply(puppet, dir, extra string) func(manifest string) string {
-	opts := " apply --detailed-exitcodes --color=false --vardir " + dir + "/var --confdir " + dir + "/conf --codedir " + dir +
-		"/code --logdir " + dir + "/plog --rundir " + dir + "/run " + extra
-	return func(manifest string) string { return puppet + opts + " " + manifest }
 }
 
 // A converge killed in its Puppet step takes the step with it: the whole

@@ -372,7 +372,10 @@ func TestNodeRestrictionRolloutForgedWake(t *testing.T) {
 		t.Fatalf("web2 did not wait for db: %s", res.stdout)
 	}
 	events := filepath.Join(stepDir, "events")
-	// The handler runs the agent started settle first.
+	// The agent runs the doorbell watch's handler once when the watch
+	// first answers (5 s after the agent's start when its first query found
+	// no server yet): let that run end before counting wakes, so a bell's
+	// wake is never that run.
 	idle := func() {
 		t.Helper()
 		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -383,7 +386,7 @@ func TestNodeRestrictionRolloutForgedWake(t *testing.T) {
 		}
 		unlock()
 	}
-	time.Sleep(time.Second)
+	testutil.Eventually(t, 30*time.Second, "web2's doorbell watch's first run", func() bool { return lineCount(count) >= 1 })
 	idle()
 	woken := lineCount(count)
 	_, meta, err := r.srv.Client.KV().List("orchestrate/rollout/", nil)

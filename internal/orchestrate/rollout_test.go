@@ -1,7 +1,6 @@
 package orchestrate
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -23,50 +22,6 @@ import (
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/watch"
 )
-
-// rolloutEvent is one line of the stand-in consistent step's events file.
-type rolloutEvent struct {
-	kind, host, version string
-	at                  time.Time
-}
-
-func readEvents(t *testing.T, path string) []rolloutEvent {
-	t.Helper()
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []rolloutEvent
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) != 4 {
-			t.Fatalf("events line %q", sc.Text())
-		}
-		sec, err := strconv.ParseFloat(fs[3], 64)
-		if err != nil {
-			t.Fatalf("events line %q: %v", sc.Text(), err)
-		}
-		out = append(out, rolloutEvent{kind: fs[0], host: fs[1], version: fs[2], at: time.Unix(0, int64(sec*1e9))})
-	}
-	return out
-}
-
-// started lists the hosts whose consistent step started for version, with
-// how many times.
-func started(evs []rolloutEvent, version string) map[string]int {
-	out := map[string]int{}
-	for _, e := range evs {
-		if e.kind == "start" && e.version == version {
-			out[e.host]++
-		}
-	}
-	return out
-}
 
 // mostAtOnce is the largest number of hosts in their consistent step for
 // version at the same time.
@@ -333,13 +288,6 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
-}
-
-func tailString(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
 }
 
 // killConverge kills, with SIGKILL, the converge that runs the stand-in

@@ -243,11 +243,24 @@ func TestDrainHandler(t *testing.T) {
 	// delete) while the command runs: the answer finds no request, and
 	// the handler says so with exit 1.
 	putDrain(t, a, "web4", time.Now().Add(time.Hour))
+	started := filepath.Join(dir, "started")
+	ended := make(chan struct{})
+	defer close(ended)
 	go func() {
-		time.Sleep(500 * time.Millisecond)
+		// Once the command runs, the reaper deletes the request under it.
+		for {
+			if _, err := os.Stat(started); err == nil {
+				break
+			}
+			select {
+			case <-ended:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 		a.Client.KV().Delete(store.DrainKey(schema.DefaultPrefix, "web4"), nil)
 	}()
-	r = cli(t, a, "", "drain", "--handler", "--drain-cmd", "sleep 2; echo moved", "--lock-file", lock)
+	r = cli(t, a, "", "drain", "--handler", "--drain-cmd", "touch "+started+"; sleep 2; echo moved", "--lock-file", lock)
 	mustCode(t, r, 1, "a drain the reaper ended while its command ran")
 	if !strings.Contains(r.stderr, "the reaper ended the drain of web4 before this answer (drained: true) could be recorded") {
 		t.Fatalf("stderr %q", r.stderr)
@@ -264,8 +277,9 @@ func TestDrainHandler(t *testing.T) {
 }
 
 // watch-config --drain-cmd: the agent runs the drain handler when the
-// reaper writes the host's drain request, and its own answer firing the
-// watch again runs nothing more.
+// reaper writes the host's drain request, and the command runs once: the
+// answer, in a key of its own beside the request, fires nothing, and any
+// later run finds the request answered.
 func TestDrainWatch(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "moved")
@@ -281,21 +295,43 @@ func TestDrainWatch(t *testing.T) {
 		t.Fatalf("no key watch on the drain key: %+v", ws)
 	}
 	// The handler's lock file default is under /run/lock; the test's own.
+	// The handler runs through a wrapper that records its starts and ends.
+	runs := filepath.Join(dir, "runs")
 	for i := range ws {
 		if ws[i].Type == "key" && strings.HasSuffix(ws[i].Key, "/drain/web7") {
 			ws[i].Args = append(ws[i].Args, "--lock-file", filepath.Join(dir, "drain.lock"))
+			ws[i].Args[0] = startEndWrapper(t, dir, ws[i].Args[0], runs)
 		}
 	}
 	a := consultest.Start(t, consultest.Options{NodeName: "web7", HCL: agentConfig(t, ws), HandlerEnv: true})
+	agentLog := func() string { b, _ := os.ReadFile(a.LogPath); return string(b) }
 	putDrain(t, a, "web7", time.Now().Add(time.Minute))
 	testutil.Eventually(t, 20*time.Second, "the drain answered by the node's handler", func() bool {
 		d := drainOf(t, a, "web7")
 		return d != nil && d.Answer != nil && d.Answer.Drained
-	}, func() string { b, _ := os.ReadFile(a.LogPath); return string(b) })
-	time.Sleep(2 * time.Second) // the answer fired the watch again
+	}, agentLog)
+	// The run that answered has ended, and any other with it; a later run
+	// finds the request answered.
+	testutil.Eventually(t, 20*time.Second, "every drain handler run ended", func() bool {
+		data, _ := os.ReadFile(runs)
+		return strings.Count(string(data), "start\n") == strings.Count(string(data), "end\n")
+	}, agentLog)
 	if data, _ := os.ReadFile(log); string(data) != "moved\n" {
 		t.Fatalf("the drain command ran %q, want once", data)
 	}
+}
+
+// startEndWrapper writes a script that runs bin with its arguments and
+// appends "start" to runs before, "end" after: the test can tell whether
+// a run is under way.
+func startEndWrapper(t *testing.T, dir, bin, runs string) string {
+	t.Helper()
+	w := filepath.Join(dir, filepath.Base(bin)+"-start-end")
+	script := "#!/bin/sh\necho start >> " + runs + "\n" + bin + " \"$@\"\nrc=$?\necho end >> " + runs + "\nexit $rc\n"
+	if err := os.WriteFile(w, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // A count outside an autoscaled role's min and max (a typo: 40 for 4) is

@@ -1,7 +1,6 @@
 package orchestrate
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -19,13 +18,6 @@ import (
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/watch"
 )
-
-func watchConfig(t *testing.T, args ...string) result {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code := Run(context.Background(), append([]string{"watch-config"}, args...), IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
-	return result{code: code, stdout: out.String(), stderr: errb.String()}
-}
 
 func TestWatchConfigStanza(t *testing.T) {
 	deps := filepath.Join(t.TempDir(), "deps.yaml")
@@ -189,18 +181,14 @@ func TestWatchConfigRunsHieraServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.Eventually(t, 30*time.Second, "the agent's watch rendering mysql into "+out, func() bool {
 		data, _ := os.ReadFile(out)
-		if strings.Contains(string(data), `"services::mysql::address": ["10.0.0.5"]`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(a.LogPath)
-			t.Fatalf("the agent's watch did not render mysql into %s; file:\n%s\nagent log:\n%s", out, data, log)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return strings.Contains(string(data), `"services::mysql::address": ["10.0.0.5"]`)
+	}, func() string {
+		data, _ := os.ReadFile(out)
+		log, _ := os.ReadFile(a.LogPath)
+		return "file:\n" + string(data) + "\nagent log:\n" + string(log)
+	})
 }
 
 // TestWatchConfigConvergesOnNewVersion loads the generated stanza into a
@@ -236,14 +224,9 @@ func TestWatchConfigConvergesOnNewVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustCode(t, cli(t, a, "", "trigger-update", "v2"), 0, "trigger-update")
-	deadline := time.Now().Add(30 * time.Second)
-	for cli(t, a, "", "verify-hosts", "v2", "node7").code != 0 {
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(a.LogPath)
-			t.Fatalf("the agent's current_version watch did not converge node7 to v2; agent log:\n%s", log)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, "the agent's current_version watch converging node7 to v2", func() bool {
+		return cli(t, a, "", "verify-hosts", "v2", "node7").code == 0
+	}, func() string { log, _ := os.ReadFile(a.LogPath); return "agent log:\n" + string(log) })
 	if data, err := os.ReadFile(ran); err != nil || !strings.Contains(string(data), "v2") {
 		t.Fatalf("puppet stand-in did not run for v2: %q %v", data, err)
 	}

@@ -1,14 +1,11 @@
 package orchestrate
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,93 +15,6 @@ import (
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/watch"
 )
-
-var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
-)
-
-// builtBinary returns the path of a binary of this module built once per
-// test process (cmd/NAME), as a watch handler runs it.
-func builtBinary(t *testing.T, name string) string {
-	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "orchestrate-bin-")
-		if binErr != nil {
-			return
-		}
-		for _, n := range []string{"hiera-services", "orchestrate"} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, n), "github.com/jiocloud/orchestrate/cmd/"+n).CombinedOutput()
-			if err != nil {
-				binErr = fmt.Errorf("go build %s: %v\n%s", n, err, out)
-				return
-			}
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return filepath.Join(binDir, name)
-}
-
-// countingWrapper writes a script that appends a line to count and then
-// runs bin with its arguments: the watch runs the real binary, with the
-// agent's environment, and the test can count the runs.
-func countingWrapper(t *testing.T, dir, bin, count string) string {
-	t.Helper()
-	w := filepath.Join(dir, filepath.Base(bin)+"-counting")
-	script := "#!/bin/sh\necho run >> " + count + "\nexec " + bin + " \"$@\"\n"
-	if err := os.WriteFile(w, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return w
-}
-
-func lineCount(path string) int {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	return strings.Count(string(data), "\n")
-}
-
-// generatedWatches runs watch-config with args and returns its watches.
-func generatedWatches(t *testing.T, args ...string) []watch.Watch {
-	t.Helper()
-	r := watchConfig(t, args...)
-	mustCode(t, r, 0, "watch-config")
-	var cfg struct {
-		Watches []watch.Watch `json:"watches"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &cfg); err != nil {
-		t.Fatalf("watch-config output: %v\n%s", err, r.stdout)
-	}
-	return cfg.Watches
-}
-
-func agentConfig(t *testing.T, ws []watch.Watch) string {
-	t.Helper()
-	out, err := watch.AgentConfig(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(out)
-}
-
-// fileHas reports whether the file holds every one of the lines.
-func fileHas(path string, lines ...string) bool {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	for _, l := range lines {
-		if !strings.Contains(string(data), "\n"+l+"\n") {
-			return false
-		}
-	}
-	return true
-}
 
 // TestGeneratedWatchesSeeHealth starts a real agent with the configuration
 // watch-config generates, handlers inheriting the agent's environment as in
@@ -146,7 +56,8 @@ func TestGeneratedWatchesSeeHealth(t *testing.T) {
 	testutil.Eventually(t, 2*time.Second, "a new dependency instance", func() bool {
 		return fileHas(out, `"services::web::address": ["10.0.0.5"]`, `"orchestrate::dependencies::web::addressable": 0`)
 	}, dump)
-	// Let every watch that fired for the registration finish.
+	// Let every watch that fired for the registration finish: no one
+	// event marks the last of them.
 	time.Sleep(time.Second)
 
 	for _, step := range []struct {
@@ -165,7 +76,7 @@ func TestGeneratedWatchesSeeHealth(t *testing.T) {
 		}
 		took := testutil.Eventually(t, 2*time.Second, "check turned "+step.status, func() bool { return fileHas(out, step.want...) }, dump)
 		t.Logf("check turned %s: in services.yaml after %s", step.status, took.Round(time.Millisecond))
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // a second run of --exec would show by now
 		if n := lineCount(execs) - before; n != 1 {
 			t.Errorf("check turned %s: --exec ran %d times, want 1", step.status, n)
 		}
@@ -327,7 +238,7 @@ func TestGeneratedWatchesIdleCatalog(t *testing.T) {
 	before := lineCount(renders)
 	for round := 0; round < 6; round++ {
 		refresh()
-		time.Sleep(10 * time.Second)
+		time.Sleep(10 * time.Second) // six rounds: the idle minute measured
 	}
 	if n := lineCount(renders) - before; n != 0 {
 		t.Errorf("%d renders in a minute of TTL refreshes on an unchanged catalog, want 0", n)
@@ -346,7 +257,7 @@ func TestGeneratedWatchesIdleCatalog(t *testing.T) {
 		if err := ag.UpdateTTL("svc500-ttl", "flap "+strconv.Itoa(i), status); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // one flap a second
 	}
 	if n := lineCount(renders) - before; n != 0 {
 		t.Errorf("%d renders while an unwatched service's check flapped, want 0", n)

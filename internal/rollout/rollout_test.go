@@ -419,7 +419,7 @@ func TestSlotSurvivesAnAgentRestart(t *testing.T) {
 		return p
 	}
 	before := claim()
-	time.Sleep(2*s.TTL + 2*time.Second)
+	time.Sleep(2*s.TTL + 2*time.Second) // an unrenewed session would have expired
 	if !held() {
 		t.Fatalf("the slot expired %s after the restart: its renewals did not resume", 2*s.TTL)
 	}

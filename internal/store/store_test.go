@@ -11,30 +11,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
-
-func newStore(t *testing.T) (*store.Store, *api.Client) {
-	t.Helper()
-	a := consultest.Start(t, consultest.Options{})
-	s, err := store.New(a.Client, "test/orchestrate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, a.Client
-}
-
-// keys lists every key under p.
-func keys(t *testing.T, c *api.Client, p string) []string {
-	t.Helper()
-	ks, _, err := c.KV().Keys(p, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ks
-}
 
 // A host's version is one key of its own, rewritten by each report.
 func TestReportVersionOneKeyPerHost(t *testing.T) {

@@ -373,7 +373,7 @@ func TestClientAgents(t *testing.T) {
 		if _, err := noCert.KV().Put(&api.KVPair{Key: "lab/nocert", Value: []byte("x")}, nil); err == nil {
 			t.Fatal("an agent without a certificate wrote through RPC: the servers do not verify incoming RPC")
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // three attempts a second apart
 	}
 
 	// Without servers (it learns them by gossip) the keyless agent cannot
@@ -395,7 +395,7 @@ func TestClientAgents(t *testing.T) {
 		t.Fatalf("an agent without the gossip key joining: %v, want a refusal for the encryption", err)
 	}
 	t.Logf("join without the key: %q", err)
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // gossip rounds in which it must not show among the members
 	if _, in := members(t, c)["lab-keyless"]; in {
 		t.Fatal("an agent without the gossip key is among the servers' members")
 	}

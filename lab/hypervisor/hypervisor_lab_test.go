@@ -380,7 +380,7 @@ func TestLabHypervisor(t *testing.T) {
 	// Death outlives a restart of the hypervisor; Nova stop and start
 	// clears it.
 	restart(true)
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // three polls of the new hypervisor, none may start them
 	if ca, cb = get(h, a), get(h, b); ca.PID != 0 || cb.PID != 0 || !ca.Dead || !cb.Dead {
 		t.Fatalf("dead containers after a restart: %+v, %+v; want off and dead", ca, cb)
 	}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,35 +17,6 @@ import (
 	"github.com/jiocloud/orchestrate/lab/image"
 	"github.com/jiocloud/orchestrate/lab/internal/labenv"
 )
-
-var (
-	ensureOnce sync.Once
-	imageTar   string
-	ensureErr  error
-	ensureTook time.Duration
-)
-
-// ensured is image.Ensure on the lab's directory ($LAB_DIR, as `make lab`
-// uses it, so the image is built once for both), once per test binary.
-func ensured(t testing.TB) string {
-	t.Helper()
-	testutil.RequireRoot(t, "mmdebstrap --mode=root and mounts")
-	testutil.RequireTool(t, "mmdebstrap", "mmdebstrap")
-	ensureOnce.Do(func() {
-		dir, err := labenv.Dir()
-		if err != nil {
-			ensureErr = err
-			return
-		}
-		start := time.Now()
-		imageTar, ensureErr = image.Ensure(context.Background(), dir)
-		ensureTook = time.Since(start)
-	})
-	if ensureErr != nil {
-		t.Fatal(ensureErr)
-	}
-	return imageTar
-}
 
 // tarFile is one file of the image tar.
 func tarFile(t *testing.T, tar, path string) string {
