@@ -5,18 +5,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/orchestrate"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
-	"github.com/jiocloud/orchestrate/reaper"
-	"github.com/jiocloud/orchestrate/reaper/daemon"
-	"github.com/jiocloud/orchestrate/reaper/simcloud"
 )
 
 // Autoscaling on a real agent and the simulated cloud, in simulated time:
@@ -24,275 +19,6 @@ import (
 // each step moves on by one interval (30 s), so ten minutes of a cloud's
 // life take seconds. Consul, its KV, its health and the reaper's code are
 // all real; only the machines and their load are simulated.
-
-// scaleConfig is a role web scaling on the consul metric "load", target
-// 0.6 per node, 2 to 10 servers, HPA's default behaviour: at most 2 more
-// per scale out, 3 min apart; at most 1 fewer per scale in, 5 min apart,
-// after a 5 min stabilization window.
-const scaleConfig = `
-dry_run: false
-prefix: ` + prefix + `
-interval: 30s
-session_ttl: 2s
-lock_delay: 1s
-listen: ""
-drain_period: 60s
-cloud_timeout: 5m
-quota_backoff: 30s
-quota_backoff_max: 1m
-roles:
-  - name: web
-    boot_grace: 2m
-    critical_grace: 1m
-    boot_timeout: 10m
-    drain_timeout: 2m
-    boot: {flavor: m1, image: debian, name_template: "web{n}"}
-    autoscale:
-      metric: {source: consul, name: load, max_age: 2m}
-      target: 0.6
-      min: 2
-      max: 10
-      scale_out: {max_step: 2, cooldown: 3m}
-      scale_in: {max_step: 1, cooldown: 5m, stabilization: 5m}
-`
-
-// scaleWorld is one autoscaling scenario: a real agent, the simulated cloud
-// booting servers in 60 s of simulated time, a reaper whose cycles the
-// test runs one step at a time, and a workload the role's serving nodes
-// report their share of.
-type scaleWorld struct {
-	t     testing.TB
-	agent *consultest.Agent
-	c     *api.Client
-	sim   *simcloud.Cloud
-	cfg   *reaper.Config
-	r     *daemon.Reaper
-	st    *store.Store
-	sess  string
-	load  *simcloud.Workload
-
-	mu  sync.Mutex
-	now time.Time // guarded by mu
-
-	// report: the serving nodes report their load each step; answer: the
-	// platform answers every drain request (`orchestrate drained`).
-	report, answer bool
-	// scaled lists the changes of desired count, with when.
-	scaled []scaleEvent
-	// deleted lists the servers deleted, in order.
-	deleted []string
-	// lastPlan is the last cycle's plan.
-	lastPlan *reaper.Plan
-}
-
-type scaleEvent struct {
-	at       time.Time
-	from, to int
-}
-
-func (e scaleEvent) String() string {
-	return fmt.Sprintf("%d->%d at %s", e.from, e.to, e.at.Format(time.TimeOnly))
-}
-
-func newScaleWorld(t testing.TB, config string, servers int) *scaleWorld {
-	t.Helper()
-	agent := consultest.Start(t, consultest.Options{HCL: agentHCL})
-	cfg := parseConfig(t, config)
-	var err error
-	w := &scaleWorld{t: t, agent: agent, c: agent.Client, cfg: cfg, load: simcloud.NewWorkload(0), report: true, answer: true,
-		now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
-	w.sim = simcloud.New()
-	w.sim.Now = w.clock
-	w.sim.BootDelay = time.Minute
-	w.sim.DeleteDelay = 30 * time.Second
-	w.sim.OnActive = func(s reaper.Server) {
-		if err := simcloud.RegisterNode(context.Background(), w.c, s.Name, "web", api.HealthPassing); err != nil {
-			t.Errorf("register node %s: %v", s.Name, err)
-		}
-	}
-	w.sim.OnDelete = func(s reaper.Server) { w.deleted = append(w.deleted, s.Name) }
-	for i := 1; i <= servers; i++ {
-		name := "web" + string(rune('0'+i))
-		// The higher the number, the older: the oldest-first tie-break
-		// never agrees with a choice by load by chance.
-		created := w.clock().Add(-24*time.Hour - time.Duration(i)*time.Minute)
-		w.sim.Add(reaper.Server{Name: name, Created: created, Metadata: map[string]string{reaper.MetaRole: "web"}})
-		if err := simcloud.RegisterNode(context.Background(), w.c, name, "web", api.HealthPassing); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if w.st, err = store.New(w.c, prefix); err != nil {
-		t.Fatal(err)
-	}
-	w.st.Now = w.clock
-	// The role starts at the count it has, as the autoscaler left it.
-	if err := w.st.SetDesired(context.Background(), "web", servers); err != nil {
-		t.Fatal(err)
-	}
-	if w.r, err = daemon.New(cfg, w.c, w.sim, testLogger(t), daemon.WithClock(w.clock)); err != nil {
-		t.Fatal(err)
-	}
-	w.sess = holdLock(t, w.c, cfg)
-	arm(t, w.c)
-	return w
-}
-
-func (w *scaleWorld) clock() time.Time {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.now
-}
-
-// step moves time on by one interval: the serving nodes report, the
-// reaper runs a cycle, the platform answers drain requests.
-func (w *scaleWorld) step() *reaper.Plan {
-	w.t.Helper()
-	ctx := context.Background()
-	w.mu.Lock()
-	w.now = w.now.Add(w.cfg.Interval.D())
-	w.mu.Unlock()
-	if w.report {
-		serving, err := simcloud.ServingNodes(ctx, w.c, "web")
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		for node, v := range w.load.Spread(serving) {
-			if err := w.st.ReportMetric(ctx, "web", node, "load", v); err != nil {
-				w.t.Fatal(err)
-			}
-		}
-	}
-	before := w.desired()
-	p := w.r.Cycle(ctx, w.sess)
-	if p == nil {
-		w.t.Fatalf("cycle at %s skipped (see the log with -v)", w.clock().Format(time.TimeOnly))
-	}
-	w.lastPlan = p
-	if after := w.desired(); after != before {
-		w.scaled = append(w.scaled, scaleEvent{at: w.clock(), from: before, to: after})
-	}
-	if w.answer {
-		w.answerDrains()
-	}
-	return p
-}
-
-// stepUntil steps until cond holds, at most max steps; it returns the
-// steps taken.
-func (w *scaleWorld) stepUntil(max int, what string, cond func() bool) int {
-	w.t.Helper()
-	return stepUntil(w.t, max, what, func() { w.step() }, cond, func() string {
-		return fmt.Sprintf("%s of simulated time; last plan: %s", time.Duration(max)*w.cfg.Interval.D(), describePlan(w.lastPlan))
-	})
-}
-
-// stepUntil runs step until cond holds, at most max times, and returns
-// the steps taken; else it fails the test, saying what it waited for and
-// what where tells of the world.
-func stepUntil(t testing.TB, max int, what string, step func(), cond func() bool, where func() string) int {
-	t.Helper()
-	for i := 1; i <= max; i++ {
-		step()
-		if cond() {
-			return i
-		}
-	}
-	t.Fatalf("%s: not after %d steps (%s)", what, max, where())
-	return 0
-}
-
-// parseConfig parses and validates a test configuration.
-func parseConfig(t testing.TB, text string) *reaper.Config {
-	t.Helper()
-	cfg, err := reaper.ParseConfig(strings.NewReader(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := daemon.CheckConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-func describePlan(p *reaper.Plan) string {
-	if p == nil {
-		return "none"
-	}
-	var b strings.Builder
-	for _, r := range p.Roles {
-		if a := r.Autoscale; a != nil && a.Last != nil {
-			b.WriteString("autoscale " + a.Last.Result + ": " + a.Last.Reason + "; ")
-		}
-	}
-	for _, a := range p.Actions {
-		b.WriteString(a.String() + "; ")
-	}
-	for _, s := range p.Blocked {
-		b.WriteString("held: " + s + "; ")
-	}
-	return b.String()
-}
-
-// desired is the role's count in Consul (the config's when unset).
-func (w *scaleWorld) desired() int {
-	n, ok, err := w.st.Desired(context.Background(), "web")
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if !ok {
-		return w.cfg.Roles[0].Desired
-	}
-	return n
-}
-
-// servers lists the role's servers in the cloud, ACTIVE or not.
-func (w *scaleWorld) servers() string { return names(w.sim.Servers()) }
-
-// serving counts the nodes that take load.
-func (w *scaleWorld) serving() int {
-	s, err := simcloud.ServingNodes(context.Background(), w.c, "web")
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return len(s)
-}
-
-// answerDrains answers every unanswered drain request, as the platform
-// does once it moved a host's work away: with `orchestrate drained`.
-func (w *scaleWorld) answerDrains() {
-	snap, err := w.st.Snapshot(context.Background())
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	for host, d := range snap.Scaling.Drains {
-		if d.Answer == nil {
-			w.cli("drained", host, "--detail", "moved its work to the other servers")
-		}
-	}
-}
-
-// cli runs the orchestrate command against the world's agent, failing the
-// test on a non-zero exit.
-func (w *scaleWorld) cli(args ...string) string {
-	w.t.Helper()
-	var out, errOut bytes.Buffer
-	args = append(args, "--consul-addr", w.agent.HTTPAddr, "--prefix", prefix, "--log-level", "warn")
-	if code := orchestrate.Run(context.Background(), args, orchestrate.IO{Stdout: &out, Stderr: &errOut}); code != 0 {
-		w.t.Fatalf("orchestrate %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
-	}
-	return out.String()
-}
-
-// lastDecision is the role's autoscaling decision in the last plan.
-func (w *scaleWorld) lastDecision() reaperkv.ScaleDecision {
-	for _, r := range w.lastPlan.Roles {
-		if r.Autoscale != nil && r.Autoscale.Last != nil {
-			return *r.Autoscale.Last
-		}
-	}
-	w.t.Fatal("the last plan has no autoscaling decision")
-	return reaperkv.ScaleDecision{}
-}
 
 // The role follows its load: a step up reaches ceil(load/target) within
 // the scale-out cooldowns; a steady load changes nothing for ten minutes;
@@ -490,16 +216,6 @@ func TestLostMetricHolds(t *testing.T) {
 	}
 }
 
-// runCLI runs the orchestrate command against the world's agent and
-// returns its exit code and standard error; the connection flags go
-// right after the command's name, so args may end in "--" and operands.
-func (w *scaleWorld) runCLI(args ...string) (int, string) {
-	var out, errOut bytes.Buffer
-	args = append([]string{args[0], "--consul-addr", w.agent.HTTPAddr, "--prefix", prefix, "--log-level", "warn"}, args[1:]...)
-	code := orchestrate.Run(context.Background(), args, orchestrate.IO{Stdout: &out, Stderr: &errOut})
-	return code, errOut.String()
-}
-
 // A role at its max whose nodes' reports include a huge one and a
 // negative one does not shrink: the huge report counts at the role's
 // plausible_max (4 x target), the negative one (refused by `orchestrate
@@ -622,13 +338,4 @@ func TestCapacityExhaustedIsAnnounced(t *testing.T) {
 	if m := metricsText(t, w.r); !strings.Contains(m, `reaper_capacity_exhausted{role="web"} 0`) {
 		t.Fatalf("metrics after the quota was raised:\n%s", m)
 	}
-}
-
-func metricsText(t *testing.T, r *daemon.Reaper) string {
-	t.Helper()
-	var b strings.Builder
-	if _, err := r.Metrics().WriteTo(&b); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
 }

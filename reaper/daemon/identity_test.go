@@ -74,8 +74,6 @@ agent_prefix "" { policy = "read" }
 	return f, rc
 }
 
-const identityMgmt = "2c9d1e8f-4a7b-4c3d-9e6f-5a4b3c2d1e0f"
-
 var tokenInUserData = regexp.MustCompile(`"agent": "([0-9a-f-]{36})"`)
 
 // secretOf is the token in the user data a server was created with.

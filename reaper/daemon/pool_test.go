@@ -85,10 +85,6 @@ type poolWorld struct {
 	lastPlan *reaper.Plan
 }
 
-func newPoolWorld(t testing.TB, size int, boot, converge time.Duration, opts ...daemon.Option) *poolWorld {
-	return newPoolWorldIn(t, reaper.PoolRunning, size, boot, converge, opts...)
-}
-
 // newPoolWorldIn is newPoolWorld with the pool's state (running or
 // stopped): a stopped machine's agent leaves (its check goes critical), a
 // started one rejoins passing (it converged before it was stopped).

@@ -519,15 +519,6 @@ func TestCyclesGoOnWhileAServerBoots(t *testing.T) {
 	})
 }
 
-// blocked reads the last state report's blocked lines, joined.
-func blocked(c *api.Client) string {
-	rep, _ := readReport(c)
-	if rep == nil {
-		return ""
-	}
-	return strings.Join(rep.Blocked, "\n")
-}
-
 // Nothing stalls on a delete Nova accepts but never carries out: no cycle
 // waits for it (the report keeps moving); past cloud_timeout it is asked
 // again with backoff and frees the role's in-flight slot, so another bad

@@ -11,15 +11,6 @@ import (
 	"github.com/jiocloud/orchestrate/reaper/reapertest"
 )
 
-// autoscaled makes role web autoscale on the consul metric "load", target
-// 0.5, 2 to 8 servers, with the defaults otherwise (steps 2 and 1,
-// cooldowns 3m and 5m, stabilization 5m, tolerance 10%).
-func autoscaled(c *reaper.Config) {
-	r := &c.Roles[0]
-	r.Autoscale = &reaper.Autoscale{Metric: reaper.MetricSource{Source: reaper.SourceConsul, Name: "load"}, Target: 0.5, Min: 2, Max: 8}
-	r.Autoscale.ApplyDefaults()
-}
-
 // reports are web's nodes' reports of "load", all at time at.
 func reports(at time.Time, vals map[string]float64) map[string]map[string]schema.MetricReport {
 	hosts := map[string]map[string]schema.MetricReport{}
@@ -27,18 +18,6 @@ func reports(at time.Time, vals map[string]float64) map[string]map[string]schema
 		hosts[h] = map[string]schema.MetricReport{"load": {Role: "web", Value: v, Time: at}}
 	}
 	return hosts
-}
-
-// window is an unbroken stabilization window since `since`, each cycle
-// recommending n, with the last decision a cycle ago.
-func window(since time.Time, n int) *reaperkv.AutoscaleReport {
-	rep := &reaperkv.AutoscaleReport{WindowSince: since, Last: &reaperkv.ScaleDecision{Time: t0.Add(-30 * time.Second)}}
-	for at := since; at.Before(t0); at = at.Add(30 * time.Second) {
-		if t0.Sub(at) < 5*time.Minute {
-			rep.Window = append(rep.Window, reaperkv.Recommendation{Time: at, Count: n})
-		}
-	}
-	return rep
 }
 
 func TestAutoscaleDecisions(t *testing.T) {

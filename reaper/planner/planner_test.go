@@ -12,31 +12,7 @@ import (
 	"github.com/jiocloud/orchestrate/reaper/reapertest"
 )
 
-var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-const day = 24 * time.Hour
-
-// srv is a server of role (from its name's letters) created age ago.
-func srv(name string, age time.Duration) reaper.Server {
-	return reaper.Server{ID: "id-" + name, Name: name, Status: reaper.StatusActive, Created: t0.Add(-age),
-		Metadata: map[string]string{reaper.MetaRole: strings.TrimRight(name, "0123456789")}}
-}
-
-func withStatus(s reaper.Server, st string) reaper.Server { s.Status = st; return s }
-func withFault(s reaper.Server, f string) reaper.Server   { s.Fault = f; return s }
-func withJournal(s reaper.Server, id string) reaper.Server {
-	s.Metadata[reaper.MetaJournal] = id
-	return s
-}
-
-// pass and crit are a machine's check of its role's service, as Puppet
-// registers it.
-func pass(node string) reaper.Check {
-	return reaper.Check{Node: node, CheckID: "machine", Name: "machine health", Status: "passing", ServiceID: "web"}
-}
-func crit(node string) reaper.Check {
-	return reaper.Check{Node: node, CheckID: "machine", Name: "machine health", Status: reaper.CheckCritical, ServiceID: "web"}
-}
+func withFault(s reaper.Server, f string) reaper.Server { s.Fault = f; return s }
 
 // serf is the agent's own check: the agent joined (or left).
 func serf(node, status string) reaper.Check {
@@ -44,54 +20,6 @@ func serf(node, status string) reaper.Check {
 }
 func svcCrit(node, id string) reaper.Check {
 	return reaper.Check{Node: node, CheckID: id, Name: id, Status: reaper.CheckCritical}
-}
-
-// healthyFleet is n healthy servers of role, 10 days old.
-func healthyFleet(role string, n int) ([]reaper.Server, []reaper.Check) {
-	var ss []reaper.Server
-	var cs []reaper.Check
-	for i := 1; i <= n; i++ {
-		name := fmt.Sprintf("%s%d", role, i)
-		ss = append(ss, srv(name, 10*day+time.Duration(i)*time.Hour))
-		cs = append(cs, pass(name))
-	}
-	return ss, cs
-}
-
-// longCrit: the node has been critical for an hour (past every grace).
-func longCrit(nodes ...string) map[string]time.Time {
-	m := map[string]time.Time{}
-	for _, n := range nodes {
-		m[n] = t0.Add(-time.Hour)
-	}
-	return m
-}
-
-// replaceChecks swaps node's checks for cs.
-func replaceChecks(all []reaper.Check, node string, cs ...reaper.Check) []reaper.Check {
-	var out []reaper.Check
-	for _, c := range all {
-		if c.Node != node {
-			out = append(out, c)
-		}
-	}
-	return append(out, cs...)
-}
-
-func ops(p *reaper.Plan) []string {
-	out := []string{}
-	for _, a := range p.Actions {
-		target := a.Entry.NewName
-		if a.Op == reaper.OpDrain || a.Op == reaper.OpDelete || a.Op == reaper.OpMaintain || a.Op == reaper.OpDeregister || a.Op == reaper.OpRestore || a.Op == reaper.OpAbort {
-			target = a.Entry.OldName
-		}
-		s := string(a.Op) + " " + target
-		if a.Entry.Kind == reaperkv.KindReplace && a.Op == reaper.OpCreate {
-			s += " for " + a.Entry.OldName
-		}
-		out = append(out, s)
-	}
-	return out
 }
 
 func TestPlan(t *testing.T) {
