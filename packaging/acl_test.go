@@ -59,7 +59,7 @@ func newACLWorldWith(t *testing.T, opts consultest.Options) *aclWorld {
 		}
 	}
 	// Consul DNS answers with the agent's DNS token, not the caller's
-	// (README: the agent's tokens): read of the catalog, as Consul's
+	// (docs/acl.md, "The agent's own tokens"): read of the catalog, as Consul's
 	// builtin/dns templated policy grants.
 	dns := w.token(t, "node_prefix \"\" { policy = \"read\" }\nservice_prefix \"\" { policy = \"read\" }\n")
 	secret, err := os.ReadFile(dns)
@@ -358,7 +358,7 @@ func TestACLReaperPolicy(t *testing.T) {
 // itself, with its default token (acl.tokens.default), before any handler
 // runs with the node token: with ACLs on (default deny) and no default
 // token they are refused and no handler ever runs. A default token of the
-// shipped read-only operator.hcl is enough (README: Consul ACL tokens).
+// shipped read-only operator.hcl is enough (docs/acl.md).
 func TestACLGeneratedWatchesRunOnTheAgentsDefaultToken(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -376,7 +376,7 @@ func TestACLGeneratedWatchesRunOnTheAgentsDefaultToken(t *testing.T) {
 	if err != nil {
 		t.Fatalf("watch-config: %v", err)
 	}
-	// The agent's configuration names its default token, as README says;
+	// The agent's configuration names its default token, as docs/acl.md says;
 	// the token itself is made once ACLs are up, below.
 	const defaultSecret = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
 	var cfg map[string]any
@@ -441,7 +441,7 @@ func TestACLGeneratedWatchesRunOnTheAgentsDefaultToken(t *testing.T) {
 // which needs node write on that node: node.hcl alone refuses it (exit 3
 // naming node:write), the node's token given the node identity of its host
 // (`consul acl token create -policy-name orchestrate-node -node-identity
-// HOST:DC`, README) does it.
+// HOST:DC`, docs/acl.md) does it.
 func TestACLStandbyNeedsTheNodeIdentity(t *testing.T) {
 	t.Parallel()
 	w := newACLWorld(t)
