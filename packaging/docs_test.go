@@ -2,9 +2,7 @@ package packaging_test
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -39,20 +37,7 @@ func docPages(t *testing.T) []string {
 // gunzip reads a gzipped file of the extracted package.
 func gunzip(t *testing.T, path string) string {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	b, err := io.ReadAll(z)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return string(b)
+	return run(t, "gzip", "-dc", path)
 }
 
 // Every document the units' Documentation= and the man pages' SEE ALSO
