@@ -139,7 +139,7 @@ soak: consul
 
 ## bench: every benchmark in one go, printed as one table with the machine it
 ## ran on (hiera-services beside consul-template, service-blocker latency and
-## footprint, the reaper planner and a full reaper cycle). About 10 minutes.
+## footprint, the reaper planner and a full reaper cycle). About 14 minutes.
 ## lab-image: what the lab's servers are made of (lab/README.md): the base
 ## image, built once with mmdebstrap and cached in $(LAB_DIR)/cache; the
 ## packages orchestrate, consul and orchestrate-lab-roles in $(LAB_DIR)/debs;

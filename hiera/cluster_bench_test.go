@@ -19,7 +19,7 @@ import (
 // BenchmarkEightNodesTrickle: a Consul server and eight client agents
 // with Consul's default settings, a catalog of 500 services x 2 instances,
 // and the hiera-services binary in --watch on every node against its own
-// agent (through a counting proxy), as the README describes. After an
+// agent (through a counting proxy), as docs/hiera-services.md describes. After an
 // idle window of 10 s, b.N check changes arrive one every 200 ms (a
 // steady trickle), each flipping one instance's check. Reported: the CPU
 // of the server, of a client agent and of a hiera-services (means, in

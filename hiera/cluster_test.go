@@ -15,7 +15,7 @@ import (
 // TestEightNodesDefaultAgents: a Consul server and eight client agents,
 // all with Consul's default limits, and a catalog of 500 services x 2
 // instances. hiera-services runs on each node against its own client
-// agent, as the README describes, in once mode and in --watch at the same
+// agent, as docs/hiera-services.md describes, in once mode and in --watch at the same
 // time on all eight: every node renders every service, and a check change
 // reaches every node's --watch file.
 func TestEightNodesDefaultAgents(t *testing.T) {

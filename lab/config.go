@@ -153,8 +153,8 @@ type cloudFile struct {
 
 // bootstrapUserData is the user data of a bootstrap server, which the
 // operator builds by hand (not the reaper): the orchestrate package, a
-// Consul agent like every node's (its token is the operator's, as the
-// README gives one to a node the reaper does not build), and the reaper
+// Consul agent like every node's (its token is the operator's, as
+// docs/acl.md gives one to a node the reaper does not build), and the reaper
 // with its unit, configuration, token, key, cloud credentials and the
 // roles' user data. Files for the user orchestrate wait for the package
 // (defer) that creates it.

@@ -229,7 +229,7 @@ func (l *Lab) nova(ctx context.Context) error {
 	return err
 }
 
-// acls does the operator's ACL setup (README, "Consul ACL tokens"): the
+// acls does the operator's ACL setup (docs/acl.md): the
 // shipped policies, the reaper's, operator's and DNS tokens, and `reaper
 // identity --apply` with the reaper's configuration, which needs the
 // roles' user data written first.

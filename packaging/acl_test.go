@@ -215,7 +215,7 @@ func TestACLReaperPolicy(t *testing.T) {
 // itself, with its default token (acl.tokens.default), before any handler
 // runs with the node token: with ACLs on (default deny) and no default
 // token they are refused and no handler ever runs. A default token of the
-// shipped read-only operator.hcl is enough (README: Consul ACL tokens).
+// shipped read-only operator.hcl is enough (docs/acl.md).
 func TestACLGeneratedWatchesRunOnTheAgentsDefaultToken(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -233,7 +233,7 @@ func TestACLGeneratedWatchesRunOnTheAgentsDefaultToken(t *testing.T) {
 	if err != nil {
 		t.Fatalf("watch-config: %v", err)
 	}
-	// The agent's configuration names its default token, as README says;
+	// The agent's configuration names its default token, as docs/acl.md says;
 	// the token itself is made once ACLs are up, below.
 	const defaultSecret = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
 	var cfg map[string]any
@@ -304,7 +304,7 @@ func TestACLGeneratedWatchesRunOnTheAgentsDefaultToken(t *testing.T) {
 // which needs node write on that node: node.hcl alone refuses it (exit 3
 // naming node:write), the node's token given the node identity of its host
 // (`consul acl token create -policy-name orchestrate-node -node-identity
-// HOST:DC`, README) does it.
+// HOST:DC`, docs/acl.md) does it.
 func TestACLStandbyNeedsTheNodeIdentity(t *testing.T) {
 	t.Parallel()
 	w := newACLWorld(t)

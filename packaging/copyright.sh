@@ -1,9 +1,11 @@
 #!/bin/sh
-# copyright.sh GO PACKAGE...: /usr/share/doc/orchestrate/copyright:
-# orchestrate's own notice, then every Go module the binaries built from
-# PACKAGE... (./cmd/<name>, the shipped ones) link, with its version and the
-# text of its licence file(s) as the module proxy holds them; identical
-# texts are printed once.
+# copyright.sh GO PACKAGE...: /usr/share/doc/orchestrate/copyright, in
+# Debian's machine-readable format (DEP-5): orchestrate's own files under
+# the Apache License 2.0 (LICENSE), then every Go module the binaries built
+# from PACKAGE... (./cmd/<name>, the shipped ones) link, with its version,
+# in the header's Comment, and the text of each module's licence file(s),
+# as the module proxy holds them, in a stand-alone License paragraph;
+# identical texts are printed once.
 set -eu
 GO=${1:?usage: copyright.sh GO PACKAGE...}
 shift
@@ -40,18 +42,15 @@ condense() {
 	'
 }
 
+# field: TEXT as the continuation lines of a DEP-5 field: each line
+# indented by one space, an empty line as " .".
+field() { sed -e 's/^$/./' -e 's/^/ /'; }
+
 cat <<'HEAD'
-orchestrate: Consul as the control plane of a Puppet-built OpenStack cloud.
-Upstream: https://github.com/jiocloud/orchestrate
-
-Copyright: the orchestrate developers.
-License: the source repository states no licence yet (it has no LICENSE
- file); until it does, no licence is granted beyond what the law allows.
-
-The binaries in this package are statically linked Go programs. They contain
-the Go modules listed below, each under the licence whose text follows the
-list under the number given.
-
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: orchestrate
+Upstream-Contact: orchestrate developers <orchestrate@jiocloud.example>
+Source: https://github.com/jiocloud/orchestrate
 HEAD
 "$GO" list -deps -f '{{with .Module}}{{.Path}} {{.Version}} {{.Dir}}{{end}}' "$@" |
 	sort -u | grep -v '^github.com/jiocloud/orchestrate ' >"$tmp/modules"
@@ -66,7 +65,7 @@ while read -r path version dir; do
 		echo "  $path $version: no licence file in the module"
 		continue
 	fi
-	nums=
+	names=
 	for f in $lic; do
 		sum=$(condense "$f" | sha256sum | cut -c1-16)
 		if [ ! -f "$tmp/$sum" ]; then
@@ -75,14 +74,46 @@ while read -r path version dir; do
 			condense "$f" >"$tmp/$sum"
 			echo "$sum" >>"$tmp/order"
 		fi
-		nums="$nums${nums:+ and }licence $(cat "$tmp/$sum.n")"
+		names="$names${names:+ and }go-module-$(cat "$tmp/$sum.n")"
 	done
-	echo "  $path $version: $nums"
-done <"$tmp/modules"
-while read -r sum; do
-	echo
-	echo "----------------------------------------------------------------------"
-	echo "Licence $(cat "$tmp/$sum.n")"
-	echo
-	cat "$tmp/$sum"
-done <"$tmp/order"
+	echo "  $path $version: $names"
+done <"$tmp/modules" >"$tmp/list"
+{
+	echo "Comment: Consul as the control plane of a Puppet-built OpenStack cloud."
+	field <<'TEXT'
+
+The binaries in this package are statically linked Go programs. They contain
+the Go modules listed below, each under the licence of the stand-alone
+License paragraph named after it (go-module-N), which holds the module's
+licence text.
+
+TEXT
+	field <"$tmp/list"
+	cat <<'FILES'
+
+Files: *
+Copyright: the orchestrate developers
+License: Apache-2.0
+
+License: Apache-2.0
+ Licensed under the Apache License, Version 2.0 (the "License");
+ you may not use this file except in compliance with the License.
+ You may obtain a copy of the License at
+ .
+     http://www.apache.org/licenses/LICENSE-2.0
+ .
+ Unless required by applicable law or agreed to in writing, software
+ distributed under the License is distributed on an "AS IS" BASIS,
+ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ See the License for the specific language governing permissions and
+ limitations under the License.
+ .
+ On Debian systems, the complete text of the Apache License, Version 2.0
+ can be found in "/usr/share/common-licenses/Apache-2.0".
+FILES
+	while read -r sum; do
+		echo
+		echo "License: go-module-$(cat "$tmp/$sum.n")"
+		field <"$tmp/$sum"
+	done <"$tmp/order"
+}

@@ -59,7 +59,7 @@ func newACLWorldWith(t *testing.T, opts consultest.Options) *aclWorld {
 		}
 	}
 	// Consul DNS answers with the agent's DNS token, not the caller's
-	// (README: the agent's tokens): read of the catalog, as Consul's
+	// (docs/acl.md, "The agent's own tokens"): read of the catalog, as Consul's
 	// builtin/dns templated policy grants.
 	dns := w.token(t, "node_prefix \"\" { policy = \"read\" }\nservice_prefix \"\" { policy = \"read\" }\n")
 	secret, err := os.ReadFile(dns)

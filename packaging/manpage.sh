@@ -37,6 +37,13 @@ if [ "$name" = orchestrate ]; then
 		echo ".fi"
 	done
 fi
+# The documents the package ships about this binary (scripts/package.sh).
+doc=/usr/share/doc/orchestrate
+case $name in
+orchestrate) pages="$doc/docs/orchestrate.md.gz $doc/docs/converge.md.gz $doc/docs/watches.md.gz" ;;
+reaper) pages="$doc/docs/reaper.md.gz $doc/reaper.md.gz" ;;
+*) pages="$doc/docs/$name.md.gz" ;;
+esac
 cat <<TAIL
 .SH VERSION
 \\fB${name} \\-\\-version\\fR prints the version, the commit and the Go version
@@ -48,5 +55,10 @@ reached or refused.
 .SH FILES
 /etc/orchestrate/, /usr/share/orchestrate/acl/
 .SH SEE ALSO
-/usr/share/doc/orchestrate/README.md.gz
 TAIL
+br=
+for p in $doc/README.md.gz $pages; do
+	[ -z "$br" ] || echo "$br"
+	echo "$p"
+	br=.br
+done

@@ -306,16 +306,16 @@ func TestNodeRestrictionMigrateCommand(t *testing.T) {
 	must(t, "migrate --check after", w.run(t, reader, "orchestrate", "migrate", "--check"), 0, "nothing is left")
 }
 
-// The host policy README shows is the one store.HostPolicyRules renders.
+// The host policy docs/acl.md shows is the one store.HostPolicyRules renders.
 func TestNodeRestrictionREADMEShowsTheHostPolicy(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/acl.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(b)
 	at := strings.Index(text, "The host's own policy, as `store.HostPolicyRules")
 	if at < 0 {
-		t.Fatal("README no longer shows the host policy")
+		t.Fatal("docs/acl.md no longer shows the host policy")
 	}
 	start := strings.Index(text[at:], "```hcl\n")
 	end := strings.Index(text[at+start+7:], "```")
@@ -328,6 +328,6 @@ func TestNodeRestrictionREADMEShowsTheHostPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	if shown != want {
-		t.Fatalf("README shows:\n%s\nHostPolicyRules renders:\n%s", shown, want)
+		t.Fatalf("docs/acl.md shows:\n%s\nHostPolicyRules renders:\n%s", shown, want)
 	}
 }

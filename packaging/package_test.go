@@ -107,6 +107,9 @@ func TestPackageContents(t *testing.T) {
 	for _, f := range moduleFiles(t) {
 		want[paths.PuppetModuleDir+"/"+f] = "-rw-r--r-- root/root"
 	}
+	for _, f := range docPages(t) {
+		want[paths.DocDir+"/docs/"+f+".gz"] = "-rw-r--r-- root/root"
+	}
 	allowed := regexp.MustCompile(`^/(usr/bin/|usr/share/(man/man1|doc/orchestrate|orchestrate/acl|lintian/overrides|puppet/modules/orchestrate)/|usr/lib/sysusers\.d/|lib/systemd/system/|etc/orchestrate/)`)
 	got := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(run(t, "dpkg-deb", "--contents", pkg.path)))

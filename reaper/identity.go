@@ -6,7 +6,7 @@ import (
 
 // NodeIdentity is how the reaper gives each server it builds (standbys
 // too) a Consul token of its own, through a JWT auth method that trusts
-// the reaper's key (README, "Consul ACL tokens"): it logs in for the
+// the reaper's key (docs/acl.md): it logs in for the
 // server's name before creating it, keeps it sealed under
 // <prefix>/reaper/token/<host>, puts it in a part of the server's user
 // data, and logs it out before deleting the server. The

@@ -25,7 +25,7 @@ export DEB_VERSION SOURCE_DATE_EPOCH
 
 stage=build/package
 rm -rf "$stage"
-mkdir -p "$stage/bin" "$stage/man" "$stage/doc/examples" "$stage/doc/puppet" "$DIST"
+mkdir -p "$stage/bin" "$stage/man" "$stage/doc/docs" "$stage/doc/examples" "$stage/doc/puppet" "$DIST"
 
 # The shipped binaries, cmd/<name>, each with its man page's summary (the
 # Makefile's BINARIES). cmd/demo and cmd/benchtable are the project's own
@@ -49,9 +49,14 @@ done <<LIST
 $binaries
 LIST
 
-# Documents (compressed, as Debian policy asks of anything but copyright).
+# Documents (compressed, as Debian policy asks of anything but copyright):
+# the front page, the pages it links to in docs/ (the man pages and the
+# units' Documentation= name them), the reaper's and the module's READMEs.
 doc=$stage/doc
 gzip -9nc README.md >"$doc/README.md.gz"
+for f in docs/*.md; do
+	gzip -9nc "$f" >"$doc/docs/$(basename "$f").gz"
+done
 gzip -9nc reaper/README.md >"$doc/reaper.md.gz"
 gzip -9nc puppet/orchestrate/README.md >"$doc/puppet/README.md.gz"
 for f in examples/*.yaml; do

@@ -30,14 +30,13 @@ const (
 	// demo's stand-ins for the machines' agents and the workload.
 	management = "management"
 	// operator holds key write on the prefix and reads the catalog, as
-	// the README gives an operator changing the cloud.
+	// docs/acl.md gives an operator changing the cloud.
 	operator = "operator"
 	// reaperToken is a token of exactly packaging/acl/reaper.hcl.
 	reaperToken = "reaper"
 )
 
-// operatorRules are an operator's who changes the cloud (README, "Consul
-// ACL tokens"): operator.hcl with key write on the prefix.
+// operatorRules are an operator's who changes the cloud (docs/acl.md): operator.hcl with key write on the prefix.
 const operatorRules = `key_prefix "orchestrate/" {
   policy = "write"
 }
@@ -84,7 +83,7 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	return os.Rename(tmp, path)
 }
 
-// aclSetup does what the README asks of an operator on a cloud with ACLs
+// aclSetup does what docs/acl.md asks of an operator on a cloud with ACLs
 // on: the agent's DNS token, the operator's and the reaper's tokens, the
 // reaper's node identity key and `reaper identity --apply`, and a token
 // of its own for each of the first nodes (built before the reaper ran).
@@ -147,7 +146,7 @@ func (d *demo) createToken(name, rules string, tok *api.ACLToken) (string, error
 
 // identitySetup makes the reaper's node identity key (as `openssl ecparam
 // -genkey` would, mode 0600), writes reaper.yaml naming it, and runs
-// `reaper identity --apply` with the management token, as the README
+// `reaper identity --apply` with the management token, as docs/acl.md
 // tells the operator: the auth method, its binding rules, the shared
 // role (node.hcl) and a host policy for every name a role may build.
 func (d *demo) identitySetup(aclDir string) (*ecdsa.PrivateKey, error) {
@@ -173,7 +172,7 @@ func (d *demo) identitySetup(aclDir string) (*ecdsa.PrivateKey, error) {
 // mintFirstNodes gives each of the first nodes its own token. The reaper
 // did not build them, so it gave them none: the demo logs in for each
 // through the auth method with the reaper's key, as the reaper does for
-// the servers it builds (by hand, the README's `consul acl token create
+// the servers it builds (by hand, docs/acl.md's `consul acl token create
 // -node-identity` makes the same token).
 func (d *demo) mintFirstNodes(key *ecdsa.PrivateKey) error {
 	// A login needs no token.
@@ -200,7 +199,7 @@ func (d *demo) mintFirstNodes(key *ecdsa.PrivateKey) error {
 		names = append(names, nr[0])
 	}
 	say("the first %d nodes (%s ... %s) are not built by the reaper, so it gives them no token: each gets", len(names), names[0], names[len(names)-1])
-	say("its own as the README gives one to a node the reaper does not build (its node identity, the role")
+	say("its own as docs/acl.md gives one to a node the reaper does not build (its node identity, the role")
 	say("orchestrate-node, its policy orchestrate-host-HOST), here by a login to the auth method with the reaper's key;")
 	say("the servers the reaper builds get theirs in their user data (step 5)")
 	return d.showToken("compute1")

@@ -5,7 +5,7 @@
 // version with converge on every node, and the reaper replacing a dead node
 // and pausing when most of the fleet looks unhealthy at once. ACLs are on
 // (default deny): the operator, the reaper and every node run with their
-// own tokens, set up as the README's "Consul ACL tokens" tells an operator.
+// own tokens, set up as docs/acl.md tells an operator.
 //
 // `make demo` runs it. It stops everything it started, by PID, and leaves no
 // files outside a temporary directory it removes (or --keep DIR).

@@ -1,6 +1,6 @@
 // Command reaper keeps every role at its desired count of healthy, young
 // machines through OpenStack Nova, under a Consul session lock. See
-// `reaper --help` and the README.
+// `reaper --help`, docs/reaper.md and reaper/README.md.
 package main
 
 import (

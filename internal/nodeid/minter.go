@@ -18,8 +18,7 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
-// Defaults of the auth method the operator creates (README, "Consul ACL
-// tokens"), and of the shared role every node token carries.
+// Defaults of the auth method the operator creates (docs/acl.md), and of the shared role every node token carries.
 const (
 	DefaultAuthMethod = "orchestrate-node"
 	DefaultAudience   = "orchestrate-node"

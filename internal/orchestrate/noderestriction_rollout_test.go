@@ -345,8 +345,8 @@ func TestNodeRestrictionRolloutForgedWake(t *testing.T) {
 		if len(bells) != 1 || !strings.Contains(strings.Join(bells[0].Args, " "), "converge --handler --slot-wake") {
 			t.Fatalf("watch-config --role web: no doorbell watch running converge --slot-wake: %+v", ws)
 		}
-		// The agent's watches ask with its default token (README, "Consul
-		// ACL tokens"): here web2's own.
+		// The agent's watches ask with its default token (docs/acl.md,
+		// "The agent's own tokens"): here web2's own.
 		cfg := map[string]any{}
 		if err := json.Unmarshal([]byte(agentConfig(t, bells)), &cfg); err != nil {
 			t.Fatal(err)

@@ -201,7 +201,7 @@ func TestGeneratedWatchesIdleCatalog(t *testing.T) {
 	// The agent keeps Consul's default limits: at most 200 concurrent HTTP
 	// connections per client address. hiera-services holds one query per
 	// service it outputs, so this node outputs the first 100 services
-	// (and its dependencies), as the README tells large catalogs to do;
+	// (and its dependencies), as docs/hiera-services.md tells large catalogs to do;
 	// the watches still see the whole catalog.
 	ws := generatedWatches(t, "--hiera-services", hs, "--orchestrate", builtBinary(t, "orchestrate"),
 		"--out", out, "--dependencies", deps, "--hiera-arg=--service-regex=^svc[0-9]?[0-9]$")

@@ -32,7 +32,7 @@ type Tokens struct {
 	// Reaper holds exactly packaging/acl/reaper.hcl.
 	Reaper string
 	// Operator holds key write on the prefix and catalog read: an
-	// operator changing the cloud (README, "Consul ACL tokens").
+	// operator changing the cloud (docs/acl.md).
 	Operator string
 	// DNS holds Consul's builtin/dns templated policy: every agent's DNS
 	// token (the servers' is set).
@@ -47,7 +47,7 @@ var shippedPolicies = [][2]string{
 }
 
 // operatorPolicy is the operator's who changes the cloud: operator.hcl
-// with key write on the prefix (README, "Consul ACL tokens").
+// with key write on the prefix (docs/acl.md).
 const (
 	operatorPolicy = "lab-operator"
 	operatorRules  = `# The lab operator: key write on the prefix, the catalog read.
@@ -68,7 +68,7 @@ func (c *Cluster) TokenFile(name string) string {
 	return filepath.Join(c.Dir, "tokens", name+".token")
 }
 
-// Bootstrap does, with the management token, what the README asks of an
+// Bootstrap does, with the management token, what docs/acl.md asks of an
 // operator of a cloud with ACLs on: the shipped policies
 // (orchestrate-node, -operator, -reaper), a reaper token of exactly
 // reaper.hcl, an operator token, the DNS token (set as every server's DNS

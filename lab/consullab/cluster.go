@@ -4,7 +4,7 @@
 // production runs them: ACLs on with default deny, gossip encrypted, RPC
 // over TLS with verified clients and server names, and auto_encrypt so the
 // client agents in the containers get their certificates from the
-// servers. Bootstrap then sets the ACLs up as the README tells an
+// servers. Bootstrap then sets the ACLs up as docs/acl.md tells an
 // operator to.
 //
 // Everything it writes is under the cluster's directory (the lab gives

@@ -505,7 +505,7 @@ roles:
 
 // TestBootstrap: with the management token, Bootstrap installs the
 // shipped policies as the files say, makes the reaper, operator and DNS
-// tokens (files 0600) that can do what the README gives each and no more,
+// tokens (files 0600) that can do what docs/acl.md gives each and no more,
 // sets the servers' DNS token (Consul DNS answers), and runs `reaper
 // identity --apply`: a login with the reaper's key gets db1's own token,
 // and not one for a name no role builds. A second Bootstrap keeps the

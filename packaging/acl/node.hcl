@@ -1,5 +1,5 @@
 # Consul ACL policy of the role every node's token holds, orchestrate-node
-# (README: "Consul ACL tokens"): what orchestrate (converge, report-version,
+# (docs/acl.md): what orchestrate (converge, report-version,
 # update-status, pending-update, report-metric, drain, drained, the watch
 # handlers), hiera-services and service-blocker --passing-only read on a
 # node. It writes no host's record: each node's token also holds its own

@@ -1,5 +1,5 @@
-# Consul ACL policy for an operator's read-only view (README: "Consul ACL
-# tokens"): orchestrate status, get-failures, verify-hosts,
+# Consul ACL policy for an operator's read-only view (docs/acl.md):
+# orchestrate status, get-failures, verify-hosts,
 # hosts-at-version, running-versions, current-version, reaper status and
 # the rollout views; nothing it holds can change the cloud. Changing it
 # (trigger-update, scale, reaper arm, rollout policy) takes a token with

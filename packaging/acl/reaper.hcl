@@ -1,4 +1,4 @@
-# Consul ACL policy for the reaper's token (README: "Consul ACL tokens"),
+# Consul ACL policy for the reaper's token (docs/acl.md),
 # on the bootstrap node(s). Written for the default KV prefix
 # "orchestrate": with another prefix, replace "orchestrate/" below.
 #

@@ -42,7 +42,7 @@
 #   Consul ACLs
 # @param consul_token the node's own Consul ACL token: its node identity, the
 #   role orchestrate-node (shipped policy node.hcl) and its own policy
-#   orchestrate-host-HOST (README: Consul ACL tokens)
+#   orchestrate-host-HOST (docs/acl.md)
 # @param token_owner  owner of `token_file` (the user the Consul agent runs
 #   the handlers as); mode 0600
 # @param token_group  group of `token_file`
