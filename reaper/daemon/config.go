@@ -53,7 +53,7 @@ func CheckConfig(c *reaper.Config) error {
 	for i := range c.Roles {
 		if a := c.Roles[i].Autoscale; a != nil && a.Metric.Prometheus != nil {
 			if _, err := prometheus.HTTPConfig(a.Metric.Prometheus); err != nil {
-				return fmt.Errorf("roles[%d].autoscale.metric.prometheus: %w", i, err)
+				return fmt.Errorf("roles[%s].autoscale.metric.prometheus: %w", c.Roles[i].Name, err)
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -197,11 +198,34 @@ func HTTPConfig(src *reaper.PrometheusSource) (promconfig.HTTPClientConfig, erro
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
 		if err := dec.Decode(&hc); err != nil {
-			return hc, err
+			return hc, decodeError(err)
 		}
 	}
 	if err := hc.Validate(); err != nil {
 		return hc, err
 	}
 	return hc, nil
+}
+
+// unknownField finds the key yaml names in "field X not found in type T".
+var unknownField = regexp.MustCompile(`field (\S+) not found in type`)
+
+// decodeError says what is wrong with the HTTP settings in the
+// configuration's words: the line numbers and type names yaml gives are
+// those of the re-encoded settings, not of the file.
+func decodeError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	var why []string
+	for _, e := range te.Errors {
+		if m := unknownField.FindStringSubmatch(e); m != nil {
+			why = append(why, fmt.Sprintf("unknown key %s (not one of Prometheus' HTTP client settings)", m[1]))
+			continue
+		}
+		_, msg, _ := strings.Cut(e, ": ")
+		why = append(why, msg)
+	}
+	return errors.New(strings.Join(why, "; "))
 }
