@@ -281,7 +281,10 @@ type BootSpec struct {
 	// free index from 1, e.g. "{role}{n}-prod".
 	NameTemplate string `yaml:"name_template"`
 
-	UserData []byte
+	// UserData is the content of UserDataFile, read by daemon.CheckConfig
+	// (never a key of the file: a configuration names its user data by
+	// path).
+	UserData []byte `yaml:"-"`
 }
 
 // Defaults. Each number is chosen to be cautious: a reaper that waits a

@@ -109,6 +109,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{name: "prometheus without a query", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://127.0.0.1:9090'}}}", want: "metric.prometheus.query"},
 		{name: "prometheus url with credentials", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://u:secret@127.0.0.1:9090', query: up}}}", want: "credentials in the URL"},
 		{name: "prometheus password inline", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://127.0.0.1:9090', query: up, basic_auth: {username: u, password: secret}}}}", want: "basic_auth.password: give the password in a file"},
+		{name: "user data only by file", old: "      tags: [orchestrate]", yaml: "      tags: [orchestrate]\n      userdata: '#!/bin/sh'", want: "field userdata not found"},
 		{name: "negative drain timeout", old: "    desired: 3", yaml: "    desired: 3\n    drain_timeout: -1s", want: "roles[web].drain_timeout"},
 		{name: "drain failure neither abort nor delete", old: "    desired: 3", yaml: "    desired: 3\n    on_drain_failure: retry", want: `roles[web].on_drain_failure: want abort or delete, got "retry"`},
 		{name: "drain timeout a YAML boolean", old: "    desired: 3", yaml: "    desired: 3\n    on_drain_timeout: yes", want: `roles[web].on_drain_timeout: want abort or delete, got "yes"`},
