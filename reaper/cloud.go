@@ -18,6 +18,10 @@ const (
 	// MetaStandby marks a standby of its role's warm pool (the value is
 	// the role); a claim removes it.
 	MetaStandby = "reaper-standby"
+	// MetaSpec is the digest of the boot spec a server was built from
+	// (BootSpec.Digest): a server whose value differs from its role's
+	// current digest is drifted.
+	MetaSpec = "reaper-spec"
 )
 
 // Nova server statuses the reaper looks at.

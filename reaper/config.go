@@ -2,6 +2,8 @@ package reaper
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -285,6 +287,25 @@ type BootSpec struct {
 	// (never a key of the file: a configuration names its user data by
 	// path).
 	UserData []byte `yaml:"-"`
+}
+
+// Digest is the boot spec as one value, recorded in the Nova metadata of
+// every server the reaper builds (MetaSpec): a SHA-256 over what the
+// server is built from, which a change of makes the role's servers
+// drifted: the image, the flavor, the networks, the key pair and the user
+// data (the role's file; a node token's part, different for each server,
+// is not in it). Names, tags, metadata, security groups and the
+// availability zone are not: changing them needs no new server. An image
+// or flavor is taken as the configuration names it: a new image uploaded
+// under the same name is no change of the spec.
+func (b *BootSpec) Digest() string {
+	h := sha256.New()
+	for _, f := range [][]byte{[]byte(b.Image), []byte(b.Flavor), []byte(strings.Join(b.Networks, "\n")), []byte(b.KeyName), b.UserData} {
+		// Each field length-prefixed: no two specs share an encoding.
+		fmt.Fprintf(h, "%d:", len(f))
+		h.Write(f)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Defaults. Each number is chosen to be cautious: a reaper that waits a
@@ -686,7 +707,7 @@ func (r *Role) validateBoot(field string) error {
 	}
 	r.namePrefix, r.nameSuffix, _ = strings.Cut(strings.ReplaceAll(b.NameTemplate, "{role}", r.Name), "{n}")
 	for k, v := range b.Metadata {
-		if k == MetaRole || k == MetaJournal || k == MetaStandby {
+		if k == MetaRole || k == MetaJournal || k == MetaStandby || k == MetaSpec {
 			return fmt.Errorf("%s.boot.metadata.%s: reserved for the reaper", field, k)
 		}
 		if len(k) > 255 || len(v) > 255 {

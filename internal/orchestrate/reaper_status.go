@@ -131,6 +131,9 @@ func writeReaperBody(w io.Writer, st *reaperkv.ReaperReport, history bool) {
 			states = append(states, fmt.Sprintf("%s %d", k, r.States[k]))
 		}
 		fmt.Fprintf(w, "  role %s: desired %d, servers %d, healthy %d (%s)\n", r.Name, r.Desired, r.Count, r.Healthy, strings.Join(states, ", "))
+		if line := driftLine(r); line != "" {
+			fmt.Fprintf(w, "    %s\n", line)
+		}
 		if p := r.Pool; p != nil {
 			fmt.Fprintf(w, "    warm pool (standbys, not counted above): %s\n", p.String())
 			if p.Why != "" {
@@ -227,4 +230,24 @@ func decisionLine(d reaperkv.ScaleDecision) string {
 		reason = text
 	}
 	return what + ": " + oneLine(reason)
+}
+
+// driftLine says how many of the role's servers were built from a boot
+// spec other than the one configured now ("" when none).
+func driftLine(r reaperkv.RoleReport) string {
+	if r.Drifted == 0 && r.SpecUnknown == 0 {
+		return ""
+	}
+	spec := r.Spec
+	if len(spec) > 12 {
+		spec = spec[:12]
+	}
+	var parts []string
+	if r.Drifted > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d servers DRIFTED (built from another image, flavor, networks, key or user data)", r.Drifted, r.Count))
+	}
+	if r.SpecUnknown > 0 {
+		parts = append(parts, fmt.Sprintf("%d with no recorded spec (built before the reaper recorded one, or not by the reaper)", r.SpecUnknown))
+	}
+	return "boot spec " + spec + ": " + strings.Join(parts, "; ")
 }

@@ -128,3 +128,44 @@ func TestReaperStatusExitCodes(t *testing.T) {
 		}
 	})
 }
+
+// A role whose servers were built from another boot spec shows it in
+// `status` and `reaper status`, and in --json as numbers; a role on its
+// spec shows nothing.
+func TestStatusShowsDrift(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	st := reaperkv.ReaperReport{
+		Time: time.Now(), Leader: "boot1-42-abc", Armed: true, Interval: 30 * time.Second,
+		Roles: []reaperkv.RoleReport{
+			{Name: "web", Desired: 3, Count: 3, Healthy: 3, States: map[string]int{reaperkv.ServerHealthy: 3},
+				Spec: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Drifted: 2, SpecUnknown: 1},
+			{Name: "db", Desired: 1, Count: 1, Healthy: 1, States: map[string]int{reaperkv.ServerHealthy: 1}, Spec: "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"},
+		},
+	}
+	data, _ := json.Marshal(st)
+	if _, err := a.Client.KV().Put(&api.KVPair{Key: "orchestrate/reaper/state", Value: data}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"status"}, {"reaper", "status"}} {
+		r := cli(t, a, "", args...)
+		mustCode(t, r, 0, strings.Join(args, " "))
+		want := "boot spec 9f86d081884c: 2 of 3 servers DRIFTED (built from another image, flavor, networks, key or user data); 1 with no recorded spec"
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("%s lacks %q:\n%s", strings.Join(args, " "), want, r.stdout)
+		}
+		if strings.Contains(r.stdout, "boot spec 60303ae22b99") {
+			t.Errorf("%s shows drift for db, which has none:\n%s", strings.Join(args, " "), r.stdout)
+		}
+	}
+	r := cli(t, a, "", "status", "--json")
+	mustCode(t, r, 0, "status --json")
+	var rep struct {
+		Reaper reaperReport `json:"reaper"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Reaper.State == nil {
+		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	}
+	if w := rep.Reaper.State.Roles[0]; w.Drifted != 2 || w.SpecUnknown != 1 || w.Spec != st.Roles[0].Spec {
+		t.Fatalf("status --json web = %+v", w)
+	}
+}

@@ -230,8 +230,15 @@ func TestNovaReplacesCriticalNode(t *testing.T) {
 	t.Parallel()
 	e := startNova(t, false)
 	counting := &countingCloud{Cloud: e.nova}
-	e.runReaper(e.config(""), counting, nil)
+	cfg := e.config("")
+	e.runReaper(cfg, counting, nil)
 	before := e.buildRole(t)
+	// Nova keeps the boot spec each server was built from.
+	for n, s := range before {
+		if got := s.Metadata[reaper.MetaSpec]; got != cfg.Roles[0].Boot.Digest() {
+			t.Fatalf("%s in Nova records spec %q, want the role's %q", n, got, cfg.Roles[0].Boot.Digest())
+		}
+	}
 	setCritical(t, e.agent.Client, "web2")
 	var after map[string]servers.Server
 	testutil.Eventually(t, 90*time.Second, "web2 replaced", func() bool {

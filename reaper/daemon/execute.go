@@ -173,6 +173,7 @@ func (r *Reaper) create(ctx context.Context, t *leaderTerm, role *reaper.Role, e
 		meta = map[string]string{}
 	}
 	meta[reaper.MetaRole], meta[reaper.MetaJournal] = role.Name, e.ID
+	meta[reaper.MetaSpec] = role.Boot.Digest()
 	if e.Standby {
 		meta[reaper.MetaStandby] = role.Name
 	}

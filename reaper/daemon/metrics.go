@@ -44,6 +44,7 @@ type Metrics struct {
 	// Per role: desired count, capacity exhausted, and the autoscaler's
 	// last value and recommendation (roles without one are absent).
 	desired     map[string]int
+	drifted     map[string]int
 	exhausted   map[string]bool
 	scaleValue  map[string]float64
 	recommended map[string]int
@@ -130,6 +131,7 @@ func (m *Metrics) cycle(p *reaper.Plan, dryRun bool, backoff time.Duration, role
 	m.clamped, m.ignored = map[string]int{}, map[string]int{}
 	m.poolSize, m.standbys = map[string]int{}, map[[2]string]int{}
 	m.cooling = map[string]int{}
+	m.drifted = map[string]int{}
 	for _, c := range p.Claims {
 		m.claims[c.Role]++
 		m.claimSecs[c.Role] += c.Claim.Serving.Seconds()
@@ -145,6 +147,7 @@ func (m *Metrics) cycle(p *reaper.Plan, dryRun bool, backoff time.Duration, role
 			m.nodes[[2]string{r.Name, string(st)}] = n
 		}
 		m.desired[r.Name] = r.Desired
+		m.drifted[r.Name] = r.Drifted + r.SpecUnknown
 		m.cooling[r.Name] = len(r.DrainAborts)
 		m.exhausted[r.Name] = r.Capacity != nil && !slices.Contains(p.CapacityClear, r.Name)
 		if a := r.Autoscale; a != nil && a.Last != nil {
@@ -243,6 +246,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 		}
 	}
 	perRole("reaper_desired", "The desired count of each role, as the last cycle read it.", mapValues(m.desired, func(n int) string { return fmt.Sprint(n) }))
+	perRole("reaper_role_drifted_servers", "Servers of each role not known to be built from its boot spec as configured now: built from another image, flavor, networks, key or user data, or with no recorded spec.", mapValues(m.drifted, func(n int) string { return fmt.Sprint(n) }))
 	perRole("reaper_capacity_exhausted", "1 while creates of the role fail for quota or capacity (no valid host); the reason is in <prefix>/capacity/<role>.", mapValues(m.exhausted, func(b bool) string { return fmt.Sprint(oneIfTrue(b)) }))
 	m.writeAutoscale(&sb, perRole)
 	m.writePool(&sb, perRole)

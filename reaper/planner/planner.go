@@ -564,7 +564,15 @@ func (pl *planner) view(rs *roleServers) reaperkv.RoleReport {
 	if c, ok := pl.in.Scaling.Capacity[rs.role.Name]; ok {
 		v.Capacity = &c
 	}
+	v.Spec = rs.role.Boot.Digest()
 	for _, s := range rs.all {
+		switch s.Metadata[reaper.MetaSpec] {
+		case v.Spec:
+		case "":
+			v.SpecUnknown++
+		default:
+			v.Drifted++
+		}
 		st := pl.statesOf[s.ID]
 		if part, ok := pl.inEntry[s.ID]; ok {
 			st = part

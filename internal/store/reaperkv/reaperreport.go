@@ -151,6 +151,13 @@ type RoleReport struct {
 	// are not chosen for a scale-in or a max-age retirement until theirs
 	// ends.
 	DrainAborts []DrainAbortRecord `json:"drain_aborts,omitempty"`
+	// Spec is the digest of the role's boot spec as configured now
+	// (reaper.BootSpec.Digest). Drifted counts the role's servers built
+	// from another spec; SpecUnknown those with no recorded spec (built
+	// before the reaper recorded one, or not by the reaper).
+	Spec        string `json:"spec,omitempty"`
+	Drifted     int    `json:"drifted,omitempty"`
+	SpecUnknown int    `json:"spec_unknown,omitempty"`
 }
 
 // AutoscaleReport is an autoscaled role's part of the report, and the
