@@ -193,15 +193,27 @@ func TestACLReaperPolicy(t *testing.T) {
 	tok := w.token(t, policyText(t, "reaper.hcl", ""))
 	sim := simcloud.New()
 	var report *reaperkv.ReaperReport
+	historyHasCreate := func() bool {
+		p, _, err := w.admin.KV().Get("orchestrate/history/reaper", nil)
+		return err == nil && p != nil && strings.Contains(string(p.Value), `"kind":"create"`)
+	}
+	eventFired := func() bool {
+		evs, _, err := w.admin.Event().List(reaperkv.HistoryEvent, nil)
+		return err == nil && len(evs) > 0
+	}
 	code, log := reaperRun(t, w, tok, sim, func() bool {
 		report, _ = st.ReaperReport(context.Background())
-		return report != nil && sim.Creates.Load() > 0
+		return report != nil && sim.Creates.Load() > 0 && historyHasCreate() && eventFired()
 	})
 	if code != 0 || report == nil || len(report.Errors) > 0 || sim.Creates.Load() == 0 {
 		t.Fatalf("reaper: exit %d, %d creates, report %+v\n%s", code, sim.Creates.Load(), report, log)
 	}
 	if strings.Contains(log, "Permission denied") {
 		t.Errorf("the reaper was refused something:\n%s", log)
+	}
+	// Its history was written and its activities fired as events.
+	if !historyHasCreate() || !eventFired() {
+		t.Errorf("history with a create: %v; a %s event fired: %v", historyHasCreate(), reaperkv.HistoryEvent, eventFired())
 	}
 
 	tok = w.token(t, policyText(t, "reaper.hcl", `service "reaper"`))

@@ -12,11 +12,19 @@ import (
 )
 
 var cmdReaper = &command{
-	name: "reaper", minArgs: 1, maxArgs: 1, usage: "arm|disarm|status", json: true,
-	summary: "Open the reaper's start gate (arm: it may then replace and delete servers), close it again (disarm), or print what it sees and plans (status).",
+	name: "reaper", minArgs: 1, maxArgs: 1, usage: "arm|disarm|status|history", json: true,
+	summary: "Open the reaper's start gate (arm: it may then replace and delete servers), close it again (disarm), print what it sees and plans (status), or what it did (history: every action with its result, each pause, arm and autoscaling change, oldest first; --role and --since filter it).",
 	setup: func(fs *pflag.FlagSet) runFunc {
 		reason := fs.String("reason", "", "why the gate is opened or closed (recorded with arm and disarm)")
-		return func(ctx context.Context, e *env, args []string) error { return runReaper(ctx, e, args, *reason) }
+		var f historyFilter
+		fs.StringVar(&f.role, "role", "", "history: only this role's activities")
+		fs.DurationVar(&f.since, "since", 0, "history: only the activities of this long ago or later (e.g. 24h)")
+		return func(ctx context.Context, e *env, args []string) error {
+			if args[0] == "history" {
+				return runHistory(ctx, e, f)
+			}
+			return runReaper(ctx, e, args, *reason)
+		}
 	},
 }
 
@@ -54,7 +62,7 @@ func runReaper(ctx context.Context, e *env, args []string, reason string) error 
 		// to 2 (exitcode.Code).
 		return rr.err
 	}
-	return exitcode.Usagef("reaper: unknown action %q (want arm, disarm or status)", args[0])
+	return exitcode.Usagef("reaper: unknown action %q (want arm, disarm, status or history)", args[0])
 }
 
 // armRecord is an arm or disarm record by the user running the command.

@@ -169,3 +169,52 @@ func TestStatusShowsDrift(t *testing.T) {
 		t.Fatalf("status --json web = %+v", w)
 	}
 }
+
+// `orchestrate reaper history` prints the reaper's activities oldest
+// first, filtered by role and age, as text or JSON ([] when none); a
+// history the reaper did not write is exit 2.
+func TestReaperHistory(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	r := cli(t, a, "", "reaper", "history")
+	mustCode(t, r, 0, "history before any")
+	if !strings.Contains(r.stdout, "no reaper activity recorded") {
+		t.Fatalf("empty history:\n%s", r.stdout)
+	}
+	now := time.Now().UTC()
+	_, data, err := reaperkv.AppendHistory(nil, []reaperkv.Activity{
+		{Time: now.Add(-2 * time.Hour), Leader: "boot1", Kind: "create", Role: "web", Action: "create web web4 (replace web2 (unhealthy))", Result: "done"},
+		{Time: now.Add(-10 * time.Minute), Leader: "boot1", Kind: "delete", Role: "db", Action: "delete db db3", Result: "failed", Error: "409 locked"},
+		{Time: now.Add(-time.Minute), Leader: "boot2", Kind: reaperkv.ActivityPause, Reason: "5 of 7 servers look unhealthy", Result: "done"},
+	}, reaperkv.MaxHistoryEntries, reaperkv.MaxHistoryBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Client.KV().Put(&api.KVPair{Key: "orchestrate/history/reaper", Value: data}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r = cli(t, a, "", "reaper", "history")
+	mustCode(t, r, 0, "history")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 4 || !strings.Contains(lines[1], "create") || !strings.Contains(lines[2], "409 locked") || !strings.Contains(lines[3], "5 of 7 servers look unhealthy") {
+		t.Fatalf("history, oldest first:\n%s", r.stdout)
+	}
+	if r = cli(t, a, "", "reaper", "history", "--role", "db"); strings.Contains(r.stdout, "web4") || !strings.Contains(r.stdout, "delete db db3") {
+		t.Fatalf("history --role db:\n%s", r.stdout)
+	}
+	if r = cli(t, a, "", "reaper", "history", "--since", "1h"); strings.Contains(r.stdout, "web4") || !strings.Contains(r.stdout, "db3") {
+		t.Fatalf("history --since 1h:\n%s", r.stdout)
+	}
+	r = cli(t, a, "", "reaper", "history", "--json", "--role", "nope")
+	mustCode(t, r, 0, "history --json of no activity")
+	if strings.TrimSpace(r.stdout) != "[]" {
+		t.Fatalf("history --json of none = %q, want []", r.stdout)
+	}
+	r = cli(t, a, "", "reaper", "history", "--json")
+	var h []reaperkv.Activity
+	if err := json.Unmarshal([]byte(r.stdout), &h); err != nil || len(h) != 3 || h[1].Error != "409 locked" {
+		t.Fatalf("history --json: %v %+v", err, h)
+	}
+	mustCode(t, cli(t, a, "", "reaper", "history", "--since", "-1h"), 2, "a negative --since")
+	a.Client.KV().Put(&api.KVPair{Key: "orchestrate/history/reaper", Value: []byte("written by hand")}, nil)
+	mustCode(t, cli(t, a, "", "reaper", "history"), 2, "a history the reaper did not write")
+}

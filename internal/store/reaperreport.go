@@ -25,3 +25,21 @@ func (s *Store) ReaperReport(ctx context.Context) (*reaperkv.ReaperReport, error
 	}
 	return &st, nil
 }
+
+// ReaperHistory reads the reaper's activity history, oldest first (nil
+// when it has written none).
+func (s *Store) ReaperHistory(ctx context.Context) ([]reaperkv.Activity, error) {
+	key := reaperkv.HistoryKeyOf(s.prefix)
+	p, _, err := s.kv.Get(key, readOpts(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	if p == nil {
+		return nil, nil
+	}
+	h, err := reaperkv.ParseHistory(p.Value)
+	if err != nil {
+		return nil, &InputError{Err: err}
+	}
+	return h, nil
+}

@@ -38,6 +38,12 @@ agent_prefix "" {
   policy = "read"
 }
 
+# The Consul event it fires for each activity of its history
+# (reaper-activity), for a watch handler to forward.
+event "reaper-activity" {
+  policy = "write"
+}
+
 # consul force-leave of a deleted node's agent, so its gossip membership
 # ends with the machine.
 operator = "write"

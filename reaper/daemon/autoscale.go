@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/planner"
@@ -56,6 +57,7 @@ func (r *Reaper) applyScaling(ctx context.Context, t *leaderTerm, plan *reaper.P
 		default:
 			r.metrics.action(opScale, "done")
 			r.log.Info(c.String(), "role", c.Role)
+			r.record(t, reaperkv.Activity{Kind: reaperkv.ActivityScale, Role: c.Role, Action: c.String(), Result: "done"})
 		}
 	}
 	if dry {

@@ -74,8 +74,10 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *reaper.
 	if plan.PauseReason != t.lastPause {
 		if plan.Paused {
 			r.log.Warn("pausing destructive actions", "reason", plan.PauseReason)
+			r.record(t, reaperkv.Activity{Kind: reaperkv.ActivityPause, Reason: plan.PauseReason, Result: "done"})
 		} else {
 			r.log.Info("pause over: destructive actions allowed again")
+			r.record(t, reaperkv.Activity{Kind: reaperkv.ActivityResume, Reason: "pause over: destructive actions allowed again", Result: "done"})
 		}
 		t.lastPause = plan.PauseReason
 	}
@@ -98,6 +100,7 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *reaper.Plan, obs 
 			errs = append(errs, "arm: "+err.Error())
 		} else {
 			r.log.Info("start gate open: " + armReason)
+			r.record(t, reaperkv.Activity{Kind: reaperkv.ActivityArm, Reason: armReason, Result: "done"})
 		}
 	}
 	errs = append(errs, r.applyScaling(ctx, t, plan, dry)...)
@@ -117,6 +120,7 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *reaper.Plan, obs 
 		errs = append(errs, r.sweepTokens(ctx, t, obs, start)...)
 	}
 	t.noteClaims(plan.Claims, start)
+	r.flushHistory(ctx, t)
 	return errs
 }
 
@@ -145,11 +149,13 @@ func (r *Reaper) runActions(ctx context.Context, t *leaderTerm, plan *reaper.Pla
 		err := r.execute(ctx, t, a, &budget)
 		if errors.Is(err, errPending) {
 			r.metrics.action(a.Op, "pending")
+			r.recordAction(t, a, "pending", nil)
 			r.log.Info(string(a.Op)+": accepted, not carried out yet; looked at again each cycle", "role", a.Entry.Role, "action", a.String(), "entry", a.Entry.ID)
 			continue
 		}
 		if err != nil {
 			r.metrics.action(a.Op, "failed")
+			r.recordAction(t, a, "failed", err)
 			var refused *refusedError
 			if !errors.As(err, &refused) || refused.first {
 				r.log.Error("action failed", "action", a.String(), "entry", a.Entry.ID, "err", err)
@@ -161,6 +167,7 @@ func (r *Reaper) runActions(ctx context.Context, t *leaderTerm, plan *reaper.Pla
 			continue
 		}
 		r.metrics.action(a.Op, "done")
+		r.recordAction(t, a, "done", nil)
 		if a.Op != reaper.OpMaintain && a.Op != reaper.OpAbort { // an abort logs its own line
 			r.log.Info(string(a.Op), "role", a.Entry.Role, "action", a.String(), "entry", a.Entry.ID)
 		}

@@ -346,3 +346,37 @@ func (j *Journal) PutState(ctx context.Context, session string, st *reaperkv.Rea
 	}
 	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVSet, Key: reaperkv.ReaperKey(j.prefix, reaperkv.ReaperStateKey), Value: data})
 }
+
+// AppendHistory appends add to the activity history (leader only), oldest
+// dropped past the bounds, in a transaction that checks the leader lock
+// and that the history did not move since it was read (tried twice). A
+// history value the reaper did not write is left alone: an error says so.
+func (j *Journal) AppendHistory(ctx context.Context, session string, add []reaperkv.Activity) error {
+	key := reaperkv.HistoryKeyOf(j.prefix)
+	var err error
+	for range 2 {
+		var p *api.KVPair
+		p, _, err = j.kv.Get(key, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+		if err != nil {
+			return fmt.Errorf("read %s: %w", key, err)
+		}
+		var have []reaperkv.Activity
+		var index uint64
+		if p != nil {
+			if have, err = reaperkv.ParseHistory(p.Value); err != nil {
+				return fmt.Errorf("%w (`consul kv delete %s` starts a new one)", err, key)
+			}
+			index = p.ModifyIndex
+		}
+		_, data, merr := reaperkv.AppendHistory(have, add, reaperkv.MaxHistoryEntries, reaperkv.MaxHistoryBytes)
+		if merr != nil {
+			return merr
+		}
+		err = j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: data, Index: index})
+		var refused *txnRefused
+		if !errors.As(err, &refused) {
+			return err
+		}
+	}
+	return err
+}

@@ -65,12 +65,32 @@ type Metrics struct {
 	// cooling off after one (as the last cycle saw them).
 	drainAborts map[[2]string]int
 	cooling     map[string]int
+	// history counts the activities written to the history, by kind, and
+	// historyErrors its failed writes and events.
+	history       map[string]int
+	historyErrors map[string]int
 }
 
 // NewMetrics returns empty metrics.
 func NewMetrics() *Metrics {
 	return &Metrics{nodes: map[[2]string]int{}, actions: map[[2]string]int{}, cloudErrors: map[string]int{},
-		claims: map[string]int{}, claimSecs: map[string]float64{}, metricDoubt: map[string]int{}, drainAborts: map[[2]string]int{}, cooling: map[string]int{}}
+		claims: map[string]int{}, claimSecs: map[string]float64{}, metricDoubt: map[string]int{}, drainAborts: map[[2]string]int{}, cooling: map[string]int{},
+		history: map[string]int{}, historyErrors: map[string]int{}}
+}
+
+// historyAdded counts an activity written to the history.
+func (m *Metrics) historyAdded(kind string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.history[kind]++
+}
+
+// historyFailed counts a failed history write ("write") or event
+// ("event").
+func (m *Metrics) historyFailed(what string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.historyErrors[what]++
 }
 
 // drainAborted counts an aborted drain of role's server, by cause.
@@ -251,6 +271,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	m.writeAutoscale(&sb, perRole)
 	m.writePool(&sb, perRole)
 	m.writeDrainAborts(&sb, perRole)
+	m.writeHistory(&sb)
 	sb.WriteString("# HELP reaper_cloud_errors_total Cloud errors by class.\n# TYPE reaper_cloud_errors_total counter\n")
 	for _, c := range slices.Sorted(maps.Keys(m.cloudErrors)) {
 		fmt.Fprintf(&sb, "reaper_cloud_errors_total{class=%q} %d\n", c, m.cloudErrors[c])
@@ -324,4 +345,16 @@ func sortedKeys(m map[[2]string]int) [][2]string {
 func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	m.WriteTo(w)
+}
+
+// writeHistory writes the activity history's counters.
+func (m *Metrics) writeHistory(sb *strings.Builder) {
+	sb.WriteString("# HELP reaper_history_activities_total Activities written to the reaper's history (<prefix>/history/reaper), by kind.\n# TYPE reaper_history_activities_total counter\n")
+	for _, k := range slices.Sorted(maps.Keys(m.history)) {
+		fmt.Fprintf(sb, "reaper_history_activities_total{kind=%q} %d\n", k, m.history[k])
+	}
+	sb.WriteString("# HELP reaper_history_errors_total Failed writes of the history (what=write: kept for the next cycle) and failed events (what=event).\n# TYPE reaper_history_errors_total counter\n")
+	for _, w := range []string{"write", "event"} {
+		fmt.Fprintf(sb, "reaper_history_errors_total{what=%q} %d\n", w, m.historyErrors[w])
+	}
 }

@@ -52,6 +52,12 @@ type leaderTerm struct {
 	lastNotArmed string
 	lastCycleErr string
 	lastDecision map[string]string
+	// activities are this term's activities not yet in the history;
+	// lastHistoryErr and lastEventErr the last history write and event
+	// errors logged.
+	activities     []reaperkv.Activity
+	lastHistoryErr string
+	lastEventErr   string
 }
 
 func newTerm(session string, now time.Time) *leaderTerm {
