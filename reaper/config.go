@@ -51,6 +51,15 @@ const (
 	ModeDeleteFirst = "delete-first"
 )
 
+// What a role does with its drifted servers (refresh).
+const (
+	// RefreshOff (the default): drifted servers are counted and reported.
+	RefreshOff = "off"
+	// RefreshAuto: each drifted server (or one with no recorded spec) is
+	// replaced in turn, as a max-age retirement is.
+	RefreshAuto = "auto"
+)
+
 // Config is the reaper's configuration: defaults, then the YAML file, then
 // flags, then Validate.
 type Config struct {
@@ -160,6 +169,11 @@ type Role struct {
 	MaxAgeJitter Duration `yaml:"max_age_jitter"`
 	// ReplaceMode is surge (default) or delete-first.
 	ReplaceMode string `yaml:"replace_mode"`
+	// Refresh is off (default: drifted servers are reported) or auto:
+	// the role's servers built from another boot spec, or with none
+	// recorded, are replaced one at a time, oldest first, only while every
+	// server of the role serves and nothing else of it is in flight.
+	Refresh string `yaml:"refresh"`
 	// DrainTimeout is how long a drain waits for the node's (or the
 	// platform's) answer that its work moved away, before the server is
 	// deleted all the same. Default: the config's drain_period.
@@ -655,6 +669,9 @@ func (r *Role) validate(field string) error {
 	}
 	if r.ReplaceMode != ModeSurge && r.ReplaceMode != ModeDeleteFirst {
 		return fmt.Errorf("%s.replace_mode: want %s or %s, got %q", field, ModeSurge, ModeDeleteFirst, r.ReplaceMode)
+	}
+	if r.Refresh != "" && r.Refresh != RefreshOff && r.Refresh != RefreshAuto {
+		return fmt.Errorf("%s.refresh: want %s or %s, got %q", field, RefreshOff, RefreshAuto, r.Refresh)
 	}
 	if err := r.validateDrainEnd(field); err != nil {
 		return err

@@ -84,6 +84,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{name: "none among networks", old: "      networks: [none]", yaml: "      networks: [none, abc]", want: "boot.networks[0]"},
 		{name: "reserved metadata", old: "      metadata: {team: infra}", yaml: "      metadata: {role: x}", want: "boot.metadata.role"},
 		{name: "reserved metadata: the boot spec digest", old: "      metadata: {team: infra}", yaml: "      metadata: {reaper-spec: x}", want: "boot.metadata.reaper-spec: reserved for the reaper"},
+		{name: "refresh", old: "    max_age: 168h", yaml: "    max_age: 168h\n    refresh: sometimes", want: "roles[web].refresh: want off or auto, got \"sometimes\""},
 		{name: "duplicate role", old: "roles:", yaml: "roles:\n  - {name: web, boot: {flavor: f, image: i}}", want: "listed twice"},
 		{name: "no roles", old: "roles:", yaml: "roles: []\nunused:", want: "unused"},
 		{name: "metrics on every address without a web config", old: "interval: 10s", yaml: "interval: 10s\nlisten: 0.0.0.0:9469", want: `listen "0.0.0.0:9469" is not a loopback address`},

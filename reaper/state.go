@@ -30,6 +30,9 @@ const (
 	// (UNKNOWN, or one newer than this code): never acted on.
 	StateUnknown ServerState = reaperkv.ServerUnknown
 	StateExpired ServerState = reaperkv.ServerExpired
+	// StateDrifted is no classification but the reason of a replacement:
+	// a serving server built from another boot spec (refresh: auto).
+	StateDrifted ServerState = "drifted"
 	// StateReplacing, StateNew and StateDeleting are the parts a server
 	// plays in a journal entry: the old server of a replacement, the
 	// server an entry creates, a server drained or deleted.

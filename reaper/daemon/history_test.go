@@ -75,7 +75,7 @@ func TestHistoryKeepsWhatTheReaperDid(t *testing.T) {
 	if err != nil || len(evs) < 3 {
 		t.Fatalf("%d %s events, want one per activity: %v", len(evs), reaperkv.HistoryEvent, err)
 	}
-	if m := scrape(t, r); !strings.Contains(m, `reaper_history_activities_total{kind="delete"} `) || !strings.Contains(m, `reaper_history_errors_total{what="write"} 0`) {
+	if m := scrape(t, r); !strings.Contains(m, `reaper_history_activities_total{kind="delete"} `) || !strings.Contains(m, `reaper_history_errors_total{what="write"} 0`) || !strings.Contains(m, `reaper_history_errors_total{what="event"} 0`) {
 		t.Fatalf("history metrics:\n%s", m)
 	}
 }

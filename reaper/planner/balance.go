@@ -21,8 +21,8 @@ func (pl *planner) balance(rs *roleServers) {
 	case count > want:
 		pl.scaleIn(rs, count, want)
 	default:
-		if pl.replaceBad(rs) {
-			pl.replaceExpired(rs)
+		if pl.replaceBad(rs) && !pl.replaceExpired(rs) {
+			pl.replaceDrifted(rs)
 		}
 	}
 }
@@ -168,17 +168,19 @@ func (pl *planner) replaceBad(rs *roleServers) bool {
 }
 
 // replaceExpired replaces the server furthest past its max age, one at a
-// time and only when every server of the role serves.
-func (pl *planner) replaceExpired(rs *roleServers) {
+// time and only when every server of the role serves. It reports whether
+// a server is past its max age (replaced now or waiting): a refresh waits
+// for it.
+func (pl *planner) replaceExpired(rs *roleServers) bool {
 	r := rs.role
 	if r.MaxAge == 0 {
-		return
+		return false
 	}
 	var oldest *reaper.Server
 	var cooling []string
 	for _, s := range rs.free {
 		if !pl.serves(rs, s) {
-			return
+			return true
 		}
 		if pl.statesOf[s.ID] != reaper.StateExpired {
 			continue
@@ -197,6 +199,44 @@ func (pl *planner) replaceExpired(rs *roleServers) {
 	if oldest != nil {
 		pl.replace(rs, oldest, reaper.StateExpired)
 	}
+	return oldest != nil || len(cooling) > 0
+}
+
+// replaceDrifted, for a role with refresh: auto, replaces the oldest of
+// its servers built from another boot spec or with none recorded, one at a
+// time and only when every server of the role serves: an instance refresh
+// that never lowers the role's serving count (surge: the new server serves
+// before the old one drains; a standby is claimed only if it is on the
+// spec).
+func (pl *planner) replaceDrifted(rs *roleServers) {
+	r := rs.role
+	if r.Refresh != reaper.RefreshAuto {
+		return
+	}
+	spec := r.Boot.Digest()
+	var oldest *reaper.Server
+	var cooling []string
+	for _, s := range rs.free {
+		if !pl.serves(rs, s) {
+			return
+		}
+		if s.Metadata[reaper.MetaSpec] == spec {
+			continue
+		}
+		if why := pl.coolingWhy(rs, s); why != "" {
+			cooling = append(cooling, why)
+			continue
+		}
+		if oldest == nil || s.Created.Before(oldest.Created) || (s.Created.Equal(oldest.Created) && s.Name < oldest.Name) {
+			oldest = s
+		}
+	}
+	if oldest == nil && len(cooling) > 0 {
+		pl.block("%s: refresh waits: %s", r.Name, strings.Join(cooling, "; "))
+	}
+	if oldest != nil {
+		pl.replace(rs, oldest, reaper.StateDrifted)
+	}
 }
 
 // replace starts replacing s: launch before terminate (surge) creates the
@@ -208,7 +248,9 @@ func (pl *planner) replace(rs *roleServers, s *reaper.Server, why reaper.ServerS
 	var standby *reaper.Server
 	if r.ReplaceMode == reaper.ModeDeleteFirst {
 		n.victim = s
-	} else if standby = pl.readyStandby(rs); standby != nil {
+	} else if standby = pl.readyStandby(rs); standby != nil && why == reaper.StateDrifted && standby.Metadata[reaper.MetaSpec] != r.Boot.Digest() {
+		standby = nil // a standby of the old spec would be drifted too
+	} else if standby != nil {
 		n.create, n.claim = false, true
 	}
 	if gate := pl.gate(rs, n); gate != "" {
@@ -217,9 +259,9 @@ func (pl *planner) replace(rs *roleServers, s *reaper.Server, why reaper.ServerS
 	}
 	e := pl.newEntry(r, reaperkv.KindReplace, string(why))
 	e.OldName, e.OldID = s.Name, s.ID
-	// A max-age retirement takes a server that serves: a drain that
-	// fails may be aborted. A replacement for health deletes.
-	e.Abortable = why == reaper.StateExpired
+	// A max-age retirement or a refresh takes a server that serves: a
+	// drain that fails may be aborted. A replacement for health deletes.
+	e.Abortable = why == reaper.StateExpired || why == reaper.StateDrifted
 	if standby != nil {
 		pl.claim(rs, &e, standby)
 		pl.inEntry[s.ID] = reaper.StateReplacing

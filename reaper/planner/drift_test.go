@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/jiocloud/orchestrate/reaper"
@@ -23,5 +24,62 @@ func TestDriftIsCountedNotActedOn(t *testing.T) {
 	}
 	if len(p.Actions) != 0 {
 		t.Fatalf("actions %v: drift alone is no reason to act", ops(p))
+	}
+}
+
+// refresh: auto replaces the oldest server not on the role's boot spec,
+// one at a time, create-first, only while every server serves and nothing
+// else of the role is in flight, and only when armed and unpaused.
+func TestRefreshReplacesTheOldestDriftedServer(t *testing.T) {
+	auto := func(c *reaper.Config) { c.Roles[0].Refresh = reaper.RefreshAuto }
+	fleet := func(cfg *reaper.Config, drifted ...int) ([]reaper.Server, []reaper.Check) {
+		ss, cs := healthyFleet("web", 3)
+		for i := range ss {
+			ss[i].Metadata[reaper.MetaSpec] = cfg.Roles[0].Boot.Digest()
+		}
+		for _, i := range drifted {
+			ss[i].Metadata[reaper.MetaSpec] = "an older spec"
+		}
+		return ss, cs
+	}
+	for _, tc := range []struct {
+		name     string
+		mutate   []func(*reaper.Config)
+		drifted  []int
+		change   func(in *reaper.Input)
+		wantOld  string // "" : no replacement
+		wantNote string
+	}{
+		{name: "every server on the spec: nothing", mutate: []func(*reaper.Config){auto}},
+		{name: "two drifted: the oldest, web3, first", mutate: []func(*reaper.Config){auto}, drifted: []int{0, 2}, wantOld: "web3"},
+		{name: "refresh off: drift is only reported", drifted: []int{0, 2}},
+		{name: "no recorded spec is replaced too", mutate: []func(*reaper.Config){auto}, change: func(in *reaper.Input) { delete(in.Servers[1].Metadata, reaper.MetaSpec) }, wantOld: "web2"},
+		{name: "a server not serving: the refresh waits", mutate: []func(*reaper.Config){auto}, drifted: []int{2},
+			change: func(in *reaper.Input) { in.Checks = replaceChecks(in.Checks, "web1", crit("web1")) }},
+		{name: "disarmed: the refresh waits", mutate: []func(*reaper.Config){auto}, drifted: []int{2},
+			change: func(in *reaper.Input) { in.Armed = false }, wantNote: "replacement of web3 (drifted) waits: not armed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := reapertest.Config(t, tc.mutate...)
+			ss, cs := fleet(cfg, tc.drifted...)
+			in := reaper.Input{Now: t0, Config: cfg, Servers: ss, Checks: cs, Armed: true}
+			if tc.change != nil {
+				tc.change(&in)
+			}
+			p := Plan(in)
+			var old []string
+			for _, a := range p.Actions {
+				if a.Op != reaper.OpCreate || a.Entry.OldName == "" || !strings.Contains(a.Reason, "drifted") {
+					t.Fatalf("unexpected action %s", a)
+				}
+				old = append(old, a.Entry.OldName)
+			}
+			if strings.Join(old, ",") != tc.wantOld {
+				t.Fatalf("replaced %v, want %q (blocked %v)", old, tc.wantOld, p.Blocked)
+			}
+			if tc.wantNote != "" && !strings.Contains(strings.Join(p.Blocked, "\n"), tc.wantNote) {
+				t.Fatalf("blocked %v, want a note %q", p.Blocked, tc.wantNote)
+			}
+		})
 	}
 }

@@ -256,6 +256,10 @@ func (pl *planner) staleStandbys(rs *roleServers, deleting int) (stale []*reaper
 			// could be claimed at its age.
 			stale = append(stale, s)
 			staleWhy = append(staleWhy, "standby past max_age")
+		case rs.role.Refresh == reaper.RefreshAuto && s.Metadata[reaper.MetaSpec] != rs.role.Boot.Digest():
+			// Claimed, it would be drifted: rebuilt on the current spec.
+			stale = append(stale, s)
+			staleWhy = append(staleWhy, "standby built from another boot spec (refresh: auto)")
 		case pl.olderVersion(rs, s):
 			// Powered off, it cannot converge to the new version in
 			// place as a running standby does: rebuilt.

@@ -27,9 +27,10 @@ const (
 	// and 256 KiB stays far under Consul's 512 KiB limit on a value.
 	MaxHistoryEntries = 1000
 	MaxHistoryBytes   = 256 << 10
-	// MaxEventBytes is what an event's name and payload may hold together
-	// (Serf's user event limit, 512 bytes, as Consul agents keep it).
-	MaxEventBytes = 512
+	// MaxEventPayload is the most an event's payload may hold: the
+	// agent's HTTP API refuses more than 300 bytes (agent/event_endpoint.go,
+	// within Serf's 512 for name and payload together).
+	MaxEventPayload = 300
 )
 
 // Kinds of activity beside the actions (whose kind is the action's op).
@@ -97,10 +98,10 @@ func AppendHistory(h, add []Activity, maxEntries, maxBytes int) ([]Activity, []b
 }
 
 // EventPayload is an activity as an event's payload: its JSON, with the
-// action, reason and error cut (marked "...") until name and payload fit
-// in MaxEventBytes.
+// error, reason and action cut (marked "...") until it fits in
+// MaxEventPayload; the history holds them whole.
 func EventPayload(a Activity) []byte {
-	limit := MaxEventBytes - len(HistoryEvent)
+	limit := MaxEventPayload
 	for {
 		data, _ := json.Marshal(a)
 		if len(data) <= limit || a.Error+a.Reason+a.Action+a.Role+a.Leader == "" {

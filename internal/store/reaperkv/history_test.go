@@ -57,14 +57,14 @@ func TestAppendHistoryBounds(t *testing.T) {
 	}
 }
 
-// An activity's event payload fits Serf's limit with the event's name,
-// stays JSON, and is cut on a rune boundary, the cut marked.
+// An activity's event payload fits what the agent's HTTP API takes (300
+// bytes), stays JSON, and is cut on a rune boundary, the cut marked.
 func TestEventPayloadFits(t *testing.T) {
 	a := activities(1, strings.Repeat("é", 400))[0]
 	a.Error = strings.Repeat("500 Internal Server Error ", 30)
 	p := EventPayload(a)
-	if len(p)+len(HistoryEvent) > MaxEventBytes {
-		t.Fatalf("payload %d bytes + name %d: over %d", len(p), len(HistoryEvent), MaxEventBytes)
+	if len(p) > MaxEventPayload {
+		t.Fatalf("payload %d bytes: over %d", len(p), MaxEventPayload)
 	}
 	var back Activity
 	if err := json.Unmarshal(p, &back); err != nil {
