@@ -248,9 +248,7 @@ func (pl *planner) replace(rs *roleServers, s *reaper.Server, why reaper.ServerS
 	var standby *reaper.Server
 	if r.ReplaceMode == reaper.ModeDeleteFirst {
 		n.victim = s
-	} else if standby = pl.readyStandby(rs); standby != nil && why == reaper.StateDrifted && standby.Metadata[reaper.MetaSpec] != r.Boot.Digest() {
-		standby = nil // a standby of the old spec would be drifted too
-	} else if standby != nil {
+	} else if standby = pl.readyStandby(rs); standby != nil {
 		n.create, n.claim = false, true
 	}
 	if gate := pl.gate(rs, n); gate != "" {

@@ -3,6 +3,7 @@ package planner
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/reapertest"
@@ -81,5 +82,42 @@ func TestRefreshReplacesTheOldestDriftedServer(t *testing.T) {
 				t.Fatalf("blocked %v, want a note %q", p.Blocked, tc.wantNote)
 			}
 		})
+	}
+}
+
+// With refresh: auto a drifted server is not replaced by a standby of the
+// old spec (it would be drifted too): a standby on the spec is claimed,
+// and one of another spec is rebuilt.
+func TestRefreshClaimsOnlyStandbysOnTheSpec(t *testing.T) {
+	cfg := reapertest.Config(t, func(c *reaper.Config) {
+		c.Roles[0].Refresh = reaper.RefreshAuto
+		c.Roles[0].WarmPool = &reaper.WarmPool{Size: 2}
+	})
+	spec := cfg.Roles[0].Boot.Digest()
+	members, checks := healthyFleet("web", 3)
+	for i := range members {
+		members[i].Created = t0.Add(-day - time.Duration(i)*time.Hour)
+		members[i].Metadata[reaper.MetaSpec] = spec
+	}
+	members[2].Metadata[reaper.MetaSpec] = "an older spec"
+	stale, staleChecks := standby("web4", day)
+	stale.Metadata[reaper.MetaSpec] = "an older spec"
+	fresh, freshChecks := standby("web5", day)
+	fresh.Metadata[reaper.MetaSpec] = spec
+	in := reaper.Input{Now: t0, Config: cfg, Armed: true,
+		Servers: append(append([]reaper.Server{}, members...), stale, fresh),
+		Checks:  append(append(append([]reaper.Check{}, checks...), staleChecks...), freshChecks...)}
+	p := Plan(in)
+	var claimed, rebuilt string
+	for _, a := range p.Actions {
+		switch {
+		case a.Op == reaper.OpClaim && a.Entry.OldName == "web3":
+			claimed = a.Entry.NewName
+		case a.Op == reaper.OpDelete && a.Entry.Standby && strings.Contains(a.Reason, "another boot spec"):
+			rebuilt = a.Entry.OldName
+		}
+	}
+	if claimed != "web5" || rebuilt != "web4" {
+		t.Fatalf("claimed %q for web3 (want web5), rebuilt %q (want web4): %v", claimed, rebuilt, ops(p))
 	}
 }

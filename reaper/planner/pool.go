@@ -100,9 +100,17 @@ func (pl *planner) settled(s *reaper.Server) bool {
 }
 
 // readyStandby returns the role's oldest ready standby not yet claimed
-// in this plan, or nil.
+// in this plan, or nil. With refresh: auto, a standby of another boot spec
+// is never ready: claimed, it would be drifted (it is rebuilt instead).
 func (pl *planner) readyStandby(rs *roleServers) *reaper.Server {
+	spec := ""
+	if rs.role.Refresh == reaper.RefreshAuto {
+		spec = rs.role.Boot.Digest()
+	}
 	for _, s := range rs.standbys {
+		if spec != "" && s.Metadata[reaper.MetaSpec] != spec {
+			continue
+		}
 		expired := rs.role.MaxAge > 0 && !pl.in.Now.Before(expiry(rs.role, s))
 		if st := pl.standbyState(rs, s); !expired && (st == reaperkv.StandbyReady || (st == reaperkv.StandbyStopped && !pl.olderVersion(rs, s))) {
 			return s
