@@ -174,6 +174,11 @@ type Role struct {
 	// recorded, are replaced one at a time, oldest first, only while every
 	// server of the role serves and nothing else of it is in flight.
 	Refresh string `yaml:"refresh"`
+	// RefreshMinHealthyPercent (default 90, AWS instance refresh's) sizes
+	// a refresh's batches: at most desired minus this share of it (at
+	// least 1, at most max_in_flight) drifted servers are replaced at a
+	// time.
+	RefreshMinHealthyPercent int `yaml:"refresh_min_healthy_percent"`
 	// DrainTimeout is how long a drain waits for the node's (or the
 	// platform's) answer that its work moved away, before the server is
 	// deleted all the same. Default: the config's drain_period.
@@ -337,6 +342,8 @@ const (
 	// One replacement per role at a time: a bad image or flavor costs one
 	// failed server, not the role.
 	defaultMaxInFlight = 1
+	// 90%: AWS instance refresh's MinHealthyPercentage default.
+	defaultRefreshMinHealthy = 90
 	// 10 creates a cycle: a count set by mistake (40 for 4), or a whole
 	// cloud's first build, reaches Nova in paced batches (20 a minute at
 	// the default interval) instead of all at once, and a bad image
@@ -437,6 +444,9 @@ func (r *Role) ApplyDefaults() {
 	}
 	if r.ReplaceMode == "" {
 		r.ReplaceMode = ModeSurge
+	}
+	if r.RefreshMinHealthyPercent == 0 {
+		r.RefreshMinHealthyPercent = defaultRefreshMinHealthy
 	}
 	if r.Boot.NameTemplate == "" {
 		r.Boot.NameTemplate = "{role}{n}"
@@ -672,6 +682,9 @@ func (r *Role) validate(field string) error {
 	}
 	if r.Refresh != "" && r.Refresh != RefreshOff && r.Refresh != RefreshAuto {
 		return fmt.Errorf("%s.refresh: want %s or %s, got %q", field, RefreshOff, RefreshAuto, r.Refresh)
+	}
+	if r.RefreshMinHealthyPercent < 0 || r.RefreshMinHealthyPercent > 100 {
+		return fmt.Errorf("%s.refresh_min_healthy_percent: want 0 to 100, got %d", field, r.RefreshMinHealthyPercent)
 	}
 	if err := r.validateDrainEnd(field); err != nil {
 		return err

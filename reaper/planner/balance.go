@@ -21,10 +21,41 @@ func (pl *planner) balance(rs *roleServers) {
 	case count > want:
 		pl.scaleIn(rs, count, want)
 	default:
-		if pl.replaceBad(rs) && !pl.replaceExpired(rs) {
+		allGood := pl.replaceBad(rs)
+		if (allGood && !pl.replaceExpired(rs)) || (!allGood && pl.onlyRefreshing(rs)) {
 			pl.replaceDrifted(rs)
 		}
 	}
+}
+
+// onlyRefreshing: the role's only work in flight is its refresh's
+// replacements and none of its servers is bad, so the refresh's next
+// batch may join them.
+func (pl *planner) onlyRefreshing(rs *roleServers) bool {
+	if rs.role.Refresh != reaper.RefreshAuto || len(rs.entries) == 0 {
+		return false
+	}
+	for _, s := range rs.free {
+		if pl.statesOf[s.ID].Props().Replace {
+			return false
+		}
+	}
+	for _, e := range rs.entries {
+		if e.Kind != reaperkv.KindReplace || e.Reason != string(reaper.StateDrifted) {
+			return false
+		}
+	}
+	return true
+}
+
+// refreshSlots is how many more drifted servers the role's refresh may
+// replace now: its batch (desired minus refresh_min_healthy_percent of
+// it, at least 1, at most max_in_flight) less those in flight.
+func (pl *planner) refreshSlots(rs *roleServers) int {
+	want := pl.desired(rs.role)
+	batch := want - (want*rs.role.RefreshMinHealthyPercent+99)/100
+	batch = min(max(batch, 1), pl.in.Config.MaxInFlight)
+	return batch - len(rs.entries)
 }
 
 // count is the role's members in no entry, plus the entries that bring
@@ -214,7 +245,7 @@ func (pl *planner) replaceDrifted(rs *roleServers) {
 		return
 	}
 	spec := r.Boot.Digest()
-	var oldest *reaper.Server
+	var drifted []*reaper.Server
 	var cooling []string
 	for _, s := range rs.free {
 		if !pl.serves(rs, s) {
@@ -227,15 +258,19 @@ func (pl *planner) replaceDrifted(rs *roleServers) {
 			cooling = append(cooling, why)
 			continue
 		}
-		if oldest == nil || s.Created.Before(oldest.Created) || (s.Created.Equal(oldest.Created) && s.Name < oldest.Name) {
-			oldest = s
-		}
+		drifted = append(drifted, s)
 	}
-	if oldest == nil && len(cooling) > 0 {
+	if len(drifted) == 0 && len(cooling) > 0 {
 		pl.block("%s: refresh waits: %s", r.Name, strings.Join(cooling, "; "))
 	}
-	if oldest != nil {
-		pl.replace(rs, oldest, reaper.StateDrifted)
+	sort.Slice(drifted, func(i, j int) bool {
+		a, b := drifted[i], drifted[j]
+		return a.Created.Before(b.Created) || (a.Created.Equal(b.Created) && a.Name < b.Name)
+	})
+	for i := 0; i < len(drifted) && i < pl.refreshSlots(rs); i++ {
+		if !pl.replace(rs, drifted[i], reaper.StateDrifted) {
+			return
+		}
 	}
 }
 

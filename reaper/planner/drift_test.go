@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/reapertest"
 )
@@ -119,5 +120,59 @@ func TestRefreshClaimsOnlyStandbysOnTheSpec(t *testing.T) {
 	}
 	if claimed != "web5" || rebuilt != "web4" {
 		t.Fatalf("claimed %q for web3 (want web5), rebuilt %q (want web4): %v", claimed, rebuilt, ops(p))
+	}
+}
+
+// A refresh replaces its drifted servers in batches: desired minus
+// refresh_min_healthy_percent of it, at least 1, at most max_in_flight,
+// counting the refresh's replacements in flight; any other work in flight
+// holds it.
+func TestRefreshBatches(t *testing.T) {
+	fleet := func(cfg *reaper.Config) ([]reaper.Server, []reaper.Check) {
+		ss, cs := healthyFleet("web", 6)
+		for i := range ss {
+			ss[i].Metadata[reaper.MetaSpec] = "an older spec"
+		}
+		return ss, cs
+	}
+	inflight := func(reason string) []reaper.Entry {
+		return []reaper.Entry{{ID: "web.1.1", Kind: reaperkv.KindReplace, Role: "web", Reason: reason, Phase: reaperkv.PhaseBooting,
+			OldName: "web6", OldID: "id-web6", NewName: "web7", Started: t0.Add(-time.Minute), Updated: t0.Add(-time.Minute)}}
+	}
+	for _, tc := range []struct {
+		name          string
+		pct, inFlight int
+		journal       []reaper.Entry
+		want          string
+	}{
+		{name: "90% of 6 healthy: one at a time", pct: 90, inFlight: 3, want: "web6"},
+		{name: "50% of 6: a batch of 3, capped by max_in_flight 2", pct: 50, inFlight: 2, want: "web6,web5"},
+		{name: "50% of 6, max_in_flight 4: a batch of 3", pct: 50, inFlight: 4, want: "web6,web5,web4"},
+		{name: "one of the refresh in flight: the batch's second joins it", pct: 50, inFlight: 2, journal: inflight("drifted"), want: "web5"},
+		{name: "other work in flight: the refresh waits", pct: 50, inFlight: 2, journal: inflight("unhealthy"), want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := reapertest.Config(t, func(c *reaper.Config) {
+				c.Roles[0].Desired = 6
+				c.Roles[0].Refresh = reaper.RefreshAuto
+				c.Roles[0].RefreshMinHealthyPercent = tc.pct
+				c.MaxInFlight = tc.inFlight
+			})
+			ss, cs := fleet(cfg)
+			if tc.journal != nil {
+				ss = append(ss, reaper.Server{ID: "id-web7", Name: "web7", Status: reaper.StatusBuild, Created: t0.Add(-time.Minute),
+					Metadata: map[string]string{reaper.MetaRole: "web", reaper.MetaJournal: "web.1.1"}})
+			}
+			p := Plan(reaper.Input{Now: t0, Config: cfg, Servers: ss, Checks: cs, Armed: true, Journal: tc.journal})
+			var got []string
+			for _, a := range p.Actions {
+				if a.Op == reaper.OpCreate && a.Entry.ID != "web.1.1" && strings.Contains(a.Reason, "drifted") {
+					got = append(got, a.Entry.OldName)
+				}
+			}
+			if strings.Join(got, ",") != tc.want {
+				t.Fatalf("replaced %v, want %q: %v (blocked %v)", got, tc.want, ops(p), p.Blocked)
+			}
+		})
 	}
 }
