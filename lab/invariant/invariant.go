@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
+	"github.com/jiocloud/orchestrate/reaper"
 )
 
 // Server is a Nova server as the lab sees it.
@@ -78,7 +79,32 @@ type Checker struct {
 	// with one name, a partial file): each is reported once while it
 	// lasts.
 	said map[string]bool
+	// reports are the reaper's last distinct reports, oldest first
+	// (keepReports at most), and waiting the deletes whose cycle has not
+	// reported yet: see judgeGate.
+	reports []*reaperkv.ReaperReport
+	waiting []pendingDelete
 }
+
+// pendingDelete is a delete seen in Nova's list whose cycle's report
+// (the one listing the action that removed it) has not been seen yet.
+type pendingDelete struct {
+	server Server
+	seen   time.Time
+	// before is the report the lab held when it saw the server go;
+	// reports counts the new reports seen since.
+	before  *reaperkv.ReaperReport
+	reports int
+}
+
+// keepReports bounds the reports kept to find a delete's cycle: Nova
+// drops a deleted server within seconds, a few of the lab's 5 s cycles.
+const keepReports = 12
+
+// waitReports is how many new reports a delete waits for its cycle's
+// before it is judged by the report held when it was seen (the strict
+// reading): a cycle reports once, right after it acted.
+const waitReports = 3
 
 // New returns a checker for roles' min_healthy.
 func New(minHealthy map[string]int) *Checker {
@@ -114,11 +140,13 @@ func (c *Checker) Observe(o Observation) []Violation {
 	before := len(c.found)
 	c.checkNames(o)
 	c.checkFiles(o)
+	newReport := c.keepReport(o.Report)
 	if c.last != nil {
 		c.checkReport(*c.last, o)
 		c.checkGone(*c.last, o)
 		c.checkNew(*c.last, o)
 	}
+	c.judgeWaiting(o.Time, newReport)
 	c.last = &o
 	return c.found[before:]
 }
@@ -215,13 +243,11 @@ func (c *Checker) judgeDelete(last, o Observation, s Server) {
 	if o.Report != nil {
 		rep = o.Report
 	}
-	switch {
-	case rep == nil:
+	if rep == nil {
 		c.violate(o.Time, "%s deleted before the reaper reported anything", s.Name)
 		return
-	case last.Report != nil && (!last.Report.Armed || last.Report.Paused):
-		c.violate(o.Time, "%s deleted while the reaper was %s", s.Name, stateWord(last.Report))
 	}
+	c.waiting = append(c.waiting, pendingDelete{server: s, seen: o.Time, before: last.Report})
 	if last.Serving[s.Name] && !removing(last.Report, s.Name) && !removing(o.Report, s.Name) {
 		c.violate(o.Time, "serving server %s deleted with no reaper operation draining or replacing it", s.Name)
 	}
@@ -230,6 +256,77 @@ func (c *Checker) judgeDelete(last, o Observation, s Server) {
 			c.violate(o.Time, "role %s at %d serving after %s was deleted, below min_healthy %d", s.Role, n, s.Name, min)
 		}
 	}
+}
+
+// keepReport adds r to the reports kept when it is a new one (another
+// cycle's), and says whether it was.
+func (c *Checker) keepReport(r *reaperkv.ReaperReport) bool {
+	if r == nil {
+		return false
+	}
+	if n := len(c.reports); n > 0 {
+		if p := c.reports[n-1]; p == r || (p.Time.Equal(r.Time) && p.Leader == r.Leader) {
+			return false
+		}
+	}
+	c.reports = append(c.reports, r)
+	if len(c.reports) > keepReports {
+		c.reports = c.reports[len(c.reports)-keepReports:]
+	}
+	return true
+}
+
+// judgeWaiting judges the deletes waiting for their cycle's report: a
+// delete must not be carried out while the reaper is disarmed or paused.
+// The state that let it through is the one of the cycle that carried it
+// out, and a cycle reports after it acted, listing its actions: so the
+// delete is judged by the latest report that lists an action removing the
+// server, whether that report came before Nova dropped the server (Nova
+// takes a while to delete) or after (the delete and the report landed
+// between two looks). Judged by the report held when the server went, a
+// delete by the cycle that ended a pause would look like one made in it.
+// A delete no report accounts for within waitReports new reports is judged
+// by the report held when it was seen.
+func (c *Checker) judgeWaiting(now time.Time, newReport bool) {
+	kept := c.waiting[:0]
+	for _, w := range c.waiting {
+		if newReport && !w.seen.Equal(now) {
+			w.reports++
+		}
+		rep := c.deletingReport(w.server)
+		switch {
+		case rep != nil:
+			c.judgeGate(w, rep, "")
+		case w.reports >= waitReports:
+			c.judgeGate(w, w.before, fmt.Sprintf(" (no report of the %d since listed a delete of it: judged by the report held when it went)", w.reports))
+		default:
+			kept = append(kept, w)
+		}
+	}
+	c.waiting = kept
+}
+
+// judgeGate: the delete w, let through by the cycle that reported rep.
+func (c *Checker) judgeGate(w pendingDelete, rep *reaperkv.ReaperReport, how string) {
+	if rep != nil && (!rep.Armed || rep.Paused) {
+		c.violate(w.seen, "%s deleted while the reaper was %s%s", w.server.Name, stateWord(rep), how)
+	}
+}
+
+// deletingReport is the latest report kept that lists an action removing
+// s from Nova (delete, delete-duplicate, or rollback of a new server), or
+// nil.
+func (c *Checker) deletingReport(s Server) *reaperkv.ReaperReport {
+	for i := len(c.reports) - 1; i >= 0; i-- {
+		for _, a := range c.reports[i].Planned {
+			for _, op := range []reaper.Op{reaper.OpDelete, reaper.OpDeleteDuplicate, reaper.OpRollback} {
+				if strings.HasPrefix(a, fmt.Sprintf("%s %s %s (", op, s.Role, s.Name)) {
+					return c.reports[i]
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func stateWord(r *reaperkv.ReaperReport) string {

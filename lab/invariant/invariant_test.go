@@ -18,6 +18,11 @@ func web(n string) Server { return Server{ID: "id-" + n, Name: n, Role: "web", S
 
 var armed = &reaperkv.ReaperReport{Armed: true}
 
+// rep is the report of a cycle started sec seconds in, listing planned.
+func rep(sec int, armed, paused bool, planned ...string) *reaperkv.ReaperReport {
+	return &reaperkv.ReaperReport{Time: t0.Add(time.Duration(sec) * time.Second), Armed: armed, Paused: paused, Planned: planned}
+}
+
 func draining(old string) *reaperkv.ReaperReport {
 	return &reaperkv.ReaperReport{Armed: true, Journal: []reaperkv.JournalEntry{{ID: "e1", Kind: reaperkv.KindReplace, OldName: old, Phase: reaperkv.PhaseDraining}}}
 }
@@ -39,13 +44,39 @@ func TestInvariants(t *testing.T) {
 			obs(1, armed, map[string]bool{"web1": true, "web3": true}, web("web1"), web("web3")),
 		}, "", "serving server web2 deleted with no reaper operation"},
 		{"a delete while disarmed", []Observation{
-			obs(0, &reaperkv.ReaperReport{Journal: draining("web2").Journal}, all, web("web1"), web("web2"), web("web3")),
-			obs(1, &reaperkv.ReaperReport{}, map[string]bool{"web1": true, "web3": true}, web("web1"), web("web3")),
+			obs(0, &reaperkv.ReaperReport{Time: t0, Journal: draining("web2").Journal, Planned: []string{"delete web web2 (drain timeout over)"}}, all, web("web1"), web("web2"), web("web3")),
+			obs(1, &reaperkv.ReaperReport{Time: t0}, map[string]bool{"web1": true, "web3": true}, web("web1"), web("web3")),
 		}, "", "deleted while the reaper was disarmed"},
 		{"a delete while paused", []Observation{
-			obs(0, &reaperkv.ReaperReport{Armed: true, Paused: true, Journal: draining("web2").Journal}, all, web("web1"), web("web2"), web("web3")),
+			obs(0, &reaperkv.ReaperReport{Time: t0, Armed: true, Paused: true, Journal: draining("web2").Journal, Planned: []string{"delete web web2 (drained)"}}, all, web("web1"), web("web2"), web("web3")),
 			obs(1, armed, map[string]bool{"web1": true, "web3": true}, web("web1"), web("web3")),
 		}, "", "deleted while the reaper was paused"},
+		{"a rollback by the cycle that ended the pause, seen with its report", []Observation{
+			obs(0, rep(0, true, true), all, web("web1"), web("web2"), web("web3"), web("web4")),
+			obs(1, rep(1, true, false, "rollback web web4 (web2 is healthy again; its replacement web4 is not needed)"), all, web("web1"), web("web2"), web("web3")),
+		}, "", ""},
+		{"a delete seen before its cycle's report", []Observation{
+			obs(0, rep(0, true, true), all, web("web1"), web("web2"), web("web3"), web("web4")),
+			obs(1, rep(0, true, true), all, web("web1"), web("web2"), web("web3")),
+			obs(2, rep(0, true, true), all, web("web1"), web("web2"), web("web3")),
+			obs(3, rep(3, true, false, "rollback web web4 (not needed)"), all, web("web1"), web("web2"), web("web3")),
+		}, "", ""},
+		{"a delete Nova carried out after the next cycle paused", []Observation{
+			obs(0, rep(0, true, false, "delete web web4 (drained)"), all, web("web1"), web("web2"), web("web3"), web("web4")),
+			obs(5, rep(5, true, true), all, web("web1"), web("web2"), web("web3")),
+		}, "", ""},
+		{"a rollback listed by a paused cycle", []Observation{
+			obs(0, rep(0, true, false), all, web("web1"), web("web2"), web("web3"), web("web4")),
+			obs(5, rep(5, true, true, "rollback web web4 (not needed)"), all, web("web1"), web("web2"), web("web3")),
+		}, "", "web4 deleted while the reaper was paused"},
+		{"a delete no report accounts for, gone while paused", []Observation{
+			obs(0, rep(0, true, true), all, web("web1"), web("web2"), web("web3"), web("web4")),
+			obs(1, rep(0, true, true), all, web("web1"), web("web2"), web("web3")),
+			obs(5, rep(5, true, false), all, web("web1"), web("web2"), web("web3")),
+			obs(10, rep(10, true, false), all, web("web1"), web("web2"), web("web3")),
+			obs(14, rep(10, true, false), all, web("web1"), web("web2"), web("web3")),
+			obs(15, rep(15, true, false), all, web("web1"), web("web2"), web("web3")),
+		}, "", "web4 deleted while the reaper was paused (no report of the 3 since listed a delete of it"},
 		{"a machine the scenario killed", []Observation{
 			obs(0, armed, all, web("web1"), web("web2"), web("web3")),
 			obs(1, armed, map[string]bool{"web1": true, "web3": true}, web("web1"), web("web3")),
