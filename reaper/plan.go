@@ -137,6 +137,13 @@ type Memory struct {
 	// Ready: by Nova server ID, since when a standby of a stopped warm
 	// pool has been ready without a break (it is powered off once settled).
 	Ready map[string]time.Time
+	// Partitioned is the start of the last cycle the partition pause held
+	// for health (too much of a role or the fleet looked unhealthy). No
+	// server's critical or absent time is counted from before it: nodes
+	// rejoining one by one after a partition heals each get their whole
+	// grace again, instead of the ones still on their way back being
+	// replaced the moment the pause lifts.
+	Partitioned time.Time
 }
 
 func NewMemory() Memory {

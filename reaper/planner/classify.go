@@ -104,7 +104,7 @@ func (pl *planner) served(s *reaper.Server, h nodeHealth) bool {
 // is replaced after critical_grace, as an old one is.
 func (pl *planner) classifyCritical(r *reaper.Role, s *reaper.Server, served bool) reaper.ServerState {
 	now := pl.in.Now
-	since := pl.since(pl.in.Memory.Critical, pl.plan.Memory.Critical, s.Name)
+	since := pl.graceFrom(pl.since(pl.in.Memory.Critical, pl.plan.Memory.Critical, s.Name))
 	if bootEnd := s.Created.Add(r.BootGrace.D()); since.Before(bootEnd) && !served {
 		since = bootEnd
 	}
@@ -140,7 +140,7 @@ func (pl *planner) classifyError(r *reaper.Role, s *reaper.Server) reaper.Server
 // restart, a wiped data dir) is never replaced for it.
 func (pl *planner) classifyAbsent(r *reaper.Role, s *reaper.Server) reaper.ServerState {
 	now := pl.in.Now
-	since := pl.since(pl.in.Memory.Absent, pl.plan.Memory.Absent, s.Name)
+	since := pl.graceFrom(pl.since(pl.in.Memory.Absent, pl.plan.Memory.Absent, s.Name))
 	if now.Sub(since) >= r.AbsentGrace.D() {
 		return reaper.StateUnaccounted
 	}

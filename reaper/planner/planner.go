@@ -410,6 +410,21 @@ func (pl *planner) pause(roles []*roleServers) {
 		pl.plan.Paused = true
 		pl.plan.PauseReason = fmt.Sprintf("%d of %d servers look unhealthy (over %.0f%% of the fleet): a partition or a Consul problem, not dead machines", fleetBad, fleetTotal, 100*cfg.PauseFleetFraction)
 	}
+	pl.plan.Memory.Partitioned = pl.in.Memory.Partitioned
+	if pl.plan.Paused {
+		pl.plan.Memory.Partitioned = pl.in.Now
+	}
+}
+
+// graceFrom is when a server's critical or absent time, remembered since
+// since, starts to count: no earlier than the last cycle the partition
+// pause held (Memory.Partitioned). Health seen during a partition says
+// nothing of a machine.
+func (pl *planner) graceFrom(since time.Time) time.Time {
+	if p := pl.in.Memory.Partitioned; since.Before(p) {
+		return p
+	}
+	return since
 }
 
 // startGate: a reaper that was never armed or disarmed arms itself once

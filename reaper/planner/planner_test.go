@@ -1197,3 +1197,70 @@ func TestServedIsRememberedAcrossPlans(t *testing.T) {
 		t.Fatalf("web3 dead a minute after it served, inside its boot grace: %s, want %s", got, reaper.StateCriticalInGrace)
 	}
 }
+
+// After a partition heals, nodes come back one by one: the pause lifts
+// while some are still on their way, critical since long before. Their
+// time in the partition does not count: each gets its whole
+// critical_grace (and absent_grace) from the last paused cycle, so the
+// stragglers are not replaced the moment the pause lifts (the lab's
+// partition scenario saw a replacement created on such a rejoin, then
+// rolled back). A node still critical a whole grace after the pause is
+// replaced as any other.
+func TestPartitionRestartsGrace(t *testing.T) {
+	fleet, healthy := healthyFleet("web", 5)
+	cut := healthy
+	for _, n := range []string{"web1", "web2", "web3"} {
+		cut = replaceChecks(cut, n, crit(n))
+	}
+	cut = replaceChecks(cut, "web4") // web4's node is gone from the catalog
+	mem := reaper.NewMemory()
+	mem.Critical, mem.Absent = longCrit("web1", "web2", "web3"), longCrit("web4")
+	in := reaper.Input{Now: t0, Config: reapertest.Config(t), Servers: fleet, Checks: cut, Desired: map[string]int{"web": 5}, Armed: true, Memory: mem}
+	p := Plan(in)
+	if !p.Paused || !p.Memory.Partitioned.Equal(t0) {
+		t.Fatalf("paused %v, partitioned %v: want paused at t0", p.Paused, p.Memory.Partitioned)
+	}
+	// Healed but for web3 (critical) and web4 (not back in the catalog).
+	rejoin := replaceChecks(replaceChecks(healthy, "web3", crit("web3")), "web4")
+	grace := in.Config.Roles[0].CriticalGrace.D()
+	for _, tc := range []struct {
+		name      string
+		after     time.Duration
+		partition bool
+		want      []string
+		states    map[string]reaper.ServerState
+	}{
+		{"the cycle after the pause", 5 * time.Second, true, []string{},
+			map[string]reaper.ServerState{"web3": reaper.StateCriticalInGrace, "web4": reaper.StateAbsentInGrace}},
+		{"just inside a grace after the pause", grace - time.Second, true, []string{},
+			map[string]reaper.ServerState{"web3": reaper.StateCriticalInGrace, "web4": reaper.StateAbsentInGrace}},
+		{"a whole grace after the pause", grace, true, []string{"create web6 for web4"},
+			map[string]reaper.ServerState{"web3": reaper.StateUnhealthy, "web4": reaper.StateReplacing}},
+		{"no pause before: judged from when it first failed", 5 * time.Second, false, []string{"create web6 for web4"},
+			map[string]reaper.ServerState{"web3": reaper.StateUnhealthy, "web4": reaper.StateReplacing}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := p.Memory
+			if !tc.partition {
+				m = mem
+			}
+			next := in
+			next.Now, next.Checks, next.Memory = t0.Add(tc.after), rejoin, m
+			q := Plan(next)
+			if q.Paused {
+				t.Fatalf("still paused: %s", q.PauseReason)
+			}
+			if got := ops(q); strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
+				t.Errorf("actions %q, want %q\nblocked %q", got, tc.want, q.Blocked)
+			}
+			for name, want := range tc.states {
+				if got := stateInViews(q, name); got != want {
+					t.Errorf("%s: %s, want %s", name, got, want)
+				}
+			}
+			if !q.Memory.Partitioned.Equal(m.Partitioned) {
+				t.Errorf("partitioned %v carried as %v", m.Partitioned, q.Memory.Partitioned)
+			}
+		})
+	}
+}
