@@ -108,6 +108,18 @@ type Input struct {
 	// read (their hosts are held, and named in the plan).
 	DrainAborts        map[string]reaperkv.DrainAbortRecord
 	DrainAbortProblems map[string]string
+	// Refresh holds each role's instance refresh request (`orchestrate
+	// refresh`), by role; RefreshProblems says, by role, why a request
+	// there cannot be read (the role's refresh is held, auto included).
+	Refresh         map[string]reaperkv.RefreshRecord
+	RefreshProblems map[string]string
+	// Specs holds each role's boot spec record: the spec its servers are
+	// built from and the one before (what a rollback rolls back to).
+	Specs map[string]reaperkv.SpecRecord
+	// SpecProblems says, by role, why the spec before the current one
+	// cannot be built from any more (its user data file no longer holds
+	// what it held): a rollback to it fails at once.
+	SpecProblems map[string]string
 }
 
 // Memory is what a plan remembers for the next cycle: when each node was
@@ -251,7 +263,11 @@ type Plan struct {
 	// FlushSeen lists the pool flush requests this plan acknowledges
 	// (stamped with its time); FlushDone those carried out.
 	FlushSeen []PoolFlush `json:"-"`
-	FlushDone []PoolFlush `json:"-"`
+	// Refreshes are the refresh requests to write back (the reaper's
+	// progress in them) or remove (done), compare-and-set on the index
+	// read, with the activity each is.
+	Refreshes []RefreshWrite `json:"-"`
+	FlushDone []PoolFlush    `json:"-"`
 	// Claims are the claims whose standby served this cycle.
 	Claims []PoolClaimDone `json:"claims,omitempty"`
 	// CapacityClear lists the roles whose exhausted capacity is over: a
@@ -260,4 +276,14 @@ type Plan struct {
 	// CooloffEnded are the aborted-drain records whose cool-off is over,
 	// removed by the executor.
 	CooloffEnded []reaperkv.DrainAbortRecord `json:"-"`
+}
+
+// RefreshWrite is a refresh request as a plan leaves it: written back
+// with the reaper's progress, or removed (Remove) once done. Activity,
+// when set, is what changed, for the log and the history.
+type RefreshWrite struct {
+	Role     string
+	Record   reaperkv.RefreshRecord
+	Remove   bool
+	Activity string
 }

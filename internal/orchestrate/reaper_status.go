@@ -134,6 +134,9 @@ func writeReaperBody(w io.Writer, st *reaperkv.ReaperReport, history bool) {
 		if line := driftLine(r); line != "" {
 			fmt.Fprintf(w, "    %s\n", line)
 		}
+		if rf := r.Refresh; rf != nil {
+			fmt.Fprintf(w, "    %s\n", oneLine(rf.String()))
+		}
 		if p := r.Pool; p != nil {
 			fmt.Fprintf(w, "    warm pool (standbys, not counted above): %s\n", p.String())
 			if p.Why != "" {
@@ -233,7 +236,8 @@ func decisionLine(d reaperkv.ScaleDecision) string {
 }
 
 // driftLine says how many of the role's servers were built from a boot
-// spec other than the one configured now ("" when none).
+// spec other than the one they are built from now: the configuration's,
+// or a rollback's ("" when none).
 func driftLine(r reaperkv.RoleReport) string {
 	if r.Drifted == 0 && r.SpecUnknown == 0 {
 		return ""

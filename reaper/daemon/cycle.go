@@ -43,6 +43,7 @@ func (r *Reaper) cycle(ctx context.Context, t *leaderTerm) *reaper.Plan {
 		r.cycleSkipped(ctx, t, start, err)
 		return nil
 	}
+	obs.specProblems, obs.specErrs = r.keepSpecs(ctx, t, obs.keys)
 	plan := r.plan(t, obs, start)
 	errs := r.act(ctx, t, plan, obs, start)
 	r.report(ctx, t, plan, obs.keys.Entries, errs)
@@ -63,6 +64,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *reaper.
 		TermStart: t.started,
 		Scaling:   obs.scaling, Metrics: obs.metrics, Autoscale: t.autoscale,
 		DrainAborts: obs.keys.Cooloff, DrainAbortProblems: obs.keys.CooloffProblems,
+		Refresh: obs.keys.Refresh, RefreshProblems: obs.keys.RefreshProblems, Specs: obs.keys.Specs, SpecProblems: obs.specProblems,
 	}
 	plan := planner.Plan(in)
 	if t.lastCycleErr != "" {
@@ -94,7 +96,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *reaper.
 // actions (or logs them in a dry run); it returns what went wrong.
 func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *reaper.Plan, obs *observation, start time.Time) []string {
 	dry := r.cfg.IsDryRun()
-	var errs []string
+	errs := obs.specErrs
 	if plan.ArmNow && !dry {
 		if err := r.journal.Arm(ctx, t.session, reaper.Armed{Time: start, By: r.id, Reason: armReason}); err != nil {
 			errs = append(errs, "arm: "+err.Error())
@@ -116,6 +118,7 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *reaper.Plan, obs 
 		}
 	}
 	errs = append(errs, r.recordFlushes(ctx, t, plan, dry)...)
+	errs = append(errs, r.writeRefreshes(ctx, t, plan, dry)...)
 	if ctx.Err() == nil && !dry {
 		errs = append(errs, r.sweepTokens(ctx, t, obs, start)...)
 	}

@@ -2,11 +2,14 @@ package daemon_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
@@ -127,4 +130,134 @@ func TestRefreshRollsTheRoleWithoutLosingAServer(t *testing.T) {
 	if m := scrape(t, r); !strings.Contains(m, `reaper_history_errors_total{what="event"} 0`) {
 		t.Fatalf("history events failed:\n%s", m)
 	}
+}
+
+// An operator's refresh of a role with refresh off: it stops at its
+// checkpoint until `refresh continue`, then rolls the rest and is removed
+// when done. A rollback then rebuilds the role from the spec before (image
+// and user data file as they were), refused while that file no longer
+// holds what it held, and pins the role there once done.
+func TestRefreshRequestCheckpointContinueRollback(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.cfg.Roles[0].OnDrainTimeout = reaperkv.DrainDelete // no drain handler here
+	dir := t.TempDir()
+	useUserData := func(name, content string) {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f.cfg.Roles[0].Boot.UserDataFile, f.cfg.Roles[0].Boot.UserData = path, []byte(content)
+	}
+	useUserData("user-data-1.yaml", "#cloud-config\n# v1\n")
+	old := f.cfg.Roles[0].Boot.Digest()
+	f.arm()
+	r := f.start(nil)
+	testutil.Eventually(t, 10*time.Second, "the role of 3 built", func() bool {
+		return len(f.sim.Servers()) == 3 && catalogHas(t, f.c, "web3") && len(journalKeys(t, f.c)) == 0
+	})
+	r.stop()
+
+	f.cfg.Roles[0].Boot.Image = "debian-13"
+	useUserData("user-data-2.yaml", "#cloud-config\n# v2\n")
+	spec := f.cfg.Roles[0].Boot.Digest()
+	r = f.start(nil)
+	st := refreshStore(t, f)
+	onSpec := func(digest string) int {
+		n := 0
+		for _, s := range f.sim.Servers() {
+			if s.Metadata[reaper.MetaSpec] == digest {
+				n++
+			}
+		}
+		return n
+	}
+	request := func(rec reaperkv.RefreshRecord) {
+		t.Helper()
+		rec.Time, rec.By, rec.Reason = time.Now().UTC(), "test", "the test's request"
+		if err := st.PutRefresh(context.Background(), "web", rec, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func() (reaperkv.RefreshRecord, bool) {
+		recs, _, err := st.Refreshes(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, ok := recs["web"]
+		return rec, ok
+	}
+	testutil.Eventually(t, 5*time.Second, "the spec record with the previous spec", func() bool {
+		_, specs, err := st.Refreshes(context.Background())
+		return err == nil && specs["web"].Current.Digest == spec && specs["web"].Previous != nil && specs["web"].Previous.Digest == old
+	})
+	waitCycles(t, 3, r)
+	if n := f.sim.Creates.Load(); n != 3 {
+		t.Fatalf("%d creates before the request: refresh off replaces nothing by itself", n)
+	}
+
+	request(reaperkv.RefreshRecord{Checkpoints: []int{30}})
+	testutil.Eventually(t, 30*time.Second, "the refresh at its 30% checkpoint", func() bool {
+		rec, ok := state()
+		return ok && rec.State == reaperkv.RefreshCheckpoint && onSpec(spec) == 1 && len(journalKeys(t, f.c)) == 0
+	})
+	waitCycles(t, 5, r)
+	if n := onSpec(spec); n != 1 || f.sim.Creates.Load() != 4 {
+		t.Fatalf("%d on the spec, %d creates at the checkpoint: want 1 and 4, nothing more", n, f.sim.Creates.Load())
+	}
+	rec, _ := state()
+	rec.Continued++
+	if err := st.PutRefresh(context.Background(), "web", rec, rec.Index); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "every server on the spec, the request removed", func() bool {
+		_, ok := state()
+		return !ok && onSpec(spec) == 3 && len(f.sim.Servers()) == 3
+	})
+
+	// The previous spec's user data file changed: nothing to build from.
+	useFile := filepath.Join(dir, "user-data-1.yaml")
+	if err := os.WriteFile(useFile, []byte("#cloud-config\n# edited in place\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	request(reaperkv.RefreshRecord{Rollback: true})
+	testutil.Eventually(t, 10*time.Second, "the rollback failed: the file changed", func() bool {
+		rec, ok := state()
+		return ok && rec.State == reaperkv.RefreshFailed && strings.Contains(rec.Detail, "no longer holds")
+	})
+	waitCycles(t, 3, r)
+	if n := onSpec(spec); n != 3 {
+		t.Fatalf("%d servers on the current spec after a failed rollback, want all 3", n)
+	}
+
+	if err := os.WriteFile(useFile, []byte("#cloud-config\n# v1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	request(reaperkv.RefreshRecord{Rollback: true, MinHealthyPercent: 60})
+	testutil.Eventually(t, 30*time.Second, "rolled back and pinned", func() bool {
+		rec, ok := state()
+		return ok && rec.State == reaperkv.RefreshPinned && onSpec(old) == 3 && len(f.sim.Servers()) == 3
+	})
+	var acts []string
+	for _, a := range readHistory(t, f.c) {
+		if a.Kind == reaperkv.ActivityRefresh {
+			acts = append(acts, a.Action)
+		}
+	}
+	want := []string{"refresh requested by test (the test's request)", "refresh at checkpoint 30%: 1 of 3 serving on spec", "refresh done", "rollback requested by test (the test's request); rollback failed: spec",
+		"rollback requested by test (the test's request)", "rollback done"}
+	for i := range max(len(acts), len(want)) {
+		if i >= len(acts) || i >= len(want) || !strings.HasPrefix(acts[i], want[i]) {
+			t.Fatalf("refresh activities:\n%s\nwant, as prefixes:\n%s", strings.Join(acts, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+func refreshStore(t *testing.T, f *fixture) *store.Store {
+	t.Helper()
+	s, err := store.New(f.c, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

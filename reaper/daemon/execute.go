@@ -168,6 +168,14 @@ func (r *Reaper) create(ctx context.Context, t *leaderTerm, role *reaper.Role, e
 	if err := put(e, nil); err != nil {
 		return err
 	}
+	if e.Spec != "" && e.Spec != role.Boot.Digest() {
+		// A rollback's: built from the spec before the configuration's.
+		built, err := r.roleOnSpec(t, role, e.Spec)
+		if err != nil {
+			return r.createFailed(ctx, t, role, e, err)
+		}
+		role = built
+	}
 	meta := maps.Clone(role.Boot.Metadata)
 	if meta == nil {
 		meta = map[string]string{}

@@ -59,6 +59,15 @@ type ReaperKeys struct {
 	// ones that cannot be read.
 	Flush         map[string]reaperkv.PoolFlushRecord
 	FlushProblems []string
+	// Refresh holds the refresh requests, by role; RefreshProblems says
+	// why one cannot be read, by role (its refresh is held).
+	Refresh         map[string]reaperkv.RefreshRecord
+	RefreshProblems map[string]string
+	// Specs holds the roles' boot spec records; SpecProblems says, by
+	// role, why one cannot be read (it is left alone: the role has no
+	// spec to roll back to).
+	Specs        map[string]reaperkv.SpecRecord
+	SpecProblems map[string]string
 	// Cooloff holds the records of aborted drains, by host;
 	// CooloffProblems those that cannot be read (host: why).
 	Cooloff         map[string]reaperkv.DrainAbortRecord
@@ -76,6 +85,7 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 		return nil, fmt.Errorf("read %s: %w", reaperkv.ReaperKey(j.prefix, reaperkv.ReaperDir), err)
 	}
 	out := &ReaperKeys{Pool: map[string]reaperkv.StandbyRecord{}, Flush: map[string]reaperkv.PoolFlushRecord{},
+		Refresh: map[string]reaperkv.RefreshRecord{}, RefreshProblems: map[string]string{}, Specs: map[string]reaperkv.SpecRecord{}, SpecProblems: map[string]string{},
 		Cooloff: map[string]reaperkv.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]reaperkv.NodeTokenRecord{}}
 	for _, p := range pairs {
 		rel := schema.RelKey(j.prefix, p.Key)
@@ -93,6 +103,26 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 				continue
 			}
 			out.Flush[strings.TrimPrefix(rel, reaperkv.ReaperPoolFlushDir)] = rec
+		case strings.HasPrefix(rel, reaperkv.ReaperRefreshDir):
+			role, rec, err := reaperkv.ParseRefresh(rel, p.Value, p.ModifyIndex)
+			switch {
+			case err != nil && role != "":
+				out.RefreshProblems[role] = err.Error()
+			case err != nil:
+				out.Problems = append(out.Problems, err.Error())
+			default:
+				out.Refresh[role] = rec
+			}
+		case strings.HasPrefix(rel, reaperkv.ReaperSpecDir):
+			role, rec, err := reaperkv.ParseSpec(rel, p.Value)
+			switch {
+			case err != nil && role != "":
+				out.SpecProblems[role] = err.Error()
+			case err != nil:
+				out.Problems = append(out.Problems, err.Error())
+			default:
+				out.Specs[role] = rec
+			}
 		case strings.HasPrefix(rel, reaperkv.ReaperCooloffDir):
 			rec, err := reaperkv.ParseDrainAbort(rel, p.Value)
 			switch {

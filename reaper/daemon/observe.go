@@ -26,6 +26,10 @@ type observation struct {
 	// autoscaled roles' Prometheus queries.
 	scaling schema.Scaling
 	metrics map[string]reaper.MetricReading
+	// specProblems says, by role, why the spec before its current one
+	// cannot be built (keepSpecs); specErrs what failed keeping them.
+	specProblems map[string]string
+	specErrs     []string
 }
 
 // observe reads everything a cycle needs: exactly one Nova list and one

@@ -55,7 +55,10 @@ type leaderTerm struct {
 	// activities are this term's activities not yet in the history;
 	// lastHistoryErr and lastEventErr the last history write and event
 	// errors logged.
-	activities     []reaperkv.Activity
+	activities []reaperkv.Activity
+	// specs are the roles' boot spec records as the last cycle left
+	// them: what a rollback's create builds from.
+	specs          map[string]reaperkv.SpecRecord
 	lastHistoryErr string
 	lastEventErr   string
 }

@@ -133,6 +133,7 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 		if next.Fault == "" {
 			next.Fault = "no fault given"
 		}
+		pl.refreshFailed(rs, e, "Nova put it in ERROR ("+next.Fault+")")
 		pl.add(reaper.OpRollback, next, "the new server went to ERROR")
 	case !pl.serves(rs, newS) && pl.recovered(rs, e, oldS) != "":
 		// The server it replaces came back before the new one served:
@@ -153,6 +154,7 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 		}
 		next.Phase = reaperkv.PhaseRollback
 		next.Error = "claimed standby did not serve within claim_timeout"
+		pl.refreshFailed(rs, e, next.Error)
 		pl.add(reaper.OpRollback, next, "claimed standby "+e.NewName+" did not serve within claim_timeout")
 	case e.Claimed.IsZero() && pl.in.Now.Sub(newS.Created) >= rs.role.BootTimeout.D():
 		if e.Kind == reaperkv.KindCreate {
@@ -167,6 +169,7 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 		}
 		next.Phase = reaperkv.PhaseRollback
 		next.Error = "did not check in passing within boot_timeout"
+		pl.refreshFailed(rs, e, next.Error)
 		pl.add(reaper.OpRollback, next, e.NewName+" did not check in passing within boot_timeout")
 	}
 }

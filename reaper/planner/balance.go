@@ -32,7 +32,7 @@ func (pl *planner) balance(rs *roleServers) {
 // replacements and none of its servers is bad, so the refresh's next
 // batch may join them.
 func (pl *planner) onlyRefreshing(rs *roleServers) bool {
-	if rs.role.Refresh != reaper.RefreshAuto || len(rs.entries) == 0 {
+	if !pl.refresh[rs.role.Name].replacing || len(rs.entries) == 0 {
 		return false
 	}
 	for _, s := range rs.free {
@@ -49,13 +49,9 @@ func (pl *planner) onlyRefreshing(rs *roleServers) bool {
 }
 
 // refreshSlots is how many more drifted servers the role's refresh may
-// replace now: its batch (desired minus refresh_min_healthy_percent of
-// it, at least 1, at most max_in_flight) less those in flight.
+// replace now: its batch (see refreshBatch) less those in flight.
 func (pl *planner) refreshSlots(rs *roleServers) int {
-	want := pl.desired(rs.role)
-	batch := want - (want*rs.role.RefreshMinHealthyPercent+99)/100
-	batch = min(max(batch, 1), pl.in.Config.MaxInFlight)
-	return batch - len(rs.entries)
+	return pl.refreshBatch(rs, pl.refresh[rs.role.Name]) - len(rs.entries)
 }
 
 // count is the role's members in no entry, plus the entries that bring
@@ -233,25 +229,29 @@ func (pl *planner) replaceExpired(rs *roleServers) bool {
 	return oldest != nil || len(cooling) > 0
 }
 
-// replaceDrifted, for a role with refresh: auto, replaces the oldest of
-// its servers built from another boot spec or with none recorded, one at a
-// time and only when every server of the role serves: an instance refresh
-// that never lowers the role's serving count (surge: the new server serves
-// before the old one drains; a standby is claimed only if it is on the
-// spec).
+// replaceDrifted, for a role whose refresh replaces (refresh: auto, or
+// an operator's request running), replaces the oldest of its servers
+// built from another boot spec than the refresh's or with none recorded,
+// a batch at a time and only when every server of the role serves: an
+// instance refresh that never lowers the role's serving count (surge: the
+// new server serves before the old one drains; a standby is claimed only
+// if it is on the spec). A checkpoint the role's share on the spec reached
+// holds the next batch.
 func (pl *planner) replaceDrifted(rs *roleServers) {
-	r := rs.role
-	if r.Refresh != reaper.RefreshAuto {
+	r, rr := rs.role, pl.refresh[rs.role.Name]
+	if !rr.replacing {
+		if rr.hold != "" && pl.offSpec(rs, rr.spec) > 0 {
+			pl.block("%s: refresh holds: %s", r.Name, rr.hold)
+		}
 		return
 	}
-	spec := r.Boot.Digest()
 	var drifted []*reaper.Server
 	var cooling []string
 	for _, s := range rs.free {
 		if !pl.serves(rs, s) {
 			return
 		}
-		if s.Metadata[reaper.MetaSpec] == spec {
+		if s.Metadata[reaper.MetaSpec] == rr.spec {
 			continue
 		}
 		if why := pl.coolingWhy(rs, s); why != "" {
@@ -262,6 +262,13 @@ func (pl *planner) replaceDrifted(rs *roleServers) {
 	}
 	if len(drifted) == 0 && len(cooling) > 0 {
 		pl.block("%s: refresh waits: %s", r.Name, strings.Join(cooling, "; "))
+	}
+	if len(drifted) == 0 {
+		return
+	}
+	if why := pl.atCheckpoint(rs, rr); why != "" {
+		pl.block("%s: refresh %s", r.Name, why)
+		return
 	}
 	sort.Slice(drifted, func(i, j int) bool {
 		a, b := drifted[i], drifted[j]

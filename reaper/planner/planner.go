@@ -86,6 +86,8 @@ type building struct {
 	seq int
 	// autoscaled holds this cycle's report of each autoscaled role.
 	autoscaled map[string]*reaperkv.AutoscaleReport
+	// refresh holds each role's instance refresh (see refresh.go).
+	refresh map[string]*roleRefresh
 }
 
 // roleServers is one role's servers, split.
@@ -137,6 +139,7 @@ func Plan(in reaper.Input) *reaper.Plan {
 	pl.doubtLists(roles)
 	pl.pause(roles)
 	pl.startGate(roles)
+	pl.refreshes(roles)
 	short := pl.refillHeld(roles)
 	pl.coolingOff()
 	for _, p := range in.PoolFlushProblems {
@@ -152,6 +155,7 @@ func Plan(in reaper.Input) *reaper.Plan {
 			pl.deregisterDead(rs)
 			pl.pool(rs, short)
 		}
+		pl.finishRefresh(rs)
 		pl.plan.Roles = append(pl.plan.Roles, pl.view(rs))
 	}
 	return pl.plan
@@ -504,7 +508,7 @@ func (b *building) block(format string, args ...any) {
 
 func (pl *planner) newEntry(r *reaper.Role, kind reaperkv.EntryKind, reason string) reaper.Entry {
 	pl.seq++
-	return reaper.Entry{
+	e := reaper.Entry{
 		ID:      fmt.Sprintf("%s.%x.%d", r.Name, pl.in.Now.UnixNano(), pl.seq),
 		Kind:    kind,
 		Role:    r.Name,
@@ -513,6 +517,10 @@ func (pl *planner) newEntry(r *reaper.Role, kind reaperkv.EntryKind, reason stri
 		Started: pl.in.Now,
 		Updated: pl.in.Now,
 	}
+	if rr := pl.refresh[r.Name]; rr != nil && rr.spec != rr.configured {
+		e.Spec = rr.spec // a rollback's: built from the spec before
+	}
+	return e
 }
 
 // freeName returns the role's lowest name free in Nova, the journal, the
@@ -579,7 +587,7 @@ func (pl *planner) view(rs *roleServers) reaperkv.RoleReport {
 	if c, ok := pl.in.Scaling.Capacity[rs.role.Name]; ok {
 		v.Capacity = &c
 	}
-	v.Spec = rs.role.Boot.Digest()
+	v.Spec, v.Refresh = pl.refresh[rs.role.Name].spec, pl.refreshView(rs)
 	for _, s := range rs.all {
 		switch s.Metadata[reaper.MetaSpec] {
 		case v.Spec:

@@ -100,12 +100,13 @@ func (pl *planner) settled(s *reaper.Server) bool {
 }
 
 // readyStandby returns the role's oldest ready standby not yet claimed
-// in this plan, or nil. With refresh: auto, a standby of another boot spec
-// is never ready: claimed, it would be drifted (it is rebuilt instead).
+// in this plan, or nil. While the role's spec is enforced (refresh: auto,
+// or a refresh request), a standby of another boot spec is never ready:
+// claimed, it would be drifted (it is rebuilt instead).
 func (pl *planner) readyStandby(rs *roleServers) *reaper.Server {
 	spec := ""
-	if rs.role.Refresh == reaper.RefreshAuto {
-		spec = rs.role.Boot.Digest()
+	if rr := pl.refresh[rs.role.Name]; rr.enforced {
+		spec = rr.spec
 	}
 	for _, s := range rs.standbys {
 		if spec != "" && s.Metadata[reaper.MetaSpec] != spec {
@@ -264,10 +265,10 @@ func (pl *planner) staleStandbys(rs *roleServers, deleting int) (stale []*reaper
 			// could be claimed at its age.
 			stale = append(stale, s)
 			staleWhy = append(staleWhy, "standby past max_age")
-		case rs.role.Refresh == reaper.RefreshAuto && s.Metadata[reaper.MetaSpec] != rs.role.Boot.Digest():
-			// Claimed, it would be drifted: rebuilt on the current spec.
+		case pl.refresh[rs.role.Name].enforced && s.Metadata[reaper.MetaSpec] != pl.refresh[rs.role.Name].spec:
+			// Claimed, it would be drifted: rebuilt on the refresh's spec.
 			stale = append(stale, s)
-			staleWhy = append(staleWhy, "standby built from another boot spec (refresh: auto)")
+			staleWhy = append(staleWhy, "standby built from another boot spec (a refresh)")
 		case pl.olderVersion(rs, s):
 			// Powered off, it cannot converge to the new version in
 			// place as a running standby does: rebuilt.

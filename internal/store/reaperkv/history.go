@@ -39,6 +39,9 @@ const (
 	ActivityResume = "resume"
 	ActivityArm    = "arm"
 	ActivityScale  = "scale"
+	// ActivityRefresh: an instance refresh started, stopped at a
+	// checkpoint, failed, finished or was pinned.
+	ActivityRefresh = "refresh"
 )
 
 // Activity is one entry of the history.

@@ -1,6 +1,7 @@
 package reaperkv
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store/schema"
@@ -100,6 +101,10 @@ type JournalEntry struct {
 	Abortable bool `json:"abortable,omitempty"`
 	// Abort is the record of the aborted drain, set with phase aborting.
 	Abort *DrainAbortRecord `json:"abort,omitempty"`
+	// Spec is the digest of the boot spec the entry builds its server
+	// from when it is not the role's as configured (a rollback's); empty:
+	// the configuration's.
+	Spec string `json:"spec,omitempty"`
 }
 
 // Server states in the reaper's report, in the order `orchestrate status`
@@ -151,13 +156,17 @@ type RoleReport struct {
 	// are not chosen for a scale-in or a max-age retirement until theirs
 	// ends.
 	DrainAborts []DrainAbortRecord `json:"drain_aborts,omitempty"`
-	// Spec is the digest of the role's boot spec as configured now
-	// (reaper.BootSpec.Digest). Drifted counts the role's servers built
-	// from another spec; SpecUnknown those with no recorded spec (built
+	// Spec is the digest of the boot spec the role's servers are built
+	// from (reaper.BootSpec.Digest): the configuration's, or the one a
+	// rollback rolls back or is pinned to. Drifted counts the role's
+	// servers built from another spec; SpecUnknown those with no recorded spec (built
 	// before the reaper recorded one, or not by the reaper).
 	Spec        string `json:"spec,omitempty"`
 	Drifted     int    `json:"drifted,omitempty"`
 	SpecUnknown int    `json:"spec_unknown,omitempty"`
+	// Refresh is where the role's instance refresh stands (nil: none
+	// running, requested or pinned).
+	Refresh *RefreshReport `json:"refresh,omitempty"`
 }
 
 // AutoscaleReport is an autoscaled role's part of the report, and the
@@ -278,4 +287,45 @@ type LeaderTerm struct {
 type RoleBackoff struct {
 	Until  time.Time `json:"until"`
 	Reason string    `json:"reason"`
+}
+
+// RefreshReport is a role's instance refresh in the reaper's report.
+type RefreshReport struct {
+	// State is a RefreshRecord state; "auto" for a role's own refresh
+	// (refresh: auto, no request).
+	State string `json:"state"`
+	// Spec is the digest the refresh rolls to; Rollback says it is the
+	// spec before the configured one.
+	Spec     string `json:"spec"`
+	Rollback bool   `json:"rollback,omitempty"`
+	// OnSpec counts the role's servers serving on Spec, of Desired;
+	// Remaining those still to replace.
+	OnSpec    int `json:"on_spec"`
+	Desired   int `json:"desired"`
+	Remaining int `json:"remaining"`
+	// MinHealthyPercent is the share kept serving; Batch the servers
+	// replaced at a time.
+	MinHealthyPercent int `json:"min_healthy_percent"`
+	Batch             int `json:"batch"`
+	// Checkpoint is the next checkpoint (percent; 0: none left).
+	Checkpoint int `json:"checkpoint,omitempty"`
+	// Why says what holds it, or what it waits for.
+	Why string `json:"why,omitempty"`
+}
+
+// String is the report's one line.
+func (r *RefreshReport) String() string {
+	what := "refresh"
+	if r.Rollback {
+		what = "rollback"
+	}
+	s := fmt.Sprintf("%s %s to spec %.12s: %d of %d serving on it, %d to replace, batch %d (min healthy %d%%)",
+		what, r.State, r.Spec, r.OnSpec, r.Desired, r.Remaining, r.Batch, r.MinHealthyPercent)
+	if r.Checkpoint > 0 {
+		s += fmt.Sprintf(", next checkpoint %d%%", r.Checkpoint)
+	}
+	if r.Why != "" {
+		s += ": " + r.Why
+	}
+	return s
 }
