@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/jiocloud/orchestrate/internal/fileutil"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 )
@@ -83,8 +84,17 @@ func specInfo(role *reaper.Role, now time.Time) reaperkv.BootSpecInfo {
 func userDataOf(info reaperkv.BootSpecInfo) ([]byte, error) {
 	var data []byte
 	if info.UserDataFile != "" {
-		var err error
-		if data, err = os.ReadFile(info.UserDataFile); err != nil {
+		// The record is a value in KV: its path is read only if it is a
+		// regular file, and only as much as Nova takes (a FIFO would block
+		// the cycle, a device fill its memory).
+		fi, err := os.Stat(info.UserDataFile)
+		if err == nil && !fi.Mode().IsRegular() {
+			err = fmt.Errorf("%s is not a regular file", info.UserDataFile)
+		}
+		if err == nil {
+			data, err = fileutil.ReadLimited(info.UserDataFile, reaper.MaxUserData)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("spec %.12s cannot be built: its user data file: %w", info.Digest, err)
 		}
 	}
