@@ -593,3 +593,86 @@ func TestNovaWarmPoolStopped(t *testing.T) {
 		t.Fatalf("%d members after the flush, want 3: %s", members, serverNames(e.servers()))
 	}
 }
+
+// An instance refresh on the real Nova: a role of 3 built from one image;
+// the configuration names a new one; `orchestrate refresh web
+// --min-healthy-percent 33` (with max_in_flight 2: batches of 2) rebuilds
+// every server from it, never more than 5 servers at once and never fewer
+// than 3 passing; `orchestrate refresh web --rollback` rebuilds them from
+// the first image and pins the role there.
+func TestNovaRefreshAndRollback(t *testing.T) {
+	t.Parallel()
+	e := startNova(t, false)
+	oldName, newName := "refresh-a-"+e.cloud.ProjectName, "refresh-b-"+e.cloud.ProjectName
+	oldID, newID := e.cloud.CreateImage(t, oldName), e.cloud.CreateImage(t, newName)
+	// The test's machines run no drain handler: without on_drain_timeout
+	// delete, every refresh drain would be aborted at its timeout.
+	cfg := e.config("    on_drain_timeout: delete\nmax_in_flight: 2\n")
+	cfg.Roles[0].Boot.Image = oldName
+	r := e.runReaper(cfg, e.nova, nil)
+	e.buildRole(t)
+	r.stop()
+
+	cfg = e.config("    on_drain_timeout: delete\nmax_in_flight: 2\n")
+	cfg.Roles[0].Boot.Image = newName
+	e.runReaper(cfg, e.nova, nil)
+	cli := func(args ...string) {
+		t.Helper()
+		var out, errOut strings.Builder
+		args = append(args, "--consul-addr", e.agent.HTTPAddr, "--prefix", prefix, "--log-level", "warn")
+		testutil.Eventually(t, 20*time.Second, "the reaper to report the role", func() bool {
+			st, _ := readReport(e.agent.Client)
+			return st != nil && len(st.Roles) > 0
+		})
+		if code := orchestrate.Run(context.Background(), args, orchestrate.IO{Stdout: &out, Stderr: &errOut}); code != 0 {
+			t.Fatalf("orchestrate %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
+		}
+	}
+	roll := func(what, image string, wantState string) {
+		t.Helper()
+		var most, least atomic.Int64
+		least.Store(3)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() { // the role's servers and passing nodes, sampled while it rolls
+			for ctx.Err() == nil {
+				if ss, err := e.cloud.ListServers(ctx, e.compute); err == nil && int64(len(ss)) > most.Load() {
+					most.Store(int64(len(ss)))
+				}
+				if entries, _, err := e.agent.Client.Health().Service("web", "", true, nil); err == nil && int64(len(entries)) < least.Load() {
+					least.Store(int64(len(entries)))
+				}
+				time.Sleep(100 * time.Millisecond) // the sampling interval
+			}
+		}()
+		testutil.Eventually(t, 240*time.Second, what, func() bool {
+			ss := e.servers()
+			if len(ss) != 3 || len(journalKeys(t, e.agent.Client)) != 0 {
+				return false
+			}
+			for _, s := range ss {
+				if s.Image["id"] != image || s.Status != "ACTIVE" {
+					return false
+				}
+			}
+			recs, _, _ := e.agent.Client.KV().Keys(prefix+"/reaper/refresh/", "", nil)
+			if wantState == "" {
+				return len(recs) == 0
+			}
+			st, _ := readReport(e.agent.Client)
+			return len(recs) == 1 && st != nil && st.Roles[0].Refresh != nil && st.Roles[0].Refresh.State == wantState
+		})
+		cancel()
+		if m := most.Load(); m > 5 {
+			t.Fatalf("%s: %d servers at once, want at most 3 + a batch of 2", what, m)
+		}
+		if l := least.Load(); l < 3 {
+			t.Fatalf("%s: %d passing at one time, want never below 3 (create-first)", what, l)
+		}
+		t.Logf("%s: at most %d servers at once, at least %d passing", what, most.Load(), least.Load())
+	}
+	cli("refresh", "web", "--min-healthy-percent", "33", "--reason", "new image")
+	roll("every server rebuilt from the new image, the request removed", newID, "")
+	cli("refresh", "web", "--rollback", "--min-healthy-percent", "33")
+	roll("every server rebuilt from the first image, the role pinned", oldID, reaperkv.RefreshPinned)
+}
