@@ -209,7 +209,7 @@ func catalogHas(t *testing.T, c *api.Client, node string) bool {
 	return n != nil && n.Node != nil
 }
 
-func journalKeys(t *testing.T, c *api.Client) []string {
+func journalKeys(t testing.TB, c *api.Client) []string {
 	keys, _, err := c.KV().Keys(prefix+"/reaper/journal/", "", nil)
 	if err != nil {
 		t.Fatal(err)
