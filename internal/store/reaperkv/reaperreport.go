@@ -51,6 +51,14 @@ const (
 	// DrainAbortRecord). A leader finishes an aborting entry as an abort,
 	// never as a delete.
 	PhaseAborting Phase = "aborting"
+	// PhaseLaunchHook: NewName serves; its role's on_launch hook holds the
+	// entry (LaunchHook) until an answer or its deadline, before the entry
+	// finishes or the old server is drained.
+	PhaseLaunchHook Phase = "launch-hook"
+	// PhaseTerminateHook: OldName's drain is over; its role's on_terminate
+	// hook holds the entry (TerminateHook) until an answer or its
+	// deadline, before the delete. The node stays in maintenance.
+	PhaseTerminateHook Phase = "terminate-hook"
 )
 
 // JournalEntry is the value of <prefix>/reaper/journal/<id>: an operation
@@ -100,6 +108,12 @@ type JournalEntry struct {
 	Abortable bool `json:"abortable,omitempty"`
 	// Abort is the record of the aborted drain, set with phase aborting.
 	Abort *DrainAbortRecord `json:"abort,omitempty"`
+	// LaunchHook and TerminateHook are the entry's lifecycle hooks (its
+	// role's on_launch for NewName, on_terminate for OldName), from the
+	// request to the result: journalled, so a new leader goes on waiting
+	// until the same deadline, and a hook is asked once per entry.
+	LaunchHook    *HookState `json:"launch_hook,omitempty"`
+	TerminateHook *HookState `json:"terminate_hook,omitempty"`
 }
 
 // Server states in the reaper's report, in the order `orchestrate status`
