@@ -27,6 +27,26 @@ roles:
       tags: [orchestrate]
 `
 
+// A role's hooks: absent, none; present, each default filled in (10m,
+// abandon, AWS's default result); what is given, kept.
+func TestHookDefaults(t *testing.T) {
+	c, err := ParseConfig(strings.NewReader(strings.Replace(goodYAML, "    desired: 3", "    desired: 3\n    on_launch: {}\n    on_terminate: {timeout: 2h, default_result: continue}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := c.Role("web")
+	if l, term := r.OnLaunch, r.OnTerminate; l.Timeout.D() != 10*time.Minute || l.DefaultResult != "abandon" || term.Timeout.D() != 2*time.Hour || term.DefaultResult != "continue" {
+		t.Fatalf("on_launch %+v, on_terminate %+v", l, term)
+	}
+	bare, _ := ParseConfig(strings.NewReader(goodYAML))
+	if err := bare.Validate(); err != nil || bare.Roles[0].OnLaunch != nil || bare.Roles[0].OnTerminate != nil {
+		t.Fatalf("a role without hooks: %+v %+v %v", bare.Roles[0].OnLaunch, bare.Roles[0].OnTerminate, err)
+	}
+}
+
 func TestParseConfig(t *testing.T) {
 	c, err := ParseConfig(strings.NewReader(goodYAML))
 	if err != nil {
@@ -119,6 +139,14 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{name: "negative cool-off", old: "    desired: 3", yaml: "    desired: 3\n    drain_cooloff: -1h", want: "roles[web].drain_cooloff: must be a positive duration"},
 		{name: "a cool-off of a century", old: "    desired: 3", yaml: "    desired: 3\n    drain_cooloff: 876000h", want: "roles[web].drain_cooloff: must be a positive duration of at most 720h0m0s"},
 		{name: "a cool-off that is no duration", old: "    desired: 3", yaml: "    desired: 3\n    drain_cooloff: forever", want: "forever"},
+		{name: "hook result neither continue nor abandon", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {default_result: proceed}", want: `roles[web].on_launch.default_result: want continue or abandon, got "proceed"`},
+		{name: "hook result a YAML boolean", old: "    desired: 3", yaml: "    desired: 3\n    on_terminate: {default_result: yes}", want: `roles[web].on_terminate.default_result: want continue or abandon, got "yes"`},
+		{name: "hook result in capitals", old: "    desired: 3", yaml: "    desired: 3\n    on_terminate: {default_result: CONTINUE}", want: "roles[web].on_terminate.default_result"},
+		{name: "negative hook timeout", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {timeout: -1m}", want: "roles[web].on_launch.timeout: must be a positive duration of at most 48h0m0s"},
+		{name: "a hook timeout of a week", old: "    desired: 3", yaml: "    desired: 3\n    on_terminate: {timeout: 168h}", want: "roles[web].on_terminate.timeout: must be a positive duration of at most 48h0m0s"},
+		{name: "a hook timeout that is no duration", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {timeout: never}", want: "never"},
+		{name: "unknown hook field", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {default: continue}", want: "default"},
+		{name: "a hook that is a word", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: continue", want: "on_launch"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
