@@ -80,12 +80,7 @@ func TestParseConfig(t *testing.T) {
 }
 
 func TestConfigErrorsNameTheField(t *testing.T) {
-	cases := []struct {
-		name string
-		yaml string // replaces a line of goodYAML, or is appended
-		old  string
-		want string
-	}{
+	cases := []configCase{
 		{name: "unknown top-level field", old: "interval: 10s", yaml: "intervall: 10s", want: "intervall"},
 		{name: "unknown role field", old: "    desired: 3", yaml: "    desird: 3", want: "desird"},
 		{name: "bad duration", old: "interval: 10s", yaml: "interval: often", want: "often"},
@@ -139,15 +134,22 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{name: "negative cool-off", old: "    desired: 3", yaml: "    desired: 3\n    drain_cooloff: -1h", want: "roles[web].drain_cooloff: must be a positive duration"},
 		{name: "a cool-off of a century", old: "    desired: 3", yaml: "    desired: 3\n    drain_cooloff: 876000h", want: "roles[web].drain_cooloff: must be a positive duration of at most 720h0m0s"},
 		{name: "a cool-off that is no duration", old: "    desired: 3", yaml: "    desired: 3\n    drain_cooloff: forever", want: "forever"},
-		{name: "hook result neither continue nor abandon", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {default_result: proceed}", want: `roles[web].on_launch.default_result: want continue or abandon, got "proceed"`},
-		{name: "hook result a YAML boolean", old: "    desired: 3", yaml: "    desired: 3\n    on_terminate: {default_result: yes}", want: `roles[web].on_terminate.default_result: want continue or abandon, got "yes"`},
-		{name: "hook result in capitals", old: "    desired: 3", yaml: "    desired: 3\n    on_terminate: {default_result: CONTINUE}", want: "roles[web].on_terminate.default_result"},
-		{name: "negative hook timeout", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {timeout: -1m}", want: "roles[web].on_launch.timeout: must be a positive duration of at most 48h0m0s"},
-		{name: "a hook timeout of a week", old: "    desired: 3", yaml: "    desired: 3\n    on_terminate: {timeout: 168h}", want: "roles[web].on_terminate.timeout: must be a positive duration of at most 48h0m0s"},
-		{name: "a hook timeout that is no duration", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {timeout: never}", want: "never"},
-		{name: "unknown hook field", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {default: continue}", want: "default"},
-		{name: "a hook that is a word", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: continue", want: "on_launch"},
 	}
+	checkConfigErrors(t, cases)
+}
+
+// configCase is a change of one line of goodYAML (or an addition) and
+// the error it must cause.
+type configCase struct {
+	name string
+	yaml string // replaces a line of goodYAML, or is appended
+	old  string
+	want string
+}
+
+// checkConfigErrors runs cases: each must be refused, naming want.
+func checkConfigErrors(t *testing.T, cases []configCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			text := strings.Replace(goodYAML, tc.old, tc.yaml, 1)
@@ -163,6 +165,20 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A role's hooks: a bad value names the field.
+func TestHookConfigErrorsNameTheField(t *testing.T) {
+	checkConfigErrors(t, []configCase{
+		{name: "hook result neither continue nor abandon", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {default_result: proceed}", want: `roles[web].on_launch.default_result: want continue or abandon, got "proceed"`},
+		{name: "hook result a YAML boolean", old: "    desired: 3", yaml: "    desired: 3\n    on_terminate: {default_result: yes}", want: `roles[web].on_terminate.default_result: want continue or abandon, got "yes"`},
+		{name: "hook result in capitals", old: "    desired: 3", yaml: "    desired: 3\n    on_terminate: {default_result: CONTINUE}", want: "roles[web].on_terminate.default_result"},
+		{name: "negative hook timeout", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {timeout: -1m}", want: "roles[web].on_launch.timeout: must be a positive duration of at most 48h0m0s"},
+		{name: "a hook timeout of a week", old: "    desired: 3", yaml: "    desired: 3\n    on_terminate: {timeout: 168h}", want: "roles[web].on_terminate.timeout: must be a positive duration of at most 48h0m0s"},
+		{name: "a hook timeout that is no duration", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {timeout: never}", want: "never"},
+		{name: "unknown hook field", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {default: continue}", want: "default"},
+		{name: "a hook that is a word", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: continue", want: "on_launch"},
+	})
 }
 
 // Every YAML block of README.md is a valid configuration, and the first,
