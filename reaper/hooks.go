@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"gopkg.in/yaml.v3"
 )
@@ -91,4 +92,36 @@ func (r *Role) validateHooks(field string) error {
 		}
 	}
 	return nil
+}
+
+// Hook returns the role's hook of kind (schema.HookLaunch or
+// schema.HookTerminate), nil when it has none.
+func (r *Role) Hook(kind string) *Hook {
+	if kind == schema.HookLaunch {
+		return r.OnLaunch
+	}
+	return r.OnTerminate
+}
+
+// HookOf returns the hook entry e waits for in its phase (kind, host and
+// state); ok is false when e is in no hook's phase.
+func HookOf(e *Entry) (kind, host string, st *reaperkv.HookState, ok bool) {
+	switch e.Phase {
+	case reaperkv.PhaseLaunchHook:
+		return schema.HookLaunch, e.NewName, e.LaunchHook, true
+	case reaperkv.PhaseTerminateHook:
+		return schema.HookTerminate, e.OldName, e.TerminateHook, true
+	}
+	return "", "", nil, false
+}
+
+// HookRequestOf is the request of the hook entry e waits for, as the
+// reaper publishes it; ok is false when e waits for none.
+func HookRequestOf(e *Entry) (schema.HookRequest, bool) {
+	kind, host, st, ok := HookOf(e)
+	if !ok || st == nil {
+		return schema.HookRequest{}, false
+	}
+	return schema.HookRequest{Role: e.Role, Host: host, Hook: kind, Entry: e.ID, Reason: e.Reason, Requested: st.Requested, Deadline: st.Deadline,
+		Default: st.Default, AbandonIgnored: kind == schema.HookTerminate && !e.Abortable}, true
 }

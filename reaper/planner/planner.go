@@ -54,6 +54,9 @@ type snapshot struct {
 	// cooling holds the aborted-drain records whose cool-off goes on, by
 	// host.
 	cooling map[string]reaperkv.DrainAbortRecord
+	// hookHeld holds the servers (by ID) whose on_launch hook waits: not
+	// in service for their role yet.
+	hookHeld map[string]bool
 	names
 }
 
@@ -139,6 +142,7 @@ func Plan(in reaper.Input) *reaper.Plan {
 	pl.startGate(roles)
 	short := pl.refillHeld(roles)
 	pl.coolingOff()
+	pl.sweepHooks()
 	for _, p := range in.PoolFlushProblems {
 		pl.block("%s: no flush carried out for it (`consul kv delete` it, or run orchestrate pool flush again)", p)
 	}
@@ -170,6 +174,7 @@ func newPlanner(in reaper.Input) *planner {
 			statesOf:    make(map[string]reaper.ServerState, len(in.Servers)),
 			inEntry:     map[string]reaper.ServerState{},
 			hostLoad:    map[string]map[string]float64{},
+			hookHeld:    map[string]bool{},
 			names:       names{used: make(map[string]bool, len(in.Servers))},
 		},
 		brakes: brakes{
@@ -291,12 +296,13 @@ func (pl *planner) assignEntries(roles []*roleServers) {
 			}
 		}
 		if e.OldID != "" {
-			if e.Kind == reaperkv.KindDelete || e.Phase == reaperkv.PhaseDraining || e.Phase == reaperkv.PhaseDeleting {
+			if e.Kind == reaperkv.KindDelete || e.Phase == reaperkv.PhaseDraining || e.Phase == reaperkv.PhaseTerminateHook || e.Phase == reaperkv.PhaseDeleting {
 				pl.inEntry[e.OldID] = reaper.StateDeleting
 			} else {
 				pl.inEntry[e.OldID] = reaper.StateReplacing
 			}
 		}
+		pl.launching(e)
 		rs := findRole(roles, e.Role)
 		if rs == nil {
 			pl.block("journal entry %s names role %q, which is not configured: left alone", e.ID, e.Role)
@@ -435,7 +441,7 @@ func (pl *planner) startGate(roles []*roleServers) {
 		want := pl.desired(rs.role)
 		n := 0
 		for _, s := range rs.all {
-			if pl.statesOf[s.ID] == reaper.StateHealthy && pl.in.Validated[s.Name] {
+			if pl.statesOf[s.ID] == reaper.StateHealthy && pl.in.Validated[s.Name] && !pl.hookHeld[s.ID] {
 				n++
 			}
 		}
