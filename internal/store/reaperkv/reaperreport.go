@@ -269,11 +269,15 @@ type ReaperReport struct {
 	// RoleBackoff holds the roles whose creates are held back after a
 	// capacity or fatal create error.
 	RoleBackoff map[string]RoleBackoff `json:"role_backoff,omitempty"`
-	Roles       []RoleReport           `json:"roles"`
-	Unassigned  int                    `json:"unassigned_servers"`
-	Planned     []string               `json:"planned"`
-	Blocked     []string               `json:"blocked,omitempty"`
-	Journal     []JournalEntry         `json:"journal,omitempty"`
+	// LaunchBackoff holds the roles whose creates and claims are held
+	// back after a launch their on_launch hook abandoned (a new leader
+	// goes on from it).
+	LaunchBackoff map[string]RoleBackoff `json:"launch_backoff,omitempty"`
+	Roles         []RoleReport           `json:"roles"`
+	Unassigned    int                    `json:"unassigned_servers"`
+	Planned       []string               `json:"planned"`
+	Blocked       []string               `json:"blocked,omitempty"`
+	Journal       []JournalEntry         `json:"journal,omitempty"`
 	// Errors lists what went wrong in the cycle (cloud or Consul).
 	Errors []string `json:"errors,omitempty"`
 	// Terms are the starts of leaderships in the last hour (this one
@@ -292,4 +296,6 @@ type LeaderTerm struct {
 type RoleBackoff struct {
 	Until  time.Time `json:"until"`
 	Reason string    `json:"reason"`
+	// Step is the backoff's current step (the next doubles it).
+	Step time.Duration `json:"step,omitempty"`
 }
