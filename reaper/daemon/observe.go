@@ -26,6 +26,8 @@ type observation struct {
 	// autoscaled roles' Prometheus queries.
 	scaling schema.Scaling
 	metrics map[string]reaper.MetricReading
+	// hooks are the lifecycle hooks' requests and answers.
+	hooks schema.Hooks
 }
 
 // observe reads everything a cycle needs: exactly one Nova list and one
@@ -60,7 +62,7 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 	}
 	suspect := corroboratedSuspects(snap.Suspects(), checks)
 	return &observation{servers: servers, checks: checks, desired: desired, validated: snap.Validated(), reporting: snap.ReportingValidation(),
-		recorded: recorded, suspect: suspect, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx)}, nil
+		recorded: recorded, suspect: suspect, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx), hooks: snap.Hooks}, nil
 }
 
 // readMetrics evaluates the Prometheus query of every role that scales on
