@@ -422,3 +422,28 @@ func TestHookRecordsAreSwept(t *testing.T) {
 		t.Fatalf("swept %+v, want %+v", p.HookSweep, want)
 	}
 }
+
+// A standby claimed from the warm pool runs the role's on_launch like a
+// created server: its claim counts as served once, when the hook is
+// asked; abandoned, it is rolled back (deleted), never put back in the
+// pool.
+func TestClaimedStandbyLaunchHook(t *testing.T) {
+	in, _ := launchWorld(reaperkv.KindCreate, reaperkv.PhaseBooting)
+	in.Journal[0].Claimed = t0.Add(-2 * time.Minute)
+	in.Config = reapertest.Config(t, withHooks(schema.HookAbandon))
+	p := Plan(in)
+	if only(t, p, "hook web4"); len(p.Claims) != 1 || p.Claims[0].Claim.Serving != 2*time.Minute {
+		t.Fatalf("claims %+v, want web4's, served in 2m", p.Claims)
+	}
+	in.Journal[0].Phase, in.Journal[0].LaunchHook = reaperkv.PhaseLaunchHook, hooked(time.Minute, schema.HookAbandon)
+	answerHook(&in, "web4", "web.e1", schema.HookLaunch, "abandon")
+	if a := only(t, Plan(in), "hook-result web4"); a.Entry.Phase != reaperkv.PhaseRollback {
+		t.Fatalf("entry %+v", a.Entry)
+	}
+	in.Journal[0].Phase, in.Journal[0].LaunchHook.Result = reaperkv.PhaseBooting, schema.HookContinue
+	if p := Plan(in); len(p.Claims) != 0 {
+		t.Fatalf("the claim counted again after its hook: %+v", p.Claims)
+	} else {
+		only(t, p, "finish web4")
+	}
+}
