@@ -224,6 +224,14 @@ func TestREADMEConfigIsValid(t *testing.T) {
 				t.Fatalf("README.md's autoscaling example documents defaults that are not the real ones: %+v", a)
 			}
 		}
+		// The lifecycle hooks' example writes each default out.
+		for _, r := range c.Roles {
+			for _, h := range []*Hook{r.OnLaunch, r.OnTerminate} {
+				if h != nil && (h.Timeout.D() != defaultHookTimeout || h.DefaultResult != "abandon") {
+					t.Fatalf("block %d documents a hook %+v; the defaults are %s, abandon", i+1, h, defaultHookTimeout)
+				}
+			}
+		}
 		if i > 0 {
 			continue
 		}
