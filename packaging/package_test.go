@@ -95,6 +95,7 @@ func TestPackageContents(t *testing.T) {
 	for _, f := range []string{
 		"/usr/lib/sysusers.d/orchestrate.conf",
 		"/usr/share/orchestrate/acl/node.hcl", "/usr/share/orchestrate/acl/reaper.hcl", "/usr/share/orchestrate/acl/operator.hcl",
+		"/usr/share/orchestrate/acl/hook-handler.hcl",
 		"/usr/share/doc/orchestrate/copyright", "/usr/share/doc/orchestrate/changelog.gz",
 		"/usr/share/doc/orchestrate/README.md.gz", "/usr/share/doc/orchestrate/reaper.md.gz",
 		"/usr/share/doc/orchestrate/puppet/README.md.gz",

@@ -192,6 +192,10 @@ type Role struct {
 	OnDrainFailure string   `yaml:"on_drain_failure"`
 	OnDrainTimeout string   `yaml:"on_drain_timeout"`
 	DrainCooloff   Duration `yaml:"drain_cooloff"`
+	// OnLaunch and OnTerminate are the role's lifecycle hooks (hooks.go):
+	// absent, none.
+	OnLaunch    *Hook `yaml:"on_launch"`
+	OnTerminate *Hook `yaml:"on_terminate"`
 	// Autoscale, when set, makes the role's desired count follow a
 	// metric; absent, the count is fixed (desired, or orchestrate scale).
 	Autoscale *Autoscale `yaml:"autoscale"`
@@ -687,6 +691,9 @@ func (r *Role) validate(field string) error {
 		return fmt.Errorf("%s.refresh_min_healthy_percent: want 0 to 100, got %d", field, r.RefreshMinHealthyPercent)
 	}
 	if err := r.validateDrainEnd(field); err != nil {
+		return err
+	}
+	if err := r.validateHooks(field); err != nil {
 		return err
 	}
 	if r.Autoscale != nil {

@@ -27,6 +27,26 @@ roles:
       tags: [orchestrate]
 `
 
+// A role's hooks: absent, none; present, each default filled in (10m,
+// abandon, AWS's default result); what is given, kept.
+func TestHookDefaults(t *testing.T) {
+	c, err := ParseConfig(strings.NewReader(strings.Replace(goodYAML, "    desired: 3", "    desired: 3\n    on_launch: {}\n    on_terminate: {timeout: 2h, default_result: continue}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := c.Role("web")
+	if l, term := r.OnLaunch, r.OnTerminate; l.Timeout.D() != 10*time.Minute || l.DefaultResult != "abandon" || term.Timeout.D() != 2*time.Hour || term.DefaultResult != "continue" {
+		t.Fatalf("on_launch %+v, on_terminate %+v", l, term)
+	}
+	bare, _ := ParseConfig(strings.NewReader(goodYAML))
+	if err := bare.Validate(); err != nil || bare.Roles[0].OnLaunch != nil || bare.Roles[0].OnTerminate != nil {
+		t.Fatalf("a role without hooks: %+v %+v %v", bare.Roles[0].OnLaunch, bare.Roles[0].OnTerminate, err)
+	}
+}
+
 func TestParseConfig(t *testing.T) {
 	c, err := ParseConfig(strings.NewReader(goodYAML))
 	if err != nil {
@@ -60,12 +80,7 @@ func TestParseConfig(t *testing.T) {
 }
 
 func TestConfigErrorsNameTheField(t *testing.T) {
-	cases := []struct {
-		name string
-		yaml string // replaces a line of goodYAML, or is appended
-		old  string
-		want string
-	}{
+	cases := []configCase{
 		{name: "unknown top-level field", old: "interval: 10s", yaml: "intervall: 10s", want: "intervall"},
 		{name: "unknown role field", old: "    desired: 3", yaml: "    desird: 3", want: "desird"},
 		{name: "bad duration", old: "interval: 10s", yaml: "interval: often", want: "often"},
@@ -120,6 +135,21 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{name: "a cool-off of a century", old: "    desired: 3", yaml: "    desired: 3\n    drain_cooloff: 876000h", want: "roles[web].drain_cooloff: must be a positive duration of at most 720h0m0s"},
 		{name: "a cool-off that is no duration", old: "    desired: 3", yaml: "    desired: 3\n    drain_cooloff: forever", want: "forever"},
 	}
+	checkConfigErrors(t, cases)
+}
+
+// configCase is a change of one line of goodYAML (or an addition) and
+// the error it must cause.
+type configCase struct {
+	name string
+	yaml string // replaces a line of goodYAML, or is appended
+	old  string
+	want string
+}
+
+// checkConfigErrors runs cases: each must be refused, naming want.
+func checkConfigErrors(t *testing.T, cases []configCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			text := strings.Replace(goodYAML, tc.old, tc.yaml, 1)
@@ -135,6 +165,20 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A role's hooks: a bad value names the field.
+func TestHookConfigErrorsNameTheField(t *testing.T) {
+	checkConfigErrors(t, []configCase{
+		{name: "hook result neither continue nor abandon", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {default_result: proceed}", want: `roles[web].on_launch.default_result: want continue or abandon, got "proceed"`},
+		{name: "hook result a YAML boolean", old: "    desired: 3", yaml: "    desired: 3\n    on_terminate: {default_result: yes}", want: `roles[web].on_terminate.default_result: want continue or abandon, got "yes"`},
+		{name: "hook result in capitals", old: "    desired: 3", yaml: "    desired: 3\n    on_terminate: {default_result: CONTINUE}", want: "roles[web].on_terminate.default_result"},
+		{name: "negative hook timeout", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {timeout: -1m}", want: "roles[web].on_launch.timeout: must be a positive duration of at most 48h0m0s"},
+		{name: "a hook timeout of a week", old: "    desired: 3", yaml: "    desired: 3\n    on_terminate: {timeout: 168h}", want: "roles[web].on_terminate.timeout: must be a positive duration of at most 48h0m0s"},
+		{name: "a hook timeout that is no duration", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {timeout: never}", want: "never"},
+		{name: "unknown hook field", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {default: continue}", want: "default"},
+		{name: "a hook that is a word", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: continue", want: "on_launch"},
+	})
 }
 
 // Every YAML block of README.md is a valid configuration, and the first,
@@ -178,6 +222,14 @@ func TestREADMEConfigIsValid(t *testing.T) {
 				a.ScaleOut.MaxStep != defaultScaleOutStep || a.ScaleOut.Cooldown.D() != defaultScaleOutCooldown ||
 				a.ScaleIn.MaxStep != defaultScaleInStep || a.ScaleIn.Cooldown.D() != defaultScaleInCooldown || a.ScaleIn.Stabilization.D() != defaultStabilization {
 				t.Fatalf("README.md's autoscaling example documents defaults that are not the real ones: %+v", a)
+			}
+		}
+		// The lifecycle hooks' example writes each default out.
+		for _, r := range c.Roles {
+			for _, h := range []*Hook{r.OnLaunch, r.OnTerminate} {
+				if h != nil && (h.Timeout.D() != defaultHookTimeout || h.DefaultResult != "abandon") {
+					t.Fatalf("block %d documents a hook %+v; the defaults are %s, abandon", i+1, h, defaultHookTimeout)
+				}
 			}
 		}
 		if i > 0 {

@@ -120,6 +120,12 @@ type Input struct {
 	// cannot be built from any more (its user data file no longer holds
 	// what it held): a rollback to it fails at once.
 	SpecProblems map[string]string
+	// Hooks holds the lifecycle hooks' requests and answers (hook/ and
+	// hook-answer/ in KV).
+	Hooks schema.Hooks
+	// LaunchBackoff: per role, no create nor claim before this time (a
+	// launch of the role was abandoned by its on_launch hook).
+	LaunchBackoff map[string]time.Time
 }
 
 // Memory is what a plan remembers for the next cycle: when each node was
@@ -200,6 +206,15 @@ const (
 	// entry with the drain request and records the host's cool-off, in
 	// one transaction (with Restore, when set).
 	OpAbort Op = "abort"
+	// OpHook journals a lifecycle hook's wait (phase launch-hook or
+	// terminate-hook, with its deadline) and writes its request in the
+	// same transaction, then fires the hook's event (and, for a
+	// terminate, re-asserts the node's maintenance).
+	OpHook Op = reaperkv.ActivityHook
+	// OpHookResult records the hook's result (an answer, or the default
+	// at the deadline) and the entry's next phase, and removes the
+	// request and its answer, in one transaction.
+	OpHookResult Op = reaperkv.ActivityHookResult
 )
 
 // PoolClaimDone is a claim whose standby served (or whose entry ended).
@@ -219,13 +234,24 @@ type Action struct {
 	Restore *ScaleChange `json:"restore,omitempty"`
 }
 
+// Target is the server the action is about: the new one of a create,
+// an adoption, a rollback or a launch hook, else the old one.
+func (a Action) Target() string {
+	switch {
+	case a.Op == OpHook || a.Op == OpHookResult:
+		if a.Entry.TerminateHook != nil {
+			return a.Entry.OldName
+		}
+		return a.Entry.NewName
+	case a.Op == OpCreate || a.Op == OpAdopt || a.Op == OpRollback || a.Entry.OldName == "":
+		return a.Entry.NewName
+	}
+	return a.Entry.OldName
+}
+
 // String describes the action for logs and the state: op, role, server, reason.
 func (a Action) String() string {
-	target := a.Entry.OldName
-	if a.Op == OpCreate || a.Op == OpAdopt || a.Op == OpRollback || target == "" {
-		target = a.Entry.NewName
-	}
-	return fmt.Sprintf("%s %s %s (%s)", a.Op, a.Entry.Role, target, a.Reason)
+	return fmt.Sprintf("%s %s %s (%s)", a.Op, a.Entry.Role, a.Target(), a.Reason)
 }
 
 // maxAttention bounds the servers listed per role in the state key, which
@@ -276,6 +302,18 @@ type Plan struct {
 	// CooloffEnded are the aborted-drain records whose cool-off is over,
 	// removed by the executor.
 	CooloffEnded []reaperkv.DrainAbortRecord `json:"-"`
+	// HookSweep are hook requests and answers no waiting hook holds (its
+	// entry ended, or they were written by hand), removed by the executor
+	// if still the ones read.
+	HookSweep []HookRecord `json:"-"`
+}
+
+// HookRecord names a hook request (or, with Answer, an answer record)
+// under hook/<role>/<host> as read, with its modify index.
+type HookRecord struct {
+	Role, Host string
+	Answer     bool
+	Index      uint64
 }
 
 // RefreshWrite is a refresh request as a plan leaves it: written back

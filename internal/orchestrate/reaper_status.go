@@ -93,7 +93,7 @@ func writeReaperHeader(w io.Writer, rr *reaperReport) {
 	if !st.BackoffUntil.IsZero() {
 		flags = append(flags, "QUOTA BACKOFF")
 	}
-	if len(st.RoleBackoff) > 0 {
+	if len(st.RoleBackoff) > 0 || len(st.LaunchBackoff) > 0 {
 		flags = append(flags, "ROLE BACKOFF")
 	}
 	stale := ""
@@ -119,6 +119,10 @@ func writeReaperHeader(w io.Writer, rr *reaperReport) {
 	for _, role := range sortedKeys(st.RoleBackoff) {
 		b := st.RoleBackoff[role]
 		fmt.Fprintf(w, "  role %s: creates held back until %s: %s\n", role, b.Until.UTC().Format(time.RFC3339), oneLine(b.Reason))
+	}
+	for _, role := range sortedKeys(st.LaunchBackoff) {
+		b := st.LaunchBackoff[role]
+		fmt.Fprintf(w, "  role %s: creates and claims held back until %s: %s\n", role, b.Until.UTC().Format(time.RFC3339), oneLine(b.Reason))
 	}
 }
 
@@ -177,11 +181,30 @@ func writeReaperBody(w io.Writer, st *reaperkv.ReaperReport, history bool) {
 		if j.NewName != "" {
 			fmt.Fprintf(w, " new=%s", j.NewName)
 		}
-		fmt.Fprintf(w, " (%s)\n", oneLine(j.Reason))
+		fmt.Fprintf(w, " (%s)", oneLine(j.Reason))
+		if h := hookWait(j); h != "" {
+			fmt.Fprintf(w, ": %s", h)
+		}
+		fmt.Fprintln(w)
 	}
 	for _, e := range st.Errors {
 		fmt.Fprintf(w, "  error: %s\n", oneLine(e))
 	}
+}
+
+// hookWait says which lifecycle hook entry j waits for, until when and
+// what then; "" when it waits for none.
+func hookWait(j reaperkv.JournalEntry) string {
+	kind, h := "launch", j.LaunchHook
+	if j.Phase == reaperkv.PhaseTerminateHook {
+		kind, h = "terminate", j.TerminateHook
+	} else if j.Phase != reaperkv.PhaseLaunchHook {
+		return ""
+	}
+	if h == nil {
+		return "waiting for its on_" + kind + " hook"
+	}
+	return fmt.Sprintf("waiting for its on_%s hook (`orchestrate hook list`) until %s, then %s", kind, h.Deadline.UTC().Format(time.RFC3339), h.Default)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -214,6 +214,7 @@ func TestPackageDestinations(t *testing.T) {
 		"packaging/acl/node.hcl":                       paths.ACLDir + "/node.hcl",
 		"packaging/acl/reaper.hcl":                     paths.ACLDir + "/reaper.hcl",
 		"packaging/acl/operator.hcl":                   paths.ACLDir + "/operator.hcl",
+		"packaging/acl/hook-handler.hcl":               paths.ACLDir + "/hook-handler.hcl",
 		"build/package/doc/":                           paths.DocDir + "/",
 		"build/package/puppet/orchestrate/":            paths.PuppetModuleDir + "/",
 		"packaging/sysusers.conf":                      "/usr/lib/sysusers.d/" + paths.User + ".conf",

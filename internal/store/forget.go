@@ -45,8 +45,9 @@ func (s *Store) ForgetHost(ctx context.Context, host string) error {
 // hosts/<host>/, its records in the older layout
 // (running_version/<v>/<host>, status/<category>/<state>/<host>,
 // metrics/<role>/<host>/<name>), rollout/<role>/hosts/<host>, its drain
-// request and protection (drain/<host>, protect/<host>) and a scale-in
-// naming it (roles/<role>/scale_in/<host>).
+// request and protection (drain/<host>, protect/<host>), a scale-in
+// naming it (roles/<role>/scale_in/<host>) and its lifecycle hooks'
+// requests and answers (hook/<role>/<host>, hook-answer/<role>/<host>).
 func (s *Store) HostKeys(ctx context.Context, host string) ([]string, error) {
 	own := HostDir(s.prefix, host)
 	out, _, err := s.kv.Keys(own, "", readOpts(ctx))
@@ -61,7 +62,7 @@ func (s *Store) HostKeys(ctx context.Context, host string) ([]string, error) {
 		// (rollout/<role>/hosts/<host>).
 		mid string
 	}{{dirRunning, 2, 1, ""}, {dirStatus, 3, 2, ""}, {dirRollout, 3, 2, rolloutHosts}, {dirMetrics, 3, 1, ""},
-		{dirDrain, 1, 0, ""}, {dirProtect, 1, 0, ""}, {dirRoles, 3, 2, roleScaleIn}} {
+		{dirDrain, 1, 0, ""}, {dirProtect, 1, 0, ""}, {dirRoles, 3, 2, roleScaleIn}, {dirHook, 2, 1, ""}, {dirHookAnswer, 2, 1, ""}} {
 		base := keyDir(s.prefix, dir.name)
 		keys, _, err := s.kv.Keys(base, "", readOpts(ctx))
 		if err != nil {

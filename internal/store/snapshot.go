@@ -22,6 +22,8 @@ type Snapshot struct {
 	Desired map[string]int
 	// Scaling holds autoscaling's and scale-in's keys.
 	Scaling schema.Scaling
+	// Hooks holds the lifecycle hooks' requests and answers.
+	Hooks schema.Hooks
 	// Problems lists keys whose content is not what orchestrate writes
 	// (corrupt JSON, a host under two versions, an unknown state...).
 	Problems []Problem
@@ -69,7 +71,7 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := &Snapshot{Hosts: map[string]*Host{}, Desired: map[string]int{}, Scaling: newScaling(),
+	snap := &Snapshot{Hosts: map[string]*Host{}, Desired: map[string]int{}, Scaling: newScaling(), Hooks: schema.NewHooks(),
 		legacy: newLegacyRecords(), newVersion: map[string]bool{}, answers: map[string]schema.DrainAnswer{}}
 	for _, p := range pairs {
 		parts := strings.Split(schema.RelKey(s.prefix, p.Key), "/")
@@ -86,12 +88,15 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 			snap.addStatus(p, parts)
 		case dirMetrics:
 			snap.addLegacyMetric(p, parts)
+		case dirHook, dirHookAnswer:
+			snap.addHook(p, parts)
 		default:
 			snap.addScaling(p, parts)
 		}
 	}
 	snap.fallBack()
 	snap.answerDrains()
+	answerHooks(snap.Hooks)
 	snap.legacy, snap.newVersion, snap.answers = nil, nil, nil
 	return snap, nil
 }

@@ -44,6 +44,12 @@ event "reaper-activity" {
   policy = "write"
 }
 
+# The Consul event it fires for each lifecycle hook it asks (reaper-hook),
+# for the hook's handler.
+event "reaper-hook" {
+  policy = "write"
+}
+
 # consul force-leave of a deleted node's agent, so its gossip membership
 # ends with the machine.
 operator = "write"

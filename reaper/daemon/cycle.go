@@ -65,6 +65,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *reaper.
 		Scaling:   obs.scaling, Metrics: obs.metrics, Autoscale: t.autoscale,
 		DrainAborts: obs.keys.Cooloff, DrainAbortProblems: obs.keys.CooloffProblems,
 		Refresh: obs.keys.Refresh, RefreshProblems: obs.keys.RefreshProblems, Specs: obs.keys.Specs, SpecProblems: obs.specProblems,
+		Hooks: obs.hooks, LaunchBackoff: t.launchBackoffs(),
 	}
 	plan := planner.Plan(in)
 	if t.lastCycleErr != "" {
@@ -115,6 +116,9 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *reaper.Plan, obs 
 	if ctx.Err() == nil && !dry {
 		if err := r.endCooloffs(ctx, t, plan.CooloffEnded); err != nil {
 			errs = append(errs, "aborted-drain records: "+err.Error())
+		}
+		if err := r.sweepHooks(ctx, t, plan.HookSweep); err != nil {
+			errs = append(errs, "lifecycle hook records: "+err.Error())
 		}
 	}
 	errs = append(errs, r.recordFlushes(ctx, t, plan, dry)...)
@@ -218,6 +222,9 @@ func (r *Reaper) report(ctx context.Context, t *leaderTerm, plan *reaper.Plan, j
 	for role, b := range t.roleBackoff {
 		roleLeft[role] = b.until.Sub(now)
 	}
+	for role, b := range t.launchBackoff {
+		roleLeft[role] = max(roleLeft[role], b.until.Sub(now))
+	}
 	r.metrics.cycle(plan, r.cfg.IsDryRun(), t.quota.until.Sub(now), roleLeft, r.status.sinceCycleStart(), now)
 	var exhausted []string
 	for _, rr := range plan.Roles {
@@ -288,6 +295,14 @@ func (r *Reaper) state(t *leaderTerm, p *reaper.Plan, journal []reaper.Entry, no
 				st.RoleBackoff = map[string]reaperkv.RoleBackoff{}
 			}
 			st.RoleBackoff[role] = reaperkv.RoleBackoff{Until: b.until, Reason: b.reason}
+		}
+	}
+	for role, b := range t.launchBackoff {
+		if now.Before(b.until) {
+			if st.LaunchBackoff == nil {
+				st.LaunchBackoff = map[string]reaperkv.RoleBackoff{}
+			}
+			st.LaunchBackoff[role] = reaperkv.RoleBackoff{Until: b.until, Reason: b.reason, Step: b.step}
 		}
 	}
 	// The capacity records as they stand after this cycle's creates.

@@ -37,7 +37,7 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a reaper.Action, bu
 	case reaper.OpAdopt:
 		return put(e, nil)
 	case reaper.OpFinish:
-		return r.journal.Remove(ctx, t.session, e.ID)
+		return r.journal.Remove(ctx, t.session, e.ID, r.journal.pendingHookOps(e)...)
 	case reaper.OpDeregister:
 		return r.deregister(ctx, e.OldName)
 	case reaper.OpMaintain:
@@ -55,7 +55,7 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a reaper.Action, bu
 		if err := r.endMaintenance(ctx, e.OldName); err != nil {
 			return err
 		}
-		return r.journal.Remove(ctx, t.session, e.ID, r.journal.drainEndOp(e.OldName))
+		return r.journal.Remove(ctx, t.session, e.ID, append(r.journal.pendingHookOps(e), r.journal.drainEndOp(e.OldName))...)
 	case reaper.OpDrain:
 		// The drain request goes with the intent: the node's handler (or
 		// the platform) may move the work away and answer, and the server
@@ -68,6 +68,10 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a reaper.Action, bu
 		return r.maintenance(ctx, e)
 	case reaper.OpAbort:
 		return r.abortDrain(ctx, t, a)
+	case reaper.OpHook:
+		return r.askHook(ctx, t, e)
+	case reaper.OpHookResult:
+		return r.hookDone(ctx, t, e)
 	case reaper.OpCreate:
 		return r.create(ctx, t, role, e, put)
 	case reaper.OpClaim:
@@ -144,8 +148,11 @@ func (r *Reaper) rollback(ctx context.Context, t *leaderTerm, role *reaper.Role,
 			return err
 		}
 	}
-	if err := r.journal.Remove(ctx, t.session, e.ID); err != nil {
+	if err := r.journal.Remove(ctx, t.session, e.ID, r.journal.pendingHookOps(e)...); err != nil {
 		return err
+	}
+	if h := e.LaunchHook; h != nil && h.Result == schema.HookAbandon {
+		r.launchAbandoned(t, role.Name, e)
 	}
 	if e.Fault != "" && e.Standby {
 		r.poolBackoff(t, reaper.BootFailed(e.NewName, e.Fault))

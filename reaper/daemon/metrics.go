@@ -69,13 +69,58 @@ type Metrics struct {
 	// historyErrors its failed writes and events.
 	history       map[string]int
 	historyErrors map[string]int
+	// hooksAsked counts the lifecycle hooks asked (role, hook), hookResults
+	// the results taken (role, hook, result, answer or timeout), and
+	// hookEventErrors the hook events not fired.
+	hooksAsked      map[[2]string]int
+	hookResults     map[[4]string]int
+	hookEventErrors int
 }
 
 // NewMetrics returns empty metrics.
 func NewMetrics() *Metrics {
 	return &Metrics{nodes: map[[2]string]int{}, actions: map[[2]string]int{}, cloudErrors: map[string]int{},
 		claims: map[string]int{}, claimSecs: map[string]float64{}, metricDoubt: map[string]int{}, drainAborts: map[[2]string]int{}, cooling: map[string]int{},
-		history: map[string]int{}, historyErrors: map[string]int{}}
+		history: map[string]int{}, historyErrors: map[string]int{}, hooksAsked: map[[2]string]int{}, hookResults: map[[4]string]int{}}
+}
+
+// hookAsked counts a lifecycle hook asked.
+func (m *Metrics) hookAsked(role, hook string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.hooksAsked[[2]string{role, hook}]++
+}
+
+// hookResult counts a hook's result taken, from an answer or at its
+// deadline.
+func (m *Metrics) hookResult(role, hook, result string, timeout bool) {
+	by := "answer"
+	if timeout {
+		by = "timeout"
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.hookResults[[4]string{role, hook, result, by}]++
+}
+
+// hookEventFailed counts a hook event the agent refused or did not take.
+func (m *Metrics) hookEventFailed() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.hookEventErrors++
+}
+
+// writeHooks writes the lifecycle hooks' counters; m.mu is held.
+func (m *Metrics) writeHooks(sb *strings.Builder) {
+	sb.WriteString("# HELP reaper_hooks_asked_total Lifecycle hooks asked (on_launch, on_terminate), by role and hook.\n# TYPE reaper_hooks_asked_total counter\n")
+	for _, k := range sortedKeys(m.hooksAsked) {
+		fmt.Fprintf(sb, "reaper_hooks_asked_total{role=%q,hook=%q} %d\n", k[0], k[1], m.hooksAsked[k])
+	}
+	sb.WriteString("# HELP reaper_hook_results_total Lifecycle hook results taken, by role, hook, result (continue, abandon) and by (answer, or timeout: the default).\n# TYPE reaper_hook_results_total counter\n")
+	for _, k := range sortedKeys4(m.hookResults) {
+		fmt.Fprintf(sb, "reaper_hook_results_total{role=%q,hook=%q,result=%q,by=%q} %d\n", k[0], k[1], k[2], k[3], m.hookResults[k])
+	}
+	fmt.Fprintf(sb, "# HELP reaper_hook_event_errors_total Hook events (reaper-hook) the agent refused or did not take; the request in KV stands.\n# TYPE reaper_hook_event_errors_total counter\nreaper_hook_event_errors_total %d\n", m.hookEventErrors)
 }
 
 // historyAdded counts an activity written to the history.
@@ -272,6 +317,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	m.writePool(&sb, perRole)
 	m.writeDrainAborts(&sb, perRole)
 	m.writeHistory(&sb)
+	m.writeHooks(&sb)
 	sb.WriteString("# HELP reaper_cloud_errors_total Cloud errors by class.\n# TYPE reaper_cloud_errors_total counter\n")
 	for _, c := range slices.Sorted(maps.Keys(m.cloudErrors)) {
 		fmt.Fprintf(&sb, "reaper_cloud_errors_total{class=%q} %d\n", c, m.cloudErrors[c])
@@ -337,6 +383,15 @@ func sortedKeys(m map[[2]string]int) [][2]string {
 			return keys[i][0] < keys[j][0]
 		}
 		return keys[i][1] < keys[j][1]
+	})
+	return keys
+}
+
+// sortedKeys4 is sortedKeys for keys of four labels.
+func sortedKeys4(m map[[4]string]int) [][4]string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b [4]string) int {
+		return strings.Compare(strings.Join(a[:], "\x00"), strings.Join(b[:], "\x00"))
 	})
 	return keys
 }

@@ -30,6 +30,8 @@ type observation struct {
 	// cannot be built (keepSpecs); specErrs what failed keeping them.
 	specProblems map[string]string
 	specErrs     []string
+	// hooks are the lifecycle hooks' requests and answers.
+	hooks schema.Hooks
 }
 
 // observe reads everything a cycle needs: exactly one Nova list and one
@@ -64,7 +66,7 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 	}
 	suspect := corroboratedSuspects(snap.Suspects(), checks)
 	return &observation{servers: servers, checks: checks, desired: desired, validated: snap.Validated(), reporting: snap.ReportingValidation(),
-		recorded: recorded, suspect: suspect, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx)}, nil
+		recorded: recorded, suspect: suspect, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx), hooks: snap.Hooks}, nil
 }
 
 // readMetrics evaluates the Prometheus query of every role that scales on

@@ -61,11 +61,16 @@ type leaderTerm struct {
 	specs          map[string]reaperkv.SpecRecord
 	lastHistoryErr string
 	lastEventErr   string
+	// launchBackoff holds each role's backoff after launches its
+	// on_launch hook abandoned (seeded from the last report);
+	// lastHookEventErr the last hook event error logged.
+	launchBackoff    map[string]*backoffState
+	lastHookEventErr string
 }
 
 func newTerm(session string, now time.Time) *leaderTerm {
 	return &leaderTerm{session: session, started: now, roleBackoff: map[string]*backoffState{}, deleteBackoff: map[string]*backoffState{},
-		autoscale: map[string]*reaperkv.AutoscaleReport{}, lastDecision: map[string]string{}}
+		autoscale: map[string]*reaperkv.AutoscaleReport{}, lastDecision: map[string]string{}, launchBackoff: map[string]*backoffState{}}
 }
 
 // claimWindow is how long claims are kept for the pool's report
@@ -111,6 +116,7 @@ func (t *leaderTerm) seedAutoscale(rep *reaperkv.ReaperReport) {
 		return
 	}
 	t.terms = append([]reaperkv.LeaderTerm(nil), rep.Terms...)
+	t.seedLaunchBackoff(rep, t.started)
 	for _, r := range rep.Roles {
 		if r.Autoscale != nil {
 			t.autoscale[r.Name] = r.Autoscale

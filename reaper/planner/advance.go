@@ -39,6 +39,10 @@ func (pl *planner) advance(rs *roleServers, e *reaper.Entry) {
 		pl.advanceDeleting(rs, e, next, oldS)
 	case reaperkv.PhaseAborting:
 		pl.finishAbort(rs, e, next)
+	case reaperkv.PhaseLaunchHook:
+		pl.advanceLaunchHook(rs, e, next, newS, oldS)
+	case reaperkv.PhaseTerminateHook:
+		pl.advanceTerminateHook(rs, e, next, oldS)
 	case reaperkv.PhaseClaiming:
 		// The claim was journalled (and the standby's pool record
 		// removed with it): its remaining steps are idempotent.
@@ -174,7 +178,8 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 	}
 }
 
-// advanceServing: the entry's new server checks in passing. A create,
+// advanceServing: the entry's new server checks in passing. A role with
+// an on_launch hook asks it first (hooks.go). A create,
 // or a replacement whose old server is gone, finishes; a replacement whose
 // old server passes again finishes keeping both (the role's count decides
 // through a scale in); otherwise the old server is drained, when the gate
@@ -182,9 +187,15 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 // entry moves on.
 func (pl *planner) advanceServing(rs *roleServers, e *reaper.Entry, next reaper.Entry, oldS *reaper.Server) {
 	served := func() {
-		if !e.Claimed.IsZero() {
+		// Once: when it first serves (its on_launch hook asked then).
+		if !e.Claimed.IsZero() && e.LaunchHook == nil {
 			pl.plan.Claims = append(pl.plan.Claims, reaper.PoolClaimDone{Role: e.Role, Claim: reaperkv.PoolClaim{Host: e.NewName, Time: e.Claimed, Serving: pl.in.Now.Sub(e.Claimed)}})
 		}
+	}
+	if rs.role.OnLaunch != nil && e.LaunchHook == nil {
+		served()
+		pl.askHook(rs, next, schema.HookLaunch, e.NewName+" checked in passing")
+		return
 	}
 	if e.Kind != reaperkv.KindReplace || oldS == nil {
 		served()
@@ -234,7 +245,8 @@ func (pl *planner) advanceStandby(rs *roleServers, e *reaper.Entry, next reaper.
 // after looking at it again: a server replaced for its health that passes
 // again is restored, a drain that failed or was not answered may be
 // aborted (see drainabort.go), and the gate may hold the delete (then it
-// stays in maintenance).
+// stays in maintenance). A role with an on_terminate hook asks it before
+// the delete (hooks.go).
 func (pl *planner) advanceDraining(rs *roleServers, e *reaper.Entry, next reaper.Entry, oldS *reaper.Server) {
 	if why := pl.recovered(rs, e, oldS); why != "" {
 		pl.add(reaper.OpRestore, next, why+": kept")
@@ -254,15 +266,21 @@ func (pl *planner) advanceDraining(rs *roleServers, e *reaper.Entry, next reaper
 		pl.add(reaper.OpMaintain, next, "still draining ("+why+")")
 		return
 	}
-	next.Phase = reaperkv.PhaseDeleting
+	var why string
 	switch {
 	case drained:
-		pl.add(reaper.OpDelete, next, fmt.Sprintf("drained: %s answered at %s that its work moved away", answer.By, answer.Time.UTC().Format(time.RFC3339)))
+		why = fmt.Sprintf("drained: %s answered at %s that its work moved away", answer.By, answer.Time.UTC().Format(time.RFC3339))
 	case answer != nil:
-		pl.add(reaper.OpDelete, next, fmt.Sprintf("drain timeout over; moving the work away failed (%s: %s)", answer.By, answer.Detail))
+		why = fmt.Sprintf("drain timeout over; moving the work away failed (%s: %s)", answer.By, answer.Detail)
 	default:
-		pl.add(reaper.OpDelete, next, "drain timeout over, no answer")
+		why = "drain timeout over, no answer"
 	}
+	if rs.role.OnTerminate != nil && e.TerminateHook == nil {
+		pl.askHook(rs, next, schema.HookTerminate, why)
+		return
+	}
+	next.Phase = reaperkv.PhaseDeleting
+	pl.add(reaper.OpDelete, next, why)
 }
 
 // drainAnswer is the answer to the drain request of entry e's old
@@ -309,7 +327,11 @@ func (pl *planner) advanceDeleting(rs *roleServers, e *reaper.Entry, next reaper
 		pl.block("%s: delete of %s waits: %s", e.ID, e.OldName, why)
 		return
 	}
-	pl.add(reaper.OpDelete, next, "finish the recorded delete")
+	why := "finish the recorded delete"
+	if h := e.TerminateHook; h != nil && h.Result != "" {
+		why = resultText(schema.HookTerminate, *h) + "; " + why
+	}
+	pl.add(reaper.OpDelete, next, why)
 }
 
 // deleteWaits says why the delete of an entry's server s is not asked of

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/jiocloud/orchestrate/reaper"
 )
@@ -47,6 +48,8 @@ func (pl *planner) gate(rs *roleServers, n need) string {
 		return pl.unknown(n.victim)
 	case n.create && pl.backedOff(rs.role.Name):
 		return "the create backoff holds (quota, capacity or a failed create)"
+	case (n.create || n.claim) && pl.in.Now.Before(pl.in.LaunchBackoff[rs.role.Name]):
+		return fmt.Sprintf("a launch of the role was abandoned by its on_launch hook: creates and claims wait until %s", pl.in.LaunchBackoff[rs.role.Name].UTC().Format(time.RFC3339))
 	case n.pool && pl.in.Now.Before(pl.in.PoolBackoffUntil):
 		return "the warm pool's backoff holds (a quota or capacity error)"
 	case (n.create || n.claim) && pl.plan.Partial > 0:
@@ -84,11 +87,12 @@ func (pl *planner) backedOff(role string) bool {
 	return pl.backoff || pl.in.Now.Before(pl.in.RoleBackoff[role])
 }
 
-// servingCount counts the role's serving servers not on their way out.
+// servingCount counts the role's serving servers not on their way out,
+// nor held by their on_launch hook.
 func (pl *planner) servingCount(rs *roleServers) int {
 	n := 0
 	for _, s := range rs.all {
-		if pl.serves(rs, s) && pl.inEntry[s.ID] != reaper.StateDeleting {
+		if pl.serves(rs, s) && pl.inEntry[s.ID] != reaper.StateDeleting && !pl.hookHeld[s.ID] {
 			n++
 		}
 	}

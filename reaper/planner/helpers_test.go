@@ -78,6 +78,9 @@ func ops(p *reaper.Plan) []string {
 		if a.Op == reaper.OpDrain || a.Op == reaper.OpDelete || a.Op == reaper.OpMaintain || a.Op == reaper.OpDeregister || a.Op == reaper.OpRestore || a.Op == reaper.OpAbort {
 			target = a.Entry.OldName
 		}
+		if a.Op == reaper.OpHook || a.Op == reaper.OpHookResult {
+			target = a.Target()
+		}
 		s := string(a.Op) + " " + target
 		if a.Entry.Kind == reaperkv.KindReplace && a.Op == reaper.OpCreate {
 			s += " for " + a.Entry.OldName

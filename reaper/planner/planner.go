@@ -54,6 +54,9 @@ type snapshot struct {
 	// cooling holds the aborted-drain records whose cool-off goes on, by
 	// host.
 	cooling map[string]reaperkv.DrainAbortRecord
+	// hookHeld holds the servers (by ID) whose on_launch hook waits: not
+	// in service for their role yet.
+	hookHeld map[string]bool
 	names
 }
 
@@ -142,6 +145,7 @@ func Plan(in reaper.Input) *reaper.Plan {
 	pl.refreshes(roles)
 	short := pl.refillHeld(roles)
 	pl.coolingOff()
+	pl.sweepHooks()
 	for _, p := range in.PoolFlushProblems {
 		pl.block("%s: no flush carried out for it (`consul kv delete` it, or run orchestrate pool flush again)", p)
 	}
@@ -174,6 +178,7 @@ func newPlanner(in reaper.Input) *planner {
 			statesOf:    make(map[string]reaper.ServerState, len(in.Servers)),
 			inEntry:     map[string]reaper.ServerState{},
 			hostLoad:    map[string]map[string]float64{},
+			hookHeld:    map[string]bool{},
 			names:       names{used: make(map[string]bool, len(in.Servers))},
 		},
 		brakes: brakes{
@@ -295,12 +300,13 @@ func (pl *planner) assignEntries(roles []*roleServers) {
 			}
 		}
 		if e.OldID != "" {
-			if e.Kind == reaperkv.KindDelete || e.Phase == reaperkv.PhaseDraining || e.Phase == reaperkv.PhaseDeleting {
+			if e.Kind == reaperkv.KindDelete || e.Phase == reaperkv.PhaseDraining || e.Phase == reaperkv.PhaseTerminateHook || e.Phase == reaperkv.PhaseDeleting {
 				pl.inEntry[e.OldID] = reaper.StateDeleting
 			} else {
 				pl.inEntry[e.OldID] = reaper.StateReplacing
 			}
 		}
+		pl.launching(e)
 		rs := findRole(roles, e.Role)
 		if rs == nil {
 			pl.block("journal entry %s names role %q, which is not configured: left alone", e.ID, e.Role)
@@ -454,7 +460,7 @@ func (pl *planner) startGate(roles []*roleServers) {
 		want := pl.desired(rs.role)
 		n := 0
 		for _, s := range rs.all {
-			if pl.statesOf[s.ID] == reaper.StateHealthy && pl.in.Validated[s.Name] {
+			if pl.statesOf[s.ID] == reaper.StateHealthy && pl.in.Validated[s.Name] && !pl.hookHeld[s.ID] {
 				n++
 			}
 		}

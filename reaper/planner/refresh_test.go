@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/reapertest"
 )
@@ -266,5 +267,25 @@ func TestRefreshDoneAndFailed(t *testing.T) {
 				t.Fatalf("the next cycle replaced %v (blocked %q), want it held", replaced(p), p.Blocked)
 			}
 		})
+	}
+}
+
+// A refresh replacement whose on_launch hook is abandoned failed its
+// launch: the refresh stops as for a server that did not serve.
+func TestRefreshStopsOnAnAbandonedLaunch(t *testing.T) {
+	in := refreshWorld(t, request(nil), 0, configured, func(c *reaper.Config) {
+		c.Roles[0].OnLaunch = &reaper.Hook{Timeout: reaper.Duration(10 * time.Minute), DefaultResult: schema.HookAbandon}
+	})
+	web5 := srv("web5", time.Minute)
+	web5.Metadata[reaper.MetaSpec] = configured(in.Config)
+	in.Servers = append(in.Servers, web5)
+	in.Checks = append(in.Checks, pass("web5"))
+	in.Journal = []reaper.Entry{{ID: "web.1.1", Kind: reaperkv.KindReplace, Role: "web", Reason: string(reaper.StateDrifted), Phase: reaperkv.PhaseLaunchHook,
+		OldName: "web4", OldID: "id-web4", NewName: "web5", NewID: "id-web5", Started: t0.Add(-time.Hour), Updated: t0.Add(-time.Hour),
+		LaunchHook: &reaperkv.HookState{Requested: t0.Add(-time.Hour), Deadline: t0.Add(-time.Minute), Default: schema.HookAbandon}}}
+	p := Plan(in)
+	w := writeOf(p, "web")
+	if w == nil || w.Record.State != reaperkv.RefreshFailed || !strings.Contains(w.Record.Detail, "abandon") {
+		t.Fatalf("actions %v, written %+v: want the refresh failed by the abandoned launch", ops(p), w)
 	}
 }

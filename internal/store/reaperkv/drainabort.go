@@ -25,6 +25,9 @@ const (
 	AbortFailed = "failed"
 	// AbortTimeout: no answer came by the drain's deadline.
 	AbortTimeout = "timeout"
+	// AbortHook: the role's on_terminate hook was answered abandon (or
+	// its timeout's default was abandon) after the drain.
+	AbortHook = "hook"
 )
 
 // DrainAbortRecord is the value of <prefix>/reaper/cooloff/<host>: the
@@ -43,7 +46,7 @@ type DrainAbortRecord struct {
 	// entry's reason (why it was to leave).
 	Entry  string `json:"entry"`
 	Reason string `json:"reason"`
-	// Cause is AbortFailed or AbortTimeout; Detail says what the answer
+	// Cause is AbortFailed, AbortTimeout or AbortHook; Detail says what the answer
 	// said, or that none came.
 	Cause  string    `json:"cause"`
 	Detail string    `json:"detail"`

@@ -52,6 +52,14 @@ const (
 	// DrainAbortRecord). A leader finishes an aborting entry as an abort,
 	// never as a delete.
 	PhaseAborting Phase = "aborting"
+	// PhaseLaunchHook: NewName serves; its role's on_launch hook holds the
+	// entry (LaunchHook) until an answer or its deadline, before the entry
+	// finishes or the old server is drained.
+	PhaseLaunchHook Phase = "launch-hook"
+	// PhaseTerminateHook: OldName's drain is over; its role's on_terminate
+	// hook holds the entry (TerminateHook) until an answer or its
+	// deadline, before the delete. The node stays in maintenance.
+	PhaseTerminateHook Phase = "terminate-hook"
 )
 
 // JournalEntry is the value of <prefix>/reaper/journal/<id>: an operation
@@ -105,6 +113,12 @@ type JournalEntry struct {
 	// from when it is not the role's as configured (a rollback's); empty:
 	// the configuration's.
 	Spec string `json:"spec,omitempty"`
+	// LaunchHook and TerminateHook are the entry's lifecycle hooks (its
+	// role's on_launch for NewName, on_terminate for OldName), from the
+	// request to the result: journalled, so a new leader goes on waiting
+	// until the same deadline, and a hook is asked once per entry.
+	LaunchHook    *HookState `json:"launch_hook,omitempty"`
+	TerminateHook *HookState `json:"terminate_hook,omitempty"`
 }
 
 // Server states in the reaper's report, in the order `orchestrate status`
@@ -264,11 +278,15 @@ type ReaperReport struct {
 	// RoleBackoff holds the roles whose creates are held back after a
 	// capacity or fatal create error.
 	RoleBackoff map[string]RoleBackoff `json:"role_backoff,omitempty"`
-	Roles       []RoleReport           `json:"roles"`
-	Unassigned  int                    `json:"unassigned_servers"`
-	Planned     []string               `json:"planned"`
-	Blocked     []string               `json:"blocked,omitempty"`
-	Journal     []JournalEntry         `json:"journal,omitempty"`
+	// LaunchBackoff holds the roles whose creates and claims are held
+	// back after a launch their on_launch hook abandoned (a new leader
+	// goes on from it).
+	LaunchBackoff map[string]RoleBackoff `json:"launch_backoff,omitempty"`
+	Roles         []RoleReport           `json:"roles"`
+	Unassigned    int                    `json:"unassigned_servers"`
+	Planned       []string               `json:"planned"`
+	Blocked       []string               `json:"blocked,omitempty"`
+	Journal       []JournalEntry         `json:"journal,omitempty"`
 	// Errors lists what went wrong in the cycle (cloud or Consul).
 	Errors []string `json:"errors,omitempty"`
 	// Terms are the starts of leaderships in the last hour (this one
@@ -287,6 +305,8 @@ type LeaderTerm struct {
 type RoleBackoff struct {
 	Until  time.Time `json:"until"`
 	Reason string    `json:"reason"`
+	// Step is the backoff's current step (the next doubles it).
+	Step time.Duration `json:"step,omitempty"`
 }
 
 // RefreshReport is a role's instance refresh in the reaper's report.
