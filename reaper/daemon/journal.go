@@ -89,88 +89,107 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 		Cooloff: map[string]reaperkv.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]reaperkv.NodeTokenRecord{}}
 	for _, p := range pairs {
 		rel := schema.RelKey(j.prefix, p.Key)
-		switch {
-		case strings.HasPrefix(rel, reaperkv.ReaperPoolDir):
-			var rec reaperkv.StandbyRecord
-			_ = json.Unmarshal(p.Value, &rec)
-			out.Pool[p.Key] = rec
-		case strings.HasPrefix(rel, reaperkv.ReaperPoolFlushDir):
-			rec, err := store.ParsePoolFlush(p)
-			if err != nil {
-				// Written by hand: reported in the state, nothing flushed
-				// for it; the rest of the cycle goes on.
-				out.FlushProblems = append(out.FlushProblems, err.Error())
-				continue
-			}
-			out.Flush[strings.TrimPrefix(rel, reaperkv.ReaperPoolFlushDir)] = rec
-		case strings.HasPrefix(rel, reaperkv.ReaperRefreshDir):
-			role, rec, err := reaperkv.ParseRefresh(rel, p.Value, p.ModifyIndex)
-			switch {
-			case err != nil && role != "":
-				out.RefreshProblems[role] = err.Error()
-			case err != nil:
-				out.Problems = append(out.Problems, err.Error())
-			default:
-				out.Refresh[role] = rec
-			}
-		case strings.HasPrefix(rel, reaperkv.ReaperSpecDir):
-			role, rec, err := reaperkv.ParseSpec(rel, p.Value)
-			switch {
-			case err != nil && role != "":
-				out.SpecProblems[role] = err.Error()
-			case err != nil:
-				out.Problems = append(out.Problems, err.Error())
-			default:
-				out.Specs[role] = rec
-			}
-		case strings.HasPrefix(rel, reaperkv.ReaperCooloffDir):
-			rec, err := reaperkv.ParseDrainAbort(rel, p.Value)
-			switch {
-			case err != nil && rec.Host != "":
-				out.CooloffProblems[rec.Host] = err.Error()
-			case err == nil:
-				rec.Index = p.ModifyIndex
-				out.Cooloff[rec.Host] = rec
-			}
-		case strings.HasPrefix(rel, reaperkv.ReaperTokenDir):
-			rec, err := reaperkv.ParseNodeToken(rel, p.Value)
-			if err != nil {
-				out.Problems = append(out.Problems, err.Error())
-			}
-			if rec.Host != "" {
-				out.Tokens[rec.Host] = rec
-			}
-		case strings.HasPrefix(rel, reaperkv.ReaperJournalDir):
-			var e reaper.Entry
-			if err := json.Unmarshal(p.Value, &e); err != nil || e.ID == "" || rel != reaperkv.ReaperJournalDir+e.ID {
-				out.Problems = append(out.Problems, fmt.Sprintf("%s: not a journal entry the reaper wrote", p.Key))
-				continue
-			}
-			out.Entries = append(out.Entries, e)
-		case rel == reaperkv.ReaperBudgetKey:
-			if err := json.Unmarshal(p.Value, &out.Destructive); err != nil {
-				out.Problems = append(out.Problems, fmt.Sprintf("%s: %v", p.Key, err))
-			}
-		case rel == reaperkv.ReaperStateKey:
-			// The last leader's report, for what a new leader goes on
-			// from (the autoscalers' windows); one that cannot be read is
-			// no report.
-			var rep reaperkv.ReaperReport
-			if json.Unmarshal(p.Value, &rep) == nil {
-				out.Report = &rep
-			}
-		case rel == reaperkv.ReaperArmedKey:
-			out.ArmKeyWritten = true
-			rec, err := reaperkv.ParseArmRecord(p.Value)
-			switch {
-			case err != nil:
-				out.ArmProblem = err.Error()
-			case rec.Arms():
-				out.Armed = &rec
-			}
+		if !out.addRecord(rel, p) {
+			out.addOwn(rel, p)
 		}
 	}
 	return out, nil
+}
+
+// addRecord reads one of the records kept by role or host (standbys,
+// flush and refresh requests, boot specs, cool-offs, node tokens); false
+// when rel is none of them.
+func (out *ReaperKeys) addRecord(rel string, p *api.KVPair) bool {
+	switch {
+	case strings.HasPrefix(rel, reaperkv.ReaperPoolDir):
+		var rec reaperkv.StandbyRecord
+		_ = json.Unmarshal(p.Value, &rec)
+		out.Pool[p.Key] = rec
+	case strings.HasPrefix(rel, reaperkv.ReaperPoolFlushDir):
+		rec, err := store.ParsePoolFlush(p)
+		if err != nil {
+			// Written by hand: reported in the state, nothing flushed
+			// for it; the rest of the cycle goes on.
+			out.FlushProblems = append(out.FlushProblems, err.Error())
+			return true
+		}
+		out.Flush[strings.TrimPrefix(rel, reaperkv.ReaperPoolFlushDir)] = rec
+	case strings.HasPrefix(rel, reaperkv.ReaperRefreshDir):
+		role, rec, err := reaperkv.ParseRefresh(rel, p.Value, p.ModifyIndex)
+		switch {
+		case err != nil && role != "":
+			out.RefreshProblems[role] = err.Error()
+		case err != nil:
+			out.Problems = append(out.Problems, err.Error())
+		default:
+			out.Refresh[role] = rec
+		}
+	case strings.HasPrefix(rel, reaperkv.ReaperSpecDir):
+		role, rec, err := reaperkv.ParseSpec(rel, p.Value)
+		switch {
+		case err != nil && role != "":
+			out.SpecProblems[role] = err.Error()
+		case err != nil:
+			out.Problems = append(out.Problems, err.Error())
+		default:
+			out.Specs[role] = rec
+		}
+	case strings.HasPrefix(rel, reaperkv.ReaperCooloffDir):
+		rec, err := reaperkv.ParseDrainAbort(rel, p.Value)
+		switch {
+		case err != nil && rec.Host != "":
+			out.CooloffProblems[rec.Host] = err.Error()
+		case err == nil:
+			rec.Index = p.ModifyIndex
+			out.Cooloff[rec.Host] = rec
+		}
+	case strings.HasPrefix(rel, reaperkv.ReaperTokenDir):
+		rec, err := reaperkv.ParseNodeToken(rel, p.Value)
+		if err != nil {
+			out.Problems = append(out.Problems, err.Error())
+		}
+		if rec.Host != "" {
+			out.Tokens[rec.Host] = rec
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// addOwn reads one of the leader's own keys: a journal entry, the budget,
+// the last report, the arm record.
+func (out *ReaperKeys) addOwn(rel string, p *api.KVPair) {
+	switch {
+	case strings.HasPrefix(rel, reaperkv.ReaperJournalDir):
+		var e reaper.Entry
+		if err := json.Unmarshal(p.Value, &e); err != nil || e.ID == "" || rel != reaperkv.ReaperJournalDir+e.ID {
+			out.Problems = append(out.Problems, fmt.Sprintf("%s: not a journal entry the reaper wrote", p.Key))
+			return
+		}
+		out.Entries = append(out.Entries, e)
+	case rel == reaperkv.ReaperBudgetKey:
+		if err := json.Unmarshal(p.Value, &out.Destructive); err != nil {
+			out.Problems = append(out.Problems, fmt.Sprintf("%s: %v", p.Key, err))
+		}
+	case rel == reaperkv.ReaperStateKey:
+		// The last leader's report, for what a new leader goes on
+		// from (the autoscalers' windows); one that cannot be read is
+		// no report.
+		var rep reaperkv.ReaperReport
+		if json.Unmarshal(p.Value, &rep) == nil {
+			out.Report = &rep
+		}
+	case rel == reaperkv.ReaperArmedKey:
+		out.ArmKeyWritten = true
+		rec, err := reaperkv.ParseArmRecord(p.Value)
+		switch {
+		case err != nil:
+			out.ArmProblem = err.Error()
+		case rec.Arms():
+			out.Armed = &rec
+		}
+	}
 }
 
 // txn runs ops after checking that session holds the leader lock.
