@@ -100,6 +100,10 @@ type JournalEntry struct {
 	Abortable bool `json:"abortable,omitempty"`
 	// Abort is the record of the aborted drain, set with phase aborting.
 	Abort *DrainAbortRecord `json:"abort,omitempty"`
+	// Zone is the availability zone the entry's create asks for (the
+	// role's zone with the fewest serving members when it was planned);
+	// a capacity refusal backs off that zone of the role.
+	Zone string `json:"zone,omitempty"`
 }
 
 // Server states in the reaper's report, in the order `orchestrate status`
@@ -158,6 +162,9 @@ type RoleReport struct {
 	Spec        string `json:"spec,omitempty"`
 	Drifted     int    `json:"drifted,omitempty"`
 	SpecUnknown int    `json:"spec_unknown,omitempty"`
+	// Placement is the role's spread over availability zones and its
+	// server group, when it has either.
+	Placement *PlacementReport `json:"placement,omitempty"`
 }
 
 // AutoscaleReport is an autoscaled role's part of the report, and the
