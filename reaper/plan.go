@@ -108,6 +108,15 @@ type Input struct {
 	// read (their hosts are held, and named in the plan).
 	DrainAborts        map[string]reaperkv.DrainAbortRecord
 	DrainAbortProblems map[string]string
+	// ZoneBackoff: per role and availability zone, no create there before
+	// this time (the zone refused one for capacity); the role's other
+	// zones take its creates.
+	ZoneBackoff map[string]map[string]time.Time
+	// ServerGroups are the roles' server group records, by role;
+	// ServerGroupProblems the records that cannot be read (role: why):
+	// the role's creates wait until one is looked at.
+	ServerGroups        map[string]reaperkv.ServerGroupRecord
+	ServerGroupProblems map[string]string
 }
 
 // Memory is what a plan remembers for the next cycle: when each node was

@@ -47,6 +47,10 @@ func (pl *planner) gate(rs *roleServers, n need) string {
 		return pl.unknown(n.victim)
 	case n.create && pl.backedOff(rs.role.Name):
 		return "the create backoff holds (quota, capacity or a failed create)"
+	case n.create && pl.zonesClosed(rs) != "":
+		return pl.zonesClosed(rs)
+	case n.create && pl.in.ServerGroupProblems[rs.role.Name] != "":
+		return "the role's server group record cannot be read: " + pl.in.ServerGroupProblems[rs.role.Name]
 	case n.pool && pl.in.Now.Before(pl.in.PoolBackoffUntil):
 		return "the warm pool's backoff holds (a quota or capacity error)"
 	case (n.create || n.claim) && pl.plan.Partial > 0:
