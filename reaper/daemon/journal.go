@@ -67,6 +67,11 @@ type ReaperKeys struct {
 	// host; a record that cannot be read is in Problems and keeps its
 	// name from being built again (its token may live).
 	Tokens map[string]reaperkv.NodeTokenRecord
+	// ServerGroups holds the roles' server group records, by role;
+	// ServerGroupProblems those that cannot be read (role: why), whose
+	// roles create nothing until they are looked at.
+	ServerGroups        map[string]reaperkv.ServerGroupRecord
+	ServerGroupProblems map[string]string
 }
 
 // Read lists <prefix>/reaper/ in one request.
@@ -76,7 +81,8 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 		return nil, fmt.Errorf("read %s: %w", reaperkv.ReaperKey(j.prefix, reaperkv.ReaperDir), err)
 	}
 	out := &ReaperKeys{Pool: map[string]reaperkv.StandbyRecord{}, Flush: map[string]reaperkv.PoolFlushRecord{},
-		Cooloff: map[string]reaperkv.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]reaperkv.NodeTokenRecord{}}
+		Cooloff: map[string]reaperkv.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]reaperkv.NodeTokenRecord{},
+		ServerGroups: map[string]reaperkv.ServerGroupRecord{}, ServerGroupProblems: map[string]string{}}
 	for _, p := range pairs {
 		rel := schema.RelKey(j.prefix, p.Key)
 		switch {
@@ -101,6 +107,17 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 			case err == nil:
 				rec.Index = p.ModifyIndex
 				out.Cooloff[rec.Host] = rec
+			}
+		case strings.HasPrefix(rel, reaperkv.ReaperServerGroupDir):
+			rec, err := reaperkv.ParseServerGroup(rel, p.Value)
+			switch {
+			case err != nil && rec.Role != "":
+				out.ServerGroupProblems[rec.Role] = err.Error()
+			case err != nil:
+				out.Problems = append(out.Problems, err.Error())
+			default:
+				rec.Index = p.ModifyIndex
+				out.ServerGroups[rec.Role] = rec
 			}
 		case strings.HasPrefix(rel, reaperkv.ReaperTokenDir):
 			rec, err := reaperkv.ParseNodeToken(rel, p.Value)
@@ -145,23 +162,47 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 
 // txn runs ops after checking that session holds the leader lock.
 func (j *Journal) txn(ctx context.Context, session string, ops ...*api.KVTxnOp) error {
+	_, err := j.txnResults(ctx, session, ops...)
+	return err
+}
+
+// txnResults is txn, returning Consul's results (the keys written, with
+// their new modify indexes).
+func (j *Journal) txnResults(ctx context.Context, session string, ops ...*api.KVTxnOp) ([]*api.KVPair, error) {
 	all := api.KVTxnOps{{Verb: api.KVCheckSession, Key: j.leaderKey, Session: session}}
 	all = append(all, ops...)
 	ok, resp, _, err := j.kv.Txn(all, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		return fmt.Errorf("journal transaction: %w", err)
+		return nil, fmt.Errorf("journal transaction: %w", err)
 	}
 	if !ok {
 		if resp != nil {
 			for _, e := range resp.Errors {
 				if e.OpIndex == 0 {
-					return ErrNotLeader
+					return nil, ErrNotLeader
 				}
 			}
 		}
-		return &txnRefused{why: store.TxnErrors(resp)}
+		return nil, &txnRefused{why: store.TxnErrors(resp)}
 	}
-	return nil
+	return resp.Results, nil
+}
+
+// PutServerGroup writes a role's server group record, only if the record
+// is still the one read (rec.Index; 0: only if there is none), under the
+// leader check; it returns the record's new modify index.
+func (j *Journal) PutServerGroup(ctx context.Context, session string, rec reaperkv.ServerGroupRecord) (uint64, error) {
+	key := reaperkv.ServerGroupKey(j.prefix, rec.Role)
+	res, err := j.txnResults(ctx, session, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Index: rec.Index, Value: reaperkv.MarshalServerGroup(rec)})
+	if err != nil {
+		return 0, err
+	}
+	for _, kv := range res {
+		if kv != nil && kv.Key == key {
+			return kv.ModifyIndex, nil
+		}
+	}
+	return 0, fmt.Errorf("write %s: Consul returned no index for it", key)
 }
 
 // txnRefused: Consul rolled a leader transaction back on a check other
