@@ -239,6 +239,9 @@ func TestREADMEConfigIsValid(t *testing.T) {
 			t.Fatalf("a bare role: %v", err)
 		}
 		got, want := c.Roles[0], bare.Roles[0]
+		if got.AntiAffinity != want.AntiAffinity {
+			t.Fatalf("README.md documents anti_affinity %s; the default is %s", got.AntiAffinity, want.AntiAffinity)
+		}
 		if got.OnDrainFailure != want.OnDrainFailure || got.OnDrainTimeout != want.OnDrainTimeout || got.DrainCooloff != want.DrainCooloff {
 			t.Fatalf("README.md documents on_drain_failure %s, on_drain_timeout %s, drain_cooloff %s; the defaults are %s, %s, %s",
 				got.OnDrainFailure, got.OnDrainTimeout, got.DrainCooloff.D(), want.OnDrainFailure, want.OnDrainTimeout, want.DrainCooloff.D())
