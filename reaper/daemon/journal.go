@@ -109,16 +109,7 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 				out.Cooloff[rec.Host] = rec
 			}
 		case strings.HasPrefix(rel, reaperkv.ReaperServerGroupDir):
-			rec, err := reaperkv.ParseServerGroup(rel, p.Value)
-			switch {
-			case err != nil && rec.Role != "":
-				out.ServerGroupProblems[rec.Role] = err.Error()
-			case err != nil:
-				out.Problems = append(out.Problems, err.Error())
-			default:
-				rec.Index = p.ModifyIndex
-				out.ServerGroups[rec.Role] = rec
-			}
+			out.addServerGroup(rel, p)
 		case strings.HasPrefix(rel, reaperkv.ReaperTokenDir):
 			rec, err := reaperkv.ParseNodeToken(rel, p.Value)
 			if err != nil {
@@ -158,6 +149,22 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 		}
 	}
 	return out, nil
+}
+
+// addServerGroup reads a role's server group record at rel: one that
+// cannot be read is its role's problem (its creates wait until it is
+// looked at). A key that names no role is no role's record and holds
+// nothing (as under the cool-offs).
+func (k *ReaperKeys) addServerGroup(rel string, p *api.KVPair) {
+	rec, err := reaperkv.ParseServerGroup(rel, p.Value)
+	switch {
+	case err != nil && rec.Role != "":
+		k.ServerGroupProblems[rec.Role] = err.Error()
+	case err != nil:
+	default:
+		rec.Index = p.ModifyIndex
+		k.ServerGroups[rec.Role] = rec
+	}
 }
 
 // txn runs ops after checking that session holds the leader lock.
