@@ -61,6 +61,9 @@ type Server struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 	// Fault is Nova's message for a server in ERROR ("No valid host...").
 	Fault string `json:"fault,omitempty"`
+	// Zone is the server's availability zone (Nova's
+	// OS-EXT-AZ:availability_zone); empty while Nova has not placed it.
+	Zone string `json:"zone,omitempty"`
 }
 
 // Partial reports whether the record is partial: Nova (microversion 2.69
@@ -82,6 +85,12 @@ type CreateRequest struct {
 	// UserData is what the server's cloud-init reads: the role's file,
 	// with the server's token part appended under node_identity.
 	UserData []byte
+	// Zone is the availability zone the planner chose for the server
+	// ("": Nova's choice).
+	Zone string
+	// ServerGroup is the ID of the role's server group, passed to Nova's
+	// scheduler as the hint group ("": none).
+	ServerGroup string
 }
 
 // Cloud is the compute service, kept small: the reaper lists once per cycle,
@@ -103,6 +112,8 @@ type Cloud interface {
 	// in that state (or in a task).
 	Stop(ctx context.Context, id string) error
 	Start(ctx context.Context, id string) error
+	// ServerGroups keeps the roles' server groups (placement.go).
+	ServerGroups
 }
 
 // ErrorClass says how the reaper handles a cloud error.

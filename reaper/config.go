@@ -203,6 +203,18 @@ type Role struct {
 	// built and converged, claimed instead of created; absent or size 0:
 	// every server is created when needed.
 	WarmPool *WarmPool `yaml:"warm_pool"`
+	// AvailabilityZones spreads the role's servers across these Nova
+	// availability zones: a create goes to the zone with the fewest
+	// serving members (a zone backed off after a capacity refusal is
+	// skipped), a scale-in takes from the fullest. Empty: Nova's choice,
+	// or boot.availability_zone (never both).
+	AvailabilityZones ZoneList `yaml:"availability_zones"`
+	// AntiAffinity puts every server the reaper builds for the role in a
+	// Nova server group of its own: soft (the default, policy
+	// soft-anti-affinity: spread over hosts where Nova can), hard
+	// (anti-affinity: never two on one host; a create Nova cannot place
+	// fails as capacity) or none (no group).
+	AntiAffinity string `yaml:"anti_affinity"`
 	// Boot is how to create a server of this role.
 	Boot BootSpec `yaml:"boot"`
 
@@ -455,6 +467,9 @@ func (r *Role) ApplyDefaults() {
 	if r.Boot.NameTemplate == "" {
 		r.Boot.NameTemplate = "{role}{n}"
 	}
+	if r.AntiAffinity == "" {
+		r.AntiAffinity = AntiAffinitySoft
+	}
 	if r.Autoscale != nil {
 		r.Autoscale.ApplyDefaults()
 		if r.Desired == 0 {
@@ -694,6 +709,9 @@ func (r *Role) validate(field string) error {
 		return err
 	}
 	if err := r.validateHooks(field); err != nil {
+		return err
+	}
+	if err := r.validatePlacement(field); err != nil {
 		return err
 	}
 	if r.Autoscale != nil {

@@ -134,6 +134,13 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{name: "negative cool-off", old: "    desired: 3", yaml: "    desired: 3\n    drain_cooloff: -1h", want: "roles[web].drain_cooloff: must be a positive duration"},
 		{name: "a cool-off of a century", old: "    desired: 3", yaml: "    desired: 3\n    drain_cooloff: 876000h", want: "roles[web].drain_cooloff: must be a positive duration of at most 720h0m0s"},
 		{name: "a cool-off that is no duration", old: "    desired: 3", yaml: "    desired: 3\n    drain_cooloff: forever", want: "forever"},
+		{name: "zones and the boot spec's zone", old: "      tags: [orchestrate]", yaml: "      tags: [orchestrate]\n      availability_zone: az1\n    availability_zones: [az1, az2]", want: `roles[web].availability_zones: set with boot.availability_zone "az1"`},
+		{name: "a zone listed twice", old: "    desired: 3", yaml: "    desired: 3\n    availability_zones: [az1, az2, az1]", want: `roles[web].availability_zones[2]: zone "az1" is listed twice`},
+		{name: "an empty zone", old: "    desired: 3", yaml: "    desired: 3\n    availability_zones: [az1, '']", want: "roles[web].availability_zones[1]"},
+		{name: "a zone forcing a host", old: "    desired: 3", yaml: "    desired: 3\n    availability_zones: ['az1:compute7']", want: "roles[web].availability_zones[0]: \"az1:compute7\": want a zone name, not zone:host"},
+		{name: "zones not a list", old: "    desired: 3", yaml: "    desired: 3\n    availability_zones: az1", want: "availability_zones: want a list of zone names"},
+		{name: "anti-affinity neither soft, hard nor none", old: "    desired: 3", yaml: "    desired: 3\n    anti_affinity: strict", want: `roles[web].anti_affinity: want soft, hard or none, got "strict"`},
+		{name: "anti-affinity a YAML boolean", old: "    desired: 3", yaml: "    desired: 3\n    anti_affinity: yes", want: "roles[web].anti_affinity"},
 	}
 	checkConfigErrors(t, cases)
 }
@@ -179,6 +186,43 @@ func TestHookConfigErrorsNameTheField(t *testing.T) {
 		{name: "unknown hook field", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: {default: continue}", want: "default"},
 		{name: "a hook that is a word", old: "    desired: 3", yaml: "    desired: 3\n    on_launch: continue", want: "on_launch"},
 	})
+}
+
+// TestPlacementConfig: availability_zones and anti_affinity as read, and
+// what a role without them does: no zones (or boot.availability_zone
+// alone), a soft anti-affinity group named for the role.
+func TestPlacementConfig(t *testing.T) {
+	text := strings.Replace(goodYAML, "    desired: 3", "    desired: 3\n    availability_zones: [az1, az2, az3]\n    anti_affinity: hard", 1)
+	c, err := ParseConfig(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := c.Role("web")
+	if got := strings.Join(r.Zones(), ","); got != "az1,az2,az3" || !r.HasZone("az2") || r.HasZone("nova") {
+		t.Errorf("zones %q", got)
+	}
+	if r.GroupPolicy() != PolicyAntiAffinity || r.GroupName() != "reaper-web" {
+		t.Errorf("hard: policy %q, group %q", r.GroupPolicy(), r.GroupName())
+	}
+	d, err := ParseConfig(strings.NewReader(goodYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r = d.Role("web")
+	if r.Zones() != nil || r.AntiAffinity != AntiAffinitySoft || r.GroupPolicy() != PolicySoftAntiAffinity {
+		t.Errorf("defaults: zones %v, anti_affinity %q, policy %q", r.Zones(), r.AntiAffinity, r.GroupPolicy())
+	}
+	r.Boot.AvailabilityZone = "nova"
+	r.AntiAffinity = AntiAffinityNone
+	if got := r.Zones(); len(got) != 1 || got[0] != "nova" || r.GroupPolicy() != "" {
+		t.Errorf("boot.availability_zone alone: zones %v; none: policy %q", got, r.GroupPolicy())
+	}
 }
 
 // Every YAML block of README.md is a valid configuration, and the first,
@@ -247,6 +291,9 @@ func TestREADMEConfigIsValid(t *testing.T) {
 			t.Fatalf("a bare role: %v", err)
 		}
 		got, want := c.Roles[0], bare.Roles[0]
+		if got.AntiAffinity != want.AntiAffinity {
+			t.Fatalf("README.md documents anti_affinity %s; the default is %s", got.AntiAffinity, want.AntiAffinity)
+		}
 		if got.OnDrainFailure != want.OnDrainFailure || got.OnDrainTimeout != want.OnDrainTimeout || got.DrainCooloff != want.DrainCooloff {
 			t.Fatalf("README.md documents on_drain_failure %s, on_drain_timeout %s, drain_cooloff %s; the defaults are %s, %s, %s",
 				got.OnDrainFailure, got.OnDrainTimeout, got.DrainCooloff.D(), want.OnDrainFailure, want.OnDrainTimeout, want.DrainCooloff.D())

@@ -126,6 +126,15 @@ type Input struct {
 	// LaunchBackoff: per role, no create nor claim before this time (a
 	// launch of the role was abandoned by its on_launch hook).
 	LaunchBackoff map[string]time.Time
+	// ZoneBackoff: per role and availability zone, no create there before
+	// this time (the zone refused one for capacity); the role's other
+	// zones take its creates.
+	ZoneBackoff map[string]map[string]time.Time
+	// ServerGroups are the roles' server group records, by role;
+	// ServerGroupProblems the records that cannot be read (role: why):
+	// the role's creates wait until one is looked at.
+	ServerGroups        map[string]reaperkv.ServerGroupRecord
+	ServerGroupProblems map[string]string
 }
 
 // Memory is what a plan remembers for the next cycle: when each node was

@@ -305,6 +305,7 @@ func (c *Cloud) removeProject(t testing.TB, ident *gophercloud.ServiceClient) {
 	t.Helper()
 	if c.user != nil {
 		c.DeleteAllServers(t)
+		c.deleteServerGroups(t)
 	}
 	ctx, cancel := withTimeout(t, callTimeout)
 	defer cancel()

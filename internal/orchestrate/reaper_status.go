@@ -141,6 +141,9 @@ func writeReaperBody(w io.Writer, st *reaperkv.ReaperReport, history bool) {
 		if rf := r.Refresh; rf != nil {
 			fmt.Fprintf(w, "    %s\n", oneLine(rf.String()))
 		}
+		for _, line := range placementLines(r.Placement) {
+			fmt.Fprintf(w, "    %s\n", line)
+		}
 		if p := r.Pool; p != nil {
 			fmt.Fprintf(w, "    warm pool (standbys, not counted above): %s\n", p.String())
 			if p.Why != "" {
@@ -277,4 +280,36 @@ func driftLine(r reaperkv.RoleReport) string {
 		parts = append(parts, fmt.Sprintf("%d with no recorded spec (built before the reaper recorded one, or not by the reaper)", r.SpecUnknown))
 	}
 	return "boot spec " + spec + ": " + strings.Join(parts, "; ")
+}
+
+// placementLines are a role's zones (serving servers in each, and those
+// backed off after a capacity refusal) and its server group, one line
+// each; none for a role without placement.
+func placementLines(p *reaperkv.PlacementReport) []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	if len(p.Zones) > 0 {
+		var zones []string
+		for _, z := range sortedKeys(p.Zones) {
+			zone := fmt.Sprintf("%s %d", z, p.Zones[z])
+			if b, ok := p.ZoneBackoff[z]; ok {
+				zone += fmt.Sprintf(" (BACKED OFF until %s: %s)", b.Until.UTC().Format(time.RFC3339), oneLine(b.Reason))
+			}
+			zones = append(zones, zone)
+		}
+		out = append(out, "zones (serving servers): "+strings.Join(zones, ", "))
+	}
+	if g := p.Group; g != nil {
+		id := g.ID
+		if id == "" {
+			id = "being made"
+		}
+		out = append(out, fmt.Sprintf("server group %s (%s, %s)", g.Name, id, g.Policy))
+	}
+	if p.GroupProblem != "" {
+		out = append(out, "server group PROBLEM: "+oneLine(p.GroupProblem))
+	}
+	return out
 }

@@ -170,6 +170,41 @@ func TestStatusShowsDrift(t *testing.T) {
 	}
 }
 
+// A role's placement shows in `status` and `reaper status`: its serving
+// servers by zone, a zone backed off with until when and why, its server
+// group, and what is wrong with the group.
+func TestStatusShowsPlacement(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	until := time.Date(2026, 3, 1, 12, 5, 0, 0, time.UTC)
+	st := reaperkv.ReaperReport{
+		Time: time.Now(), Leader: "boot1-42-abc", Armed: true, Interval: 30 * time.Second,
+		Roles: []reaperkv.RoleReport{{Name: "db", Desired: 3, Count: 3, Healthy: 3, States: map[string]int{reaperkv.ServerHealthy: 3},
+			Placement: &reaperkv.PlacementReport{
+				Zones:        map[string]int{"az1": 2, "az2": 0, "az3": 1},
+				ZoneBackoff:  map[string]reaperkv.RoleBackoff{"az2": {Until: until, Reason: "boot db4: capacity: server went to ERROR: No valid host was found."}},
+				Group:        &reaperkv.ServerGroupRecord{Role: "db", ID: "5e0c", Name: "reaper-db", Policy: "soft-anti-affinity"},
+				GroupProblem: "server group reaper-db 5e0c has policy soft-anti-affinity, the configuration says anti-affinity",
+			}}},
+	}
+	data, _ := json.Marshal(st)
+	if _, err := a.Client.KV().Put(&api.KVPair{Key: "orchestrate/reaper/state", Value: data}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"status"}, {"reaper", "status"}} {
+		r := cli(t, a, "", args...)
+		mustCode(t, r, 0, strings.Join(args, " "))
+		for _, want := range []string{
+			"zones (serving servers): az1 2, az2 0 (BACKED OFF until 2026-03-01T12:05:00Z: boot db4: capacity: server went to ERROR: No valid host was found.), az3 1",
+			"server group reaper-db (5e0c, soft-anti-affinity)",
+			"server group PROBLEM: server group reaper-db 5e0c has policy soft-anti-affinity, the configuration says anti-affinity",
+		} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("%s lacks %q:\n%s", strings.Join(args, " "), want, r.stdout)
+			}
+		}
+	}
+}
+
 // `orchestrate reaper history` prints the reaper's activities oldest
 // first, filtered by role and age, as text or JSON ([] when none); a
 // history the reaper did not write is exit 2.

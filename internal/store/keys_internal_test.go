@@ -48,6 +48,7 @@ func TestKeyLayout(t *testing.T) {
 		{"pool flush", reaperkv.PoolFlushKey(p, "lb"), "orch/a/reaper/pool-flush/lb"},
 		{"cool-off", reaperkv.CooloffKey(p, "db1"), "orch/a/reaper/cooloff/db1"},
 		{"node token", reaperkv.NodeTokenKey(p, "db1"), "orch/a/reaper/token/db1"},
+		{"server group", reaperkv.ServerGroupKey(p, "db"), "orch/a/reaper/servergroup/db"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

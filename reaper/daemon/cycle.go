@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -66,6 +67,11 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *reaper.
 		DrainAborts: obs.keys.Cooloff, DrainAbortProblems: obs.keys.CooloffProblems,
 		Refresh: obs.keys.Refresh, RefreshProblems: obs.keys.RefreshProblems, Specs: obs.keys.Specs, SpecProblems: obs.specProblems,
 		Hooks: obs.hooks, LaunchBackoff: t.launchBackoffs(),
+		ZoneBackoff: t.zoneBackoffs(), ServerGroups: obs.keys.ServerGroups, ServerGroupProblems: obs.keys.ServerGroupProblems,
+	}
+	t.groups = maps.Clone(obs.keys.ServerGroups)
+	if t.groups == nil {
+		t.groups = map[string]reaperkv.ServerGroupRecord{}
 	}
 	plan := planner.Plan(in)
 	if t.lastCycleErr != "" {
@@ -149,7 +155,7 @@ func (r *Reaper) runActions(ctx context.Context, t *leaderTerm, plan *reaper.Pla
 		if ctx.Err() != nil {
 			break
 		}
-		if a.Op == reaper.OpCreate && (t.createHeldBack(a.Entry.Role, start) || (a.Entry.Standby && start.Before(t.pool.until))) {
+		if a.Op == reaper.OpCreate && (t.createHeldBack(a.Entry.Role, a.Entry.Zone, start) || (a.Entry.Standby && start.Before(t.pool.until))) {
 			r.metrics.action(a.Op, "skipped")
 			continue
 		}
@@ -226,6 +232,13 @@ func (r *Reaper) report(ctx context.Context, t *leaderTerm, plan *reaper.Plan, j
 		roleLeft[role] = max(roleLeft[role], b.until.Sub(now))
 	}
 	r.metrics.cycle(plan, r.cfg.IsDryRun(), t.quota.until.Sub(now), roleLeft, r.status.sinceCycleStart(), now)
+	zoneLeft := map[[2]string]time.Duration{}
+	for role, zones := range t.zoneBackoff {
+		for z, b := range zones {
+			zoneLeft[[2]string{role, z}] = b.until.Sub(now)
+		}
+	}
+	r.metrics.zones(zoneLeft)
 	var exhausted []string
 	for _, rr := range plan.Roles {
 		if c, ok := t.capacity[rr.Name]; ok {
@@ -307,6 +320,7 @@ func (r *Reaper) state(t *leaderTerm, p *reaper.Plan, journal []reaper.Entry, no
 	}
 	// The capacity records as they stand after this cycle's creates.
 	st.Roles = append([]reaperkv.RoleReport(nil), st.Roles...)
+	t.zoneReport(st.Roles, now)
 	for i := range st.Roles {
 		if pool := st.Roles[i].Pool; pool != nil {
 			c := *pool

@@ -51,9 +51,10 @@ func TestBuiltServersRecordTheirSpecAndDriftShows(t *testing.T) {
 		st, _ := readReport(f.c)
 		return st != nil && len(st.Roles) > 0 && st.Roles[0].Drifted == 2 && st.Roles[0].Spec == f.cfg.Roles[0].Boot.Digest()
 	})
-	if m := scrape(t, r); !strings.Contains(m, `reaper_role_drifted_servers{role="web"} 3`) {
-		t.Fatalf("metrics do not count 3 servers not known to be on the spec:\n%s", m)
-	}
+	// The cycle writes its report before its metrics: wait for these.
+	testutil.Eventually(t, 5*time.Second, "the metric counting 3 servers not known to be on the spec", func() bool {
+		return strings.Contains(scrape(t, r), `reaper_role_drifted_servers{role="web"} 3`)
+	})
 	waitCycles(t, 3, r)
 	if n := f.sim.Creates.Load() + f.sim.Deletes.Load(); n != 2 {
 		t.Fatalf("%d cloud changes, want the 2 creates of the first run: drift alone replaces nothing", n)

@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -675,4 +676,169 @@ func TestNovaRefreshAndRollback(t *testing.T) {
 	roll("every server rebuilt from the new image, the request removed", newID, "")
 	cli("refresh", "web", "--rollback", "--min-healthy-percent", "33")
 	roll("every server rebuilt from the first image, the role pinned", oldID, reaperkv.RefreshPinned)
+}
+
+// roleServers are the project's servers of role web, by name.
+func (e *novaEnv) roleServers() map[string]servers.Server {
+	out := map[string]servers.Server{}
+	for n, s := range e.servers() {
+		if s.Metadata[reaper.MetaRole] == "web" {
+			out[n] = s
+		}
+	}
+	return out
+}
+
+// settledIn: role web has n ACTIVE servers, each checked in, nothing in
+// flight; it returns them.
+func (e *novaEnv) settledIn(t *testing.T, n int) (map[string]servers.Server, bool) {
+	ss := e.roleServers()
+	if len(ss) != n {
+		return ss, false
+	}
+	for name, s := range ss {
+		if s.Status != "ACTIVE" || !catalogHas(t, e.agent.Client, name) {
+			return ss, false
+		}
+	}
+	return ss, len(journalKeys(t, e.agent.Client)) == 0
+}
+
+// zoneCounts counts servers by Nova's OS-EXT-AZ zone, as "z1:2 z2:1" in
+// the order of zones.
+func zoneCounts(ss map[string]servers.Server, zones []string) string {
+	n := map[string]int{}
+	for _, s := range ss {
+		n[s.AvailabilityZone]++
+	}
+	var out []string
+	for _, z := range zones {
+		out = append(out, fmt.Sprintf("%s:%d", z, n[z]))
+		delete(n, z)
+	}
+	for z, c := range n {
+		out = append(out, fmt.Sprintf("%s:%d (not the role's)", z, c))
+	}
+	return strings.Join(out, " ")
+}
+
+// sameMembers reports whether group's members are exactly ss's servers
+// plus extra IDs.
+func sameMembers(members []string, ss map[string]servers.Server, extra ...string) bool {
+	want := map[string]bool{}
+	for _, s := range ss {
+		want[s.ID] = true
+	}
+	for _, id := range extra {
+		want[id] = true
+	}
+	if len(members) != len(want) {
+		return false
+	}
+	for _, id := range members {
+		if !want[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// A role of 3 over the cloud's three zones (one compute host each) is
+// built one server per zone, every server in the role's server group
+// (soft-anti-affinity, made by the reaper, recorded in KV). With the
+// record lost, the role scaled to 5 goes 2, 2, 1, the new servers in the
+// same group (found by its name); scaled in to 3, one server per zone
+// again.
+func TestNovaPlacementZonesAndServerGroup(t *testing.T) {
+	t.Parallel()
+	e := startNova(t, false)
+	zones := e.cloud.Zones(t)
+	cfg := e.config("    availability_zones: [" + strings.Join(zones, ", ") + "]\n    on_drain_timeout: delete\n")
+	e.runReaper(cfg, e.nova, nil)
+	built := e.buildRole(t)
+	if got := zoneCounts(built, zones); got != fmt.Sprintf("%s:1 %s:1 %s:1", zones[0], zones[1], zones[2]) {
+		t.Fatalf("zones of the role of 3: %s, want one each", got)
+	}
+	rec, _ := groupRecord(t, e.agent.Client)
+	g := e.cloud.ServerGroup(t, rec.ID)
+	if g == nil || g.Name != "reaper-web" || g.Policy == nil || *g.Policy != reaper.PolicySoftAntiAffinity || !sameMembers(g.Members, built) {
+		t.Fatalf("record %+v, Nova's group %+v: want reaper-web, soft-anti-affinity, the role's 3 servers", rec, g)
+	}
+	hosts := map[string]bool{}
+	for _, s := range built {
+		hosts[e.cloud.ServerHost(t, s.ID)] = true
+	}
+	if len(hosts) != 3 {
+		t.Fatalf("the role of 3 runs on hosts %v, want three", hosts)
+	}
+
+	if _, err := e.agent.Client.KV().Delete(reaperkv.ServerGroupKey(prefix, "web"), nil); err != nil {
+		t.Fatal(err)
+	}
+	setDesired(t, e.agent.Client, 5)
+	var ss map[string]servers.Server
+	testutil.Eventually(t, 90*time.Second, "the role scaled out to 5", func() bool { var ok bool; ss, ok = e.settledIn(t, 5); return ok })
+	if got := zoneCounts(ss, zones); got != fmt.Sprintf("%s:2 %s:2 %s:1", zones[0], zones[1], zones[2]) {
+		t.Fatalf("zones of the role of 5: %s", got)
+	}
+	if gs := e.cloud.ServerGroups(t); len(gs) != 1 || gs[0].ID != g.ID || !sameMembers(gs[0].Members, ss) {
+		t.Fatalf("server groups %+v: want only %s, holding the 5", gs, g.ID)
+	}
+	if again, _ := groupRecord(t, e.agent.Client); again.ID != g.ID {
+		t.Fatalf("record after it was lost: %+v, want %s again", again, g.ID)
+	}
+
+	setDesired(t, e.agent.Client, 3)
+	testutil.Eventually(t, 120*time.Second, "the role scaled in to 3", func() bool { var ok bool; ss, ok = e.settledIn(t, 3); return ok })
+	if got := zoneCounts(ss, zones); got != fmt.Sprintf("%s:1 %s:1 %s:1", zones[0], zones[1], zones[2]) {
+		t.Fatalf("zones after the scale-in: %s, want one each", got)
+	}
+}
+
+// A zone whose one host Nova cannot use for the role (hard anti-affinity:
+// the group, made by hand, already has a server there) answers the
+// reaper's create there with ERROR "No valid host": the server is rolled
+// back, that zone alone is backed off (in the report), and the role is
+// built in the other zones, each server on a host of its own, in the
+// adopted group.
+func TestNovaZoneRefusingCreatesIsSkipped(t *testing.T) {
+	t.Parallel()
+	e := startNova(t, false)
+	zones := e.cloud.Zones(t)
+	group := e.cloud.CreateServerGroup(t, "reaper-web", reaper.PolicyAntiAffinity)
+	blocker := e.cloud.CreateServerIn(t, "blocker", zones[1], group.ID)
+	cfg := e.config("    availability_zones: [" + strings.Join(zones, ", ") + "]\n    anti_affinity: hard\n")
+	cfg.Roles[0].Desired = 2
+	e.runReaper(cfg, e.nova, nil)
+	var ss map[string]servers.Server
+	testutil.Eventually(t, 90*time.Second, "the role of 2 built outside "+zones[1], func() bool {
+		var ok bool
+		ss, ok = e.settledIn(t, 2)
+		return ok && len(e.servers()) == 3
+	})
+	if got := zoneCounts(ss, zones); got != fmt.Sprintf("%s:1 %s:0 %s:1", zones[0], zones[1], zones[2]) {
+		t.Fatalf("zones: %s, want none in %s", got, zones[1])
+	}
+	st, err := readReport(e.agent.Client)
+	if err != nil || st == nil {
+		t.Fatalf("report: %v", err)
+	}
+	b := st.Roles[0].Placement.ZoneBackoff[zones[1]]
+	if !strings.Contains(b.Reason, "No valid host") || len(st.RoleBackoff) != 0 || !st.BackoffUntil.IsZero() {
+		t.Fatalf("zone backoff %+v, role backoff %v, quota backoff %v: want %s's alone, with Nova's fault", st.Roles[0].Placement.ZoneBackoff, st.RoleBackoff, st.BackoffUntil, zones[1])
+	}
+	if rec, _ := groupRecord(t, e.agent.Client); rec.ID != group.ID || rec.Policy != reaper.PolicyAntiAffinity {
+		t.Fatalf("record %+v, want the hand-made group %s adopted", rec, group.ID)
+	}
+	g := e.cloud.ServerGroup(t, group.ID)
+	if gs := e.cloud.ServerGroups(t); len(gs) != 1 || g == nil || !sameMembers(g.Members, ss, blocker.ID) {
+		t.Fatalf("groups %+v: want the one group, holding the role and the blocker", gs)
+	}
+	hosts := map[string]bool{e.cloud.ServerHost(t, blocker.ID): true}
+	for _, s := range ss {
+		hosts[e.cloud.ServerHost(t, s.ID)] = true
+	}
+	if len(hosts) != 3 {
+		t.Fatalf("hosts %v: hard anti-affinity wants three", hosts)
+	}
 }

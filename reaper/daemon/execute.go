@@ -160,8 +160,12 @@ func (r *Reaper) rollback(ctx context.Context, t *leaderTerm, role *reaper.Role,
 		// Once, when the rollback is done: a retried rollback does
 		// not double the role's backoff.
 		ferr := reaper.BootFailed(e.NewName, e.Fault)
-		r.backoff(t, role.Name, ferr)
 		r.metrics.cloudError(ferr)
+		if zoneRefusal(role, e.Zone, ferr) {
+			r.backoffZone(ctx, t, role, e.Zone, ferr)
+			return nil
+		}
+		r.backoff(t, role.Name, ferr)
 		r.exhausted(ctx, t, role.Name, ferr)
 	}
 	return nil
@@ -192,12 +196,17 @@ func (r *Reaper) create(ctx context.Context, t *leaderTerm, role *reaper.Role, e
 	if e.Standby {
 		meta[reaper.MetaStandby] = role.Name
 	}
+	group, err := r.serverGroup(ctx, t, role)
+	if err != nil {
+		return r.createFailed(ctx, t, role, e, err)
+	}
 	ud, err := r.mintFor(ctx, t, role, e)
 	if err != nil {
 		return r.createFailed(ctx, t, role, e, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	s, err := r.cloud.Create(cctx, reaper.CreateRequest{Name: e.NewName, Role: role, Metadata: meta, Tags: role.Boot.Tags, UserData: ud})
+	s, err := r.cloud.Create(cctx, reaper.CreateRequest{Name: e.NewName, Role: role, Metadata: meta, Tags: role.Boot.Tags, UserData: ud,
+		Zone: e.Zone, ServerGroup: group})
 	cancel()
 	if err != nil {
 		if reaper.ClassOf(err) != reaper.Transient {
@@ -210,7 +219,7 @@ func (r *Reaper) create(ctx context.Context, t *leaderTerm, role *reaper.Role, e
 		}
 		return r.createFailed(ctx, t, role, e, err)
 	}
-	t.backoffReset(role.Name)
+	t.backoffReset(role.Name, e.Zone)
 	// The entry waits in booting: the planner follows the server from
 	// each cycle's list (ACTIVE and checked in, ERROR, or past
 	// boot_timeout), so no cycle waits for one server to boot.
@@ -297,8 +306,12 @@ func (r *Reaper) createFailed(ctx context.Context, t *leaderTerm, role *reaper.R
 		}
 		return err
 	}
-	r.backoff(t, role.Name, err)
-	r.exhausted(ctx, t, role.Name, err)
+	if zoneRefusal(role, e.Zone, err) {
+		r.backoffZone(ctx, t, role, e.Zone, err)
+	} else {
+		r.backoff(t, role.Name, err)
+		r.exhausted(ctx, t, role.Name, err)
+	}
 	// Quota, capacity and fatal errors mean Nova made nothing: drop the
 	// intent, unless the old server is already gone (delete-first), whose
 	// replacement must still be made.

@@ -76,6 +76,11 @@ type ReaperKeys struct {
 	// host; a record that cannot be read is in Problems and keeps its
 	// name from being built again (its token may live).
 	Tokens map[string]reaperkv.NodeTokenRecord
+	// ServerGroups holds the roles' server group records, by role;
+	// ServerGroupProblems those that cannot be read (role: why), whose
+	// roles create nothing until they are looked at.
+	ServerGroups        map[string]reaperkv.ServerGroupRecord
+	ServerGroupProblems map[string]string
 }
 
 // Read lists <prefix>/reaper/ in one request.
@@ -86,7 +91,8 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 	}
 	out := &ReaperKeys{Pool: map[string]reaperkv.StandbyRecord{}, Flush: map[string]reaperkv.PoolFlushRecord{},
 		Refresh: map[string]reaperkv.RefreshRecord{}, RefreshProblems: map[string]string{}, Specs: map[string]reaperkv.SpecRecord{}, SpecProblems: map[string]string{},
-		Cooloff: map[string]reaperkv.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]reaperkv.NodeTokenRecord{}}
+		Cooloff: map[string]reaperkv.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]reaperkv.NodeTokenRecord{},
+		ServerGroups: map[string]reaperkv.ServerGroupRecord{}, ServerGroupProblems: map[string]string{}}
 	for _, p := range pairs {
 		rel := schema.RelKey(j.prefix, p.Key)
 		if !out.addRecord(rel, p) {
@@ -97,7 +103,8 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 }
 
 // addRecord reads one of the records kept by role or host (standbys,
-// flush and refresh requests, boot specs, cool-offs, node tokens); false
+// flush and refresh requests, boot specs, cool-offs, server groups, node
+// tokens); false
 // when rel is none of them.
 func (out *ReaperKeys) addRecord(rel string, p *api.KVPair) bool {
 	switch {
@@ -143,6 +150,8 @@ func (out *ReaperKeys) addRecord(rel string, p *api.KVPair) bool {
 			rec.Index = p.ModifyIndex
 			out.Cooloff[rec.Host] = rec
 		}
+	case strings.HasPrefix(rel, reaperkv.ReaperServerGroupDir):
+		out.addServerGroup(rel, p)
 	case strings.HasPrefix(rel, reaperkv.ReaperTokenDir):
 		rec, err := reaperkv.ParseNodeToken(rel, p.Value)
 		if err != nil {
@@ -155,6 +164,22 @@ func (out *ReaperKeys) addRecord(rel string, p *api.KVPair) bool {
 		return false
 	}
 	return true
+}
+
+// addServerGroup reads a role's server group record at rel: one that
+// cannot be read is its role's problem (its creates wait until it is
+// looked at). A key that names no role is no role's record and holds
+// nothing (as under the cool-offs).
+func (k *ReaperKeys) addServerGroup(rel string, p *api.KVPair) {
+	rec, err := reaperkv.ParseServerGroup(rel, p.Value)
+	switch {
+	case err != nil && rec.Role != "":
+		k.ServerGroupProblems[rec.Role] = err.Error()
+	case err != nil:
+	default:
+		rec.Index = p.ModifyIndex
+		k.ServerGroups[rec.Role] = rec
+	}
 }
 
 // addOwn reads one of the leader's own keys: a journal entry, the budget,
@@ -194,23 +219,47 @@ func (out *ReaperKeys) addOwn(rel string, p *api.KVPair) {
 
 // txn runs ops after checking that session holds the leader lock.
 func (j *Journal) txn(ctx context.Context, session string, ops ...*api.KVTxnOp) error {
+	_, err := j.txnResults(ctx, session, ops...)
+	return err
+}
+
+// txnResults is txn, returning Consul's results (the keys written, with
+// their new modify indexes).
+func (j *Journal) txnResults(ctx context.Context, session string, ops ...*api.KVTxnOp) ([]*api.KVPair, error) {
 	all := api.KVTxnOps{{Verb: api.KVCheckSession, Key: j.leaderKey, Session: session}}
 	all = append(all, ops...)
 	ok, resp, _, err := j.kv.Txn(all, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		return fmt.Errorf("journal transaction: %w", err)
+		return nil, fmt.Errorf("journal transaction: %w", err)
 	}
 	if !ok {
 		if resp != nil {
 			for _, e := range resp.Errors {
 				if e.OpIndex == 0 {
-					return ErrNotLeader
+					return nil, ErrNotLeader
 				}
 			}
 		}
-		return &txnRefused{why: store.TxnErrors(resp)}
+		return nil, &txnRefused{why: store.TxnErrors(resp)}
 	}
-	return nil
+	return resp.Results, nil
+}
+
+// PutServerGroup writes a role's server group record, only if the record
+// is still the one read (rec.Index; 0: only if there is none), under the
+// leader check; it returns the record's new modify index.
+func (j *Journal) PutServerGroup(ctx context.Context, session string, rec reaperkv.ServerGroupRecord) (uint64, error) {
+	key := reaperkv.ServerGroupKey(j.prefix, rec.Role)
+	res, err := j.txnResults(ctx, session, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Index: rec.Index, Value: reaperkv.MarshalServerGroup(rec)})
+	if err != nil {
+		return 0, err
+	}
+	for _, kv := range res {
+		if kv != nil && kv.Key == key {
+			return kv.ModifyIndex, nil
+		}
+	}
+	return 0, fmt.Errorf("write %s: Consul returned no index for it", key)
 }
 
 // txnRefused: Consul rolled a leader transaction back on a check other

@@ -34,8 +34,9 @@ type Metrics struct {
 	dryRun      bool
 	backoffSecs float64
 	roleBackoff map[string]float64
-	nodes       map[[2]string]int // role, state
-	actions     map[[2]string]int // op, result
+	zoneBackoff map[[2]string]float64 // role, zone
+	nodes       map[[2]string]int     // role, state
+	actions     map[[2]string]int     // op, result
 	cycles      int
 	cycleErrors int
 	lastCycle   time.Time
@@ -180,6 +181,16 @@ func (m *Metrics) cloudError(err error) {
 	m.mu.Unlock()
 }
 
+// zones records each role's zones' backoffs, as seconds left.
+func (m *Metrics) zones(left map[[2]string]time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.zoneBackoff = make(map[[2]string]float64, len(left))
+	for k, d := range left {
+		m.zoneBackoff[k] = max(d.Seconds(), 0)
+	}
+}
+
 // cycle records a cycle that planned (and acted unless dry run).
 func (m *Metrics) cycle(p *reaper.Plan, dryRun bool, backoff time.Duration, roleBackoff map[string]time.Duration, took time.Duration, now time.Time) {
 	m.mu.Lock()
@@ -287,6 +298,10 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	sb.WriteString("# HELP reaper_role_backoff_seconds Seconds left of a role's create backoff after a capacity (no valid host) or fatal create error.\n# TYPE reaper_role_backoff_seconds gauge\n")
 	for _, r := range slices.Sorted(maps.Keys(m.roleBackoff)) {
 		fmt.Fprintf(&sb, "reaper_role_backoff_seconds{role=%q} %v\n", r, m.roleBackoff[r])
+	}
+	sb.WriteString("# HELP reaper_zone_backoff_seconds Seconds left of the create backoff of one availability zone of a role, after the zone refused a create for capacity (the role's other zones take its creates).\n# TYPE reaper_zone_backoff_seconds gauge\n")
+	for _, k := range slices.SortedFunc(maps.Keys(m.zoneBackoff), func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) }) {
+		fmt.Fprintf(&sb, "reaper_zone_backoff_seconds{role=%q,zone=%q} %v\n", k[0], k[1], m.zoneBackoff[k])
 	}
 	gauge("reaper_last_cycle_duration_seconds", "Duration of the last cycle.", m.cycleSecs)
 	ts := 0.0

@@ -34,6 +34,14 @@ type leaderTerm struct {
 	// roleBackoff holds each role's backoff after a capacity or fatal
 	// create error.
 	roleBackoff map[string]*backoffState
+	// zoneBackoff holds, per role and availability zone, the backoff
+	// after the zone refused a create for capacity (placement.go).
+	zoneBackoff map[string]map[string]*backoffState
+	// groups are the roles' server group records, as the cycle read them
+	// and the executor wrote them since; groupWarned the groups whose
+	// policy mismatch was logged.
+	groups      map[string]reaperkv.ServerGroupRecord
+	groupWarned map[string]bool
 	// deleteBackoff holds, per journal entry, the backoff after the cloud
 	// refused to delete its server (a locked server's 409).
 	deleteBackoff map[string]*backoffState
@@ -70,6 +78,7 @@ type leaderTerm struct {
 
 func newTerm(session string, now time.Time) *leaderTerm {
 	return &leaderTerm{session: session, started: now, roleBackoff: map[string]*backoffState{}, deleteBackoff: map[string]*backoffState{},
+		zoneBackoff: map[string]map[string]*backoffState{}, groups: map[string]reaperkv.ServerGroupRecord{}, groupWarned: map[string]bool{},
 		autoscale: map[string]*reaperkv.AutoscaleReport{}, lastDecision: map[string]string{}, launchBackoff: map[string]*backoffState{}}
 }
 
@@ -169,15 +178,21 @@ func (t *leaderTerm) roleBackoffs() map[string]time.Time {
 	return out
 }
 
-// createHeldBack says whether a create for role must wait: a create
-// earlier in this cycle hit the quota, or this role's own backoff runs.
-func (t *leaderTerm) createHeldBack(role string, now time.Time) bool {
+// createHeldBack says whether a create for role in zone must wait: a
+// create earlier in this cycle hit the quota, or this role's own backoff
+// runs, or its zone's.
+func (t *leaderTerm) createHeldBack(role, zone string, now time.Time) bool {
+	if zone != "" && now.Before(t.zoneBackoffOf(role, zone).until) {
+		return true
+	}
 	return now.Before(t.quota.until) || now.Before(t.backoffOf(role).until)
 }
 
 // backoff starts or extends a backoff after a failed create: quota errors
 // stop every create (the quota is the project's); capacity and fatal
 // errors (no valid host, a bad flavor or image) stop the role's creates.
+// (A zone's refusal in a role of several zones backs off that zone
+// instead: backoffZone.)
 func (r *Reaper) backoff(t *leaderTerm, role string, err error) {
 	b, what := t.backoffOf(role), "role "+role
 	if reaper.ClassOf(err) == reaper.Quota {
@@ -244,11 +259,15 @@ type refusedError struct {
 func (e *refusedError) Error() string { return "delete refused: " + e.err.Error() }
 func (e *refusedError) Unwrap() error { return e.err }
 
-// backoffReset ends the backoff steps after a create succeeded.
-func (t *leaderTerm) backoffReset(role string) {
+// backoffReset ends the backoff steps after a create succeeded (in zone,
+// when it asked for one).
+func (t *leaderTerm) backoffReset(role, zone string) {
 	t.quota.step = 0
 	t.pool.step = 0
 	t.backoffOf(role).step = 0
+	if zone != "" {
+		t.zoneBackoffOf(role, zone).step = 0
+	}
 }
 
 // churnTerms is how many leaderships in an hour make the leadership

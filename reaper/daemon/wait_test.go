@@ -90,7 +90,7 @@ func TestBackoffDoublesAndCaps(t *testing.T) {
 	if !term.backoffOf("web").until.IsZero() {
 		t.Fatal("db's error backed off web")
 	}
-	term.backoffReset("db")
+	term.backoffReset("db", "")
 	r.backoff(term, "db", &reaper.CloudError{Class: reaper.Fatal, Err: errors.New("again")})
 	if d := term.backoffOf("db").until.Sub(now); d != time.Minute {
 		t.Fatalf("after a success the backoff starts over: %v, want 1m", d)

@@ -36,6 +36,10 @@ func TestClassifyNovaErrors(t *testing.T) {
 		{"timeout", context.DeadlineExceeded, reaper.Transient},
 		{"cancelled (lost the lock)", context.Canceled, reaper.Transient},
 		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, reaper.Transient},
+		// The server_group_members quota holds the role's group: its
+		// creates stop, not every role's (as a project quota's would).
+		{"server group members quota", httpErr(403, `{"forbidden": {"message": "Quota exceeded, too many servers in group", "code": 403}}`), reaper.Fatal},
+		{"a zone Nova does not offer", httpErr(400, `{"badRequest": {"message": "The requested availability zone is not available", "code": 400}}`), reaper.Fatal},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,6 +49,12 @@ func TestClassifyNovaErrors(t *testing.T) {
 			}
 			if u := errors.Unwrap(err); u == nil || u.Error() != tc.err.Error() {
 				t.Fatal("the classified error does not wrap the original")
+			}
+			// A zone's own refusals back off that zone (in a role of
+			// several); anything else the role, or every role.
+			zone := tc.name == "no valid host" || tc.name == "a zone Nova does not offer"
+			if got := reaper.ZoneRefusal(err); got != zone {
+				t.Fatalf("ZoneRefusal = %v, want %v", got, zone)
 			}
 		})
 	}

@@ -100,6 +100,7 @@ func (pl *planner) advanceCreating(rs *roleServers, e *reaper.Entry, next reaper
 		pl.block("%s: create of %s retried after %s (attempt %d failed)", e.ID, e.NewName, at.UTC().Format(time.RFC3339), e.Attempts)
 		return
 	}
+	pl.replaceZone(rs, &next)
 	pl.add(reaper.OpCreate, next, "retry create recorded in the journal")
 }
 

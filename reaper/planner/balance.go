@@ -126,6 +126,7 @@ func (pl *planner) scaleOut(rs *roleServers, count, want int) {
 			continue
 		}
 		e.Phase, e.NewName = reaperkv.PhaseCreating, pl.freeName(r)
+		pl.place(rs, &e)
 		pl.add(reaper.OpCreate, e, e.Reason)
 	}
 }
@@ -139,6 +140,7 @@ func (pl *planner) scaleIn(rs *roleServers, count, want int) {
 	surplus := count - want
 	order, skipped := pl.scaleInOrder(rs)
 	order, skipped = pl.notCooling(rs, order, skipped)
+	order = pl.spreadScaleIn(rs, order)
 	if len(order) < surplus && len(skipped) > 0 {
 		pl.block("%s: %d surplus server(s), %d that may leave: %s", r.Name, surplus, len(order), strings.Join(skipped, ", "))
 	}
@@ -309,6 +311,11 @@ func (pl *planner) replace(rs *roleServers, s *reaper.Server, why reaper.ServerS
 		return true
 	}
 	e.NewName = pl.freeName(r)
+	if r.ReplaceMode != reaper.ModeDeleteFirst || pl.serves(rs, s) {
+		// The old server is leaving: its zone is counted without it.
+		pl.inEntry[s.ID] = reaper.StateReplacing
+	}
+	pl.place(rs, &e)
 	if r.ReplaceMode == reaper.ModeDeleteFirst {
 		e.Phase = reaperkv.PhaseDraining
 		pl.startDrain(&e, s)

@@ -50,6 +50,10 @@ func (pl *planner) gate(rs *roleServers, n need) string {
 		return "the create backoff holds (quota, capacity or a failed create)"
 	case (n.create || n.claim) && pl.in.Now.Before(pl.in.LaunchBackoff[rs.role.Name]):
 		return fmt.Sprintf("a launch of the role was abandoned by its on_launch hook: creates and claims wait until %s", pl.in.LaunchBackoff[rs.role.Name].UTC().Format(time.RFC3339))
+	case n.create && pl.zonesClosed(rs) != "":
+		return pl.zonesClosed(rs)
+	case n.create && pl.in.ServerGroupProblems[rs.role.Name] != "":
+		return "the role's server group record cannot be read: " + pl.in.ServerGroupProblems[rs.role.Name]
 	case n.pool && pl.in.Now.Before(pl.in.PoolBackoffUntil):
 		return "the warm pool's backoff holds (a quota or capacity error)"
 	case (n.create || n.claim) && pl.plan.Partial > 0:

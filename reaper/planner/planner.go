@@ -120,6 +120,8 @@ type roleServers struct {
 	// ("" when it is not in doubt): no server is created or destroyed for
 	// what the list seems to say.
 	doubt string
+	// placed counts the servers this plan adds, by zone (placement.go).
+	placed placed
 }
 
 // Plan decides what to do. It does no I/O: the same Input gives the same
@@ -594,6 +596,7 @@ func (pl *planner) view(rs *roleServers) reaperkv.RoleReport {
 		v.Capacity = &c
 	}
 	v.Spec, v.Refresh = pl.refresh[rs.role.Name].spec, pl.refreshView(rs)
+	v.Placement = pl.placementView(rs)
 	for _, s := range rs.all {
 		switch s.Metadata[reaper.MetaSpec] {
 		case v.Spec:

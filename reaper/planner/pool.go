@@ -108,16 +108,17 @@ func (pl *planner) readyStandby(rs *roleServers) *reaper.Server {
 	if rr := pl.refresh[rs.role.Name]; rr.enforced {
 		spec = rr.spec
 	}
+	var ready []*reaper.Server
 	for _, s := range rs.standbys {
 		if spec != "" && s.Metadata[reaper.MetaSpec] != spec {
 			continue
 		}
 		expired := rs.role.MaxAge > 0 && !pl.in.Now.Before(expiry(rs.role, s))
 		if st := pl.standbyState(rs, s); !expired && (st == reaperkv.StandbyReady || (st == reaperkv.StandbyStopped && !pl.olderVersion(rs, s))) {
-			return s
+			ready = append(ready, s)
 		}
 	}
-	return nil
+	return pl.preferZone(rs, ready)
 }
 
 // olderVersion reports whether s is a stopped standby of a role that
@@ -137,6 +138,8 @@ func (pl *planner) claim(rs *roleServers, e *reaper.Entry, s *reaper.Server) {
 		}
 	}
 	e.Phase, e.NewName, e.NewID, e.Claimed = reaperkv.PhaseClaiming, s.Name, s.ID, pl.in.Now
+	e.Zone = s.Zone
+	pl.countPlaced(rs, e.Zone, false)
 	pl.inEntry[s.ID] = reaper.StateNew
 }
 
@@ -303,6 +306,7 @@ func (pl *planner) refill(rs *roleServers, have, creating int, short string) {
 	}
 	e := pl.newEntry(rs.role, reaperkv.KindCreate, fmt.Sprintf("warm pool refill: %d of %d", have, rs.role.PoolSize()))
 	e.Phase, e.NewName, e.Standby = reaperkv.PhaseCreating, pl.freeName(rs.role), true
+	pl.place(rs, &e)
 	rs.pool.Creating++
 	pl.add(reaper.OpCreate, e, e.Reason)
 }

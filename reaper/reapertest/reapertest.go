@@ -107,3 +107,18 @@ func (c *Cloud) Stop(context.Context, string) error { return errNotSet }
 
 // Start fails: the fake has no power state.
 func (c *Cloud) Start(context.Context, string) error { return errNotSet }
+
+// ServerGroup fails: the fake keeps no server groups.
+func (c *Cloud) ServerGroup(context.Context, string) (reaper.ServerGroup, error) {
+	return reaper.ServerGroup{}, errNotSet
+}
+
+// FindServerGroups fails: the fake keeps no server groups.
+func (c *Cloud) FindServerGroups(context.Context, string) ([]reaper.ServerGroup, error) {
+	return nil, errNotSet
+}
+
+// CreateServerGroup fails: the fake keeps no server groups.
+func (c *Cloud) CreateServerGroup(context.Context, string, string) (reaper.ServerGroup, error) {
+	return reaper.ServerGroup{}, errNotSet
+}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -73,13 +74,20 @@ type Cloud struct {
 	// userData holds the user data each server was created with, by name
 	// (the last create of that name).
 	userData map[string][]byte
+	// zones are the cloud's availability zones (empty: any zone asked
+	// for exists); refused those whose creates go to ERROR with Nova's
+	// "No valid host" fault. groups are the server groups, by ID.
+	zones   []string
+	refused map[string]bool
+	groups  map[string]*reaper.ServerGroup
 }
 
 var _ reaper.Cloud = (*Cloud)(nil)
 
 // New returns an empty cloud with no quota.
 func New() *Cloud {
-	return &Cloud{Now: time.Now, servers: map[string]*reaper.Server{}, active: map[string]bool{}, hiddenUntil: map[string]time.Time{}, partial: map[string]bool{}, goneAt: map[string]time.Time{}, userData: map[string][]byte{}}
+	return &Cloud{Now: time.Now, servers: map[string]*reaper.Server{}, active: map[string]bool{}, hiddenUntil: map[string]time.Time{}, partial: map[string]bool{}, goneAt: map[string]time.Time{}, userData: map[string][]byte{},
+		refused: map[string]bool{}, groups: map[string]*reaper.ServerGroup{}}
 }
 
 // SetQuota limits the number of servers (0: no limit).
@@ -284,6 +292,9 @@ func (c *Cloud) Vanish(name string) bool {
 // remove drops server id at once and returns it. Caller holds mu.
 func (c *Cloud) remove(id string) reaper.Server {
 	out := copyServer(c.servers[id])
+	for _, g := range c.groups {
+		g.Members = slices.DeleteFunc(g.Members, func(m string) bool { return m == id })
+	}
 	delete(c.servers, id)
 	delete(c.active, id)
 	delete(c.partial, id)
@@ -376,10 +387,26 @@ func (c *Cloud) Create(ctx context.Context, req reaper.CreateRequest) (reaper.Se
 		return reaper.Server{}, &reaper.CloudError{Class: reaper.Quota, Op: "create server " + req.Name,
 			Err: fmt.Errorf("403 Quota exceeded for instances: Requested 1, but already used %d of %d instances", len(c.servers), c.quota)}
 	}
+	zone, err := c.zoneFor(req)
+	if err != nil {
+		return reaper.Server{}, err
+	}
+	g, ok := c.groups[req.ServerGroup]
+	if req.ServerGroup != "" && !ok {
+		return reaper.Server{}, &reaper.CloudError{Class: reaper.Fatal, Op: "create server " + req.Name,
+			Err: fmt.Errorf("400 Invalid server group %s: not found", req.ServerGroup)}
+	}
 	c.seq++
-	s := &reaper.Server{ID: fmt.Sprintf("sim-%04d", c.seq), Name: req.Name, Status: reaper.StatusBuild, Created: c.Now(), Metadata: map[string]string{}}
+	s := &reaper.Server{ID: fmt.Sprintf("sim-%04d", c.seq), Name: req.Name, Status: reaper.StatusBuild, Created: c.Now(), Metadata: map[string]string{}, Zone: zone}
 	for k, v := range req.Metadata {
 		s.Metadata[k] = v
+	}
+	if c.refused[zone] {
+		// As Nova: the create is accepted, the scheduler finds no host.
+		s.Status, s.Fault = reaper.StatusError, NoValidHost
+	}
+	if g != nil {
+		g.Members = append(g.Members, s.ID)
 	}
 	c.servers[s.ID] = s
 	c.userData[s.Name] = append([]byte(nil), req.UserData...)

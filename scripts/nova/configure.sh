@@ -186,6 +186,18 @@ lock_path = $NOVA_E2E_DIR/nova/lock
 [oslo_messaging_notifications]
 driver = noop
 CNF
+# Two more compute hosts, nova-e2e-2 and nova-e2e-3 (fake driver too): with
+# nova-e2e, each is the only host of an availability zone of its own
+# (e2e-az1..3: setup_cloud.py zones), so the reaper's placement tests
+# spread roles over three zones and see Nova's server groups put servers
+# on different hosts. Each has its own state.
+for n in 2 3; do
+	mkdir -p "$NOVA_E2E_DIR/nova/state-$n" "$NOVA_E2E_DIR/nova/instances-$n"
+	sed -e "s|^host = nova-e2e\$|host = nova-e2e-$n|" \
+		-e "s|^state_path = .*|state_path = $NOVA_E2E_DIR/nova/state-$n|" \
+		-e "s|^instances_path = .*|instances_path = $NOVA_E2E_DIR/nova/instances-$n|" \
+		"$ETC/nova/nova-compute.conf" >"$ETC/nova/nova-compute-$n.conf"
+done
 {
 	cat "$ETC/nova/nova-compute.conf"
 	cat <<CNF

@@ -8,6 +8,10 @@
   setup_cloud.py resources  once nova and glance are up: the flavor and the
                             (tiny, active) image the tests boot, and a
                             flavor no host can take
+  setup_cloud.py zones      once the compute hosts are mapped: host
+                            aggregates e2e-az1 (nova-e2e), e2e-az2
+                            (nova-e2e-2) and e2e-az3 (nova-e2e-3), each its
+                            own availability zone
 
 Settings come from the environment (passwords never from the command line):
 NOVA_E2E_KEYSTONE, NOVA_E2E_ADMIN_PW, NOVA_E2E_SERVICE_PW, NOVA_E2E_*_URL,
@@ -111,11 +115,37 @@ def resources(s):
             sys.exit("setup_cloud: image %s never became active" % name)
 
 
+# The availability zones: one aggregate each, named as its zone, holding
+# one compute host. Every host is in one: Nova's default zone ("nova",
+# the hosts in no zone aggregate) confines nothing in Zed, whose
+# placement pre-filter maps a requested zone to its aggregates and, for a
+# zone without any, lets the server land on any host (found by the
+# reaper's e2e test: a create asking for "nova" landed in e2e-az2). Adding
+# a host that has servers to a zone's aggregate is allowed (only changing
+# an aggregate's zone checks for servers).
+ZONES = {"e2e-az1": "nova-e2e", "e2e-az2": "nova-e2e-2", "e2e-az3": "nova-e2e-3"}
+
+
+def zones(s):
+    nova = {"service_type": "compute", "interface": "public", "region_name": "RegionOne"}
+    aggs = {a["name"]: a for a in s.get("/os-aggregates", endpoint_filter=nova).json()["aggregates"]}
+    for zone, host in ZONES.items():
+        agg = aggs.get(zone)
+        if agg is None:
+            agg = s.post("/os-aggregates", endpoint_filter=nova, json={"aggregate": {
+                "name": zone, "availability_zone": zone}}).json()["aggregate"]
+        if agg.get("availability_zone") != zone:
+            sys.exit("setup_cloud: aggregate %s has availability zone %r, want %r" % (zone, agg.get("availability_zone"), zone))
+        if host not in (agg.get("hosts") or []):
+            s.post("/os-aggregates/%s/action" % agg["id"], endpoint_filter=nova,
+                   json={"add_host": {"host": host}})
+
+
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in ("identity", "resources"):
-        sys.exit("usage: setup_cloud.py identity|resources")
+    if len(sys.argv) != 2 or sys.argv[1] not in ("identity", "resources", "zones"):
+        sys.exit("usage: setup_cloud.py identity|resources|zones")
     s = admin_session()
-    {"identity": identity, "resources": resources}[sys.argv[1]](s)
+    {"identity": identity, "resources": resources, "zones": zones}[sys.argv[1]](s)
 
 
 if __name__ == "__main__":

@@ -84,33 +84,56 @@ wait_up rabbitmq 90 tcp_up "$RABBIT_PORT"
 spawn nova-conductor "$PY" -c "$(pycode nova-conductor nova.cmd.conductor)" "${NOVA_CONF[@]}"
 spawn nova-scheduler "$PY" -c "$(pycode nova-scheduler nova.cmd.scheduler)" "${NOVA_CONF[@]}"
 spawn nova-api "$PY" -c "$(pycode nova-api nova.cmd.api)" "${NOVA_CONF[@]}"
+# The compute hosts: nova-e2e, nova-e2e-2 and nova-e2e-3 (zones e2e-az1,
+# e2e-az2 and e2e-az3: setup_cloud.py zones), each a nova-compute of its
+# own on the fake driver (daemon NAME, host HOST).
+COMPUTES=("nova-compute:nova-e2e" "nova-compute-2:nova-e2e-2" "nova-compute-3:nova-e2e-3")
 # nova-compute asks the conductor for its service record at start; started
 # before the conductor listens it stalls for the RPC timeout.
-if ! running nova-compute; then
-	wait_up nova-conductor 120 grep -q 'Starting conductor node' "$LOGS/nova-conductor.log"
-fi
-if ! running nova-compute; then
-	log "starting nova-compute"
-	since=$(mysql_cli -N -B -e 'select utc_timestamp()')
-	spawn nova-compute "$PY" -c "$(pycode nova-compute nova.cmd.compute)" --config-file "$ETC/nova/nova-compute.conf"
-	# Ready once this run of it has reported its service state (an earlier
-	# run's records do not count) and its compute node exists.
-	wait_up nova-compute 120 sql_count "select count(*) from nova.services
-		where host='nova-e2e' and topic='compute' and deleted=0 and updated_at >= '$since'"
-fi
-wait_up nova-compute 120 sql_count "select count(*) from nova.compute_nodes where host='nova-e2e' and deleted=0"
-if ! sql_count "select count(*) from nova_api.host_mappings where host='nova-e2e'"; then
-	# cell1 only: discovering in the unreachable cell e2e-down would fail.
-	cell1=$(mysql_cli -N -B -e "select uuid from nova_api.cell_mappings where name='cell1'")
-	manage nova-manage nova.cmd.manage "${NOVA_CONF[@]}" cell_v2 discover_hosts --cell_uuid "$cell1"
-	sql_count "select count(*) from nova_api.host_mappings where host='nova-e2e'" || die "nova-manage cell_v2 discover_hosts did not map host nova-e2e"
-fi
-wait_up placement 60 sql_count "select count(*) from placement.inventories"
+for nh in "${COMPUTES[@]}"; do
+	if ! running "${nh%%:*}"; then
+		wait_up nova-conductor 120 grep -q 'Starting conductor node' "$LOGS/nova-conductor.log"
+		break
+	fi
+done
+since=$(mysql_cli -N -B -e 'select utc_timestamp()')
+started=()
+for nh in "${COMPUTES[@]}"; do
+	name=${nh%%:*}
+	if ! running "$name"; then
+		log "starting $name"
+		spawn "$name" "$PY" -c "$(pycode nova-compute nova.cmd.compute)" --config-file "$ETC/nova/$name.conf"
+		started+=("$nh")
+	fi
+done
+for nh in ${started[@]+"${started[@]}"}; do
+	# Ready once this run of it has reported its service state (an
+	# earlier run's records do not count).
+	wait_up "${nh%%:*}" 120 sql_count "select count(*) from nova.services
+		where host='${nh#*:}' and topic='compute' and deleted=0 and updated_at >= '$since'"
+done
+for nh in "${COMPUTES[@]}"; do
+	wait_up "${nh%%:*}" 120 sql_count "select count(*) from nova.compute_nodes where host='${nh#*:}' and deleted=0"
+done
+for nh in "${COMPUTES[@]}"; do
+	host=${nh#*:}
+	if ! sql_count "select count(*) from nova_api.host_mappings where host='$host'"; then
+		# cell1 only: discovering in the unreachable cell e2e-down would fail.
+		cell1=$(mysql_cli -N -B -e "select uuid from nova_api.cell_mappings where name='cell1'")
+		manage nova-manage nova.cmd.manage "${NOVA_CONF[@]}" cell_v2 discover_hosts --cell_uuid "$cell1"
+		sql_count "select count(*) from nova_api.host_mappings where host='$host'" || die "nova-manage cell_v2 discover_hosts did not map host $host"
+	fi
+done
+# Each compute host's resource provider has its inventory in placement.
+rp_count() { [ "$(mysql_cli -N -B -e 'select count(distinct resource_provider_id) from placement.inventories')" -ge ${#COMPUTES[@]} ]; }
+wait_up placement 60 rp_count
 wait_up nova-api 60 http_up "http://$HOST:$NOVA_PORT/"
 wait_up glance-api 60 http_up "http://$HOST:$GLANCE_PORT/"
 
 log "creating flavors $FLAVOR, $NOHOST_FLAVOR and image $IMAGE"
 "$PY" "$here/setup_cloud.py" resources >>"$LOGS/setup.log" 2>&1 || die "flavor/image setup failed: see $LOGS/setup.log"
+log "availability zones: nova-e2e in e2e-az1, nova-e2e-2 in e2e-az2, nova-e2e-3 in e2e-az3 (host aggregates)"
+"$PY" "$here/setup_cloud.py" zones >>"$LOGS/setup.log" 2>&1 || die "zone setup failed: see $LOGS/setup.log"
 
 umask 077
 cat >"$NOVA_E2E_DIR/env.tmp" <<ENV
@@ -127,6 +150,7 @@ NOVA_E2E_DIR=$NOVA_E2E_DIR
 NOVA_E2E_FLAVOR=$FLAVOR
 NOVA_E2E_FLAVOR_NOHOST=$NOHOST_FLAVOR
 NOVA_E2E_IMAGE=$IMAGE
+NOVA_E2E_ZONES=e2e-az1,e2e-az2,e2e-az3
 NOVA_E2E_CLOUDS_YAML=$NOVA_E2E_DIR/clouds.yaml
 NOVA_E2E_CLOUD=nova-e2e
 ENV

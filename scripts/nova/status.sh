@@ -6,7 +6,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 NAMES=(mariadb epmd rabbitmq neutron keystone placement glance-api
-	nova-conductor nova-scheduler nova-api nova-compute)
+	nova-conductor nova-scheduler nova-api nova-compute nova-compute-2 nova-compute-3)
 total=0
 down=0
 for name in "${NAMES[@]}"; do

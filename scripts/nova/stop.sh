@@ -8,7 +8,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 # Clients first, servers they talk to last.
-ORDER=(nova-compute nova-api nova-scheduler nova-conductor glance-api placement
+ORDER=(nova-compute-3 nova-compute-2 nova-compute nova-api nova-scheduler nova-conductor glance-api placement
 	keystone neutron rabbitmq epmd mariadb)
 rm -f "$NOVA_E2E_DIR/env"
 pids=()

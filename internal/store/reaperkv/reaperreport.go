@@ -119,6 +119,10 @@ type JournalEntry struct {
 	// until the same deadline, and a hook is asked once per entry.
 	LaunchHook    *HookState `json:"launch_hook,omitempty"`
 	TerminateHook *HookState `json:"terminate_hook,omitempty"`
+	// Zone is the availability zone the entry's create asks for (the
+	// role's zone with the fewest serving members when it was planned);
+	// a capacity refusal backs off that zone of the role.
+	Zone string `json:"zone,omitempty"`
 }
 
 // Server states in the reaper's report, in the order `orchestrate status`
@@ -181,6 +185,9 @@ type RoleReport struct {
 	// Refresh is where the role's instance refresh stands (nil: none
 	// running, requested or pinned).
 	Refresh *RefreshReport `json:"refresh,omitempty"`
+	// Placement is the role's spread over availability zones and its
+	// server group, when it has either.
+	Placement *PlacementReport `json:"placement,omitempty"`
 }
 
 // AutoscaleReport is an autoscaled role's part of the report, and the
