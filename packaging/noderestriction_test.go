@@ -98,6 +98,9 @@ func TestNodeRestrictionRawWrites(t *testing.T) {
 		"orchestrate/hosts/web2/drain", "orchestrate/hosts/web2/anything",
 		"orchestrate/hosts/web10/version", "orchestrate/hosts/web1", "orchestrate/hosts/web1x/status/puppet",
 		"orchestrate/drain/web2", "orchestrate/drain/web1",
+		// An instance refresh or rollback of a whole role, forged, would
+		// rebuild every server of it (or roll it back to an older spec).
+		"orchestrate/reaper/refresh/web", "orchestrate/reaper/spec/web",
 		// The layout before node restriction: nothing may write it now.
 		"orchestrate/running_version/v2/web2", "orchestrate/running_version/v2/web1", "orchestrate/status/puppet/failed/web2",
 		"orchestrate/status/puppet/success/web1", "orchestrate/metrics/web/web2/load", "orchestrate/metrics/web/web1/load",
