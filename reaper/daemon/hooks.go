@@ -138,23 +138,12 @@ func (r *Reaper) sweepHooks(ctx context.Context, t *leaderTerm, recs []reaper.Ho
 
 // launchBackoffOf is role's backoff after abandoned launches.
 func (t *leaderTerm) launchBackoffOf(role string) *backoffState {
-	b := t.launchBackoff[role]
-	if b == nil {
-		b = &backoffState{}
-		t.launchBackoff[role] = b
-	}
-	return b
+	return backoffIn(t.launchBackoff, role)
 }
 
 // launchBackoffs is each role's launch backoff end, as the planner takes
 // it.
-func (t *leaderTerm) launchBackoffs() map[string]time.Time {
-	out := make(map[string]time.Time, len(t.launchBackoff))
-	for role, b := range t.launchBackoff {
-		out[role] = b.until
-	}
-	return out
-}
+func (t *leaderTerm) launchBackoffs() map[string]time.Time { return backoffEnds(t.launchBackoff) }
 
 // seedLaunchBackoff takes the launch backoffs of the last leader's report,
 // once per term: a new leader does not start a role's abandon loop again

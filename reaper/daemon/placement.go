@@ -146,12 +146,7 @@ func (t *leaderTerm) zoneBackoffOf(role, zone string) *backoffState {
 	if t.zoneBackoff[role] == nil {
 		t.zoneBackoff[role] = map[string]*backoffState{}
 	}
-	b := t.zoneBackoff[role][zone]
-	if b == nil {
-		b = &backoffState{}
-		t.zoneBackoff[role][zone] = b
-	}
-	return b
+	return backoffIn(t.zoneBackoff[role], zone)
 }
 
 // zoneBackoffs is each role's zones' backoff ends, as the planner takes
@@ -159,10 +154,7 @@ func (t *leaderTerm) zoneBackoffOf(role, zone string) *backoffState {
 func (t *leaderTerm) zoneBackoffs() map[string]map[string]time.Time {
 	out := make(map[string]map[string]time.Time, len(t.zoneBackoff))
 	for role, zones := range t.zoneBackoff {
-		out[role] = make(map[string]time.Time, len(zones))
-		for z, b := range zones {
-			out[role][z] = b.until
-		}
+		out[role] = backoffEnds(zones)
 	}
 	return out
 }

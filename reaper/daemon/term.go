@@ -160,20 +160,26 @@ func (b *backoffState) bump(now time.Time, initial, max time.Duration, err error
 	return b.step
 }
 
-func (t *leaderTerm) backoffOf(role string) *backoffState {
-	b := t.roleBackoff[role]
+func (t *leaderTerm) backoffOf(role string) *backoffState { return backoffIn(t.roleBackoff, role) }
+
+// roleBackoffs is each role's backoff end, as the planner takes it.
+func (t *leaderTerm) roleBackoffs() map[string]time.Time { return backoffEnds(t.roleBackoff) }
+
+// backoffIn is m's backoff of key, made (not backing off) if it has none.
+func backoffIn(m map[string]*backoffState, key string) *backoffState {
+	b := m[key]
 	if b == nil {
 		b = &backoffState{}
-		t.roleBackoff[role] = b
+		m[key] = b
 	}
 	return b
 }
 
-// roleBackoffs is each role's backoff end, as the planner takes it.
-func (t *leaderTerm) roleBackoffs() map[string]time.Time {
-	out := make(map[string]time.Time, len(t.roleBackoff))
-	for role, b := range t.roleBackoff {
-		out[role] = b.until
+// backoffEnds is when each of m's backoffs ends.
+func backoffEnds(m map[string]*backoffState) map[string]time.Time {
+	out := make(map[string]time.Time, len(m))
+	for key, b := range m {
+		out[key] = b.until
 	}
 	return out
 }
