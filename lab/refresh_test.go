@@ -18,6 +18,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/hashicorp/consul/api"
 
+	"github.com/jiocloud/orchestrate/internal/converge"
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
@@ -308,12 +309,20 @@ func (l *Lab) checkSpecs(t *testing.T, before, after map[string]string) {
 }
 
 // refreshWatch samples the cloud every second or so for the whole
-// scenario: each role's members serving (Consul's checks), against its
-// min_healthy and its refresh share, and when each member of the role as
-// it was at the request leaves Nova's list (the end of its batch).
+// scenario: each role's members serving, against its min_healthy and its
+// refresh share, and when each member of the role as it was at the
+// request leaves Nova's list (the end of its batch).
+//
+// Serving is counted as the reaper counts it (and Consul DNS): a member
+// serves once it was seen with its role's check and its validation
+// passing, for as long as no check of its node is critical (a drain's
+// maintenance is). A node re-running its eventual step (its converge check
+// in warning while Puppet runs, never critical by design) still serves;
+// the fewest members with every check passing is kept as a figure too.
 type refreshWatch struct {
 	mu      sync.Mutex
 	roles   []*refreshRole
+	served  map[string]bool // Nova ID -> seen serving
 	samples int
 	first   time.Time
 	last    time.Time
@@ -331,9 +340,10 @@ type refreshRole struct {
 	requested time.Time
 	old       map[string]string
 	gone      []time.Time
-	// least is the fewest members serving in a sample, at leastAt.
-	least   int
-	leastAt time.Time
+	// least is the fewest members serving in a sample, at leastAt;
+	// leastPassing the fewest with every check passing.
+	least, leastPassing int
+	leastAt             time.Time
 	// reported: the reaper's report showed the request's percent; batch
 	// the largest batch it reported.
 	reported bool
@@ -341,10 +351,11 @@ type refreshRole struct {
 }
 
 func newRefreshWatch(size Size) *refreshWatch {
-	w := &refreshWatch{}
+	w := &refreshWatch{served: map[string]bool{}}
 	for _, r := range size.Roles {
 		p := refreshPercent(r.Count)
-		w.roles = append(w.roles, &refreshRole{name: r.Name, count: r.Count, minHealthy: r.MinHealthy, percent: p, share: share(p, r.Count), least: r.Count + 1})
+		w.roles = append(w.roles, &refreshRole{name: r.Name, count: r.Count, minHealthy: r.MinHealthy, percent: p, share: share(p, r.Count),
+			least: r.Count + 1, leastPassing: r.Count + 1})
 	}
 	return w
 }
@@ -363,14 +374,44 @@ func (w *refreshWatch) requested(role string, members []invariant.Server, at tim
 	}
 }
 
+// nodeHealth is what one node's checks say, for its role's service.
+type nodeHealth struct {
+	// critical: a check of the node or of the service is critical
+	// (maintenance included); passing: every one passes; validated: its
+	// converge validation check passes.
+	critical, passing, validated bool
+}
+
+// roleHealth reads, for each role's service, the health of every node
+// that registered it.
+func (l *Lab) roleHealth(ctx context.Context) (map[string]nodeHealth, error) {
+	out := map[string]nodeHealth{}
+	q := (&api.QueryOptions{}).WithContext(ctx)
+	for _, r := range l.Size.Roles {
+		entries, _, err := l.Admin.Health().Service(r.Name, "", false, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			h := nodeHealth{passing: e.Checks.AggregatedStatus() == api.HealthPassing}
+			for _, c := range e.Checks {
+				h.critical = h.critical || c.Status == api.HealthCritical
+				h.validated = h.validated || (c.CheckID == converge.CheckValidation && c.Status == api.HealthPassing)
+			}
+			out[e.Node.Node] = h
+		}
+	}
+	return out, nil
+}
+
 // watchRefresh samples until ctx ends: one look, then a second's pause.
 func (l *Lab) watchRefresh(ctx context.Context, w *refreshWatch) {
 	for ctx.Err() == nil {
 		ss, err1 := l.Servers(ctx)
-		serving, err2 := l.Serving(ctx)
+		health, err2 := l.roleHealth(ctx)
 		rep, _ := l.Report(ctx)
 		if err1 == nil && err2 == nil {
-			w.sample(time.Now(), ss, serving, rep)
+			w.sample(time.Now(), ss, health, rep)
 		}
 		select {
 		case <-ctx.Done():
@@ -381,7 +422,7 @@ func (l *Lab) watchRefresh(ctx context.Context, w *refreshWatch) {
 
 // sample takes one look: each role's members serving, the old members
 // gone, the reaper's view of the refresh.
-func (w *refreshWatch) sample(now time.Time, ss []invariant.Server, serving map[string]bool, rep *reaperkv.ReaperReport) {
+func (w *refreshWatch) sample(now time.Time, ss []invariant.Server, health map[string]nodeHealth, rep *reaperkv.ReaperReport) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.samples == 0 {
@@ -390,16 +431,26 @@ func (w *refreshWatch) sample(now time.Time, ss []invariant.Server, serving map[
 	w.samples++
 	w.last = now
 	for _, rr := range w.roles {
-		n, present := 0, map[string]bool{}
+		n, passing, present := 0, 0, map[string]bool{}
 		for _, s := range serversOf(ss, rr.name) {
 			present[s.ID] = true
-			if serving[s.Name] {
+			h, ok := health[s.Name]
+			// The first look is at the cloud at rest (waitRest just saw
+			// every member serve on the version).
+			if ok && ((h.passing && h.validated) || (w.samples == 1 && !h.critical)) {
+				w.served[s.ID] = true
+			}
+			if ok && !h.critical && w.served[s.ID] {
 				n++
+			}
+			if ok && h.passing {
+				passing++
 			}
 		}
 		if n < rr.least {
 			rr.least, rr.leastAt = n, now
 		}
+		rr.leastPassing = min(rr.leastPassing, passing)
 		if (n < rr.share || n < rr.minHealthy) && w.broken == "" {
 			w.broken = fmt.Sprintf("%s: role %s had %d members serving, below its share %d (%d%% of %d) or min_healthy %d",
 				now.UTC().Format("15:04:05"), rr.name, n, rr.share, rr.percent, rr.count, rr.minHealthy)
@@ -410,13 +461,19 @@ func (w *refreshWatch) sample(now time.Time, ss []invariant.Server, serving map[
 				rr.gone = append(rr.gone, now)
 			}
 		}
-		if rep == nil {
-			continue
-		}
-		for _, r := range rep.Roles {
-			if r.Name == rr.name && r.Refresh != nil && r.Refresh.MinHealthyPercent == rr.percent {
-				rr.reported, rr.batch = true, max(rr.batch, r.Refresh.Batch)
-			}
+		w.seeReport(rr, rep)
+	}
+}
+
+// seeReport notes the reaper's view of the role's refresh: its percent
+// and batch.
+func (w *refreshWatch) seeReport(rr *refreshRole, rep *reaperkv.ReaperReport) {
+	if rep == nil {
+		return
+	}
+	for _, r := range rep.Roles {
+		if r.Name == rr.name && r.Refresh != nil && r.Refresh.MinHealthyPercent == rr.percent {
+			rr.reported, rr.batch = true, max(rr.batch, r.Refresh.Batch)
 		}
 	}
 }
@@ -452,8 +509,8 @@ func (w *refreshWatch) figures(t *testing.T) map[string]string {
 			prev = g
 		}
 		mean := prev.Sub(rr.requested) / time.Duration(len(rr.gone))
-		out[rr.name] = fmt.Sprintf("[%d batches of %d at %d%%: mean %s, max %s; least serving %d, share %d, min_healthy %d]",
-			len(rr.gone), rr.batch, rr.percent, mean.Round(time.Second), most.Round(time.Second), rr.least, rr.share, rr.minHealthy)
+		out[rr.name] = fmt.Sprintf("[%d batches of %d at %d%%: mean %s, max %s; least serving %d (every check passing %d), share %d, min_healthy %d]",
+			len(rr.gone), rr.batch, rr.percent, mean.Round(time.Second), most.Round(time.Second), rr.least, rr.leastPassing, rr.share, rr.minHealthy)
 	}
 	out["samples"] = fmt.Sprintf("%d, one per %s", w.samples, (w.last.Sub(w.first) / time.Duration(max(w.samples-1, 1))).Round(100*time.Millisecond))
 	return out
