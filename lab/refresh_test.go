@@ -314,8 +314,8 @@ func (l *Lab) checkSpecs(t *testing.T, before, after map[string]string) {
 // request leaves Nova's list (the end of its batch).
 //
 // Serving is counted as the reaper counts it (and Consul DNS): a member
-// serves once it was seen with its role's check and its validation
-// passing, for as long as no check of its node is critical (a drain's
+// serves once it was seen with its validation check passing and no check
+// critical, for as long as no check of its node is critical (a drain's
 // maintenance is). A node re-running its eventual step (its converge check
 // in warning while Puppet runs, never critical by design) still serves;
 // the fewest members with every check passing is kept as a figure too.
@@ -378,7 +378,8 @@ func (w *refreshWatch) requested(role string, members []invariant.Server, at tim
 type nodeHealth struct {
 	// critical: a check of the node or of the service is critical
 	// (maintenance included); passing: every one passes; validated: its
-	// converge validation check passes.
+	// converge validation check passes (converge's checks are never
+	// critical: a node re-running a step is in warning).
 	critical, passing, validated bool
 }
 
@@ -437,7 +438,7 @@ func (w *refreshWatch) sample(now time.Time, ss []invariant.Server, health map[s
 			h, ok := health[s.Name]
 			// The first look is at the cloud at rest (waitRest just saw
 			// every member serve on the version).
-			if ok && ((h.passing && h.validated) || (w.samples == 1 && !h.critical)) {
+			if ok && !h.critical && (h.validated || w.samples == 1) {
 				w.served[s.ID] = true
 			}
 			if ok && !h.critical && w.served[s.ID] {
