@@ -118,7 +118,14 @@ roles:
     absent_grace: 60s
     drain_timeout: 30s
     boot: {flavor: %s, image: %s, networks: [none], name_template: "%s{n}", user_data_file: %s}
-`, r.Name, r.Count, r.MinHealthy, l.Nova.Env["NOVA_E2E_FLAVOR"], l.Nova.Env["NOVA_E2E_IMAGE"], r.Name, fmt.Sprintf(ud, r.Name))
+`, r.Name, r.Count, r.MinHealthy, l.Nova.Env["NOVA_E2E_FLAVOR"], l.bootImage(), r.Name, fmt.Sprintf(ud, r.Name))
+		if r.Name != autoscaledRole {
+			// Only compute's nodes run a drain handler (lab/puppet): the
+			// others never answer a drain, which a refresh's replacement
+			// or a max-age retirement would abort at drain_timeout (the
+			// old server kept, cooling off for an hour) without this.
+			b.WriteString("    on_drain_timeout: delete\n")
+		}
 		switch {
 		case r.Name == poolRole && l.Size.Pool:
 			b.WriteString("    warm_pool: {size: 1, state: stopped, claim_timeout: 8m}\n")
@@ -136,6 +143,15 @@ roles:
 		}
 	}
 	return b.String()
+}
+
+// bootImage is the image every role boots from: the lab Nova's, until
+// the refresh scenario points the roles at another.
+func (l *Lab) bootImage() string {
+	if l.roleImage != "" {
+		return l.roleImage
+	}
+	return l.Nova.Env["NOVA_E2E_IMAGE"]
 }
 
 // roleUserData is where a bootstrap server keeps role's user data (the

@@ -56,6 +56,9 @@ type Lab struct {
 	Tokens  *consullab.Tokens
 	Nova    *novalab.Cloud
 	Compute *gophercloud.ServiceClient
+	// Image is the lab's Glance, as the cloud's admin (the refresh
+	// scenario uploads a second image).
+	Image   *gophercloud.ServiceClient
 	HV      *hypervisor.Hypervisor
 	Checker *invariant.Checker
 	// Admin is a client of a Consul server with the management token, for
@@ -73,6 +76,9 @@ type Lab struct {
 	hvDone   chan error
 	obsDone  chan struct{}
 	stops    []func()
+	// roleImage is the image the roles boot from once a scenario changed
+	// it (refresh); "" is the lab Nova's own (NOVA_E2E_IMAGE).
+	roleImage string
 }
 
 // Up brings the whole cloud up, step by step, each timed in the log:
@@ -225,7 +231,10 @@ func (l *Lab) nova(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l.Compute, err = openstack.NewComputeV2(provider, eo)
+	if l.Compute, err = openstack.NewComputeV2(provider, eo); err != nil {
+		return err
+	}
+	l.Image, err = openstack.NewImageV2(provider, eo)
 	return err
 }
 

@@ -37,6 +37,7 @@ var scenarios = []scenario{
 	{"autoscale", scenarioAutoscale},
 	{"rollout", scenarioRollout},
 	{"serverloss", scenarioServerLoss},
+	{"refresh", scenarioRefresh},
 	{"failover", scenarioFailover},
 }
 
