@@ -43,6 +43,12 @@ func (c *Cloud) BreakRebuilds(n int, fault string) {
 	c.breakRebuildN, c.breakRebuildFault = n, fault
 }
 
+// SetMeta sets metadata key of every server named name (as an operator's
+// `openstack server set --property` does); false when there is none.
+func (c *Cloud) SetMeta(name, key, value string) bool {
+	return c.eachNamed(name, func(_ string, s *reaper.Server) { s.Metadata[key] = value })
+}
+
 // Image is the image the server named name was last built or rebuilt
 // from ("" when there is none).
 func (c *Cloud) Image(name string) string {
