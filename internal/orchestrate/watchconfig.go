@@ -313,17 +313,7 @@ func (o watchConfigOptions) validate() error {
 	if o.standby && o.role == "" {
 		return fmt.Errorf("--standby needs --role (the standby's record is under its role)")
 	}
-	for _, s := range o.watchServices {
-		if err := hieradata.ValidServiceName(s); err != nil {
-			return fmt.Errorf("--watch-service: %w", err)
-		}
-	}
-	for _, s := range o.reads {
-		if err := hieradata.ValidServiceName(s); err != nil {
-			return fmt.Errorf("--reads: %w", err)
-		}
-	}
-	if err := o.validateRepair(); err != nil {
+	if err := o.validateServices(); err != nil {
 		return err
 	}
 	if o.readsSet && o.exec == "" && o.eventualCmd == "" {
@@ -370,6 +360,22 @@ func (o watchConfigOptions) validate() error {
 		}
 	}
 	return nil
+}
+
+// validateServices checks the services named to watch (--watch-service,
+// --reads, --repair-service) and the repair watch's flags.
+func (o watchConfigOptions) validateServices() error {
+	for _, s := range o.watchServices {
+		if err := hieradata.ValidServiceName(s); err != nil {
+			return fmt.Errorf("--watch-service: %w", err)
+		}
+	}
+	for _, s := range o.reads {
+		if err := hieradata.ValidServiceName(s); err != nil {
+			return fmt.Errorf("--reads: %w", err)
+		}
+	}
+	return o.validateRepair()
 }
 
 // validateRepair checks the repair watch's flags: its services, and a
