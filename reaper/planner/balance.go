@@ -137,7 +137,10 @@ func (pl *planner) scaleOut(rs *roleServers, count, want int) {
 func (pl *planner) scaleIn(rs *roleServers, count, want int) {
 	r := rs.role
 	flying := pl.inFlight(rs)
-	surplus := count - want
+	surplus, ok := pl.scaleInRepairing(rs, count, want, count-want)
+	if !ok {
+		return
+	}
 	order, skipped := pl.scaleInOrder(rs)
 	order, skipped = pl.notCooling(rs, order, skipped)
 	order = pl.spreadScaleIn(rs, order)

@@ -122,6 +122,9 @@ type roleServers struct {
 	doubt string
 	// placed counts the servers this plan adds, by zone (placement.go).
 	placed placed
+	// repairing are the role's repair entries held for its scale-in:
+	// the role is over its count, and their servers go first (repair.go).
+	repairing []*reaper.Entry
 }
 
 // Plan decides what to do. It does no I/O: the same Input gives the same

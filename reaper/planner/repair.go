@@ -148,6 +148,12 @@ func (pl *planner) advanceRepair(rs *roleServers, e *reaper.Entry, next reaper.E
 		next.Repair = &reaperkv.RepairState{Step: stepOf(e.Phase), Since: e.Updated, Until: e.Updated}
 	}
 	rp := next.Repair
+	if s != nil && pl.count(rs) > pl.desired(rs.role) && !pl.serves(rs, s) {
+		// The role is over its count: its scale-in takes this server
+		// first (scaleInRepairing), not a serving one.
+		rs.repairing = append(rs.repairing, e)
+		return
+	}
 	switch {
 	case s == nil && pl.nodeLives(rs, e.OldName):
 		pl.block("%s: %s is missing from the Nova list but its Consul node passes its checks: the list may be incomplete; its repair waits", e.ID, e.OldName)
@@ -232,4 +238,35 @@ func orNone(fault string) string {
 		return "no fault given"
 	}
 	return fault
+}
+
+// scaleInRepairing drains, for the role's scale-in, the servers its
+// repair ladders hold (they do not serve: they go before any server that
+// does), each entry becoming the delete of its server; it returns the
+// surplus left, and false when the gate held one (nothing else of the role
+// is scaled in then). Their entries count in flight already.
+func (pl *planner) scaleInRepairing(rs *roleServers, count, want, surplus int) (int, bool) {
+	for _, e := range rs.repairing {
+		if surplus == 0 {
+			break
+		}
+		s := pl.byID[e.OldID]
+		if why := pl.gate(rs, need{armed: true, unpaused: true, budget: true, victim: s}); why != "" {
+			pl.block("%s: scale in of %s (in its repair ladder) waits: %s", rs.role.Name, e.OldName, why)
+			return surplus, false
+		}
+		next := *e
+		next.Updated, next.Repair = pl.in.Now, e.Repair.Clone()
+		why := fmt.Sprintf("surplus (%s, in its repair ladder): %d over desired %d", pl.statesOf[s.ID], count-want, want)
+		var ended []reaperkv.RepairStep
+		if rp := next.Repair; rp != nil && rp.Step != "" {
+			ended = append(ended, reaperkv.RepairStep{Step: rp.Step, Since: rp.Since, Until: pl.in.Now, Result: reaperkv.RepairAbandoned, Why: "the role is over its desired count: scaled in"})
+			rp.Tried, rp.Step = append(rp.Tried, ended...), ""
+		}
+		next.Kind, next.Phase, next.Reason, next.Abortable = reaperkv.KindDelete, reaperkv.PhaseDraining, why, false
+		pl.startDrain(&next, s)
+		pl.addEnded(reaper.OpDrain, next, why, ended)
+		surplus--
+	}
+	return surplus, true
 }

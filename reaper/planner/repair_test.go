@@ -274,6 +274,14 @@ func TestRepairLadderAdvances(t *testing.T) {
 			in: func(in *reaper.Input, _ *reaper.Entry) { in.Armed, in.ArmKeyWritten = false, true }, want: []string{}, blocked: "its reboot waits: not armed"},
 		{name: "the hourly budget spent: the rebuild waits", steps: all, step: "reboot", ago: 6 * time.Minute, tried: []string{"rerun"},
 			in: func(in *reaper.Input, _ *reaper.Entry) { in.Destructive = spent(10) }, want: []string{}, blocked: "its rebuild waits: max_actions_per_hour (10) reached"},
+		{name: "the role scaled in during the ladder: its server is the one drained", steps: all, step: "rerun", ago: time.Minute,
+			in:   func(in *reaper.Input, _ *reaper.Entry) { in.Desired = map[string]int{"web": 4} },
+			want: []string{"drain web2"}, ended: "rerun abandoned", reason: "surplus (unhealthy, in its repair ladder): 1 over desired 4"},
+		{name: "scaled in during the ladder, disarmed: nothing is drained", steps: all, step: "rerun", ago: time.Minute,
+			in: func(in *reaper.Input, _ *reaper.Entry) {
+				in.Desired = map[string]int{"web": 4}
+				in.Armed, in.ArmKeyWritten = false, true
+			}, want: []string{}, blocked: "scale in of web2 (in its repair ladder) waits: not armed"},
 		{name: "the replacement after the ladder waits for the create backoff", steps: []string{"rerun"}, step: "rerun", ago: 5 * time.Minute,
 			in: func(in *reaper.Input, _ *reaper.Entry) { in.BackoffUntil = t0.Add(time.Minute) }, want: []string{},
 			blocked: "replacement of web2 (unhealthy) waits: the create backoff holds"},
@@ -314,6 +322,9 @@ func TestRepairLadderAdvances(t *testing.T) {
 			}
 			if a.Op == reaper.OpCreate && (a.Entry.Kind != reaperkv.KindReplace || a.Entry.Reason != string(reaper.StateUnhealthy) || a.Entry.Repair.Step != "") {
 				t.Errorf("the replacement: entry %+v", a.Entry)
+			}
+			if a.Op == reaper.OpDrain && strings.HasPrefix(tc.reason, "surplus") && (a.Entry.Kind != reaperkv.KindDelete || a.Entry.Abortable) {
+				t.Errorf("the scale-in: entry %+v, want a delete that is not abortable", a.Entry)
 			}
 			if a.Op == reaper.OpFinish && strings.Contains(tc.reason, "repaired by") {
 				if m := p.Memory.LastRepair["id-web2"]; m.Step != tc.step || !m.At.Equal(t0) {
