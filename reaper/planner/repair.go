@@ -66,11 +66,19 @@ func (pl *planner) nextStep(rs *roleServers, s *reaper.Server, after string) (st
 }
 
 // cannotRepair says why step cannot help s, or "". A rerun needs the
-// node's own agent, alive, to run its repair watch; a rebuild from the
-// role's image needs a server built from the role's boot spec (one built
-// from another would get the new image with its old user data: it is
-// replaced, on the spec, instead).
+// node's own agent, alive, to run its repair watch; a reboot or a rebuild
+// is for a machine whose node does not pass (one in Nova ERROR whose node
+// passes is replaced, surge, as before); a rebuild from the role's image
+// needs a server built from the role's boot spec (one built from another
+// would get the new image with its old user data: it is replaced, on the
+// spec, instead).
 func (pl *planner) cannotRepair(rs *roleServers, s *reaper.Server, step string) string {
+	if step != reaper.RepairRerun && pl.nodeLives(rs, s.Name) {
+		// In Nova ERROR past error_grace, its node passing: a reboot or
+		// a rebuild would take a serving machine down, where the surge
+		// replacement keeps it serving until its replacement does.
+		return "its node passes its checks: a " + step + " would take a serving machine down"
+	}
 	switch step {
 	case reaper.RepairRerun:
 		switch st := pl.statesOf[s.ID]; {

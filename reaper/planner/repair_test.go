@@ -68,6 +68,12 @@ func TestRepairLadderStarts(t *testing.T) {
 		{name: "its agent down: no rerun, a reboot", steps: []string{"rerun", "reboot"},
 			in:   func(in *reaper.Input) { in.Checks = append(in.Checks, serf("web2", reaper.CheckCritical)) },
 			want: []string{"repair web2"}, phase: reaperkv.PhaseRepairReboot, skipped: "rerun: its agent is down"},
+		{name: "in Nova ERROR past error_grace, its node passing: no reboot of a serving machine, replaced", steps: reaperkv.RepairLadder,
+			in: func(in *reaper.Input) {
+				server(in, "web2").Status = reaper.StatusError
+				in.Checks = replaceChecks(in.Checks, "web2", pass("web2"))
+				in.Memory = reaper.Memory{Error: longCrit("web2")}
+			}, want: []string{"create web6 for web2"}},
 		{name: "only a rerun, in Nova ERROR: nothing can help, replaced", steps: []string{"rerun"},
 			in: func(in *reaper.Input) { server(in, "web2").Status = reaper.StatusError }, want: []string{"create web6 for web2"}},
 		{name: "suspect: replaced at once", steps: reaperkv.RepairLadder,
