@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/orchestrate"
+	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/daemon"
@@ -342,6 +343,41 @@ func TestRepairLadderFaults(t *testing.T) {
 	w.stepUntil(30, "web1 replaced", func() bool { return w.gone("web1") && w.settled() })
 	if !repairHistoryHas(t, w.c, "create", "went to ERROR after its rebuild (Build of instance aborted: disk full)") {
 		t.Errorf("history: %v", readHistory(t, w.c))
+	}
+
+	// web2's own reruns fail: converge marks it suspect (its record, and
+	// its own orchestrate:puppet check in warning). Its ladder ends at
+	// once in its replacement: no reboot.
+	w.breakMachine("web2", "")
+	w.stepUntil(10, "web2's rerun step", func() bool { return w.phase("web2") == reaperkv.PhaseRepairRerun })
+	markSuspect(t, w.c, "web2")
+	reboots, creates := w.sim.Reboots.Load(), w.sim.Creates.Load()
+	w.stepUntil(3, "web2's replacement", func() bool { return w.sim.Creates.Load() == creates+1 })
+	if w.sim.Reboots.Load() != reboots || !repairHistoryHas(t, w.c, "create", "web2 is suspect (its consistent run failed): no repair mends that") {
+		t.Errorf("a suspect: reboots %d (were %d); history %v", w.sim.Reboots.Load(), reboots, readHistory(t, w.c))
+	}
+}
+
+// markSuspect writes what converge writes of a host whose consistent
+// step failed on every attempt: its suspect record and, on its own
+// agent, its orchestrate:puppet check in warning.
+func markSuspect(t *testing.T, c *api.Client, host string) {
+	t.Helper()
+	st, err := store.New(c, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := st.SetCurrentVersion(ctx, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpdateStatus(ctx, host, store.CategoryPuppet, store.StateFailed, store.StatusValue{Version: "v1", Detail: "suspect: the consistent step failed 3 time(s)", Suspect: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Catalog().Register(&api.CatalogRegistration{Node: host, Address: "127.0.0.1", SkipNodeUpdate: true, Check: &api.AgentCheck{
+		Node: host, CheckID: store.ConvergePuppetCheck, Name: store.ConvergePuppetCheck, Status: api.HealthWarning,
+		Notes: "orchestrate converge, last puppet outcome: failed: suspect: the consistent step failed 3 time(s)"}}, nil); err != nil {
+		t.Fatal(err)
 	}
 }
 
