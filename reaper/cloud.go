@@ -114,6 +114,8 @@ type Cloud interface {
 	Start(ctx context.Context, id string) error
 	// ServerGroups keeps the roles' server groups (placement.go).
 	ServerGroups
+	// Repairer reboots and rebuilds servers in place (repair.go).
+	Repairer
 }
 
 // ErrorClass says how the reaper handles a cloud error.

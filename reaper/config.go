@@ -192,6 +192,13 @@ type Role struct {
 	OnDrainFailure string   `yaml:"on_drain_failure"`
 	OnDrainTimeout string   `yaml:"on_drain_timeout"`
 	DrainCooloff   Duration `yaml:"drain_cooloff"`
+	// Repair is the role's repair ladder (repair.go): a prefix of rerun,
+	// reboot, rebuild, tried in turn on an unhealthy server before it is
+	// replaced; empty: replaced at once, as before.
+	Repair []string `yaml:"repair"`
+	// RepairGrace is how long a rerun or a reboot has to make the server
+	// serve again (a rebuild has boot_grace). Default: critical_grace.
+	RepairGrace Duration `yaml:"repair_grace"`
 	// OnLaunch and OnTerminate are the role's lifecycle hooks (hooks.go):
 	// absent, none.
 	OnLaunch    *Hook `yaml:"on_launch"`
@@ -709,6 +716,9 @@ func (r *Role) validate(field string) error {
 		return err
 	}
 	if err := r.validateHooks(field); err != nil {
+		return err
+	}
+	if err := r.validateRepair(field); err != nil {
 		return err
 	}
 	if err := r.validatePlacement(field); err != nil {

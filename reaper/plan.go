@@ -171,12 +171,25 @@ type Memory struct {
 	// grace again, instead of the ones still on their way back being
 	// replaced the moment the pause lifts.
 	Partitioned time.Time
+	// LastRepair: by Nova server ID, the step a repair ladder last
+	// reached (the one that made the server serve again, or the last
+	// before its replacement), and when. A server that fails again soon
+	// after starts its next ladder at the step after that one
+	// (planner/repair.go).
+	LastRepair map[string]RepairMark
 }
 
+// RepairMark is the step a repair ladder reached, and when.
+type RepairMark struct {
+	Step string
+	At   time.Time
+}
+
+// NewMemory returns a Memory with every map made.
 func NewMemory() Memory {
 	return Memory{Critical: map[string]time.Time{}, Absent: map[string]time.Time{}, Error: map[string]time.Time{},
 		Listed: map[string]time.Time{}, Stray: map[string]time.Time{}, Faultless: map[string]time.Time{}, Served: map[string]time.Time{},
-		Ready: map[string]time.Time{}}
+		Ready: map[string]time.Time{}, LastRepair: map[string]RepairMark{}}
 }
 
 // Op is one operation for the executor.
@@ -241,6 +254,10 @@ type Action struct {
 	// Restore, on an OpAbort of a host named for scale-in, raises the
 	// desired count back by one in the abort's transaction.
 	Restore *ScaleChange `json:"restore,omitempty"`
+	// Ended are the repair steps whose end this action records (the
+	// step before a new one, the last before the replacement, the one
+	// that repaired the server), for the metrics.
+	Ended []reaperkv.RepairStep `json:"-"`
 }
 
 // Target is the server the action is about: the new one of a create,

@@ -35,7 +35,8 @@ const (
 	StateDrifted ServerState = "drifted"
 	// StateReplacing, StateNew and StateDeleting are the parts a server
 	// plays in a journal entry: the old server of a replacement, the
-	// server an entry creates, a server drained or deleted.
+	// server an entry creates, a server drained or deleted (and
+	// StateRepairing, repair.go, the server a repair ladder holds).
 	StateReplacing ServerState = reaperkv.ServerReplacing
 	StateNew       ServerState = reaperkv.ServerNew
 	StateDeleting  ServerState = reaperkv.ServerDeleting

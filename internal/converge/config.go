@@ -83,6 +83,15 @@ type Config struct {
 	// handler of the role's rollout watch, which fires on every change of
 	// the role's rollout and must not re-run a failed host's build.
 	SlotWake bool
+	// Repair runs the node's own repair (repair.go) instead of a
+	// converge: while a check of one of RepairServices on the local agent
+	// is critical, re-run converge at most RepairAttempts times,
+	// RepairBackoff apart (doubling). RetryInterval, MaxAttempts and
+	// Force do not apply to it.
+	Repair         bool
+	RepairServices []string
+	RepairAttempts int
+	RepairBackoff  time.Duration
 	// PassEnv names credentials (CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE,
 	// OS_*) that the steps may inherit; every other one is withheld (see
 	// watch.ChildEnv).
@@ -106,6 +115,11 @@ func Defaults() Config {
 		// rollout, on every node within the same hour).
 		CheckTTL: 10 * 365 * 24 * time.Hour,
 		SlotTTL:  rollout.DefaultSessionTTL,
+		// Three Puppet runs a minute, two and four apart: a crashed
+		// service is usually back after the first; the reaper's repair
+		// ladder (repair_grace) should give the node about this long.
+		RepairAttempts: 3,
+		RepairBackoff:  time.Minute,
 	}
 }
 
@@ -124,6 +138,16 @@ func (c Config) Validate() error {
 		return errors.New("--slot-wake needs --role")
 	case c.SlotWake && (c.Force || c.EventualOnly):
 		return errors.New("--slot-wake excludes --force and --eventual-only")
+	case c.Repair && len(c.RepairServices) == 0:
+		return errors.New("--repair needs --repair-service: the services whose critical checks it repairs")
+	case !c.Repair && len(c.RepairServices) > 0:
+		return errors.New("--repair-service needs --repair")
+	case c.Repair && (c.EventualOnly || c.SlotWake):
+		return errors.New("--repair excludes --eventual-only and --slot-wake")
+	case c.RepairAttempts < 1 || c.RepairAttempts > 20:
+		return fmt.Errorf("--repair-attempts %d must be between 1 and 20", c.RepairAttempts)
+	case c.RepairBackoff < time.Second:
+		return fmt.Errorf("--repair-backoff %s must be at least 1s", c.RepairBackoff)
 	case c.ValidateCmd != "" && c.ValidateDir != "":
 		return errors.New("--validate-cmd and --validate-dir exclude each other")
 	case c.StepTimeout <= 0:
@@ -156,6 +180,11 @@ func (c Config) Validate() error {
 	if c.Role != "" {
 		if err := schema.ValidName("--role", c.Role); err != nil {
 			return err
+		}
+	}
+	for _, svc := range c.RepairServices {
+		if err := hieradata.ValidServiceName(svc); err != nil {
+			return fmt.Errorf("--repair-service: %w", err)
 		}
 	}
 	if err := watch.ValidPassEnv(c.PassEnv); err != nil {

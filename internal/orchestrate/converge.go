@@ -12,7 +12,7 @@ import (
 
 var cmdConverge = &command{
 	name: "converge", minArgs: 0, maxArgs: 0, needsHost: true, json: true, handler: true,
-	summary: "This node's update loop: when an update is pending or the last build or validation did not succeed, run the update step, the consistent Puppet run, the eventual one (if any) and validation, record each outcome, and report the version when all succeeded; a failed eventual run re-runs alone. With --role, the consistent step first takes one of the role's update slots (`orchestrate rollout`). Exit 0 converged or nothing to do, 1 failed, pending or waiting for a slot (with --handler, pending and waiting exit 0).",
+	summary: "This node's update loop: when an update is pending or the last build or validation did not succeed, run the update step, the consistent Puppet run, the eventual one (if any) and validation, record each outcome, and report the version when all succeeded; a failed eventual run re-runs alone. With --role, the consistent step first takes one of the role's update slots (`orchestrate rollout`). With --repair (the repair watch's handler), re-run converge while a check of the node's own services is critical, a bounded number of times. Exit 0 converged, repaired or nothing to do, 1 failed, pending or waiting for a slot (with --handler, pending and waiting exit 0).",
 	setup: func(fs *pflag.FlagSet) runFunc {
 		cfg := converge.Defaults()
 		c := &cfg
@@ -39,6 +39,10 @@ var cmdConverge = &command{
 		fs.StringVar(&c.Role, "role", "", "this host's role: the consistent step first takes one of the role's update slots (see `orchestrate rollout`), and the host's progress is recorded in the role's rollout")
 		fs.BoolVar(&c.SlotWake, "slot-wake", false, "act only when this host waits for one of its role's update slots (the handler of the role's rollout watch: a failed host is not rebuilt on every change of the rollout)")
 		fs.DurationVar(&c.SlotTTL, "slot-ttl", c.SlotTTL, "TTL of the session holding the update slot: a converge that dies holding one frees it within one to two TTLs")
+		fs.BoolVar(&c.Repair, "repair", false, "the node's own repair (the handler of its repair watch, `watch-config --repair-service`): while a check of a --repair-service on the local agent is critical, re-run converge for the version the host runs, at most --repair-attempts times, --repair-backoff apart (doubling); no rollout slot; recorded in the host's repair status")
+		fs.StringArrayVar(&c.RepairServices, "repair-service", nil, "with --repair, a service of this node whose critical checks it repairs (repeatable)")
+		fs.IntVar(&c.RepairAttempts, "repair-attempts", c.RepairAttempts, "with --repair, the converge runs per episode of critical checks")
+		fs.DurationVar(&c.RepairBackoff, "repair-backoff", c.RepairBackoff, "with --repair, the wait after the first attempt before the checks are looked at again (doubling after each)")
 		fs.StringArrayVar(&c.PassEnv, "pass-env", nil, "let the steps inherit this credential variable (CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE or an OS_* one), withheld by default (repeatable)")
 		return func(ctx context.Context, e *env, _ []string) error { return runConverge(ctx, e, cfg) }
 	},
@@ -49,7 +53,12 @@ func runConverge(ctx context.Context, e *env, cfg converge.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return exitcode.Wrap(exitcode.Usage, fmt.Errorf("converge: %w", err))
 	}
-	res, err := converge.New(cfg, e.store, e.client, e.log).Run(ctx)
+	cv := converge.New(cfg, e.store, e.client, e.log)
+	run := cv.Run
+	if cfg.Repair {
+		run = cv.Repair
+	}
+	res, err := run(ctx)
 	if err != nil {
 		return err
 	}

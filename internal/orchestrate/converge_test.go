@@ -306,6 +306,12 @@ func TestConvergeBadFlags(t *testing.T) {
 		{"converge", "--puppet-cmd", "true", "--step-timeout", "0s"},
 		{"converge", "--puppet-cmd", "true", "--hiera-data", ""},
 		{"converge", "--puppet-cmd", "true", "--hiera-data", "services.yaml"},
+		{"converge", "--consistent-cmd", "true", "--repair"},
+		{"converge", "--consistent-cmd", "true", "--repair-service", "web"},
+		{"converge", "--consistent-cmd", "true", "--repair", "--repair-service", "we b"},
+		{"converge", "--consistent-cmd", "true", "--repair", "--repair-service", "web", "--repair-attempts", "0"},
+		{"converge", "--consistent-cmd", "true", "--repair", "--repair-service", "web", "--repair-backoff", "1ms"},
+		{"converge", "--consistent-cmd", "true", "--eventual-cmd", "true", "--repair", "--repair-service", "web", "--eventual-only"},
 	} {
 		r := cli(t, e.a, "", args...)
 		mustCode(t, r, 2, strings.Join(args, " "))

@@ -188,6 +188,9 @@ func writeReaperBody(w io.Writer, st *reaperkv.ReaperReport, history bool) {
 		if h := hookWait(j); h != "" {
 			fmt.Fprintf(w, ": %s", h)
 		}
+		if j.Repair != nil {
+			fmt.Fprintf(w, ": repair %s", j.Repair)
+		}
 		fmt.Fprintln(w)
 	}
 	for _, e := range st.Errors {

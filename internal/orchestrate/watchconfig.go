@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -47,6 +49,12 @@ type watchConfigOptions struct {
 	// `orchestrate standby`, which holds the node's maintenance while it
 	// is a standby (needs role).
 	standby bool
+	// repairServices are the node's own services whose critical checks
+	// its repair watch repairs (converge --repair), each watched by a
+	// checks watch; repairAttempts and repairBackoff are passed on.
+	repairServices []string
+	repairAttempts int
+	repairBackoff  time.Duration
 	// reads, when readsSet (--reads given, even empty), is what the
 	// node's Puppet reads besides its dependencies: hiera-services' --reads.
 	reads    []string
@@ -72,6 +80,9 @@ var cmdWatchConfig = &command{
 		fs.StringVar(&o.role, "role", "", "this node's role: converge takes one of its update slots before the consistent step (`orchestrate rollout`), and a keyprefix watch on the role's rollout keys and a key watch on its doorbell (<prefix>/wake/ROLE) run converge again whenever a slot may have freed")
 		fs.StringVar(&o.drainCmd, "drain-cmd", "", "command that moves this host's work away when the reaper drains it (scale in, replacement): a key watch on <prefix>/drain/HOST runs `orchestrate drain --drain-cmd CMD`, which answers the reaper when it succeeded")
 		fs.BoolVar(&o.standby, "standby", false, "this node may be a reaper warm pool standby: a key watch on <prefix>/reaper/pool/ROLE/HOST runs `orchestrate standby`, which keeps the node in Consul maintenance while it is one and ends it when the reaper claims it (needs --role)")
+		fs.StringArrayVar(&o.repairServices, "repair-service", nil, "a service of this node whose checks its repair watch follows: a checks watch on it runs `orchestrate converge --repair`, which re-runs converge while one of this node's checks of it is critical, at most --repair-attempts times (the first step, rerun, of a reaper role's repair ladder; repeatable)")
+		fs.IntVar(&o.repairAttempts, "repair-attempts", 3, "with --repair-service, the repair handler's --repair-attempts")
+		fs.DurationVar(&o.repairBackoff, "repair-backoff", time.Minute, "with --repair-service, the repair handler's --repair-backoff")
 		fs.StringArrayVar(&o.watchServices, "watch-service", nil, "also re-render when this service's health changes, to keep its healthy_services:: keys fresh (repeatable; the dependencies file's services are watched already)")
 		fs.StringSliceVar(&o.reads, "reads", nil, "the services this node's Puppet reads besides its dependencies (comma-separated, repeatable; --reads= for none): each gets a service watch, as a dependency does, and hiera-services runs --exec (the eventual step) only when their data, the dependencies' or a --watch-service's changed, instead of on any change of the file (hiera-services --reads)")
 		return func(ctx context.Context, e *env, _ []string) error {
@@ -169,6 +180,13 @@ func watchEntries(o watchConfigOptions, deps hieradata.Dependencies, prefix stri
 		args := o.withConnection([]string{o.orchestrate, "drain", "--handler", "--host", o.host, "--drain-cmd", o.drainCmd}, prefix)
 		ws = append(ws, watch.Watch{Type: "key", Key: o.drainKey, Args: args})
 	}
+	for _, svc := range o.repairServices {
+		// A check of one of the node's own services changed (any
+		// instance's: a checks watch takes a service, not a node): the
+		// handler reads its own agent's checks and repairs only while one
+		// of them is critical, at most --repair-attempts times an episode.
+		ws = append(ws, watch.Watch{Type: "checks", Service: svc, Args: o.repairArgs(prefix)})
+	}
 	if o.standby {
 		// The reaper holds this host as a standby (or claimed it): the
 		// handler sets or ends the node's maintenance to match. A key
@@ -221,6 +239,18 @@ func (o watchConfigOptions) convergeArgsFor(prefix string, eventualOnly bool) []
 func (o watchConfigOptions) slotWakeArgs(prefix string) []string {
 	args := o.convergeArgsFor(prefix, false)
 	return append(args[:3:3], append([]string{"--slot-wake"}, args[3:]...)...)
+}
+
+// repairArgs is the converge command line of the repair watch: the
+// version watch's, with --repair and the node's repaired services.
+func (o watchConfigOptions) repairArgs(prefix string) []string {
+	args := o.convergeArgsFor(prefix, false)
+	extra := []string{"--repair"}
+	for _, svc := range o.repairServices {
+		extra = append(extra, "--repair-service", svc)
+	}
+	extra = append(extra, "--repair-attempts", strconv.Itoa(o.repairAttempts), "--repair-backoff", o.repairBackoff.String())
+	return append(args[:3:3], append(extra, args[3:]...)...)
 }
 
 // withConnection adds the prefix and token file the handlers use.
@@ -283,15 +313,8 @@ func (o watchConfigOptions) validate() error {
 	if o.standby && o.role == "" {
 		return fmt.Errorf("--standby needs --role (the standby's record is under its role)")
 	}
-	for _, s := range o.watchServices {
-		if err := hieradata.ValidServiceName(s); err != nil {
-			return fmt.Errorf("--watch-service: %w", err)
-		}
-	}
-	for _, s := range o.reads {
-		if err := hieradata.ValidServiceName(s); err != nil {
-			return fmt.Errorf("--reads: %w", err)
-		}
+	if err := o.validateServices(); err != nil {
+		return err
 	}
 	if o.readsSet && o.exec == "" && o.eventualCmd == "" {
 		return fmt.Errorf("--reads needs --exec or --eventual-cmd: it says when hiera-services runs them")
@@ -335,6 +358,45 @@ func (o watchConfigOptions) validate() error {
 		if tokenInArgs.MatchString(x.v) {
 			return fmt.Errorf("%s holds a Consul token: a token in a watch's arguments shows in process listings; use --handler-token-file (or a token file in the command)", x.flag)
 		}
+	}
+	return nil
+}
+
+// validateServices checks the services named to watch (--watch-service,
+// --reads, --repair-service) and the repair watch's flags.
+func (o watchConfigOptions) validateServices() error {
+	for _, s := range o.watchServices {
+		if err := hieradata.ValidServiceName(s); err != nil {
+			return fmt.Errorf("--watch-service: %w", err)
+		}
+	}
+	for _, s := range o.reads {
+		if err := hieradata.ValidServiceName(s); err != nil {
+			return fmt.Errorf("--reads: %w", err)
+		}
+	}
+	return o.validateRepair()
+}
+
+// validateRepair checks the repair watch's flags: its services, and a
+// converge to run.
+func (o watchConfigOptions) validateRepair() error {
+	if len(o.repairServices) == 0 {
+		return nil
+	}
+	if !o.converges() {
+		return fmt.Errorf("--repair-service needs --consistent-cmd or --puppet-cmd: the repair re-runs converge")
+	}
+	for _, s := range o.repairServices {
+		if err := hieradata.ValidServiceName(s); err != nil {
+			return fmt.Errorf("--repair-service: %w", err)
+		}
+	}
+	if o.repairAttempts < 1 || o.repairAttempts > 20 {
+		return fmt.Errorf("--repair-attempts %d must be between 1 and 20", o.repairAttempts)
+	}
+	if o.repairBackoff < time.Second {
+		return fmt.Errorf("--repair-backoff %s must be at least 1s", o.repairBackoff)
 	}
 	return nil
 }

@@ -53,6 +53,12 @@ const (
 	// CategoryValidation: the validation checks; the reaper counts a
 	// server as validated when this is success.
 	CategoryValidation = "validation"
+	// CategoryRepair: the node's own repair (`converge --repair`, run by
+	// its repair watch when its checks turn critical): running during an
+	// attempt, pending between attempts, failed once its attempts are
+	// used up, success when its checks pass again. Attempts and Since
+	// count the attempts of the episode and say when it began.
+	CategoryRepair = "repair"
 )
 
 // The states a host can be in, per category.
@@ -130,6 +136,11 @@ type StatusValue struct {
 	// waits for one of its role's rollout slots; the role's rollout watch
 	// runs it again when one may have freed.
 	Waiting bool `json:"waiting,omitempty"`
+	// Attempts and Since, on a repair record (category repair): the
+	// repair attempts made since Since, when the host's checks turned
+	// critical; the node makes at most --repair-attempts per episode.
+	Attempts int       `json:"attempts,omitempty"`
+	Since    time.Time `json:"since,omitzero"`
 }
 
 // SetCurrentVersion sets the desired version of the whole system.

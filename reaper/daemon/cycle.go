@@ -181,6 +181,9 @@ func (r *Reaper) runActions(ctx context.Context, t *leaderTerm, plan *reaper.Pla
 		}
 		r.metrics.action(a.Op, "done")
 		r.recordAction(t, a, "done", nil)
+		if a.Op != reaper.OpRepair { // counted at its intent
+			r.repairCounted(a)
+		}
 		if a.Op != reaper.OpMaintain && a.Op != reaper.OpAbort { // an abort logs its own line
 			r.log.Info(string(a.Op), "role", a.Entry.Role, "action", a.String(), "entry", a.Entry.ID)
 		}

@@ -240,13 +240,19 @@ func TestRefreshRequestCheckpointContinueRollback(t *testing.T) {
 		return ok && rec.State == reaperkv.RefreshPinned && onSpec(old) == 3 && len(f.sim.Servers()) == 3
 	})
 	var acts []string
-	for _, a := range readHistory(t, f.c) {
-		if a.Kind == reaperkv.ActivityRefresh {
-			acts = append(acts, a.Action)
-		}
-	}
 	want := []string{"refresh requested by test (the test's request)", "refresh at checkpoint 30%: 1 of 3 serving on spec", "refresh done", "rollback requested by test (the test's request); rollback failed: spec",
 		"rollback requested by test (the test's request)", "rollback done"}
+	// The cycle writes the request (pinned) before it appends its
+	// activities to the history: wait for them.
+	testutil.Eventually(t, 5*time.Second, "the rollback's activities in the history", func() bool {
+		acts = nil
+		for _, a := range readHistory(t, f.c) {
+			if a.Kind == reaperkv.ActivityRefresh {
+				acts = append(acts, a.Action)
+			}
+		}
+		return len(acts) >= len(want)
+	})
 	for i := range max(len(acts), len(want)) {
 		if i >= len(acts) || i >= len(want) || !strings.HasPrefix(acts[i], want[i]) {
 			t.Fatalf("refresh activities:\n%s\nwant, as prefixes:\n%s", strings.Join(acts, "\n"), strings.Join(want, "\n"))

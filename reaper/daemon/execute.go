@@ -68,6 +68,8 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a reaper.Action, bu
 		return r.maintenance(ctx, e)
 	case reaper.OpAbort:
 		return r.abortDrain(ctx, t, a)
+	case reaper.OpRepair:
+		return r.repair(ctx, t, role, a, budget)
 	case reaper.OpHook:
 		return r.askHook(ctx, t, e)
 	case reaper.OpHookResult:

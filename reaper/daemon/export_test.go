@@ -19,5 +19,9 @@ var ClaimStep = withClaimStep
 // journal write and the rest of it; an error it returns stops it there.
 var AbortStep = withAbortStep
 
+// RepairStep is an option setting a hook called between a repair step's
+// journal write and its cloud call; an error it returns stops it there.
+var RepairStep = withRepairStep
+
 // Leading reports whether the reaper currently runs cycles as leader.
 func (r *Reaper) Leading() bool { return r.status.isLeading() }

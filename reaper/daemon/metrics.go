@@ -76,13 +76,17 @@ type Metrics struct {
 	hooksAsked      map[[2]string]int
 	hookResults     map[[4]string]int
 	hookEventErrors int
+	// repairs counts the repair steps begun and ended (role, step,
+	// result).
+	repairs map[[3]string]int
 }
 
 // NewMetrics returns empty metrics.
 func NewMetrics() *Metrics {
 	return &Metrics{nodes: map[[2]string]int{}, actions: map[[2]string]int{}, cloudErrors: map[string]int{},
 		claims: map[string]int{}, claimSecs: map[string]float64{}, metricDoubt: map[string]int{}, drainAborts: map[[2]string]int{}, cooling: map[string]int{},
-		history: map[string]int{}, historyErrors: map[string]int{}, hooksAsked: map[[2]string]int{}, hookResults: map[[4]string]int{}}
+		history: map[string]int{}, historyErrors: map[string]int{}, hooksAsked: map[[2]string]int{}, hookResults: map[[4]string]int{},
+		repairs: map[[3]string]int{}}
 }
 
 // hookAsked counts a lifecycle hook asked.
@@ -109,6 +113,25 @@ func (m *Metrics) hookEventFailed() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.hookEventErrors++
+}
+
+// repairStep counts a repair step begun (result started) or ended.
+func (m *Metrics) repairStep(role, step, result string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.repairs[[3]string{role, step, result}]++
+}
+
+// writeRepairs writes the repair ladders' counter; m.mu is held.
+func (m *Metrics) writeRepairs(sb *strings.Builder) {
+	sb.WriteString("# HELP reaper_repairs_total Repair steps (rerun, reboot, rebuild) begun (result started) and ended (repaired, failed, refused, abandoned), by role.\n# TYPE reaper_repairs_total counter\n")
+	keys := slices.Collect(maps.Keys(m.repairs))
+	slices.SortFunc(keys, func(a, b [3]string) int {
+		return strings.Compare(strings.Join(a[:], "\x00"), strings.Join(b[:], "\x00"))
+	})
+	for _, k := range keys {
+		fmt.Fprintf(sb, "reaper_repairs_total{role=%q,step=%q,result=%q} %d\n", k[0], k[1], k[2], m.repairs[k])
+	}
 }
 
 // writeHooks writes the lifecycle hooks' counters; m.mu is held.
@@ -333,6 +356,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	m.writeDrainAborts(&sb, perRole)
 	m.writeHistory(&sb)
 	m.writeHooks(&sb)
+	m.writeRepairs(&sb)
 	sb.WriteString("# HELP reaper_cloud_errors_total Cloud errors by class.\n# TYPE reaper_cloud_errors_total counter\n")
 	for _, c := range slices.Sorted(maps.Keys(m.cloudErrors)) {
 		fmt.Fprintf(&sb, "reaper_cloud_errors_total{class=%q} %d\n", c, m.cloudErrors[c])

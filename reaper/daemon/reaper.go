@@ -96,6 +96,10 @@ type options struct {
 	// (phase aborting) and its end of maintenance; an error stops the
 	// abort there, as a leader killed at that point would (tests).
 	abortStep func() error
+	// repairStep, when set, is called between a repair step's journal
+	// write and its cloud call; an error stops the step there, as a
+	// leader killed at that point would (tests).
+	repairStep func() error
 }
 
 // WithClock sets the clock the planner is given (default time.Now).
@@ -106,6 +110,8 @@ func withAfterAction(f func(reaper.Action)) Option { return func(o *options) { o
 func withClaimStep(f func(int) error) Option { return func(o *options) { o.claimStep = f } }
 
 func withAbortStep(f func() error) Option { return func(o *options) { o.abortStep = f } }
+
+func withRepairStep(f func() error) Option { return func(o *options) { o.repairStep = f } }
 
 func withAbandon(f func() bool) Option { return func(o *options) { o.abandon = f } }
 

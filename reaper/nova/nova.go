@@ -333,6 +333,32 @@ func (n *Nova) Start(ctx context.Context, id string) error {
 	return nil
 }
 
+// Reboot hard-reboots a server (HARD: Nova takes it from ERROR and from a
+// guest that does not answer, which a soft reboot waits on).
+func (n *Nova) Reboot(ctx context.Context, id string) error {
+	if err := servers.Reboot(ctx, n.compute, id, servers.RebootOpts{Type: servers.HardReboot}).ExtractErr(); err != nil {
+		return classify("reboot server "+id, err)
+	}
+	return nil
+}
+
+// Rebuild rebuilds a server from req.Image (a name or an ID, looked up as
+// a create's is). Only the image is sent: Nova keeps the server's ID,
+// name, metadata, key pair and user data (at 2.57 and later a rebuild
+// could replace the user data; the reaper keeps it, and with it the
+// server's node token, which lives until the reaper logs it out before a
+// delete).
+func (n *Nova) Rebuild(ctx context.Context, req reaper.RebuildRequest) error {
+	image, err := n.ref(ctx, "image", req.Image)
+	if err != nil {
+		return err
+	}
+	if err := servers.Rebuild(ctx, n.compute, req.ID, servers.RebuildOpts{ImageRef: image}).Err; err != nil {
+		return classify("rebuild server "+req.ID, err)
+	}
+	return nil
+}
+
 // ref resolves a flavor or image name (or ID) to its ID, afresh for every
 // create: an image rotated under the same name (the old one deleted or
 // hidden, a new one uploaded) is the new one from the next create on, and

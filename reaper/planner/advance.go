@@ -43,6 +43,8 @@ func (pl *planner) advance(rs *roleServers, e *reaper.Entry) {
 		pl.advanceLaunchHook(rs, e, next, newS, oldS)
 	case reaperkv.PhaseTerminateHook:
 		pl.advanceTerminateHook(rs, e, next, oldS)
+	case reaperkv.PhaseRepairRerun, reaperkv.PhaseRepairReboot, reaperkv.PhaseRepairRebuild:
+		pl.advanceRepair(rs, e, next, oldS)
 	case reaperkv.PhaseClaiming:
 		// The claim was journalled (and the standby's pool record
 		// removed with it): its remaining steps are idempotent.

@@ -137,7 +137,10 @@ func (pl *planner) scaleOut(rs *roleServers, count, want int) {
 func (pl *planner) scaleIn(rs *roleServers, count, want int) {
 	r := rs.role
 	flying := pl.inFlight(rs)
-	surplus := count - want
+	surplus, ok := pl.scaleInRepairing(rs, count, want, count-want)
+	if !ok {
+		return
+	}
 	order, skipped := pl.scaleInOrder(rs)
 	order, skipped = pl.notCooling(rs, order, skipped)
 	order = pl.spreadScaleIn(rs, order)
@@ -188,7 +191,13 @@ func (pl *planner) replaceBad(rs *roleServers) bool {
 			pl.block("%s: replacement of %s waits: max_in_flight %d", rs.role.Name, s.Name, pl.in.Config.MaxInFlight)
 			return false
 		}
-		if !pl.replace(rs, s, pl.statesOf[s.ID]) {
+		// Repair before replace: the role's ladder first, where a step
+		// of it can help the server (repair.go).
+		if step, passed := pl.ladderStart(rs, s); step != "" {
+			if !pl.startRepair(rs, s, step, passed) {
+				return false
+			}
+		} else if !pl.replace(rs, s, pl.statesOf[s.ID]) {
 			return false
 		}
 		flying++
@@ -287,6 +296,13 @@ func (pl *planner) replaceDrifted(rs *roleServers) {
 // new server first; delete-first drains s at once. False when the gate
 // stopped it.
 func (pl *planner) replace(rs *roleServers, s *reaper.Server, why reaper.ServerState) bool {
+	return pl.replaceAs(rs, s, why, nil, nil, "")
+}
+
+// replaceAs is replace; with from, the replacement is that entry (a
+// repair whose ladder is over), whose steps ended are recorded with the
+// action, and ladder says why the ladder ended.
+func (pl *planner) replaceAs(rs *roleServers, s *reaper.Server, why reaper.ServerState, from *reaper.Entry, ended []reaperkv.RepairStep, ladder string) bool {
 	r := rs.role
 	n := need{armed: true, unpaused: true, create: true, budget: true}
 	var standby *reaper.Server
@@ -296,10 +312,16 @@ func (pl *planner) replace(rs *roleServers, s *reaper.Server, why reaper.ServerS
 		n.create, n.claim = false, true
 	}
 	if gate := pl.gate(rs, n); gate != "" {
-		pl.block("%s: replacement of %s (%s) waits: %s", r.Name, s.Name, why, gate)
+		pl.block("%s: replacement of %s (%s) waits: %s%s", r.Name, s.Name, why, gate, prefixed("; ", ladder))
 		return false
 	}
-	e := pl.newEntry(r, reaperkv.KindReplace, string(why))
+	var e reaper.Entry
+	if from != nil {
+		e = *from
+		e.Kind, e.Mode = reaperkv.KindReplace, r.ReplaceMode
+	} else {
+		e = pl.newEntry(r, reaperkv.KindReplace, string(why))
+	}
 	e.OldName, e.OldID = s.Name, s.ID
 	// A max-age retirement or a refresh takes a server that serves: a
 	// drain that fails may be aborted. A replacement for health deletes.
@@ -307,7 +329,7 @@ func (pl *planner) replace(rs *roleServers, s *reaper.Server, why reaper.ServerS
 	if standby != nil {
 		pl.claim(rs, &e, standby)
 		pl.inEntry[s.ID] = reaper.StateReplacing
-		pl.add(reaper.OpClaim, e, fmt.Sprintf("replace %s (%s): claim standby %s", s.Name, why, standby.Name))
+		pl.addEnded(reaper.OpClaim, e, fmt.Sprintf("replace %s (%s): claim standby %s%s", s.Name, why, standby.Name, prefixed(": ", ladder)), ended)
 		return true
 	}
 	e.NewName = pl.freeName(r)
@@ -319,11 +341,25 @@ func (pl *planner) replace(rs *roleServers, s *reaper.Server, why reaper.ServerS
 	if r.ReplaceMode == reaper.ModeDeleteFirst {
 		e.Phase = reaperkv.PhaseDraining
 		pl.startDrain(&e, s)
-		pl.add(reaper.OpDrain, e, fmt.Sprintf("%s (delete-first)", why))
+		pl.addEnded(reaper.OpDrain, e, fmt.Sprintf("%s (delete-first)%s", why, prefixed(": ", ladder)), ended)
 		return true
 	}
 	e.Phase = reaperkv.PhaseCreating
 	pl.inEntry[s.ID] = reaper.StateReplacing
-	pl.add(reaper.OpCreate, e, fmt.Sprintf("replace %s (%s)", s.Name, why))
+	pl.addEnded(reaper.OpCreate, e, fmt.Sprintf("replace %s (%s)%s", s.Name, why, prefixed(": ", ladder)), ended)
 	return true
+}
+
+// addEnded is add, recording the repair steps the action ends.
+func (pl *planner) addEnded(op reaper.Op, e reaper.Entry, reason string, ended []reaperkv.RepairStep) {
+	pl.add(op, e, reason)
+	pl.plan.Actions[len(pl.plan.Actions)-1].Ended = ended
+}
+
+// prefixed is sep+s, or "" for an empty s.
+func prefixed(sep, s string) string {
+	if s == "" {
+		return ""
+	}
+	return sep + s
 }

@@ -81,6 +81,9 @@ func ops(p *reaper.Plan) []string {
 		if a.Op == reaper.OpHook || a.Op == reaper.OpHookResult {
 			target = a.Target()
 		}
+		if a.Op == reaper.OpRepair || target == "" {
+			target = a.Entry.OldName
+		}
 		s := string(a.Op) + " " + target
 		if a.Entry.Kind == reaperkv.KindReplace && a.Op == reaper.OpCreate {
 			s += " for " + a.Entry.OldName

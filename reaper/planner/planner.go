@@ -122,6 +122,9 @@ type roleServers struct {
 	doubt string
 	// placed counts the servers this plan adds, by zone (placement.go).
 	placed placed
+	// repairing are the role's repair entries held for its scale-in:
+	// the role is over its count, and their servers go first (repair.go).
+	repairing []*reaper.Entry
 }
 
 // Plan decides what to do. It does no I/O: the same Input gives the same
@@ -193,6 +196,11 @@ func newPlanner(in reaper.Input) *planner {
 		},
 	}
 	pl.plan.Backoff = pl.backoff
+	for id, m := range in.Memory.LastRepair {
+		if in.Now.Sub(m.At) < repairMemory {
+			pl.plan.Memory.LastRepair[id] = m
+		}
+	}
 	hourAgo := in.Now.Add(-time.Hour)
 	for _, t := range in.Destructive {
 		if t.After(hourAgo) {
@@ -302,7 +310,9 @@ func (pl *planner) assignEntries(roles []*roleServers) {
 			}
 		}
 		if e.OldID != "" {
-			if e.Kind == reaperkv.KindDelete || e.Phase == reaperkv.PhaseDraining || e.Phase == reaperkv.PhaseTerminateHook || e.Phase == reaperkv.PhaseDeleting {
+			if e.Kind == reaperkv.KindRepair {
+				pl.inEntry[e.OldID] = reaper.StateRepairing
+			} else if e.Kind == reaperkv.KindDelete || e.Phase == reaperkv.PhaseDraining || e.Phase == reaperkv.PhaseTerminateHook || e.Phase == reaperkv.PhaseDeleting {
 				pl.inEntry[e.OldID] = reaper.StateDeleting
 			} else {
 				pl.inEntry[e.OldID] = reaper.StateReplacing

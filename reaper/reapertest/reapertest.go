@@ -122,3 +122,9 @@ func (c *Cloud) FindServerGroups(context.Context, string) ([]reaper.ServerGroup,
 func (c *Cloud) CreateServerGroup(context.Context, string, string) (reaper.ServerGroup, error) {
 	return reaper.ServerGroup{}, errNotSet
 }
+
+// Reboot fails: the fake has no power state.
+func (c *Cloud) Reboot(context.Context, string) error { return errNotSet }
+
+// Rebuild fails: the fake has no images.
+func (c *Cloud) Rebuild(context.Context, reaper.RebuildRequest) error { return errNotSet }

@@ -33,6 +33,11 @@ type Cloud struct {
 	OnActive func(s reaper.Server)
 	// OnDelete is called when a server is deleted.
 	OnDelete func(s reaper.Server)
+	// RebootDelay and RebuildDelay are how long a reboot (HARD_REBOOT)
+	// and a rebuild (REBUILD) take; OnReboot and OnRebuild are called
+	// when one ends, outside the lock (repair.go).
+	RebootDelay, RebuildDelay time.Duration
+	OnReboot, OnRebuild       func(s reaper.Server)
 	// OnStop and OnStart are called when a server is stopped (its
 	// machine's agent leaves) or started again (it rejoins), outside the
 	// lock.
@@ -44,6 +49,8 @@ type Cloud struct {
 	Lists, Gets, Creates, Deletes atomic.Int64
 	// MetaUnsets counts UnsetMetadata calls; Stops and Starts those.
 	MetaUnsets, Stops, Starts atomic.Int64
+	// Reboots and Rebuilds count those calls.
+	Reboots, Rebuilds atomic.Int64
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -80,6 +87,16 @@ type Cloud struct {
 	zones   []string
 	refused map[string]bool
 	groups  map[string]*reaper.ServerGroup
+	// images holds the image each server was built or rebuilt from, by
+	// ID; repairs the reboots and rebuilds under way. refuseRepairN
+	// reboots and rebuilds still to refuse with refuseRepair;
+	// breakRebuildN rebuilds still to end in ERROR.
+	images            map[string]string
+	repairs           map[string]repairing
+	refuseRepairN     int
+	refuseRepair      error
+	breakRebuildN     int
+	breakRebuildFault string
 }
 
 var _ reaper.Cloud = (*Cloud)(nil)
@@ -87,7 +104,7 @@ var _ reaper.Cloud = (*Cloud)(nil)
 // New returns an empty cloud with no quota.
 func New() *Cloud {
 	return &Cloud{Now: time.Now, servers: map[string]*reaper.Server{}, active: map[string]bool{}, hiddenUntil: map[string]time.Time{}, partial: map[string]bool{}, goneAt: map[string]time.Time{}, userData: map[string][]byte{},
-		refused: map[string]bool{}, groups: map[string]*reaper.ServerGroup{}}
+		refused: map[string]bool{}, groups: map[string]*reaper.ServerGroup{}, images: map[string]string{}, repairs: map[string]repairing{}}
 }
 
 // SetQuota limits the number of servers (0: no limit).
@@ -299,6 +316,8 @@ func (c *Cloud) remove(id string) reaper.Server {
 	delete(c.active, id)
 	delete(c.partial, id)
 	delete(c.goneAt, id)
+	delete(c.images, id)
+	delete(c.repairs, id)
 	return out
 }
 
@@ -328,6 +347,7 @@ func (c *Cloud) List(ctx context.Context) ([]reaper.Server, error) {
 		return nil, err
 	}
 	became, gone := c.advance()
+	rebooted, rebuilt := c.advanceRepairs()
 	out := make([]reaper.Server, 0, len(c.servers))
 	for id, s := range c.servers {
 		if !c.hidden(id) {
@@ -347,6 +367,7 @@ func (c *Cloud) List(ctx context.Context) ([]reaper.Server, error) {
 	}
 	c.mu.Unlock()
 	c.fire(became, gone)
+	c.fireRepairs(rebooted, rebuilt)
 	return out, nil
 }
 
@@ -358,6 +379,7 @@ func (c *Cloud) Get(ctx context.Context, id string) (reaper.Server, error) {
 	}
 	c.mu.Lock()
 	became, gone := c.advance()
+	rebooted, rebuilt := c.advanceRepairs()
 	s, ok := c.servers[id]
 	ok = ok && !c.hidden(id)
 	var out reaper.Server
@@ -366,6 +388,7 @@ func (c *Cloud) Get(ctx context.Context, id string) (reaper.Server, error) {
 	}
 	c.mu.Unlock()
 	c.fire(became, gone)
+	c.fireRepairs(rebooted, rebuilt)
 	if !ok {
 		return reaper.Server{}, &reaper.CloudError{Class: reaper.NotFound, Op: "get server " + id, Err: errors.New("404 not found")}
 	}
@@ -409,6 +432,9 @@ func (c *Cloud) Create(ctx context.Context, req reaper.CreateRequest) (reaper.Se
 		g.Members = append(g.Members, s.ID)
 	}
 	c.servers[s.ID] = s
+	if req.Role != nil {
+		c.images[s.ID] = req.Role.Boot.Image
+	}
 	c.userData[s.Name] = append([]byte(nil), req.UserData...)
 	if c.lateN > 0 {
 		c.lateN--

@@ -123,6 +123,9 @@ type JournalEntry struct {
 	// role's zone with the fewest serving members when it was planned);
 	// a capacity refusal backs off that zone of the role.
 	Zone string `json:"zone,omitempty"`
+	// Repair is the entry's repair ladder (kind repair, and a replacement
+	// its ladder ended in): the step in progress and those tried.
+	Repair *RepairState `json:"repair,omitempty"`
 }
 
 // Server states in the reaper's report, in the order `orchestrate status`
@@ -265,7 +268,7 @@ type ServerReport struct {
 
 // ServerStateOrder is the order the report's states are listed in.
 var ServerStateOrder = []string{ServerHealthy, ServerExpired, ServerBooting, ServerNew, ServerCriticalInGrace,
-	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerSuspect, ServerErrorInGrace, ServerError, ServerUnknown, ServerMaintenance, ServerReplacing, ServerDeleting}
+	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerSuspect, ServerErrorInGrace, ServerError, ServerUnknown, ServerMaintenance, ServerRepairing, ServerReplacing, ServerDeleting}
 
 // ReaperReport is the value of <prefix>/reaper/state: what the reaper's
 // leader saw and planned in its last cycle.
