@@ -13,6 +13,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/hashicorp/consul/api"
 
+	"github.com/jiocloud/orchestrate/internal/converge"
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
@@ -129,7 +130,30 @@ func (l *Lab) Servers(ctx context.Context) ([]invariant.Server, error) {
 // Serving says, by node, whether its role's own service has every check
 // passing (the service's and the node's, serfHealth among them).
 func (l *Lab) Serving(ctx context.Context) (map[string]bool, error) {
-	out := map[string]bool{}
+	health, err := l.roleHealth(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(health))
+	for node, h := range health {
+		out[node] = h.passing
+	}
+	return out, nil
+}
+
+// nodeHealth is what one node's checks say, for its role's service.
+type nodeHealth struct {
+	// critical: a check of the node or of the service is critical
+	// (maintenance included); passing: every one passes; validated: its
+	// converge validation check passes (converge's checks are never
+	// critical: a node re-running a step is in warning).
+	critical, passing, validated bool
+}
+
+// roleHealth reads, for each role's service, the health of every node
+// that registered it.
+func (l *Lab) roleHealth(ctx context.Context) (map[string]nodeHealth, error) {
+	out := map[string]nodeHealth{}
 	q := (&api.QueryOptions{}).WithContext(ctx)
 	for _, r := range l.Size.Roles {
 		entries, _, err := l.Admin.Health().Service(r.Name, "", false, q)
@@ -137,7 +161,12 @@ func (l *Lab) Serving(ctx context.Context) (map[string]bool, error) {
 			return nil, err
 		}
 		for _, e := range entries {
-			out[e.Node.Node] = e.Checks.AggregatedStatus() == api.HealthPassing
+			h := nodeHealth{passing: e.Checks.AggregatedStatus() == api.HealthPassing}
+			for _, c := range e.Checks {
+				h.critical = h.critical || c.Status == api.HealthCritical
+				h.validated = h.validated || (c.CheckID == converge.CheckValidation && c.Status == api.HealthPassing)
+			}
+			out[e.Node.Node] = h
 		}
 	}
 	return out, nil

@@ -18,7 +18,6 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/hashicorp/consul/api"
 
-	"github.com/jiocloud/orchestrate/internal/converge"
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
@@ -372,37 +371,6 @@ func (w *refreshWatch) requested(role string, members []invariant.Server, at tim
 			}
 		}
 	}
-}
-
-// nodeHealth is what one node's checks say, for its role's service.
-type nodeHealth struct {
-	// critical: a check of the node or of the service is critical
-	// (maintenance included); passing: every one passes; validated: its
-	// converge validation check passes (converge's checks are never
-	// critical: a node re-running a step is in warning).
-	critical, passing, validated bool
-}
-
-// roleHealth reads, for each role's service, the health of every node
-// that registered it.
-func (l *Lab) roleHealth(ctx context.Context) (map[string]nodeHealth, error) {
-	out := map[string]nodeHealth{}
-	q := (&api.QueryOptions{}).WithContext(ctx)
-	for _, r := range l.Size.Roles {
-		entries, _, err := l.Admin.Health().Service(r.Name, "", false, q)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range entries {
-			h := nodeHealth{passing: e.Checks.AggregatedStatus() == api.HealthPassing}
-			for _, c := range e.Checks {
-				h.critical = h.critical || c.Status == api.HealthCritical
-				h.validated = h.validated || (c.CheckID == converge.CheckValidation && c.Status == api.HealthPassing)
-			}
-			out[e.Node.Node] = h
-		}
-	}
-	return out, nil
 }
 
 // watchRefresh samples until ctx ends: one look, then a second's pause.
