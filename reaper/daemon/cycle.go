@@ -80,6 +80,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *reaper.
 	}
 	t.memory = plan.Memory
 	r.noteDecisions(t, plan)
+	r.noteHolds(t, plan)
 	if plan.PauseReason != t.lastPause {
 		if plan.Paused {
 			r.log.Warn("pausing destructive actions", "reason", plan.PauseReason)

@@ -2,10 +2,13 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -66,4 +69,79 @@ func (r *Reaper) flushHistory(ctx context.Context, t *leaderTerm) {
 		}
 	}
 	t.activities = nil
+}
+
+// maxHoldsRecorded bounds the holds recorded in one cycle: a partition
+// pause holds every replacement of a large fleet at once, and each
+// activity is a Consul event too.
+const maxHoldsRecorded = 10
+
+// noteHolds records in the history each hold that begins this cycle: a
+// blocked line the last cycle did not have, a time or a count in it
+// aside (a hold whose wait is counted down is the same hold). A hold that
+// lasts is recorded once; one that ends and comes back, again. At most
+// maxHoldsRecorded a cycle, the rest counted in one more activity.
+func (r *Reaper) noteHolds(t *leaderTerm, plan *reaper.Plan) {
+	now := make(map[string]bool, len(plan.Blocked))
+	var begun []string
+	for _, line := range plan.Blocked {
+		key := holdKey(line)
+		if !t.holds[key] && !now[key] {
+			begun = append(begun, line)
+		}
+		now[key] = true
+	}
+	t.holds = now
+	for i, line := range begun {
+		if i == maxHoldsRecorded {
+			r.record(t, reaperkv.Activity{Kind: reaperkv.ActivityHold, Action: fmt.Sprintf("and %d more holds (reaper status lists them)", len(begun)-i), Result: "held"})
+			break
+		}
+		r.record(t, reaperkv.Activity{Kind: reaperkv.ActivityHold, Role: holdRole(line), Action: line, Result: "held"})
+	}
+}
+
+// holdKey is a blocked line as one hold, whatever time, duration or
+// count it names: the step it holds (before " waits: ", which names the
+// servers) as it stands, and the reason with its runs of digits made one.
+// A line of another shape has every run of digits made one.
+func holdKey(line string) string {
+	const waits = " waits: "
+	if i := strings.Index(line, waits); i >= 0 {
+		return line[:i+len(waits)] + digitsOut(line[i+len(waits):])
+	}
+	return digitsOut(line)
+}
+
+// digitsOut makes each run of digits in s one '#'.
+func digitsOut(s string) string {
+	var b strings.Builder
+	digits := false
+	for _, c := range s {
+		if c >= '0' && c <= '9' {
+			if !digits {
+				b.WriteByte('#')
+			}
+			digits = true
+			continue
+		}
+		digits = false
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// holdRole is the role a blocked line is about: it starts with the role's
+// name or with a journal entry's ID (the role, a dot, ...), then a colon;
+// "" when it names none.
+func holdRole(line string) string {
+	head, _, ok := strings.Cut(line, ":")
+	if !ok {
+		return ""
+	}
+	role, _, _ := strings.Cut(head, ".")
+	if schema.ValidName("role", role) != nil {
+		return ""
+	}
+	return role
 }

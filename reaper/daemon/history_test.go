@@ -111,3 +111,33 @@ func TestHistoryWrittenByHandIsLeftAlone(t *testing.T) {
 		return strings.Contains(kinds(readHistory(t, f.c)), "delete")
 	})
 }
+
+// A hold is in the history once, when it begins: a replacement the start
+// gate holds (the reaper never armed, a node critical past its grace) is
+// recorded once however many cycles it waits, its role named.
+func TestHistoryRecordsAHoldOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	r := f.start(nil)
+	testutil.Eventually(t, 10*time.Second, "the role of 3 built", func() bool {
+		return len(f.sim.Servers()) == 3 && catalogHas(t, f.c, "web3") && len(journalKeys(t, f.c)) == 0
+	})
+	setCritical(t, f.c, "web2")
+	testutil.Eventually(t, 10*time.Second, "the replacement of web2 held by the start gate", func() bool {
+		return strings.Contains(blocked(f.c), "replacement of web2 (unhealthy) waits: not armed")
+	})
+	waitCycles(t, 10, r)
+	var holds []reaperkv.Activity
+	testutil.Eventually(t, 5*time.Second, "the hold in the history", func() bool {
+		holds = nil
+		for _, a := range readHistory(t, f.c) {
+			if a.Kind == reaperkv.ActivityHold && strings.Contains(a.Action, "replacement of web2") {
+				holds = append(holds, a)
+			}
+		}
+		return len(holds) > 0
+	})
+	if len(holds) != 1 || holds[0].Role != "web" || holds[0].Result != "held" || !strings.Contains(holds[0].Action, "not armed") {
+		t.Fatalf("holds of web2's replacement in the history: %+v, want one, role web, not armed", holds)
+	}
+}

@@ -58,6 +58,9 @@ type leaderTerm struct {
 	// cycle.
 	lastPause    string
 	lastNotArmed string
+	// holds are the last cycle's holds (its blocked lines, digits aside),
+	// so that each is recorded in the history once, when it begins.
+	holds        map[string]bool
 	lastCycleErr string
 	lastDecision map[string]string
 	// activities are this term's activities not yet in the history;

@@ -42,6 +42,9 @@ const (
 	// ActivityRefresh: an instance refresh started, stopped at a
 	// checkpoint, failed, finished or was pinned.
 	ActivityRefresh = "refresh"
+	// ActivityHold: a step the reaper would take that a safety rule
+	// holds (the plan's blocked line), recorded when the hold begins.
+	ActivityHold = "hold"
 )
 
 // Activity is one entry of the history.
