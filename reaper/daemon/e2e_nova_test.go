@@ -672,6 +672,15 @@ func TestNovaRefreshAndRollback(t *testing.T) {
 		}
 		t.Logf("%s: at most %d servers at once, at least %d passing", what, most.Load(), least.Load())
 	}
+	// Drift detection on the real Nova: the spec recorded in each server's
+	// metadata is the old one; nothing is replaced for drift alone.
+	testutil.Eventually(t, 30*time.Second, "the role reported drifted: 3 of 3", func() bool {
+		st, _ := readReport(e.agent.Client)
+		return st != nil && len(st.Roles) > 0 && st.Roles[0].Drifted == 3 && st.Roles[0].Spec == cfg.Roles[0].Boot.Digest()
+	})
+	if keys := journalKeys(t, e.agent.Client); len(keys) != 0 {
+		t.Fatalf("journal %v before any request: drift alone replaces nothing", keys)
+	}
 	cli("refresh", "web", "--min-healthy-percent", "33", "--reason", "new image")
 	roll("every server rebuilt from the new image, the request removed", newID, "")
 	cli("refresh", "web", "--rollback", "--min-healthy-percent", "33")
