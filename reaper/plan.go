@@ -164,6 +164,11 @@ type Memory struct {
 	// Ready: by Nova server ID, since when a standby of a stopped warm
 	// pool has been ready without a break (it is powered off once settled).
 	Ready map[string]time.Time
+	// Deleted: by server name, when the reaper deleted that server (or
+	// last saw it listed after): the name is not given to a new server
+	// for its role's absent_grace after it left the Nova list (see
+	// NameQuarantine).
+	Deleted map[string]time.Time
 	// Partitioned is the start of the last cycle the partition pause held
 	// for health (too much of a role or the fleet looked unhealthy). No
 	// server's critical or absent time is counted from before it: nodes
@@ -186,10 +191,23 @@ type RepairMark struct {
 }
 
 // NewMemory returns a Memory with every map made.
+// A server the reaper deleted keeps its name from new servers for its
+// role's absent_grace after it left the Nova list, as a server that
+// vanished by another hand does: the old machine's Consul agent is a
+// failed serf member for a while, and Consul lets another address reclaim
+// a failed member's name only after it has been dead for 30 s
+// (memberlist's DeadNodeReclaimTime in Consul); a new agent joining under
+// the name before that is refused as a name conflict (seen in the lab: a
+// db1 created 4 s after the old db1's delete). absent_grace is 5 minutes
+// by default (the lab's 60 s); below about a minute a reused name may
+// meet that conflict. NameQuarantine is the quarantine of a name no
+// configured role matches.
+const NameQuarantine = 2 * time.Minute
+
 func NewMemory() Memory {
 	return Memory{Critical: map[string]time.Time{}, Absent: map[string]time.Time{}, Error: map[string]time.Time{},
 		Listed: map[string]time.Time{}, Stray: map[string]time.Time{}, Faultless: map[string]time.Time{}, Served: map[string]time.Time{},
-		Ready: map[string]time.Time{}, LastRepair: map[string]RepairMark{}}
+		Ready: map[string]time.Time{}, LastRepair: map[string]RepairMark{}, Deleted: map[string]time.Time{}}
 }
 
 // Op is one operation for the executor.

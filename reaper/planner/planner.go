@@ -510,8 +510,10 @@ func (pl *planner) add(op reaper.Op, e reaper.Entry, reason string) {
 	switch op {
 	case reaper.OpDelete:
 		delete(pl.plan.Memory.Listed, e.OldName)
+		pl.plan.Memory.Deleted[e.OldName] = pl.in.Now
 	case reaper.OpRollback:
 		delete(pl.plan.Memory.Listed, e.NewName)
+		pl.plan.Memory.Deleted[e.NewName] = pl.in.Now
 	}
 	if op == reaper.OpCreate {
 		pl.creates++
@@ -582,6 +584,12 @@ func (pl *planner) freeName(r *reaper.Role) string {
 		for name := range pl.in.Recorded {
 			mark(name)
 		}
+		// Nor the name of a server the reaper deleted, for
+		// NameQuarantine after it left the list (its agent is a failed
+		// serf member Consul will not let another address reclaim yet).
+		for name := range pl.plan.Memory.Deleted {
+			mark(name)
+		}
 		pl.takenIndex[r.Name] = taken
 	}
 	for n := max(pl.nextIndex[r.Name], 1); ; n++ {
@@ -589,7 +597,8 @@ func (pl *planner) freeName(r *reaper.Role) string {
 			continue
 		}
 		name := r.ServerName(n)
-		if _, node := pl.byNode[name]; pl.used[name] || pl.goneNames[name] || pl.oldNames[name] || node || pl.in.Recorded[name] {
+		_, node := pl.byNode[name]
+		if _, deleted := pl.plan.Memory.Deleted[name]; pl.used[name] || pl.goneNames[name] || pl.oldNames[name] || node || pl.in.Recorded[name] || deleted {
 			continue
 		}
 		pl.used[name], taken[n] = true, true

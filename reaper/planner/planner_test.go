@@ -1264,3 +1264,47 @@ func TestPartitionRestartsGrace(t *testing.T) {
 		})
 	}
 }
+
+// The name of a server the reaper deleted is not given to a new server
+// until its role's absent_grace after the server left the Nova list: its agent is a
+// failed serf member whose name Consul lets another address reclaim only
+// after 30 s dead (the lab saw a db1 made 4 s after the old db1's delete
+// refused as a name conflict). While still listed, the quarantine waits.
+func TestDeletedNameIsQuarantined(t *testing.T) {
+	servers, checks := healthyFleet("web", 3)
+	two := []reaper.Server{servers[0], servers[2]} // web2 deleted by the reaper
+	mem := reaper.NewMemory()
+	mem.Deleted["web2"] = t0.Add(-time.Minute)
+	for _, tc := range []struct {
+		name    string
+		servers []reaper.Server
+		deleted time.Time
+		want    string
+	}{
+		{"gone a minute ago: web2 is not reused", two, t0.Add(-time.Minute), "create web4"},
+		{"gone absent_grace ago: web2 is free", two, t0.Add(-5 * time.Minute), "create web2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := reaper.NewMemory()
+			m.Deleted["web2"] = tc.deleted
+			p := Plan(reaper.Input{Now: t0, Config: reapertest.Config(t), Servers: tc.servers, Checks: replaceChecks(checks, "web2"), Armed: true, Memory: m})
+			if got := strings.Join(ops(p), "; "); got != tc.want {
+				t.Fatalf("actions %q, want %q", got, tc.want)
+			}
+		})
+	}
+	// Still listed (Nova has not dropped it yet): the quarantine starts
+	// again from now, and is carried.
+	p := Plan(reaper.Input{Now: t0, Config: reapertest.Config(t), Servers: servers, Checks: checks, Armed: true, Memory: mem})
+	if at, ok := p.Memory.Deleted["web2"]; !ok || !at.Equal(t0) {
+		t.Fatalf("deleted web2 still listed: remembered %v (%v), want from now", at, ok)
+	}
+	// The plan that deletes a server quarantines its name.
+	mem = reaper.NewMemory()
+	p = Plan(reaper.Input{Now: t0, Config: reapertest.Config(t), Servers: servers, Checks: checks, Armed: true, Memory: mem,
+		Journal: []reaper.Entry{{ID: "web.j1", Kind: reaperkv.KindDelete, Role: "web", Mode: reaper.ModeSurge, Phase: reaperkv.PhaseDeleting,
+			OldName: "web3", OldID: "id-web3", Started: t0.Add(-10 * time.Minute), Updated: t0.Add(-10 * time.Minute)}}})
+	if _, ok := p.Memory.Deleted["web3"]; !ok || ops(p)[0] != "delete web3" {
+		t.Fatalf("actions %v, deleted %v: want web3's delete to quarantine its name", ops(p), p.Memory.Deleted)
+	}
+}

@@ -54,6 +54,21 @@ func (pl *planner) strays(r *reaper.Role) (live, dead []string) {
 // the list nor the journal now (the names listed now were remembered by
 // assignServers, and a delete the plan makes forgets its name).
 func (pl *planner) rememberListed(roles []*roleServers) {
+	for name, at := range pl.in.Memory.Deleted {
+		if pl.used[name] {
+			at = pl.in.Now // still listed: the quarantine starts when it leaves
+		}
+		quarantine := reaper.NameQuarantine
+		for _, rs := range roles {
+			if rs.role.NamedLike(name) {
+				quarantine = rs.role.AbsentGrace.D()
+				break
+			}
+		}
+		if pl.in.Now.Sub(at) < quarantine {
+			pl.plan.Memory.Deleted[name] = at
+		}
+	}
 	for name, last := range pl.in.Memory.Listed {
 		if pl.used[name] || pl.deleteAsked[name] {
 			continue
