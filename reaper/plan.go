@@ -63,6 +63,10 @@ type Input struct {
 	// Suspect holds hosts whose consistent run failed on every attempt
 	// for the current version (orchestrate converge marked them suspect).
 	Suspect map[string]bool
+	// ProvisionFailed holds hosts whose own provisioned record
+	// (hosts/<host>/status/provisioned, never the older layout) says
+	// failed: their first boot failed at the step Detail names.
+	ProvisionFailed map[string]ProvisionFailure
 	// Memory is the previous plan's.
 	Memory Memory
 	// TermStart is when this leader's term began (zero: long ago). For
@@ -135,6 +139,14 @@ type Input struct {
 	// the role's creates wait until one is looked at.
 	ServerGroups        map[string]reaperkv.ServerGroupRecord
 	ServerGroupProblems map[string]string
+}
+
+// ProvisionFailure is a host's own record of a failed first boot.
+type ProvisionFailure struct {
+	// Detail names the failing step; Time is when the host wrote it (by
+	// its own clock).
+	Detail string
+	Time   time.Time
 }
 
 // Memory is what a plan remembers for the next cycle: when each node was

@@ -55,6 +55,10 @@ type Status struct {
 	StatusValue
 	// Corrupt is set when the stored value could not be read.
 	Corrupt bool `json:"corrupt,omitempty"`
+	// Legacy: read from the layout before node restriction
+	// (status/<category>/<state>/<host>), which any node with the older
+	// shared policy could write about any host: the reaper acts on none.
+	Legacy bool `json:"-"`
 }
 
 // Problem names a key whose value or place is not valid.

@@ -169,6 +169,11 @@ func (r *Reaper) rollback(ctx context.Context, t *leaderTerm, role *reaper.Role,
 		}
 		r.backoff(t, role.Name, ferr)
 		r.exhausted(ctx, t, role.Name, ferr)
+	} else if e.Provision != "" {
+		// A first boot that failed is a failed create: the role's
+		// creates back off (fatal: no capacity record), so a broken
+		// image or user data is not rebuilt every cycle.
+		r.backoff(t, role.Name, reaper.ProvisionFailed(e.NewName, e.Provision))
 	}
 	return nil
 }

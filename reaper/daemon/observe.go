@@ -21,7 +21,9 @@ type observation struct {
 	reporting map[string]bool
 	recorded  map[string]bool
 	suspect   map[string]bool
-	keys      *ReaperKeys
+	// provisionFailed: hosts whose own provisioned record says failed.
+	provisionFailed map[string]reaper.ProvisionFailure
+	keys            *ReaperKeys
 	// scaling is the KV snapshot's scaling part; metrics the readings of
 	// autoscaled roles' Prometheus queries.
 	scaling schema.Scaling
@@ -65,8 +67,12 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 		recorded[name] = true
 	}
 	suspect := corroboratedSuspects(snap.Suspects(), checks)
+	failed := map[string]reaper.ProvisionFailure{}
+	for host, st := range snap.ProvisionFailures() {
+		failed[host] = reaper.ProvisionFailure{Detail: st.Detail, Time: st.Time}
+	}
 	return &observation{servers: servers, checks: checks, desired: desired, validated: snap.Validated(), reporting: snap.ReportingValidation(),
-		recorded: recorded, suspect: suspect, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx), hooks: snap.Hooks}, nil
+		recorded: recorded, suspect: suspect, provisionFailed: failed, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx), hooks: snap.Hooks}, nil
 }
 
 // readMetrics evaluates the Prometheus query of every role that scales on
