@@ -23,7 +23,9 @@ type observation struct {
 	suspect   map[string]bool
 	// provisionFailed: hosts whose own provisioned record says failed.
 	provisionFailed map[string]reaper.ProvisionFailure
-	keys            *ReaperKeys
+	// hostRecords: by host, the highest modify index of its own records.
+	hostRecords map[string]uint64
+	keys        *ReaperKeys
 	// scaling is the KV snapshot's scaling part; metrics the readings of
 	// autoscaled roles' Prometheus queries.
 	scaling schema.Scaling
@@ -66,13 +68,20 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 	for name := range snap.Hosts {
 		recorded[name] = true
 	}
+	for name := range snap.Records {
+		recorded[name] = true // a heartbeat or a load report alone too
+	}
 	suspect := corroboratedSuspects(snap.Suspects(), checks)
 	failed := map[string]reaper.ProvisionFailure{}
 	for host, st := range snap.ProvisionFailures() {
 		failed[host] = reaper.ProvisionFailure{Detail: st.Detail, Time: st.Time}
 	}
+	own := make(map[string]uint64, len(snap.Records))
+	for host, rec := range snap.Records {
+		own[host] = rec.Index
+	}
 	return &observation{servers: servers, checks: checks, desired: desired, validated: snap.Validated(), reporting: snap.ReportingValidation(),
-		recorded: recorded, suspect: suspect, provisionFailed: failed, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx), hooks: snap.Hooks}, nil
+		recorded: recorded, suspect: suspect, provisionFailed: failed, hostRecords: own, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx), hooks: snap.Hooks}, nil
 }
 
 // readMetrics evaluates the Prometheus query of every role that scales on

@@ -198,6 +198,27 @@ type RoleReport struct {
 	// Placement is the role's spread over availability zones and its
 	// server group, when it has either.
 	Placement *PlacementReport `json:"placement,omitempty"`
+	// Silent are the role's servers Nova lists whose host's own records
+	// have not moved for silent_after (a bounded number, oldest first);
+	// Orphaned the hosts named like its servers with records and no
+	// server, whose records are removed at Until.
+	Silent   []HostMark `json:"silent,omitempty"`
+	Orphaned []HostMark `json:"orphaned,omitempty"`
+	// SilentCount and OrphanedCount count them all.
+	SilentCount   int `json:"silent_count,omitempty"`
+	OrphanedCount int `json:"orphaned_count,omitempty"`
+}
+
+// HostMark is a silent or orphaned host in the report.
+type HostMark struct {
+	Host string `json:"host"`
+	// Since: a silent host's records last moved then (at the latest, by
+	// the reaper's clock; a new leader starts counting anew); an
+	// orphaned host has been so since then.
+	Since time.Time `json:"since"`
+	// Until: when an orphaned host's records are removed (its grace
+	// ends), if the gate allows.
+	Until time.Time `json:"until,omitzero"`
 }
 
 // AutoscaleReport is an autoscaled role's part of the report, and the
