@@ -1,0 +1,114 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+// A host's heartbeat is one of its own records: the snapshot sees its
+// movement (Consul's index, whatever time the record says) and a value
+// that is no heartbeat is named as a problem, its index counted all the
+// same (a write is a write).
+func TestHeartbeatRecords(t *testing.T) {
+	s, c := newStore(t)
+	ctx := context.Background()
+	if err := s.Heartbeat(ctx, "web1"); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := snap.Records["web1"]
+	if r.Index == 0 || r.Keys != 1 || time.Since(r.Heartbeat) > time.Minute {
+		t.Fatalf("web1's records = %+v, want its heartbeat", r)
+	}
+	if _, listed := snap.Hosts["web1"]; listed {
+		t.Fatal("a heartbeat alone makes web1 a host with a version or status")
+	}
+	// By hand: a time far in the future, then garbage.
+	for _, v := range []string{`{"time":"2999-01-01T00:00:00Z"}`, `not json`} {
+		if _, err := c.KV().Put(&api.KVPair{Key: store.HeartbeatKey("test/orchestrate", "web1"), Value: []byte(v)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		next, err := s.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := next.Records["web1"]; got.Index <= r.Index {
+			t.Fatalf("%s: index %d, want it moved past %d", v, got.Index, r.Index)
+		}
+		r = next.Records["web1"]
+		if v == "not json" && (len(next.Problems) != 1 || !strings.Contains(next.Problems[0].Problem, "not a heartbeat")) {
+			t.Fatalf("problems %v, want the garbage named", next.Problems)
+		}
+	}
+}
+
+// The removal of an orphan's records: every key under hosts/<host>/ and
+// nothing else, in one transaction of deletes checked against the index
+// read; a record written since the caller's read, or between the read and
+// the transaction, keeps them all.
+func TestForgetRecordsOps(t *testing.T) {
+	s, c := newStore(t)
+	ctx := context.Background()
+	for _, w := range []func() error{
+		func() error { return s.Heartbeat(ctx, "web7") },
+		func() error { return s.UpdateStatus(ctx, "web7", "puppet", "success", store.StatusValue{}) },
+		func() error { return s.ReportVersion(ctx, "web7", "v1") },
+		func() error { return s.Heartbeat(ctx, "web70") }, // shares web7's prefix
+	} {
+		if err := w(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seed(t, c, "test/orchestrate", map[string]string{"status/puppet/success/web7": `{"time":"2026-11-20T10:00:00Z"}`, "drain/web7": `{}`})
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := snap.Records["web7"].Index
+	if _, err := s.ForgetRecordsOps(ctx, "web7", idx-1); !errors.Is(err, store.ErrRecordsMoved) {
+		t.Fatalf("a record newer than the index read: %v, want ErrRecordsMoved", err)
+	}
+	ops, err := s.ForgetRecordsOps(ctx, "web7", idx)
+	if err != nil || len(ops) != 3 {
+		t.Fatalf("ops %v, %v: want 3 checked deletes", ops, err)
+	}
+	// The host writes between the read and the transaction.
+	if err := s.Heartbeat(ctx, "web7"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, _, err := c.KV().Txn(ops, nil); ok || err != nil {
+		t.Fatalf("transaction over a moved record: ok %v, %v; want it rolled back", ok, err)
+	}
+	if got := keys(t, c, "test/orchestrate/hosts/web7/"); len(got) != 3 {
+		t.Fatalf("web7's records after the rolled back removal: %v", got)
+	}
+	snap, _ = s.Snapshot(ctx)
+	ops, err = s.ForgetRecordsOps(ctx, "web7", snap.Records["web7"].Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, resp, _, err := c.KV().Txn(ops, nil); !ok || err != nil {
+		t.Fatalf("removal: ok %v, %v, %v", ok, err, resp)
+	}
+	if got := keys(t, c, "test/orchestrate/hosts/web7/"); len(got) != 0 {
+		t.Fatalf("web7's records left: %v", got)
+	}
+	for _, k := range []string{"test/orchestrate/hosts/web70/heartbeat", "test/orchestrate/status/puppet/success/web7", "test/orchestrate/drain/web7"} {
+		if p, _, _ := c.KV().Get(k, nil); p == nil {
+			t.Fatalf("%s removed with web7's own records", k)
+		}
+	}
+	if _, err := s.ForgetRecordsOps(ctx, "../web7", 1); err == nil {
+		t.Fatal("a host name that is no name accepted")
+	}
+}
