@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -111,4 +112,50 @@ func TestForgetRecordsOps(t *testing.T) {
 	if _, err := s.ForgetRecordsOps(ctx, "../web7", 1); err == nil {
 		t.Fatal("a host name that is no name accepted")
 	}
+}
+
+// What the heartbeat costs a fleet, measured on a real (dev) agent: one
+// ring of 1,000 hosts is 1,000 writes of one small key each, and adds
+// that many keys to the reaper's one listing of the prefix per cycle.
+// The figures are in docs/orchestrate.md ("Silent hosts").
+func TestHeartbeatCostForAFleet(t *testing.T) {
+	s, c := newStore(t)
+	ctx := context.Background()
+	const hosts, workers = 1000, 8
+	start := time.Now()
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func(w int) {
+			var err error
+			for i := w; i < hosts && err == nil; i += workers {
+				err = s.Heartbeat(ctx, fmt.Sprintf("web%d", i))
+			}
+			errs <- err
+		}(w)
+	}
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	ring := time.Since(start)
+	pairs, _, err := c.KV().List("test/orchestrate/hosts/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bytes int
+	for _, p := range pairs {
+		bytes += len(p.Key) + len(p.Value)
+	}
+	start = time.Now()
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := time.Since(start)
+	if len(pairs) != hosts || len(snap.Records) != hosts {
+		t.Fatalf("%d keys, %d hosts in the snapshot, want %d", len(pairs), len(snap.Records), hosts)
+	}
+	t.Logf("%d heartbeats (%d writers): %s, %.0f writes/s; %d bytes of keys and values (%d a host); a snapshot of them: %s",
+		hosts, workers, ring.Round(time.Millisecond), float64(hosts)/ring.Seconds(), bytes, bytes/hosts, read.Round(time.Millisecond))
 }
