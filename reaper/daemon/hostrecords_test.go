@@ -100,7 +100,7 @@ func TestSilentAndOrphanedHosts(t *testing.T) {
 		}
 	}
 	for k, v := range map[string]string{
-		store.HeartbeatKey(prefix, "web2"): `{"time":"2999-01-01T00:00:00Z"}`,
+		store.HeartbeatKey(prefix, "web2"):     `{"time":"2999-01-01T00:00:00Z"}`,
 		store.HostDir(prefix, "web9") + "junk": "not a record",
 	} {
 		if _, err := w.c.KV().Put(&api.KVPair{Key: k, Value: []byte(v)}, nil); err != nil {
