@@ -11,6 +11,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
+	"github.com/jiocloud/orchestrate/reaper/reapertest"
 )
 
 // hostsConfig: role web of 3, heartbeat every minute, silent after 3
@@ -73,14 +74,6 @@ func hostRoleReport(t *testing.T, c *api.Client) reaperkv.RoleReport {
 	return reaperkv.RoleReport{}
 }
 
-func marks(m []reaperkv.HostMark) string {
-	var out []string
-	for _, h := range m {
-		out = append(out, h.Host)
-	}
-	return strings.Join(out, ",")
-}
-
 // On a real agent, with the simulated cloud and clock: a host that stops
 // answering the heartbeat is silent after silent_after, shown and counted,
 // never deleted, and no longer once it answers again; a host with records
@@ -113,7 +106,7 @@ func TestSilentAndOrphanedHosts(t *testing.T) {
 		hb.answer()
 	}
 	step()
-	if r := hostRoleReport(t, w.c); marks(r.Orphaned) != "web9" || len(r.Silent) != 0 || !r.Orphaned[0].Until.Equal(r.Orphaned[0].Since.Add(10*time.Minute)) {
+	if r := hostRoleReport(t, w.c); reapertest.HostNames(r.Orphaned) != "web9" || len(r.Silent) != 0 || !r.Orphaned[0].Until.Equal(r.Orphaned[0].Since.Add(10*time.Minute)) {
 		t.Fatalf("first cycle: silent %v, orphaned %+v; want web9 orphaned for 10m", r.Silent, r.Orphaned)
 	}
 	if m := metricsText(t, w.r); !strings.Contains(m, "reaper_orphaned_hosts 1\n") || !strings.Contains(m, `reaper_silent_hosts{role="web"} 0`) {
@@ -126,7 +119,7 @@ func TestSilentAndOrphanedHosts(t *testing.T) {
 	w.sim.TruncateLists(1) // the next list misses web3
 	n := w.stepUntil(20, "web2 silent", func() bool {
 		hb.answer()
-		return marks(hostRoleReport(t, w.c).Silent) == "web2"
+		return reapertest.HostNames(hostRoleReport(t, w.c).Silent) == "web2"
 	})
 	if took := w.clock().Sub(stopped); took < 3*time.Minute || took > 5*time.Minute {
 		t.Fatalf("web2 silent %s after its last answer (%d steps), want 3m to silent_after plus a heartbeat", took, n)
@@ -191,7 +184,7 @@ func TestOrphanedRecordsKeptWhileDisarmedOrDryRun(t *testing.T) {
 			for i := 0; i < 30; i++ { // 15 minutes
 				w.step()
 			}
-			if r := hostRoleReport(t, w.c); marks(r.Orphaned) != "web9" {
+			if r := hostRoleReport(t, w.c); reapertest.HostNames(r.Orphaned) != "web9" {
 				t.Fatalf("orphaned %+v, want web9", r.Orphaned)
 			}
 			if len(keysUnder(t, w.c, store.HostDir(prefix, "web9"))) != 1 {

@@ -23,14 +23,6 @@ func roleView(t *testing.T, p *reaper.Plan) reaperkv.RoleReport {
 	return reaperkv.RoleReport{}
 }
 
-func hostsOf(m []reaperkv.HostMark) string {
-	var out []string
-	for _, h := range m {
-		out = append(out, h.Host)
-	}
-	return strings.Join(out, ",")
-}
-
 // A host is silent when Nova lists its server and its own records' index
 // has not moved for silent_after (30m by default), by the reaper's clock:
 // shown, never acted on.
@@ -46,17 +38,17 @@ func TestSilentHosts(t *testing.T) {
 		want    string
 	}{
 		{name: "records unchanged for 31m: silent", records: map[string]uint64{"web1": 10, "web2": 20, "web3": 30},
-			moved: map[string]reaper.MoveMark{"web1": {10, long}, "web2": {20, t0.Add(-time.Minute)}, "web3": {30, long}}, want: "web1,web3"},
+			moved: map[string]reaper.MoveMark{"web1": {Index: 10, At: long}, "web2": {Index: 20, At: t0.Add(-time.Minute)}, "web3": {Index: 30, At: long}}, want: "web1,web3"},
 		{name: "its index moved this cycle (a heartbeat): not silent", records: map[string]uint64{"web1": 11},
-			moved: map[string]reaper.MoveMark{"web1": {10, long}}, want: ""},
+			moved: map[string]reaper.MoveMark{"web1": {Index: 10, At: long}}, want: ""},
 		{name: "a new leader, no memory: counted from now", records: map[string]uint64{"web1": 10}, want: ""},
 		{name: "just under silent_after: not yet", records: map[string]uint64{"web1": 10},
-			moved: map[string]reaper.MoveMark{"web1": {10, t0.Add(-29 * time.Minute)}}, want: ""},
-		{name: "no record of its own: the boot and absent rules', not silent", records: map[string]uint64{}, moved: map[string]reaper.MoveMark{"web1": {10, long}}, want: ""},
+			moved: map[string]reaper.MoveMark{"web1": {Index: 10, At: t0.Add(-29 * time.Minute)}}, want: ""},
+		{name: "no record of its own: the boot and absent rules', not silent", records: map[string]uint64{}, moved: map[string]reaper.MoveMark{"web1": {Index: 10, At: long}}, want: ""},
 		{name: "a stopped server: not silent", servers: []reaper.Server{withStatus(fleet[0], "SHUTOFF"), fleet[1], fleet[2]},
-			records: map[string]uint64{"web1": 10}, moved: map[string]reaper.MoveMark{"web1": {10, long}}, want: ""},
+			records: map[string]uint64{"web1": 10}, moved: map[string]reaper.MoveMark{"web1": {Index: 10, At: long}}, want: ""},
 		{name: "a server in a journal entry (being replaced): the reaper's, not silent", records: map[string]uint64{"web1": 10},
-			moved: map[string]reaper.MoveMark{"web1": {10, long}},
+			moved: map[string]reaper.MoveMark{"web1": {Index: 10, At: long}},
 			journal: []reaper.Entry{{ID: "web.j1", Kind: reaperkv.KindReplace, Role: "web", Mode: reaper.ModeSurge, Phase: reaperkv.PhaseCreating, OldName: "web1", OldID: "id-web1", NewName: "web4",
 				Started: t0.Add(-time.Minute), Updated: t0.Add(-time.Minute)}}, want: ""},
 	}
@@ -71,7 +63,7 @@ func TestSilentHosts(t *testing.T) {
 			p := Plan(reaper.Input{Now: t0, Config: reapertest.Config(t), Servers: slices.Clone(servers), Checks: checks, Armed: true, Journal: tc.journal,
 				HostRecords: tc.records, Memory: mem})
 			v := roleView(t, p)
-			if got := hostsOf(v.Silent); got != tc.want || v.SilentCount != len(v.Silent) {
+			if got := reapertest.HostNames(v.Silent); got != tc.want || v.SilentCount != len(v.Silent) {
 				t.Fatalf("silent = %q (count %d), want %q", got, v.SilentCount, tc.want)
 			}
 			for _, a := range p.Actions {
@@ -96,11 +88,11 @@ func TestSilenceOutlivesAListBlip(t *testing.T) {
 		in.Memory, in.Now = p.Memory, in.Now.Add(30*time.Second)
 		return roleView(t, p)
 	}
-	if v := step(fleet, 10); hostsOf(v.Silent) != "web1" {
-		t.Fatalf("silent %q, want web1", hostsOf(v.Silent))
+	if v := step(fleet, 10); reapertest.HostNames(v.Silent) != "web1" {
+		t.Fatalf("silent %q, want web1", reapertest.HostNames(v.Silent))
 	}
 	step(fleet[1:], 10) // web1 missing from one list
-	if v := step(fleet, 10); hostsOf(v.Silent) != "web1" || !v.Silent[0].Since.Equal(t0.Add(-time.Hour)) {
+	if v := step(fleet, 10); reapertest.HostNames(v.Silent) != "web1" || !v.Silent[0].Since.Equal(t0.Add(-time.Hour)) {
 		t.Fatalf("after the blip: silent %+v, want web1 since an hour before t0", v.Silent)
 	}
 	if v := step(fleet, 11); len(v.Silent) != 0 {
@@ -172,7 +164,7 @@ func TestOrphanedHosts(t *testing.T) {
 				t.Fatalf("blocked = %q, want a line with %q", p.Blocked, tc.blocked)
 			}
 			v := roleView(t, p)
-			if got := hostsOf(v.Orphaned); got != tc.orphaned || v.OrphanedCount != len(v.Orphaned) {
+			if got := reapertest.HostNames(v.Orphaned); got != tc.orphaned || v.OrphanedCount != len(v.Orphaned) {
 				t.Fatalf("orphaned = %q (count %d), want %q", got, v.OrphanedCount, tc.orphaned)
 			}
 			for _, a := range p.Actions {
@@ -202,8 +194,8 @@ func TestOrphanGraceRestartsWhenTheServerComesBack(t *testing.T) {
 		in.Memory, in.Now = p.Memory, in.Now.Add(d)
 		return p
 	}
-	if p := step(fleet[:2], checks[:2], 5*time.Minute); hostsOf(roleView(t, p).Orphaned) != "web3" {
-		t.Fatalf("orphaned %q, want web3", hostsOf(roleView(t, p).Orphaned))
+	if p := step(fleet[:2], checks[:2], 5*time.Minute); reapertest.HostNames(roleView(t, p).Orphaned) != "web3" {
+		t.Fatalf("orphaned %q, want web3", reapertest.HostNames(roleView(t, p).Orphaned))
 	}
 	step(fleet, checks, 5*time.Minute) // it comes back
 	for i := 0; i < 3; i++ {
