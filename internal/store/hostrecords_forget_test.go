@@ -159,3 +159,32 @@ func TestHeartbeatCostForAFleet(t *testing.T) {
 	t.Logf("%d heartbeats (%d writers): %s, %.0f writes/s; %d bytes of keys and values (%d a host); a snapshot of them: %s",
 		hosts, workers, ring.Round(time.Millisecond), float64(hosts)/ring.Seconds(), bytes, bytes/hosts, read.Round(time.Millisecond))
 }
+
+// Only a host's own failed provisioned record counts for the reaper: one
+// in the older layout (any node could write it before node restriction)
+// does not, nor one that cannot be read.
+func TestProvisionFailuresOwnRecordsOnly(t *testing.T) {
+	s, c := newStore(t)
+	ctx := context.Background()
+	if err := s.UpdateStatus(ctx, "web1", store.CategoryProvisioned, store.StateFailed, store.StatusValue{Detail: "step puppet failed (exit 1)"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateStatus(ctx, "web4", store.CategoryProvisioned, store.StateSuccess, store.StatusValue{}); err != nil {
+		t.Fatal(err)
+	}
+	seed(t, c, "test/orchestrate", map[string]string{
+		"status/provisioned/failed/web2": `{"time":"2026-11-20T10:00:00Z","detail":"forged"}`,
+		"hosts/web3/status/provisioned":  `{"state":"failed",`,
+	})
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := snap.ProvisionFailures()
+	if len(got) != 1 || got["web1"].Detail != "step puppet failed (exit 1)" {
+		t.Fatalf("provision failures %+v, want web1's only", got)
+	}
+	if snap.Hosts["web2"].Status[store.CategoryProvisioned].State != store.StateFailed {
+		t.Fatal("the older record is not shown to readers any more")
+	}
+}

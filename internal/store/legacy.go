@@ -80,7 +80,7 @@ func (snap *Snapshot) addStatus(p *api.KVPair, parts []string) {
 		snap.bad(p.Key, "unknown state %q", state)
 		return
 	}
-	st := Status{State: state, Legacy: true}
+	st := Status{State: state}
 	if err := json.Unmarshal(p.Value, &st.StatusValue); err != nil {
 		snap.bad(p.Key, "value is not the JSON orchestrate writes: %v", err)
 		st.Corrupt = true
@@ -194,7 +194,7 @@ func (s *Store) legacyHostStatus(ctx context.Context, host string, out map[strin
 		if p == nil {
 			continue // moved since the listing
 		}
-		st := Status{State: parts[1], Legacy: true}
+		st := Status{State: parts[1]}
 		if err := json.Unmarshal(p.Value, &st.StatusValue); err != nil {
 			st.Corrupt = true
 		}

@@ -71,7 +71,7 @@ func (snap *Snapshot) ProvisionFailures() map[string]Status {
 	out := map[string]Status{}
 	for name, h := range snap.Hosts {
 		st, ok := h.Status[CategoryProvisioned]
-		if ok && st.State == StateFailed && !st.Corrupt && !st.Legacy {
+		if ok && st.State == StateFailed && !st.Corrupt && snap.ownStatus[name][CategoryProvisioned] {
 			out[name] = st
 		}
 	}

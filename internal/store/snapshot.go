@@ -41,6 +41,11 @@ type Snapshot struct {
 	legacy     *legacyRecords
 	newVersion map[string]bool
 	answers    map[string]schema.DrainAnswer
+	// ownStatus holds, by host, the categories of its status records of
+	// its own (not the older layout's, which any node with the older
+	// shared policy could write about any host): the reaper acts on
+	// those only.
+	ownStatus map[string]map[string]bool
 }
 
 // Host is one host's version and status.
@@ -72,10 +77,6 @@ type Status struct {
 	StatusValue
 	// Corrupt is set when the stored value could not be read.
 	Corrupt bool `json:"corrupt,omitempty"`
-	// Legacy: read from the layout before node restriction
-	// (status/<category>/<state>/<host>), which any node with the older
-	// shared policy could write about any host: the reaper acts on none.
-	Legacy bool `json:"-"`
 }
 
 // Problem names a key whose value or place is not valid.
@@ -93,7 +94,7 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 		return nil, err
 	}
 	snap := &Snapshot{Hosts: map[string]*Host{}, Records: map[string]HostRecords{}, Desired: map[string]int{}, Scaling: newScaling(), Hooks: schema.NewHooks(),
-		legacy: newLegacyRecords(), newVersion: map[string]bool{}, answers: map[string]schema.DrainAnswer{}}
+		legacy: newLegacyRecords(), newVersion: map[string]bool{}, answers: map[string]schema.DrainAnswer{}, ownStatus: map[string]map[string]bool{}}
 	for _, p := range pairs {
 		parts := strings.Split(schema.RelKey(s.prefix, p.Key), "/")
 		switch parts[0] {
@@ -164,6 +165,10 @@ func (snap *Snapshot) addHostRecord(p *api.KVPair, parts []string) {
 			snap.bad(p.Key, "%v", err)
 		}
 		snap.host(name).Status[rest[1]] = st
+		if snap.ownStatus[name] == nil {
+			snap.ownStatus[name] = map[string]bool{}
+		}
+		snap.ownStatus[name][rest[1]] = true
 	case len(rest) == 2 && rest[0] == hostMetrics && schema.ValidName("metric", rest[1]) == nil:
 		m, err := parseMetricReport(p.Value)
 		if err != nil {
