@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 	"gopkg.in/yaml.v3"
 )
@@ -148,6 +149,33 @@ func exposedNames(body string) map[string]bool {
 	return names
 }
 
+// scrapeService finds the one reaper registered as service in c's catalog
+// (as Prometheus's Consul discovery does) and scrapes its /metrics port
+// until done accepts the body, which it returns.
+func scrapeService(t *testing.T, c *api.Client, service string, limit time.Duration, what string, done func(body string) bool) string {
+	t.Helper()
+	var port int
+	testutil.Eventually(t, limit, "the reaper service", func() bool {
+		svcs, _, err := c.Catalog().Service(service, "", nil)
+		if err == nil && len(svcs) == 1 {
+			port = svcs[0].ServicePort
+		}
+		return port != 0
+	})
+	var body string
+	testutil.Eventually(t, limit, what, func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK && done(body)
+	}, func() string { return body })
+	return body
+}
+
 // Every series the shipped alerting rules and dashboard select is one a
 // real reaper serves: a reaper leading over a real agent, scraped on its
 // /metrics port as Prometheus scrapes it. Only the reaper's own series
@@ -157,25 +185,9 @@ func TestAlertMetricsExist(t *testing.T) {
 	f.cfg.Listen = "127.0.0.1:0"
 	f.seed(3)
 	f.start(nil)
-	var port int
-	testutil.Eventually(t, 10*time.Second, "the reaper service", func() bool {
-		svcs, _, err := f.c.Catalog().Service(f.cfg.ServiceName, "", nil)
-		if err == nil && len(svcs) == 1 {
-			port = svcs[0].ServicePort
-		}
-		return port != 0
+	body := scrapeService(t, f.c, f.cfg.ServiceName, 20*time.Second, "metrics of a leader's cycle", func(body string) bool {
+		return strings.Contains(body, "reaper_leader 1\n") && !strings.Contains(body, "reaper_cycles_total 0\n")
 	})
-	var body string
-	testutil.Eventually(t, 20*time.Second, "metrics of a leader's cycle", func() bool {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		body = string(b)
-		return resp.StatusCode == http.StatusOK && strings.Contains(body, "reaper_leader 1\n") && !strings.Contains(body, "reaper_cycles_total 0\n")
-	}, func() string { return body })
 	served := exposedNames(body)
 	for _, name := range metricsOfUnmergedBranches {
 		if served[name] {
