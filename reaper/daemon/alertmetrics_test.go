@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -149,10 +150,9 @@ func exposedNames(body string) map[string]bool {
 	return names
 }
 
-// scrapeService finds the one reaper registered as service in c's catalog
-// (as Prometheus's Consul discovery does) and scrapes its /metrics port
-// until done accepts the body, which it returns.
-func scrapeService(t *testing.T, c *api.Client, service string, limit time.Duration, what string, done func(body string) bool) string {
+// servicePort waits for the one reaper registered as service in c's
+// catalog (as Prometheus's Consul discovery finds it) and returns its port.
+func servicePort(t *testing.T, c *api.Client, service string, limit time.Duration) int {
 	t.Helper()
 	var port int
 	testutil.Eventually(t, limit, "the reaper service", func() bool {
@@ -162,6 +162,14 @@ func scrapeService(t *testing.T, c *api.Client, service string, limit time.Durat
 		}
 		return port != 0
 	})
+	return port
+}
+
+// scrapeService scrapes the /metrics port of the one reaper registered as
+// service in c's catalog until done accepts the body, which it returns.
+func scrapeService(t *testing.T, c *api.Client, service string, limit time.Duration, what string, done func(body string) bool) string {
+	t.Helper()
+	port := servicePort(t, c, service, limit)
 	var body string
 	testutil.Eventually(t, limit, what, func() bool {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
@@ -207,4 +215,73 @@ func TestAlertMetricsExist(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The shipped rules on a real Prometheus (Debian's) scraping a real
+// reaper over a real agent: the file loads, every rule evaluates without
+// error on the reaper's series, and of a healthy but never armed fleet's
+// alerts only ReaperDisarmed is active, pending for its hour.
+func TestShippedRulesOnARealPrometheus(t *testing.T) {
+	f := newFixture(t)
+	f.cfg.Listen = "127.0.0.1:0"
+	f.seed(3)
+	f.start(nil)
+	port := servicePort(t, f.c, f.cfg.ServiceName, 10*time.Second)
+	rulesFile, err := filepath.Abs(shippedAlertRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prom, _, _ := startPrometheusWith(t, fmt.Sprintf("rule_files: [%q]\nscrape_configs:\n  - job_name: reaper\n    static_configs:\n      - targets: [\"127.0.0.1:%d\"]\n", rulesFile, port))
+	var last string
+	getJSON := func(path string, v any) bool {
+		body, err := prom.get(path)
+		last = string(body)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return true
+	}
+	var rules struct {
+		Data struct {
+			Groups []struct {
+				Rules []struct{ Name, Health, LastError string } `json:"rules"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	testutil.Eventually(t, 30*time.Second, "every shipped rule evaluated", func() bool {
+		if !getJSON("/api/v1/rules", &rules) || len(rules.Data.Groups) != 1 || len(rules.Data.Groups[0].Rules) < 20 {
+			return false
+		}
+		ok := true
+		for _, r := range rules.Data.Groups[0].Rules {
+			if r.Health == "err" {
+				t.Fatalf("rule %s fails on a real reaper's series: %s", r.Name, r.LastError)
+			}
+			ok = ok && r.Health == "ok"
+		}
+		return ok
+	}, func() string { return last })
+	var active []string
+	testutil.Eventually(t, 30*time.Second, "only ReaperDisarmed active, pending", func() bool {
+		var alerts struct {
+			Data struct {
+				Alerts []struct {
+					Labels map[string]string `json:"labels"`
+					State  string            `json:"state"`
+				} `json:"alerts"`
+			} `json:"data"`
+		}
+		if !getJSON("/api/v1/alerts", &alerts) {
+			return false
+		}
+		active = active[:0]
+		for _, a := range alerts.Data.Alerts {
+			active = append(active, a.Labels["alertname"]+" "+a.State+" "+a.Labels["instance"])
+		}
+		return slices.Equal(active, []string{fmt.Sprintf("ReaperDisarmed pending 127.0.0.1:%d", port)})
+	}, func() string { return fmt.Sprintf("active: %q", active) })
 }
