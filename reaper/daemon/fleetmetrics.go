@@ -40,9 +40,12 @@ func (r *Reaper) readFleet(ctx context.Context, snap *store.Snapshot) fleetReadi
 	}
 	rollouts, err := r.store.Rollouts(ctx)
 	problem := ""
-	if err != nil {
+	switch {
+	case ctx.Err() != nil:
+		return fr // stopping, or the lock lost: no problem of the records
+	case err != nil:
 		problem = err.Error()
-	} else {
+	default:
 		fr.halted = make(map[string]bool, len(rollouts))
 		for role, ro := range rollouts {
 			fr.halted[role] = snap.CurrentVersion != "" && rollout.Halted(ro, snap.CurrentVersion) != ""
