@@ -72,6 +72,10 @@ type Input struct {
 	// host itself and an operator may write): hosts with none are not in
 	// it. Silent and orphaned hosts are judged on it.
 	HostRecords map[string]uint64
+	// TooManyRecords holds, by host, the number of its own records when
+	// it is more than one transaction removes: an orphan's are then not
+	// removed (written by hand: an operator's to look at).
+	TooManyRecords map[string]int
 	// Memory is the previous plan's.
 	Memory Memory
 	// TermStart is when this leader's term began (zero: long ago). For

@@ -79,6 +79,10 @@ func (s *Store) HostKeys(ctx context.Context, host string) ([]string, error) {
 	return out, nil
 }
 
+// MaxForgetKeys is the most records of one host ForgetRecordsOps removes:
+// one transaction's operations (maxTxnOps), less the caller's leader check.
+const MaxForgetKeys = maxTxnOps - 1
+
 // ErrRecordsMoved says a host's records changed since the caller read
 // them: the host (or an operator) wrote one, so they are not removed.
 var ErrRecordsMoved = errors.New("the host's records changed since they were read")
@@ -101,8 +105,8 @@ func (s *Store) ForgetRecordsOps(ctx context.Context, host string, index uint64)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
-	if len(pairs) >= maxTxnOps {
-		return nil, fmt.Errorf("%s holds %d keys, more than one transaction removes (%d): not removed", dir, len(pairs), maxTxnOps-1)
+	if len(pairs) > MaxForgetKeys {
+		return nil, fmt.Errorf("%s holds %d keys, more than one transaction removes (%d): not removed", dir, len(pairs), MaxForgetKeys)
 	}
 	ops := make(api.KVTxnOps, 0, len(pairs))
 	for _, p := range pairs {

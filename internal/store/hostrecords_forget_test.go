@@ -112,6 +112,15 @@ func TestForgetRecordsOps(t *testing.T) {
 	if _, err := s.ForgetRecordsOps(ctx, "../web7", 1); err == nil {
 		t.Fatal("a host name that is no name accepted")
 	}
+	// More keys than one transaction takes (written by hand): refused.
+	many := map[string]string{}
+	for i := 0; i < 130; i++ {
+		many[fmt.Sprintf("hosts/web8/junk%d", i)] = "x"
+	}
+	seed(t, c, "test/orchestrate", many)
+	if _, err := s.ForgetRecordsOps(ctx, "web8", 1<<62); err == nil || !strings.Contains(err.Error(), "holds 130 keys, more than one transaction removes (127)") {
+		t.Fatalf("130 keys: %v", err)
+	}
 }
 
 // What the heartbeat costs a fleet, measured on a real (dev) agent: one

@@ -61,7 +61,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *reaper.
 		Now: start, Config: r.cfg, Servers: obs.servers, Checks: obs.checks,
 		Desired: obs.desired, Journal: obs.keys.Entries, Armed: obs.keys.Armed != nil,
 		ArmKeyWritten: obs.keys.ArmKeyWritten, ArmProblem: obs.keys.ArmProblem,
-		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: withTokens(obs.recorded, obs.keys.Tokens), Suspect: obs.suspect, ProvisionFailed: obs.provisionFailed, HostRecords: obs.hostRecords, Memory: t.memory, Destructive: obs.keys.Destructive,
+		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: withTokens(obs.recorded, obs.keys.Tokens), Suspect: obs.suspect, ProvisionFailed: obs.provisionFailed, HostRecords: obs.hostRecords, TooManyRecords: obs.tooMany, Memory: t.memory, Destructive: obs.keys.Destructive,
 		BackoffUntil: t.quota.until, PoolBackoffUntil: t.pool.until, PoolFlush: obs.keys.Flush, PoolFlushProblems: obs.keys.FlushProblems, PoolRecords: poolByHost(obs.keys.Pool), RoleBackoff: t.roleBackoffs(), DeleteBackoff: t.deleteBackoffs(obs.keys.Entries),
 		TermStart: t.started,
 		Scaling:   obs.scaling, Metrics: obs.metrics, Autoscale: t.autoscale,

@@ -23,8 +23,10 @@ type observation struct {
 	suspect   map[string]bool
 	// provisionFailed: hosts whose own provisioned record says failed.
 	provisionFailed map[string]reaper.ProvisionFailure
-	// hostRecords: by host, the highest modify index of its own records.
+	// hostRecords: by host, the highest modify index of its own records;
+	// tooMany: the hosts with more of them than one transaction removes.
 	hostRecords map[string]uint64
+	tooMany     map[string]int
 	keys        *ReaperKeys
 	// scaling is the KV snapshot's scaling part; metrics the readings of
 	// autoscaled roles' Prometheus queries.
@@ -78,12 +80,15 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 	for host, st := range snap.ProvisionFailures() {
 		failed[host] = reaper.ProvisionFailure{Detail: st.Detail, Time: st.Time}
 	}
-	own := make(map[string]uint64, len(snap.Records))
+	own, tooMany := make(map[string]uint64, len(snap.Records)), map[string]int{}
 	for host, rec := range snap.Records {
 		own[host] = rec.Index
+		if rec.Keys > store.MaxForgetKeys {
+			tooMany[host] = rec.Keys
+		}
 	}
 	return &observation{servers: servers, checks: checks, desired: desired, validated: snap.Validated(), reporting: snap.ReportingValidation(),
-		recorded: recorded, suspect: suspect, provisionFailed: failed, hostRecords: own, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx), hooks: snap.Hooks,
+		recorded: recorded, suspect: suspect, provisionFailed: failed, hostRecords: own, tooMany: tooMany, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx), hooks: snap.Hooks,
 		fleet: r.readFleet(ctx, snap)}, nil
 }
 

@@ -100,6 +100,10 @@ func (pl *planner) forgetOrphans(rs *roleServers, hosts []string) []reaperkv.Hos
 		if pl.in.Now.Before(until) {
 			continue
 		}
+		if n := pl.in.TooManyRecords[host]; n > 0 {
+			pl.block("%s: the records of orphaned host %s are not removed: it has %d of them, more than one transaction removes (written by hand? an operator's to look at)", rs.role.Name, host, n)
+			continue
+		}
 		if why := pl.gate(rs, need{armed: true, unpaused: true}); why != "" {
 			pl.block("%s: removal of the records of orphaned host %s (no server in Nova since %s) waits: %s", rs.role.Name, host, since.UTC().Format(time.RFC3339), why)
 			continue

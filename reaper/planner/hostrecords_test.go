@@ -116,6 +116,7 @@ func TestOrphanedHosts(t *testing.T) {
 		journal  []reaper.Entry
 		notArmed bool
 		partial  bool
+		tooMany  map[string]int
 		orphaned string
 		want     []string
 		blocked  string
@@ -130,6 +131,8 @@ func TestOrphanedHosts(t *testing.T) {
 		{name: "past the grace, a server of the role left the list without the reaper: held", servers: fleet[1:], checks: checks[1:],
 			records: map[string]uint64{"web7": 70}, orphan: map[string]time.Time{"web7": old}, listed: map[string]time.Time{"web1": t0.Add(-time.Minute)},
 			orphaned: "web7", want: []string{}, blocked: "web7 (no server in Nova since 2026-03-01T10:00:00Z) waits: web1 left the Nova list"},
+		{name: "past the grace, more records than one transaction removes: held, named", records: map[string]uint64{"web7": 70}, orphan: map[string]time.Time{"web7": old},
+			tooMany: map[string]int{"web7": 300}, orphaned: "web7", want: []string{}, blocked: "orphaned host web7 are not removed: it has 300 of them"},
 		{name: "its server is listed again: not orphaned", records: map[string]uint64{"web1": 10}, orphan: map[string]time.Time{"web1": old}, orphaned: "", want: []string{}},
 		{name: "it has a Consul node (alive or dead): the stray rules', not orphaned", checks: append(slices.Clone(checks), serf("web7", "passing")),
 			records: map[string]uint64{"web7": 70}, orphan: map[string]time.Time{"web7": old}, orphaned: "", want: []string{}},
@@ -156,7 +159,7 @@ func TestOrphanedHosts(t *testing.T) {
 			mem := reaper.NewMemory()
 			mem.Orphan, mem.Listed = tc.orphan, tc.listed
 			p := Plan(reaper.Input{Now: t0, Config: reapertest.Config(t), Servers: servers, Checks: cs, Armed: !tc.notArmed, ArmKeyWritten: tc.notArmed,
-				Journal: tc.journal, HostRecords: tc.records, Memory: mem})
+				Journal: tc.journal, HostRecords: tc.records, TooManyRecords: tc.tooMany, Memory: mem})
 			if got := ops(p); strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
 				t.Fatalf("actions = %q, want %q\nblocked: %q", got, tc.want, p.Blocked)
 			}
