@@ -82,6 +82,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *reaper.
 	t.memory = plan.Memory
 	r.noteDecisions(t, plan)
 	r.noteHolds(t, plan)
+	r.noteSilent(t, plan)
 	if plan.PauseReason != t.lastPause {
 		if plan.Paused {
 			r.log.Warn("pausing destructive actions", "reason", plan.PauseReason)
