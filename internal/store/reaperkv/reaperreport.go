@@ -191,6 +191,13 @@ type RoleReport struct {
 	// Placement is the role's spread over availability zones and its
 	// server group, when it has either.
 	Placement *PlacementReport `json:"placement,omitempty"`
+	// Held are the role's servers held for a human (hold.go), as
+	// honoured this cycle; MaxHeld the role's cap on them, and
+	// MinHealthy its floor (`orchestrate hold` refuses a hold that would
+	// take the role's last serving server, or go below it).
+	Held       []HoldRecord `json:"held,omitempty"`
+	MaxHeld    int          `json:"max_held"`
+	MinHealthy int          `json:"min_healthy,omitempty"`
 }
 
 // AutoscaleReport is an autoscaled role's part of the report, and the
