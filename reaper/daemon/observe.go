@@ -64,6 +64,13 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 	for name := range snap.Hosts {
 		recorded[name] = true
 	}
+	// A name with a hold record is no new server's: it would be held.
+	for name := range keys.Holds {
+		recorded[name] = true
+	}
+	for name := range keys.HoldProblems {
+		recorded[name] = true
+	}
 	suspect := corroboratedSuspects(snap.Suspects(), checks)
 	return &observation{servers: servers, checks: checks, desired: desired, validated: snap.Validated(), reporting: snap.ReportingValidation(),
 		recorded: recorded, suspect: suspect, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx), hooks: snap.Hooks}, nil
