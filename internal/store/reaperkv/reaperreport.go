@@ -275,7 +275,7 @@ type ServerReport struct {
 
 // ServerStateOrder is the order the report's states are listed in.
 var ServerStateOrder = []string{ServerHealthy, ServerExpired, ServerBooting, ServerNew, ServerCriticalInGrace,
-	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerSuspect, ServerErrorInGrace, ServerError, ServerUnknown, ServerMaintenance, ServerRepairing, ServerReplacing, ServerDeleting}
+	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerSuspect, ServerErrorInGrace, ServerError, ServerUnknown, ServerMaintenance, ServerHeld, ServerRepairing, ServerReplacing, ServerDeleting}
 
 // ReaperReport is the value of <prefix>/reaper/state: what the reaper's
 // leader saw and planned in its last cycle.
