@@ -55,7 +55,7 @@ func (pl *planner) honourHolds(roles []*roleServers) {
 		for _, s := range want {
 			rec := pl.in.Holds[s.Name]
 			if n := len(rs.held); n >= rs.role.HeldCap() {
-				pl.block("%s: hold of %s not honoured: the role holds %d, its max_held (%s)", rs.role.Name, s.Name, n, heldNames(rs.held))
+				pl.block("%s: hold of %s not honoured: the role holds %d of its max_held %d%s", rs.role.Name, s.Name, n, rs.role.HeldCap(), prefixed(": ", heldNames(rs.held)))
 				continue
 			}
 			if why := pl.holdTakesService(rs, s); why != "" {
