@@ -31,18 +31,7 @@ func TestHoldCommand(t *testing.T) {
 	}
 	get := func(host string) (reaperkv.HoldRecord, bool) {
 		t.Helper()
-		p, _, err := kv.Get("orchestrate/reaper/hold/"+host, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p == nil {
-			return reaperkv.HoldRecord{}, false
-		}
-		var rec reaperkv.HoldRecord
-		if err := json.Unmarshal(p.Value, &rec); err != nil {
-			t.Fatal(err)
-		}
-		return rec, true
+		return kvJSON[reaperkv.HoldRecord](t, a.Client, "orchestrate/reaper/hold/"+host)
 	}
 	list := func() []holdLine {
 		t.Helper()

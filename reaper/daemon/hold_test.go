@@ -19,14 +19,8 @@ import (
 // it has none.
 func holdMaintenanceOf(t *testing.T, c *api.Client, node string) string {
 	t.Helper()
-	checks, _, err := c.Health().Node(node, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ch := range checks {
-		if ch.CheckID == reaperkv.NodeMaintenanceCheck && strings.HasPrefix(ch.Notes, reaperkv.HoldNotesPrefix) {
-			return ch.Notes
-		}
+	if notes, _ := maintenanceNotes(t, c, node); strings.HasPrefix(notes, reaperkv.HoldNotesPrefix) {
+		return notes
 	}
 	return ""
 }
