@@ -75,6 +75,7 @@ func TestHoldCommand(t *testing.T) {
 		{[]string{"hold", "lb1", "--reason", "oops"}, "max_held is 0"},
 		{[]string{"hold", "release", "web3"}, "web3 is not held"},
 		{[]string{"hold", "release"}, "usage"},
+		{[]string{"hold", "web3", "--reason", strings.Repeat("y", 501)}, "name a ticket instead"},
 		{[]string{"hold", "web3", "web4"}, "unknown action"},
 	} {
 		r := cli(t, a, "", bad.args...)

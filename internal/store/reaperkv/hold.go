@@ -30,6 +30,10 @@ const (
 	// fault, a record dated hours ahead was not written now and is not
 	// honoured (its until could not be trusted either).
 	MaxHoldSkew = 10 * time.Minute
+	// MaxHoldReason bounds a hold's reason: it is copied into the
+	// reaper's state report (up to max_held per role), its history and the
+	// node's maintenance notes.
+	MaxHoldReason = 500
 	// DefaultMaxHeld is a role's max_held when its configuration names
 	// none: one server kept for a human at a time per role.
 	DefaultMaxHeld = 1
@@ -109,6 +113,8 @@ func (h HoldRecord) Check() error {
 		return fmt.Errorf("role %q is not a role name", h.Role)
 	case strings.TrimSpace(h.Reason) == "":
 		return fmt.Errorf("no reason")
+	case len(h.Reason) > MaxHoldReason:
+		return fmt.Errorf("a reason of %d bytes, more than %d (it goes into the reaper's report, its history and the node's maintenance notes): name a ticket instead", len(h.Reason), MaxHoldReason)
 	case strings.TrimSpace(h.By) == "":
 		return fmt.Errorf("no author (by)")
 	case h.Time.IsZero() || !h.Until.After(h.Time):

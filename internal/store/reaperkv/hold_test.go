@@ -29,6 +29,7 @@ func TestParseHold(t *testing.T) {
 		{"until before time", "reaper/hold/web3", with(func(h *HoldRecord) { h.Until = h.Time.Add(-time.Hour) }), "is not after time"},
 		{"no time", "reaper/hold/web3", with(func(h *HoldRecord) { h.Time = time.Time{} }), "is not after time"},
 		{"no reason", "reaper/hold/web3", with(func(h *HoldRecord) { h.Reason = " " }), "no reason"},
+		{"a long reason", "reaper/hold/web3", with(func(h *HoldRecord) { h.Reason = strings.Repeat("x", MaxHoldReason+1) }), "name a ticket instead"},
 		{"no author", "reaper/hold/web3", with(func(h *HoldRecord) { h.By = "" }), "no author"},
 		{"bad role", "reaper/hold/web3", with(func(h *HoldRecord) { h.Role = "../web" }), "not a role name"},
 		{"no host in the key", "reaper/hold/", MarshalHold(good), "not of the form"},
