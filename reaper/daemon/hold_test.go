@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +127,53 @@ func TestHoldFailuresExpire(t *testing.T) {
 	}
 	if !historyHas(w.history(), reaperkv.ActivityHostHeld, "web3", "hold_failures") || !historyHas(w.history(), reaperkv.ActivityHostReleased, "web3") {
 		t.Fatalf("history: %+v", w.history())
+	}
+}
+
+// Hold records written by hand that hold nothing: garbage, a hold for
+// years (a far-future until), one dated a day ahead of the reaper's clock
+// (a skewed clock). Each is named in the reaper's report, and web3,
+// failing, is replaced as if there were none (the record removed with
+// its records): the cycle is not stopped by a bad record, nor is a
+// server kept out of the reaper's reach by one.
+func TestHandWrittenHoldsHoldNothing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		value func(now time.Time) string
+		want  string
+	}{
+		{"garbage", func(time.Time) string { return "please keep web3" }, "not a hold record"},
+		{"years", func(now time.Time) string {
+			return `{"host":"web3","role":"web","reason":"forever","by":"ops","time":"` + now.Format(time.RFC3339) + `","until":"2099-01-01T00:00:00Z"}`
+		}, "more than the most a hold may last"},
+		{"a day ahead", func(now time.Time) string {
+			at := now.Add(24 * time.Hour)
+			return `{"host":"web3","role":"web","reason":"skewed","by":"ops","time":"` + at.Format(time.RFC3339) + `","until":"` + at.Add(time.Hour).Format(time.RFC3339) + `"}`
+		}, "ahead of the reaper's clock"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newDrainWorld(t, "", 3)
+			w.step()
+			w.failWeb3()
+			if _, err := w.c.KV().Put(&api.KVPair{Key: reaperkv.HoldKey(prefix, "web3"), Value: []byte(tc.value(w.clock()))}, nil); err != nil {
+				t.Fatal(err)
+			}
+			w.step()
+			if b := blocked(w.c); !strings.Contains(b, "web3") || !strings.Contains(b, tc.want) {
+				t.Fatalf("report's blocked lines %q: want the record named (%q)", b, tc.want)
+			}
+			w.stepUntil(12, "web3 replaced", func() bool {
+				if holdMaintenanceOf(t, w.c, "web3") != "" {
+					t.Fatal("a hold's maintenance from a record that holds nothing")
+				}
+				return slices.Contains(w.deleted, "web3")
+			})
+			// Its records went with it, the bad one too.
+			if p, _, _ := w.c.KV().Get(reaperkv.HoldKey(prefix, "web3"), nil); p != nil {
+				t.Fatalf("the record outlived web3: %s", p.Value)
+			}
+		})
 	}
 }
