@@ -336,3 +336,45 @@ func TestHoldMaintenance(t *testing.T) {
 		t.Fatalf("serving %d, want 2 (web1, web2)", v.Healthy)
 	}
 }
+
+// A refresh never replaces a held server, and one held off its spec does
+// not keep the refresh from finishing: web1..web3 are on the spec, web4
+// (held) is not, desired 3 without it.
+func TestHeldServerAndRefresh(t *testing.T) {
+	in := refreshWorld(t, request(nil), 3, configured, func(c *reaper.Config) { c.Roles[0].Desired = 3 })
+	in.Holds = map[string]reaperkv.HoldRecord{"web4": holdOn("web4", time.Hour, day)}
+	p := Plan(in)
+	if r := replaced(p); len(r) != 0 || len(p.Actions) != 0 {
+		t.Fatalf("replaced %v, actions %v: want none\nblocked: %q", r, ops(p), p.Blocked)
+	}
+	if len(p.Refreshes) != 1 || !p.Refreshes[0].Remove {
+		t.Fatalf("refresh writes %+v: want the request done and removed", p.Refreshes)
+	}
+	// Without the hold web4 is the refresh's to replace.
+	in.Holds = nil
+	in.Config.Roles[0].Desired = 4
+	if r := replaced(Plan(in)); len(r) != 1 || r[0] != "web4" {
+		t.Fatalf("without the hold: replaced %v, want [web4]", r)
+	}
+}
+
+// The partition pause judges the servers the reaper may act on: held
+// ones are no evidence either way (an operator chose them), and never
+// dilute the share of the rest that looks unhealthy. web1 serves, web2
+// and web3 fail, web4 and web5 are held: two of three look unhealthy.
+func TestHeldServersAndThePause(t *testing.T) {
+	cfg := reapertest.Config(t, func(c *reaper.Config) { c.Roles[0].MaxHeld = ptr(2); c.Roles[0].Desired = 3 })
+	servers, checks := healthyFleet("web", 5)
+	for _, n := range []string{"web2", "web3", "web4", "web5"} {
+		checks = replaceChecks(checks, n, crit(n))
+	}
+	in := reaper.Input{Now: t0, Config: cfg, Servers: servers, Checks: checks, Armed: true, Memory: reaper.Memory{Critical: longCrit("web2", "web3", "web4", "web5")},
+		Holds: map[string]reaperkv.HoldRecord{"web4": holdOn("web4", time.Hour, day), "web5": holdOn("web5", time.Hour, day)}}
+	p := Plan(in)
+	if !p.Paused || !strings.Contains(p.PauseReason, "2 of 3 servers") {
+		t.Fatalf("paused %v (%s): want 2 of 3 unheld servers judged", p.Paused, p.PauseReason)
+	}
+	if len(roleView(p, "web").Held) != 2 {
+		t.Fatalf("held %+v", roleView(p, "web").Held)
+	}
+}
