@@ -29,7 +29,6 @@ func failingWeb3() ([]reaper.Server, []reaper.Check) {
 	return servers, replaceChecks(checks, "web3", crit("web3"))
 }
 
-
 // A failing server held for a human is not replaced, repaired or drained:
 // the role's count goes without it, so a server is created beside it (a
 // plain create, no replacement of it), and its node's maintenance is
