@@ -406,6 +406,7 @@ func TestNoOtherSpelling(t *testing.T) {
 		paths.StateDir, paths.HieraDir, paths.HieraData, paths.LogDir,
 		paths.ConvergeLock, paths.DrainLock, paths.ConsulConfigDir, paths.WatchConfig,
 		paths.NodeIdentityKey, paths.AgentTokenFile, paths.NodePolicy, paths.PuppetModuleDir,
+		paths.LogGrant, paths.LogSpool,
 	}, examplePaths...) {
 		known[p] = true
 	}
