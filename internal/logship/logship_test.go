@@ -29,7 +29,7 @@ func get(t *testing.T, url string) (int, []byte) {
 	t.Helper()
 	resp, err := Client(10 * time.Second).Get(url)
 	if err != nil {
-		t.Fatalf("GET: %v", redact(err))
+		t.Fatalf("GET: %v", Redact(err))
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -42,7 +42,7 @@ func rawPut(t *testing.T, url string, body []byte) int {
 	req, _ := http.NewRequest(http.MethodPut, url, bytes.NewReader(body))
 	resp, err := Client(10 * time.Second).Do(req)
 	if err != nil {
-		t.Fatalf("PUT: %v", redact(err))
+		t.Fatalf("PUT: %v", Redact(err))
 	}
 	resp.Body.Close()
 	return resp.StatusCode

@@ -58,7 +58,7 @@ func Put(ctx context.Context, c *http.Client, g Grant, object string, data []byt
 	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("upload %s: %w: %v", ourl, ErrUnreachable, redact(err))
+		return fmt.Errorf("upload %s: %w: %v", ourl, ErrUnreachable, Redact(err))
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -74,9 +74,9 @@ func Put(ctx context.Context, c *http.Client, g Grant, object string, data []byt
 	}
 }
 
-// redact is a transport error without the request's URL (which carries
+// Redact is a transport error without the request's URL (which carries
 // the signature): *url.Error's inner error.
-func redact(err error) error {
+func Redact(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		if ue.Timeout() {
