@@ -93,7 +93,7 @@ type Converger struct {
 	// ship uploads logs to Swift; nil with UploadNever.
 	ship *logship.Shipper
 	log  *slog.Logger
-	now   func() time.Time
+	now  func() time.Time
 }
 
 // New returns a Converger; cfg must have passed Validate. client is the

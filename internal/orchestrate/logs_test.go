@@ -309,3 +309,28 @@ func TestLogsPush(t *testing.T) {
 	}
 	mustCode(t, n.convergeSwift(t, "--upload-logs", "sometimes"), 2, "converge --upload-logs sometimes")
 }
+
+// A hung Swift (it accepts the connection and never answers) delays
+// nothing but the upload, bounded by --upload-timeout: the failure is
+// recorded and reported, the log spooled.
+func TestConvergeSwiftHung(t *testing.T) {
+	n := newSwiftNode(t)
+	mustCode(t, cli(t, n.a, "", "trigger-update", "v2"), 0, "trigger")
+	n.setExit(t, "puppet", "1")
+	n.s.FreezeProxy(t)
+	start := time.Now()
+	r := n.converge(t, "--log-grant", n.grant, "--log-spool", n.spool, "--upload-timeout", "2s")
+	took := time.Since(start)
+	mustCode(t, r, 1, "converge with Puppet failing and Swift hung")
+	if state, url := n.puppetStatus(t); state != "failed" || !strings.HasPrefix(url, n.c.URL+"/node1/v2/puppet/") {
+		t.Fatalf("puppet %s, log_url %s", state, url)
+	}
+	if took > 15*time.Second || !strings.Contains(r.stderr, "timed out") {
+		t.Fatalf("converge took %s with Swift hung (upload timeout 2s); stderr %s", took, r.stderr)
+	}
+	n.noSecret(t, "converge with Swift hung", r.stdout, r.stderr)
+	if e, _, _ := (logship.Spool{Dir: n.spool}).Entries(); len(e) != 1 {
+		t.Fatalf("spool holds %d entries, want 1", len(e))
+	}
+	n.s.ThawProxy(t)
+}

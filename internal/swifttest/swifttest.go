@@ -286,11 +286,25 @@ func (s *Swift) Get(t testing.TB, container, object string) []byte {
 	return body
 }
 
-// StopProxy stops the proxy server (the account, container and object
-// servers keep running), so clients meet a Swift that is down; the proxy
-// is started again when the test ends, or by StartProxy. Tests that use it
-// must not run in parallel with other tests of the process's Swift.
-func (s *Swift) StopProxy(t testing.TB) {
+// FreezeProxy stops the proxy's process (SIGSTOP) without closing its
+// socket: the kernel still accepts connections, nothing answers, as with
+// a hung Swift. It thaws (SIGCONT) when the test ends, or by ThawProxy.
+func (s *Swift) FreezeProxy(t testing.TB) {
+	t.Helper()
+	pid := s.proxyPid(t)
+	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("swifttest: freeze the proxy: %v", err)
+	}
+	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGCONT) })
+}
+
+// ThawProxy resumes a frozen proxy.
+func (s *Swift) ThawProxy(t testing.TB) {
+	t.Helper()
+	syscall.Kill(-s.proxyPid(t), syscall.SIGCONT)
+}
+
+func (s *Swift) proxyPid(t testing.TB) int {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(s.Dir, "run", "proxy.pid"))
 	if err != nil {
@@ -300,6 +314,16 @@ func (s *Swift) StopProxy(t testing.TB) {
 	if err != nil || pid <= 1 {
 		t.Fatalf("swifttest: proxy pid %q", data)
 	}
+	return pid
+}
+
+// StopProxy stops the proxy server (the account, container and object
+// servers keep running), so clients meet a Swift that is down; the proxy
+// is started again when the test ends, or by StartProxy. Tests that use it
+// must not run in parallel with other tests of the process's Swift.
+func (s *Swift) StopProxy(t testing.TB) {
+	t.Helper()
+	pid := s.proxyPid(t)
 	syscall.Kill(-pid, syscall.SIGTERM)
 	deadline := time.Now().Add(15 * time.Second)
 	for syscall.Kill(-pid, 0) == nil {
