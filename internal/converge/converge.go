@@ -105,7 +105,13 @@ func New(cfg Config, st *store.Store, client *api.Client, log *slog.Logger) *Con
 	c := &Converger{cfg: cfg, store: st, agent: client.Agent(), slots: slots, log: log, now: time.Now}
 	if cfg.UploadLogs != UploadNever {
 		c.ship = &logship.Shipper{
-			Grant:    func(context.Context) (logship.Grant, error) { return logship.LoadGrant(cfg.LogGrant) },
+			Grant: func(ctx context.Context) (logship.Grant, error) {
+				return logship.CurrentGrant(ctx, cfg.LogGrant, cfg.Host, func(ctx context.Context) ([]byte, error) {
+					ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					defer cancel()
+					return st.LogGrant(ctx, cfg.Host)
+				}, log)
+			},
 			Spool:    logship.Spool{Dir: cfg.LogSpool},
 			MaxBytes: cfg.MaxLogBytes,
 			Client:   logship.Client(cfg.UploadTimeout),

@@ -87,7 +87,7 @@ func runLogs(ctx context.Context, e *env, o *logsOptions, args []string) error {
 }
 
 // nodeShipper checks the node-side flags and builds the shipper.
-func nodeShipper(e *env, o *logsOptions) (*logship.Shipper, string, error) {
+func nodeShipper(ctx context.Context, e *env, o *logsOptions) (*logship.Shipper, string, error) {
 	host := o.host
 	if host == "" {
 		h, err := defaultHost(e.client, e.log)
@@ -102,7 +102,11 @@ func nodeShipper(e *env, o *logsOptions) (*logship.Shipper, string, error) {
 	if o.maxBytes < logship.MinMaxBytes || o.maxBytes > 1<<30 {
 		return nil, "", exitcode.Usagef("--max-log-bytes %d must be between %d and 1 GiB", o.maxBytes, logship.MinMaxBytes)
 	}
-	g, err := logship.LoadGrant(o.grant)
+	g, err := logship.CurrentGrant(ctx, o.grant, host, func(ctx context.Context) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return e.store.LogGrant(ctx, host)
+	}, e.log)
 	if err != nil {
 		return nil, "", exitcode.Wrap(exitcode.Usage, err)
 	}
@@ -110,7 +114,8 @@ func nodeShipper(e *env, o *logsOptions) (*logship.Shipper, string, error) {
 		return nil, "", exitcode.Usagef("--log-grant %s is for host %s, not %s", o.grant, g.Host(), host)
 	}
 	return &logship.Shipper{
-		// The grant was read and checked once: the command's run is short.
+		// The grant was read (the file, or a renewal in Consul) and
+		// checked once: the command's run is short.
 		Grant:    func(context.Context) (logship.Grant, error) { return g, nil },
 		Spool:    logship.Spool{Dir: o.spool},
 		MaxBytes: o.maxBytes,
@@ -151,7 +156,7 @@ func runLogsPush(ctx context.Context, e *env, o *logsOptions, file string) error
 	if !st.Mode().IsRegular() {
 		return exitcode.Usagef("logs push: %s is not a regular file", file)
 	}
-	sh, host, err := nodeShipper(e, o)
+	sh, host, err := nodeShipper(ctx, e, o)
 	if err != nil {
 		return err
 	}
@@ -169,7 +174,7 @@ func runLogsPush(ctx context.Context, e *env, o *logsOptions, file string) error
 }
 
 func runLogsFlush(ctx context.Context, e *env, o *logsOptions) error {
-	sh, _, err := nodeShipper(e, o)
+	sh, _, err := nodeShipper(ctx, e, o)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -297,10 +298,27 @@ func TestLogsPush(t *testing.T) {
 	if e, _, _ := (logship.Spool{Dir: n.spool}).Entries(); len(e) != 1 {
 		t.Fatalf("spool holds %d, want the expired push's log", len(e))
 	}
-	// A renewed grant flushes it.
-	n.writeGrant(t, "node1", time.Now().Add(time.Hour))
+	// The reaper renews the grant in KV: flush finds it, keeps it in the
+	// file and uploads what waited. A grant in KV for another host is
+	// ignored.
+	other, _ := logship.SignGrant([]byte(n.c.Key), n.c.URL, "node2", time.Now().Add(2*time.Hour))
+	otherJSON, _ := json.Marshal(other)
+	if err := mustStore(t, n.a).PutLogGrant(context.Background(), "node1", otherJSON); err != nil {
+		t.Fatal(err)
+	}
+	mustCode(t, cli(t, n.a, "", "logs", "flush", "--host", "node1", "--log-grant", n.grant, "--log-spool", n.spool), 3, "flush with node2's grant in node1's key")
+	renewed, _ := logship.SignGrant([]byte(n.c.Key), n.c.URL, "node1", time.Now().Add(time.Hour))
+	renewedJSON, _ := json.Marshal(renewed)
+	if err := mustStore(t, n.a).PutLogGrant(context.Background(), "node1", renewedJSON); err != nil {
+		t.Fatal(err)
+	}
 	r = cli(t, n.a, "", "logs", "flush", "--host", "node1", "--log-grant", n.grant, "--log-spool", n.spool)
-	mustCode(t, r, 0, "flush with a renewed grant")
+	mustCode(t, r, 0, "flush with a grant renewed in KV")
+	n.noSecret(t, "flush", r.stdout, r.stderr)
+	if g, err := logship.LoadGrant(n.grant); err != nil || !g.Expires.Equal(renewed.Expires) {
+		t.Fatalf("grant file after the renewal: %v %v, want the renewed grant", g, err)
+	}
+	n.signature = renewed.Signature
 
 	mustCode(t, cli(t, n.a, "", "trigger-update", "v3"), 0, "trigger")
 	mustCode(t, n.convergeSwift(t, "--upload-logs", "always"), 0, "converge, always uploading")
