@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -88,13 +89,27 @@ func start() (s *Swift, skip string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
+	// A port found free can be taken before a server binds it: try again
+	// with fresh ports (and a fresh directory), as consultest does.
+	var errs []error
+	for attempt := 0; attempt < 3; attempt++ {
+		s, err := startOnce(root)
+		if err == nil {
+			return s, "", nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, "", errors.Join(errs...)
+}
+
+func startOnce(root string) (*Swift, error) {
 	dir, err := os.MkdirTemp("", "orchestrate-swift-")
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	ports, err := freePorts(5)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	begin := time.Now()
 	cmd := exec.Command(filepath.Join(root, "scripts", "swift", "up.sh"))
@@ -103,22 +118,26 @@ func start() (s *Swift, skip string, err error) {
 		"SWIFT_E2E_CONTAINER_PORT="+strconv.Itoa(ports[2]), "SWIFT_E2E_OBJECT_PORT="+strconv.Itoa(ports[3]),
 		"SWIFT_E2E_MEMCACHE_PORT="+strconv.Itoa(ports[4]), "SWIFT_E2E_PARENT_PID="+strconv.Itoa(os.Getpid()))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, "", fmt.Errorf("scripts/swift/up.sh: %w\n%s", err, out)
+		// Stop what did start; the watchdog removes nothing it did not see.
+		stop := exec.Command(filepath.Join(root, "scripts", "swift", "stop.sh"), "--purge")
+		stop.Env = append(os.Environ(), "SWIFT_E2E_DIR="+dir)
+		stop.Run()
+		return nil, fmt.Errorf("scripts/swift/up.sh (ports %v): %w\n%s", ports, err, out)
 	}
 	env, err := parseEnv(filepath.Join(dir, "env"))
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	s = &Swift{AuthURL: env["SWIFT_E2E_AUTH_URL"], StorageURL: env["SWIFT_E2E_STORAGE_URL"],
+	s := &Swift{AuthURL: env["SWIFT_E2E_AUTH_URL"], StorageURL: env["SWIFT_E2E_STORAGE_URL"],
 		Account: env["SWIFT_E2E_ACCOUNT"], User: env["SWIFT_E2E_USER"], Key: env["SWIFT_E2E_KEY"],
 		Dir: dir, StartTime: time.Since(begin), root: root}
 	for k, v := range map[string]string{"SWIFT_E2E_AUTH_URL": s.AuthURL, "SWIFT_E2E_STORAGE_URL": s.StorageURL,
 		"SWIFT_E2E_ACCOUNT": s.Account, "SWIFT_E2E_USER": s.User, "SWIFT_E2E_KEY": s.Key} {
 		if v == "" {
-			return nil, "", fmt.Errorf("%s/env: %s missing", dir, k)
+			return nil, fmt.Errorf("%s/env: %s missing", dir, k)
 		}
 	}
-	return s, "", nil
+	return s, nil
 }
 
 // parseEnv reads the KEY=value lines up.sh writes.
@@ -156,16 +175,29 @@ func repoRoot() (string, error) {
 	}
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1.
+// freePorts returns n distinct free TCP ports on 127.0.0.1, drawn at
+// random from 20000-32767: below Linux's ephemeral range (32768-60999), so
+// no outgoing connection (Consul's, the tests' own) takes one between now
+// and the server's bind, and away from scripts/nova's and scripts/swift's
+// fixed ports (24700-24809).
 func freePorts(n int) ([]int, error) {
 	var ports []int
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
+	seen := map[int]bool{}
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, errors.New("find a free port: none free in 20000-32767")
 		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		p := 20000 + mathrand.IntN(12768)
+		if seen[p] || (p >= 24700 && p < 24810) {
+			continue
+		}
+		seen[p] = true
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		ports = append(ports, p)
 	}
 	return ports, nil
 }
