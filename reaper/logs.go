@@ -22,7 +22,7 @@ type Logs struct {
 	// holds a valid one.
 	RenewBefore Duration `yaml:"renew_before"`
 	// Key is the temp URL key daemon.CheckConfig read (nil before).
-	Key []byte `yaml:"-"`
+	Key []byte `yaml:"-" json:"-"`
 }
 
 // Default grant timings: a week's grant renewed two days before its end
