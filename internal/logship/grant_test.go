@@ -126,7 +126,20 @@ func TestSpoolBound(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(s.Dir, "deadbeef.json"), []byte(`{"object":"web2/v1/puppet/20260101T000000.000Z.log"}`), 0o600)
 	os.WriteFile(filepath.Join(s.Dir, "junk.json"), []byte(`{`), 0o600)
+	// Left by a crash: a log without its entry, a temporary file; an
+	// old one goes, a fresh one (a write in progress) stays.
+	old := time.Now().Add(-time.Hour)
+	for _, n := range []string{"0123.log", ".x.json.tmp-1"} {
+		os.WriteFile(filepath.Join(s.Dir, n), []byte("x"), 0o600)
+		os.Chtimes(filepath.Join(s.Dir, n), old, old)
+	}
+	os.WriteFile(filepath.Join(s.Dir, "4567.log"), []byte("x"), 0o600)
 	entries, bad, err := s.Entries()
+	for n, want := range map[string]bool{"0123.log": false, ".x.json.tmp-1": false, "4567.log": true} {
+		if _, err := os.Stat(filepath.Join(s.Dir, n)); (err == nil) != want {
+			t.Errorf("%s left: %v, want %v", n, err == nil, want)
+		}
+	}
 	if err != nil || len(entries) != 3 || len(bad) != 2 {
 		t.Fatalf("entries %v bad %v err %v", entries, bad, err)
 	}

@@ -15,10 +15,16 @@ import (
 	"github.com/jiocloud/orchestrate/internal/fileutil"
 )
 
-// DefaultMaxSpooled bounds the spool: with the default cap at most 800 MiB,
-// far more failures than a host has between two converge runs; beyond it
-// the oldest logs go first (the newest failure is the one that matters).
-const DefaultMaxSpooled = 100
+// DefaultMaxSpooled bounds the spool: with the default cap at most 256 MiB
+// of a node's disk, and more failures than a host has in the half hour of
+// a Swift outage even when converge retries every minute; beyond it the
+// oldest logs go first (the newest failure is the one that matters).
+const DefaultMaxSpooled = 32
+
+// strayAge is how old a file of the spool that belongs to no entry (a log
+// whose entry was never written, a temporary file: a crash mid-write) must
+// be before Entries removes it: older than any write in progress.
+const strayAge = 10 * time.Minute
 
 // Spool is a directory of logs waiting for upload: for each, the capped
 // log <id>.log and its entry <id>.json, written in that order, each
@@ -90,9 +96,16 @@ func (s Spool) Entries() (entries []Entry, bad []string, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("log spool: %w", err)
 	}
+	ids := map[string]bool{}
+	for _, d := range list {
+		if id, ok := strings.CutSuffix(d.Name(), ".json"); ok {
+			ids[id] = true
+		}
+	}
 	for _, d := range list {
 		id, ok := strings.CutSuffix(d.Name(), ".json")
 		if !ok || strings.HasPrefix(id, ".") || !d.Type().IsRegular() {
+			s.removeStray(d, ids)
 			continue
 		}
 		p := filepath.Join(s.Dir, d.Name())
@@ -121,6 +134,22 @@ func (s Spool) Entries() (entries []Entry, bad []string, err error) {
 		return entries[i].Object < entries[j].Object
 	})
 	return entries, bad, nil
+}
+
+// removeStray removes a file of the spool that belongs to no entry once it
+// is older than strayAge: the log of an entry never written, a temporary
+// file left by a crash.
+func (s Spool) removeStray(d os.DirEntry, ids map[string]bool) {
+	name := d.Name()
+	if id, ok := strings.CutSuffix(name, ".log"); ok && ids[id] {
+		return
+	}
+	if !d.Type().IsRegular() {
+		return
+	}
+	if info, err := d.Info(); err == nil && time.Since(info.ModTime()) > strayAge {
+		os.Remove(filepath.Join(s.Dir, name))
+	}
 }
 
 // Read returns an entry's log.
