@@ -390,7 +390,7 @@ var examplePaths = []string{
 	paths.ConfigDir + "/web-user-data",       // the packaged reaper.yaml's commented role
 	paths.ConfigDir + "/prometheus.password", // reaper/README.md web_config_file
 	paths.ConfigDir + "/prometheus-ca.pem",
-	paths.ConfigDir + "/swift-temp-url.key", // reaper/README.md logs.temp_url_key_file
+	paths.ConfigDir + "/swift-temp-url.key",        // reaper/README.md logs.temp_url_key_file
 	paths.ConsulConfigDir + "/agent.json",          // examples/user-data.yaml
 	paths.ConsulConfigDir + "/consul-agent-ca.pem", // examples/user-data.yaml
 }
