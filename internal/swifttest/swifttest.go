@@ -33,6 +33,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
 // Swift is the running store: where it answers and the test account.
@@ -85,7 +87,7 @@ func start() (s *Swift, skip string, err error) {
 			return nil, b + " is not installed", nil
 		}
 	}
-	root, err := repoRoot()
+	root, err := testutil.RepoRoot()
 	if err != nil {
 		return nil, "", err
 	}
@@ -154,25 +156,6 @@ func parseEnv(path string) (map[string]string, error) {
 		}
 	}
 	return env, sc.Err()
-}
-
-// repoRoot walks up from the working directory to orchestrate's go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.HasPrefix(bytes.TrimSpace(data), []byte("module github.com/jiocloud/orchestrate\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not inside the orchestrate module")
-		}
-		dir = parent
-	}
 }
 
 // freePorts returns n distinct free TCP ports on 127.0.0.1, drawn at

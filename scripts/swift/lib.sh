@@ -14,6 +14,9 @@ export SWIFT_E2E_DIR
 # the swift packages.
 PY=/usr/bin/python3
 
+# running, spawn, wait_up, stop_daemons.
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/daemons.sh"
+
 # The ports sit below Linux's ephemeral range (32768-60999), beside the
 # real Nova's 24700-24709 (scripts/nova), so that tests asking the kernel
 # for a free port never collide with them. SWIFT_E2E_PORT_BASE moves them
@@ -60,61 +63,10 @@ secret() {
 	cat "$f"
 }
 
-# running NAME: whether the daemon started as NAME is alive: its PID file
-# names a live process (not a zombie) that leads its own session, as
-# spawn started it; a reused PID does not count.
-running() {
-	local f=$RUN/$1.pid pid st sid
-	[ -s "$f" ] || return 1
-	pid=$(cat "$f")
-	read -r st sid < <(ps -o stat=,sid= -p "$pid") || return 1
-	[[ $st != Z* ]] && [ "$sid" = "$pid" ]
-}
 
-# spawn NAME CMD...: start CMD in a session of its own (stop.sh signals the
-# whole group), output to $LOGS/NAME.log, PID in $RUN/NAME.pid. Does nothing
-# when NAME is already running.
-spawn() {
-	local name=$1
-	shift
-	if running "$name"; then
-		return 0
-	fi
-	mkdir -p "$LOGS" "$RUN"
-	[ -f "$LOGS/$name.log" ] && mv -f "$LOGS/$name.log" "$LOGS/$name.log.1"
-	setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
-	local pid=$! i st sid
-	echo "$pid" >"$RUN/$name.pid"
-	# Until the forked shell has exec'd setsid it is not its own session
-	# leader, and `running` would call it gone.
-	for ((i = 0; i < 100; i++)); do
-		read -r st sid < <(ps -o stat=,sid= -p "$pid") || break
-		[ "$sid" = "$pid" ] && break
-		sleep 0.05
-	done
-}
 
 # tcp_up PORT: whether something accepts TCP on 127.0.0.1:PORT.
 tcp_up() {
 	"$PY" -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' "$1"
 }
 
-# wait_up NAME SECONDS CMD...: retry CMD every 0.2 s until it succeeds;
-# fails at once when NAME dies meanwhile, showing the end of its log.
-wait_up() {
-	local name=$1 secs=$2 why=
-	local deadline=$((SECONDS + secs))
-	shift 2
-	until "$@" >/dev/null 2>&1; do
-		if ! running "$name"; then
-			why="$name exited"
-		elif [ "$SECONDS" -ge "$deadline" ]; then
-			why="timed out after ${secs}s waiting for $name"
-		fi
-		if [ -n "$why" ]; then
-			tail -n 25 "$LOGS/$name.log" >&2 || true
-			die "$why (log above, all of it in $LOGS/$name.log)"
-		fi
-		sleep 0.2
-	done
-}

@@ -8,29 +8,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 rm -f "$SWIFT_E2E_DIR/env"
-pids=()
-for name in "${DAEMONS[@]}"; do
-	if running "$name"; then
-		pid=$(cat "$RUN/$name.pid")
-		kill -TERM -- "-$pid" 2>/dev/null || true
-		pids+=("$pid")
-		log "stopping $name (pid $pid)"
-	fi
-	rm -f "$RUN/$name.pid"
-done
-left=()
-for ((i = 0; i < 100; i++)); do
-	left=()
-	for pid in ${pids[@]+"${pids[@]}"}; do
-		if pgrep -g "$pid" >/dev/null 2>&1; then left+=("$pid"); fi
-	done
-	[ ${#left[@]} -eq 0 ] && break
-	sleep 0.1
-done
-for pid in ${left[@]+"${left[@]}"}; do
-	log "process group $pid did not stop in 10s: SIGKILL"
-	kill -KILL -- "-$pid" 2>/dev/null || true
-done
+stop_daemons 10 "${DAEMONS[@]}"
 # The watchdog last: it may be the one running this script.
 if running watchdog && [ "$(cat "$RUN/watchdog.pid")" != "$(ps -o sid= -p $$ | tr -d ' ')" ]; then
 	kill -TERM -- "-$(cat "$RUN/watchdog.pid")" 2>/dev/null || true
