@@ -96,6 +96,7 @@ func TestPackageContents(t *testing.T) {
 		"/usr/lib/sysusers.d/orchestrate.conf",
 		"/usr/share/orchestrate/acl/node.hcl", "/usr/share/orchestrate/acl/reaper.hcl", "/usr/share/orchestrate/acl/operator.hcl",
 		"/usr/share/orchestrate/acl/hook-handler.hcl",
+		paths.AlertRules, paths.Dashboard,
 		"/usr/share/doc/orchestrate/copyright", "/usr/share/doc/orchestrate/changelog.gz",
 		"/usr/share/doc/orchestrate/README.md.gz", "/usr/share/doc/orchestrate/reaper.md.gz",
 		"/usr/share/doc/orchestrate/puppet/README.md.gz",
@@ -111,7 +112,7 @@ func TestPackageContents(t *testing.T) {
 	for _, f := range docPages(t) {
 		want[paths.DocDir+"/docs/"+f+".gz"] = "-rw-r--r-- root/root"
 	}
-	allowed := regexp.MustCompile(`^/(usr/bin/|usr/share/(man/man1|doc/orchestrate|orchestrate/acl|lintian/overrides|puppet/modules/orchestrate)/|usr/lib/sysusers\.d/|lib/systemd/system/|etc/orchestrate/)`)
+	allowed := regexp.MustCompile(`^/(usr/bin/|usr/share/(man/man1|doc/orchestrate|orchestrate/(acl|prometheus|grafana)|lintian/overrides|puppet/modules/orchestrate)/|usr/lib/sysusers\.d/|lib/systemd/system/|etc/orchestrate/)`)
 	got := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(run(t, "dpkg-deb", "--contents", pkg.path)))
 	for sc.Scan() {

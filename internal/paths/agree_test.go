@@ -215,6 +215,8 @@ func TestPackageDestinations(t *testing.T) {
 		"packaging/acl/reaper.hcl":                     paths.ACLDir + "/reaper.hcl",
 		"packaging/acl/operator.hcl":                   paths.ACLDir + "/operator.hcl",
 		"packaging/acl/hook-handler.hcl":               paths.ACLDir + "/hook-handler.hcl",
+		"packaging/prometheus/orchestrate-alerts.yml":  paths.AlertRules,
+		"packaging/grafana/orchestrate-reaper.json":    paths.Dashboard,
 		"build/package/doc/":                           paths.DocDir + "/",
 		"build/package/puppet/orchestrate/":            paths.PuppetModuleDir + "/",
 		"packaging/sysusers.conf":                      "/usr/lib/sysusers.d/" + paths.User + ".conf",

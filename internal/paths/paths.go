@@ -113,6 +113,11 @@ const (
 	// NodePolicy is the shared read-only policy every node's token
 	// carries (the role orchestrate-node).
 	NodePolicy = ACLDir + "/node.hcl"
+	// AlertRules is the shipped Prometheus alerting rules file, for a
+	// Prometheus server's rule_files (docs/alerts.md).
+	AlertRules = "/usr/share/orchestrate/prometheus/orchestrate-alerts.yml"
+	// Dashboard is the shipped Grafana dashboard of the reaper's metrics.
+	Dashboard = "/usr/share/orchestrate/grafana/orchestrate-reaper.json"
 	// PuppetModuleDir holds the Puppet module (class orchestrate and the
 	// rest of puppet/orchestrate), in Debian puppet's modulepath
 	// (/usr/share/puppet/modules), so `include orchestrate` finds it.

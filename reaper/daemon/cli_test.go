@@ -3,9 +3,7 @@ package daemon_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/cli"
 	"github.com/jiocloud/orchestrate/internal/consultest"
-	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper/daemon"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
 )
@@ -95,23 +92,7 @@ func TestRunServesMetricsInDryRun(t *testing.T) {
 	go func() {
 		done <- daemon.RunWithCloud(ctx, []string{"--config", writeConfig(t, cliConfig), "--consul-addr", agent.HTTPAddr}, cli.IO{Stdout: io.Discard, Stderr: &errOut}, sim)
 	}()
-	var port int
-	testutil.Eventually(t, 5*time.Second, "the reaper service", func() bool {
-		svcs, _, err := agent.Client.Catalog().Service("reaper", "", nil)
-		if err == nil && len(svcs) == 1 {
-			port = svcs[0].ServicePort
-		}
-		return port != 0
-	})
-	var body string
-	testutil.Eventually(t, 5*time.Second, "metrics of a cycle", func() bool {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		body = string(b)
+	body := scrapeService(t, agent.Client, "reaper", 5*time.Second, "metrics of a cycle", func(body string) bool {
 		return strings.Contains(body, "reaper_cycles_total 1") || strings.Contains(body, "reaper_cycles_total 2")
 	})
 	for _, want := range []string{"reaper_leader 1", "reaper_dry_run 1", `reaper_actions_total{op="create",result="dry_run"}`} {

@@ -48,6 +48,7 @@ func (r *Reaper) cycle(ctx context.Context, t *leaderTerm) *reaper.Plan {
 	plan := r.plan(t, obs, start)
 	errs := r.act(ctx, t, plan, obs, start)
 	r.report(ctx, t, plan, obs.keys.Entries, errs)
+	r.metrics.fleetCycle(r.cfg, plan, obs.fleet)
 	return plan
 }
 

@@ -79,6 +79,8 @@ type Metrics struct {
 	// repairs counts the repair steps begun and ended (role, step,
 	// result).
 	repairs map[[3]string]int
+	// fleet holds the gauges the alerting rules need (fleetmetrics.go).
+	fleet fleetGauges
 }
 
 // NewMetrics returns empty metrics.
@@ -357,6 +359,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	m.writeHistory(&sb)
 	m.writeHooks(&sb)
 	m.writeRepairs(&sb)
+	m.writeFleet(&sb, perRole)
 	sb.WriteString("# HELP reaper_cloud_errors_total Cloud errors by class.\n# TYPE reaper_cloud_errors_total counter\n")
 	for _, c := range slices.Sorted(maps.Keys(m.cloudErrors)) {
 		fmt.Fprintf(&sb, "reaper_cloud_errors_total{class=%q} %d\n", c, m.cloudErrors[c])

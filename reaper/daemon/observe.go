@@ -32,6 +32,8 @@ type observation struct {
 	specErrs     []string
 	// hooks are the lifecycle hooks' requests and answers.
 	hooks schema.Hooks
+	// fleet is what the alerting rules' gauges read (fleetmetrics.go).
+	fleet fleetReading
 }
 
 // observe reads everything a cycle needs: exactly one Nova list and one
@@ -66,7 +68,8 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 	}
 	suspect := corroboratedSuspects(snap.Suspects(), checks)
 	return &observation{servers: servers, checks: checks, desired: desired, validated: snap.Validated(), reporting: snap.ReportingValidation(),
-		recorded: recorded, suspect: suspect, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx), hooks: snap.Hooks}, nil
+		recorded: recorded, suspect: suspect, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx), hooks: snap.Hooks,
+		fleet: r.readFleet(ctx, snap)}, nil
 }
 
 // readMetrics evaluates the Prometheus query of every role that scales on

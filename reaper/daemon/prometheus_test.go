@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -43,6 +44,8 @@ type promServer struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  string
+	// client speaks its TLS and basic auth.
+	client *http.Client
 }
 
 // stop kills the server (as a crash would) and waits for it.
@@ -57,6 +60,17 @@ func (p *promServer) stop() {
 // second, serving HTTPS with basic auth (user "reaper", password in
 // passwordFile) on a free loopback port; caFile verifies its certificate.
 func startPrometheus(t *testing.T, target string) (p *promServer, caFile, passwordFile string) {
+	t.Helper()
+	return startPrometheusWith(t, fmt.Sprintf(`scrape_configs:
+  - job_name: workload
+    static_configs:
+      - targets: [%q]
+`, target))
+}
+
+// startPrometheusWith is startPrometheus with config's scrape_configs
+// (and rule_files), scraping and evaluating rules every second.
+func startPrometheusWith(t *testing.T, config string) (p *promServer, caFile, passwordFile string) {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -74,14 +88,7 @@ func startPrometheus(t *testing.T, target string) (p *promServer, caFile, passwo
 	passwordFile = filepath.Join(dir, "password")
 	write(t, passwordFile, "s3cret-for-prometheus\n")
 	write(t, filepath.Join(dir, "web.yml"), fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\nbasic_auth_users:\n  reaper: %s\n", certFile, keyFile, hash))
-	write(t, filepath.Join(dir, "prometheus.yml"), fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: workload
-    static_configs:
-      - targets: [%q]
-`, target))
+	write(t, filepath.Join(dir, "prometheus.yml"), "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"+config)
 	addr := freeAddr(t)
 	p = &promServer{url: "https://" + addr, log: filepath.Join(dir, "prometheus.log"), done: make(chan struct{})}
 	logf, err := os.Create(p.log)
@@ -100,18 +107,31 @@ scrape_configs:
 	pool := x509.NewCertPool()
 	pem, _ := os.ReadFile(caFile)
 	pool.AppendCertsFromPEM(pem)
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig(pool)}, Timeout: 2 * time.Second}
+	p.client = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig(pool)}, Timeout: 2 * time.Second}
 	testutil.Eventually(t, 30*time.Second, "prometheus to answer", func() bool {
-		req, _ := http.NewRequest(http.MethodGet, p.url+"/-/ready", nil)
-		req.SetBasicAuth("reaper", "s3cret-for-prometheus")
-		resp, err := client.Do(req)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		_, err := p.get("/-/ready")
+		return err == nil
 	}, func() string { b, _ := os.ReadFile(p.log); return string(b) })
 	return p, caFile, passwordFile
+}
+
+// get reads path from the server's API, as user "reaper".
+func (p *promServer) get(path string) ([]byte, error) {
+	req, err := http.NewRequest(http.MethodGet, p.url+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.SetBasicAuth("reaper", "s3cret-for-prometheus")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
+	}
+	return body, err
 }
 
 func write(t *testing.T, path, content string) {
