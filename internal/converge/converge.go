@@ -112,6 +112,10 @@ func New(cfg Config, st *store.Store, client *api.Client, log *slog.Logger) *Con
 					return st.LogGrant(ctx, cfg.Host)
 				}, log)
 			},
+			// Naming the log reads the file only: the status record it goes
+			// in is written next, and must not wait on Consul for it. A
+			// renewal in KV reaches the file at the run's upload or flush.
+			Local:    func() (logship.Grant, error) { return logship.LoadGrant(cfg.LogGrant) },
 			Spool:    logship.Spool{Dir: cfg.LogSpool},
 			MaxBytes: cfg.MaxLogBytes,
 			Client:   logship.Client(cfg.UploadTimeout),
