@@ -1,7 +1,8 @@
 # Daemons started by hand and tracked by PID, for the test services'
 # scripts (scripts/nova, scripts/swift): sourced, never run. There is no
 # systemd as PID 1 on the machines they run on. The sourcing script sets
-# $RUN (PID files) and $LOGS (one log a daemon) and defines log and die.
+# $RUN (PID files), $LOGS (one log a daemon) and $SECRETS (test-only
+# passwords) and defines log and die.
 
 # running NAME: whether the daemon started as NAME is alive. A PID file whose
 # process is gone or a zombie, or was reused by a process that is not the
@@ -94,4 +95,39 @@ stop_daemons() {
 		log "process group $pid did not stop in ${secs}s: SIGKILL"
 		kill -KILL -- "-$pid" 2>/dev/null || true
 	done
+}
+
+# secret NAME: a random test-only password or key, generated once and kept in
+# $SECRETS (mode 600). Never echoed to logs.
+secret() {
+	local f=$SECRETS/$1
+	if [ ! -s "$f" ]; then
+		mkdir -p "$SECRETS" && chmod 700 "$SECRETS"
+		(umask 077 && head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$f")
+	fi
+	cat "$f"
+}
+
+# daemon_status NAME...: prints each daemon: up or DOWN, its PID and the
+# resident memory of its whole session (the daemon and its children), then
+# the total; returns 1 when any is down.
+daemon_status() {
+	local name pid kb total=0 down=0 w=0
+	for name in "$@"; do
+		[ ${#name} -gt $w ] && w=${#name}
+	done
+	w=$((w + 2))
+	for name in "$@"; do
+		if running "$name"; then
+			pid=$(cat "$RUN/$name.pid")
+			kb=$(ps -o rss= -s "$pid" | awk '{s += $1} END {print s + 0}')
+			total=$((total + kb))
+			printf '%-*s up    pid %-7s %6d MiB\n' "$w" "$name" "$pid" $((kb / 1024))
+		else
+			printf '%-*s DOWN\n' "$w" "$name"
+			down=1
+		fi
+	done
+	printf '%-*s %25d MiB\n' "$w" total $((total / 1024))
+	return $down
 }

@@ -11,7 +11,7 @@ export NOVA_E2E_DIR
 # the python3-nova & co. packages.
 PY=/usr/bin/python3
 
-# running, spawn, wait_up, stop_daemons.
+# running, spawn, wait_up, stop_daemons, daemon_status, secret.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/daemons.sh"
 
 # The API services (keystone, placement, glance, nova-api, the Neutron
@@ -55,17 +55,6 @@ SECRETS=$NOVA_E2E_DIR/secrets
 
 log() { printf '%s nova-e2e: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
-
-# secret NAME: a random test-only password, generated once and kept in
-# $SECRETS (mode 600). Never echoed to logs.
-secret() {
-	local f=$SECRETS/$1
-	if [ ! -s "$f" ]; then
-		mkdir -p "$SECRETS" && chmod 700 "$SECRETS"
-		(umask 077 && head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$f")
-	fi
-	cat "$f"
-}
 
 # The rabbitmq environment: its state, config and cookie under our dir, and
 # epmd plus the distribution port on loopback only.

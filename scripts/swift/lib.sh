@@ -14,7 +14,7 @@ export SWIFT_E2E_DIR
 # the swift packages.
 PY=/usr/bin/python3
 
-# running, spawn, wait_up, stop_daemons.
+# running, spawn, wait_up, stop_daemons, daemon_status, secret.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/daemons.sh"
 
 # The ports sit below Linux's ephemeral range (32768-60999), beside the
@@ -51,19 +51,6 @@ check_ports() {
 		fi
 	done
 }
-
-# secret NAME: a random test-only secret, generated once and kept in
-# $SECRETS (mode 600). Never echoed to logs.
-secret() {
-	local f=$SECRETS/$1
-	if [ ! -s "$f" ]; then
-		mkdir -p "$SECRETS" && chmod 700 "$SECRETS"
-		(umask 077 && head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$f")
-	fi
-	cat "$f"
-}
-
-
 
 # tcp_up PORT: whether something accepts TCP on 127.0.0.1:PORT.
 tcp_up() {
