@@ -38,6 +38,16 @@ func newSwiftNode(t *testing.T) *swiftNode {
 	return n
 }
 
+// failingSwiftNode is a swiftNode on which version v2 is desired and
+// Puppet fails.
+func failingSwiftNode(t *testing.T) *swiftNode {
+	t.Helper()
+	n := newSwiftNode(t)
+	mustCode(t, cli(t, n.a, "", "trigger-update", "v2"), 0, "trigger")
+	n.setExit(t, "puppet", "1")
+	return n
+}
+
 func (n *swiftNode) writeGrant(t *testing.T, host string, exp time.Time) {
 	t.Helper()
 	g, err := logship.SignGrant([]byte(n.c.Key), n.c.URL, host, exp)
@@ -86,9 +96,7 @@ func (n *swiftNode) puppetStatus(t *testing.T) (state, logURL string) {
 // the operator's key. Nothing prints the key or the grant's signature,
 // nor stores it in KV.
 func TestConvergeSwiftLogOnFailure(t *testing.T) {
-	n := newSwiftNode(t)
-	mustCode(t, cli(t, n.a, "", "trigger-update", "v2"), 0, "trigger")
-	n.setExit(t, "puppet", "1")
+	n := failingSwiftNode(t)
 	r := n.convergeSwift(t)
 	mustCode(t, r, 1, "converge with Puppet failing")
 	n.noSecret(t, "converge", r.stdout, r.stderr)
@@ -144,9 +152,7 @@ func TestConvergeSwiftLogOnFailure(t *testing.T) {
 // a host pointed at another host's log or another container (2, refused:
 // the host writes its own records).
 func TestLogsReadRefusals(t *testing.T) {
-	n := newSwiftNode(t)
-	mustCode(t, cli(t, n.a, "", "trigger-update", "v2"), 0, "trigger")
-	n.setExit(t, "puppet", "1")
+	n := failingSwiftNode(t)
 	mustCode(t, n.convergeSwift(t), 1, "converge with Puppet failing")
 	r := cli(t, n.a, "", "logs", "node1", "--container-url", n.c.URL)
 	mustCode(t, r, 2, "logs without a key")
@@ -183,9 +189,7 @@ func TestLogsReadRefusals(t *testing.T) {
 // spool; `orchestrate logs` says it is not there yet; once Swift is back
 // `orchestrate logs flush` uploads it and the operator reads it.
 func TestConvergeSwiftDownSpools(t *testing.T) {
-	n := newSwiftNode(t)
-	mustCode(t, cli(t, n.a, "", "trigger-update", "v2"), 0, "trigger")
-	n.setExit(t, "puppet", "1")
+	n := failingSwiftNode(t)
 	n.s.StopProxy(t)
 	start := time.Now()
 	r := n.convergeSwift(t)
@@ -332,9 +336,7 @@ func TestLogsPush(t *testing.T) {
 // nothing but the upload, bounded by --upload-timeout: the failure is
 // recorded and reported, the log spooled.
 func TestConvergeSwiftHung(t *testing.T) {
-	n := newSwiftNode(t)
-	mustCode(t, cli(t, n.a, "", "trigger-update", "v2"), 0, "trigger")
-	n.setExit(t, "puppet", "1")
+	n := failingSwiftNode(t)
 	n.s.FreezeProxy(t)
 	start := time.Now()
 	r := n.converge(t, "--log-grant", n.grant, "--log-spool", n.spool, "--upload-timeout", "2s")
