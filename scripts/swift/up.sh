@@ -152,6 +152,13 @@ PYEOF
 	echo "$ports" >"$SWIFT_E2E_DIR/configured"
 fi
 
+# The watchdog first: a start that fails half-way is stopped as well
+# when the process it watches ends.
+if [ -n "${SWIFT_E2E_PARENT_PID:-}" ] && ! running watchdog; then
+	[[ $SWIFT_E2E_PARENT_PID =~ ^[0-9]+$ ]] || die "SWIFT_E2E_PARENT_PID=$SWIFT_E2E_PARENT_PID is not a PID"
+	spawn watchdog bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec "$2/stop.sh" --purge' \
+		watchdog "$SWIFT_E2E_PARENT_PID" "$here"
+fi
 me=$(id -un)
 log "starting memcached, account, container, object, proxy"
 spawn memcached memcached -u "$me" -l 127.0.0.1 -p "$MEMCACHE_PORT" -U 0 -m 16 -c 256
@@ -167,11 +174,6 @@ wait_up container 60 healthy "$CONTAINER_PORT"
 wait_up object 60 healthy "$OBJECT_PORT"
 wait_up proxy 60 healthy "$PROXY_PORT"
 
-if [ -n "${SWIFT_E2E_PARENT_PID:-}" ] && ! running watchdog; then
-	[[ $SWIFT_E2E_PARENT_PID =~ ^[0-9]+$ ]] || die "SWIFT_E2E_PARENT_PID=$SWIFT_E2E_PARENT_PID is not a PID"
-	spawn watchdog bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec "$2/stop.sh" --purge' \
-		watchdog "$SWIFT_E2E_PARENT_PID" "$here"
-fi
 
 umask 077
 cat >"$SWIFT_E2E_DIR/env.tmp" <<ENV
