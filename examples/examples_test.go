@@ -184,8 +184,21 @@ func TestUserData(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(string(b), "orchestrate update-status --token-file /etc/orchestrate/node.token provisioned success") {
-		t.Errorf("the user data never reports provisioned")
+	// The first-boot script runcmd runs: valid sh, reporting its states
+	// with the node's token (lab's TestFirstBootScriptReportsItsState
+	// runs it).
+	script := files["/usr/local/sbin/orchestrate-first-boot"]
+	if len(ud.Runcmd) != 1 || strings.Join(ud.Runcmd[0], " ") != "/usr/local/sbin/orchestrate-first-boot" || !strings.HasPrefix(script, "#!/bin/sh\n") {
+		t.Fatalf("runcmd %v, script:\n%s", ud.Runcmd, script)
+	}
+	if out, err := exec.Command("sh", "-n", "-c", script).CombinedOutput(); err != nil {
+		t.Errorf("sh -n of the first-boot script: %v\n%s", err, out)
+	}
+	for _, want := range []string{"orchestrate update-status --token-file " + paths.NodeToken + " provisioned", "step status report running",
+		"report failed --detail \"step $name failed (exit $rc)\"", "report success", "orchestrate logs push"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("the first-boot script lacks %q", want)
+		}
 	}
 }
 

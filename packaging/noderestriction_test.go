@@ -57,6 +57,8 @@ func TestNodeRestrictionCommandMatrix(t *testing.T) {
 		{"update-status --version", []string{"update-status", "--host", "{HOST}", "--version", "v2", "validation", "failed"}},
 		{"report-version", []string{"report-version", "--host", "{HOST}", "v2"}},
 		{"report-metric", []string{"report-metric", "--host", "{HOST}", "--role", "web", "load", "9"}},
+		// A forged heartbeat would hide another host's silence.
+		{"heartbeat", []string{"heartbeat", "--host", "{HOST}"}},
 		{"drained", []string{"drained", "{HOST}"}},
 		{"drained --failed", []string{"drained", "--failed", "--detail", "forged", "{HOST}"}},
 		{"drain handler", []string{"drain", "--host", "{HOST}", "--drain-cmd", "true", "--lock-file", filepath.Join(t.TempDir(), "drain.lock")}},

@@ -188,6 +188,13 @@ func ClassOf(err error) ErrorClass {
 	return Fatal
 }
 
+// ProvisionFailed is the error of a new server whose first boot reported
+// provisioned failed: fatal (its image, user data or site code is at
+// fault, not the cloud's capacity); it backs off the role's creates.
+func ProvisionFailed(name, step string) *CloudError {
+	return &CloudError{Class: Fatal, Op: "provision " + name, Err: fmt.Errorf("first boot failed: %s", step)}
+}
+
 // BootFailed is the error of a new server Nova put in ERROR: capacity when
 // Nova found no host, else fatal; either backs off the role's creates.
 func BootFailed(name, fault string) *CloudError {

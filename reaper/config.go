@@ -107,6 +107,11 @@ type Config struct {
 	// capacity error.
 	QuotaBackoff    Duration `yaml:"quota_backoff"`
 	QuotaBackoffMax Duration `yaml:"quota_backoff_max"`
+	// HeartbeatInterval is how often the leader rings the nodes'
+	// heartbeat (<prefix>/reaper/heartbeat): each node's watch answers in
+	// its own record, so a healthy idle node's records move too (silent
+	// hosts, silent_after).
+	HeartbeatInterval Duration `yaml:"heartbeat_interval"`
 	// Cloud says how to reach OpenStack.
 	Cloud CloudConfig `yaml:"cloud"`
 	// Roles are the machine roles the reaper keeps.
@@ -166,6 +171,15 @@ type Role struct {
 	// replaced only once the ERROR has lasted this long (or its checks
 	// fail). Default: critical_grace.
 	ErrorGrace Duration `yaml:"error_grace"`
+	// SilentAfter: a server Nova lists whose host's own records (under
+	// <prefix>/hosts/<host>/, its heartbeat included) have not moved this
+	// long is silent: shown, counted, never replaced for it. At least
+	// twice heartbeat_interval.
+	SilentAfter Duration `yaml:"silent_after"`
+	// OrphanGrace: the records of a host named like the role's servers,
+	// with no server in Nova, no Consul node and no journal entry, are
+	// removed once the host has been so this long without a break.
+	OrphanGrace Duration `yaml:"orphan_grace"`
 	// MaxAge (0: none) and MaxAgeJitter: servers are replaced after
 	// MaxAge minus a per-server share of the jitter.
 	MaxAge       Duration `yaml:"max_age"`
@@ -400,6 +414,14 @@ const (
 	defaultCriticalGrace = 5 * time.Minute
 	// 30m without a Consul node: the machine never booted or never joined.
 	defaultBootTimeout = 30 * time.Minute
+	// 10m between heartbeats: a fleet of 1,000 nodes writes 100 records a
+	// minute for it (docs/orchestrate.md, "Silent hosts").
+	defaultHeartbeatInterval = 10 * time.Minute
+	// 30m: three heartbeats missed, not one answer lost or late.
+	defaultSilentAfter = 30 * time.Minute
+	// 1h: far longer than a Nova list that misses a server for a cycle, or
+	// a server rebuilt under its name.
+	defaultOrphanGrace = time.Hour
 )
 
 // DefaultConfig returns a config with every default filled in and no roles.
@@ -421,6 +443,7 @@ func DefaultConfig() *Config {
 		CloudTimeout:       Duration(defaultCloudTimeout),
 		QuotaBackoff:       Duration(defaultQuotaBackoff),
 		QuotaBackoffMax:    Duration(defaultQuotaBackoffMax),
+		HeartbeatInterval:  Duration(defaultHeartbeatInterval),
 	}
 }
 
@@ -467,6 +490,12 @@ func (r *Role) ApplyDefaults() {
 	}
 	if r.ErrorGrace == 0 {
 		r.ErrorGrace = r.CriticalGrace
+	}
+	if r.SilentAfter == 0 {
+		r.SilentAfter = Duration(defaultSilentAfter)
+	}
+	if r.OrphanGrace == 0 {
+		r.OrphanGrace = Duration(defaultOrphanGrace)
 	}
 	if r.ReplaceMode == "" {
 		r.ReplaceMode = ModeSurge
@@ -582,6 +611,14 @@ func (c *Config) Validate() error {
 	if err := c.validateRoles(); err != nil {
 		return err
 	}
+	for _, r := range c.Roles {
+		if r.SilentAfter < 2*c.HeartbeatInterval {
+			return fmt.Errorf("roles[%s].silent_after: %s is shorter than twice heartbeat_interval %s: one late heartbeat would make a host silent", r.Name, r.SilentAfter.D(), c.HeartbeatInterval.D())
+		}
+		if r.OrphanGrace < r.AbsentGrace {
+			return fmt.Errorf("roles[%s].orphan_grace: %s is shorter than absent_grace %s, the time a server may be missing from a Nova list", r.Name, r.OrphanGrace.D(), r.AbsentGrace.D())
+		}
+	}
 	return nil
 }
 
@@ -599,7 +636,7 @@ func (c *Config) validateTimings() error {
 		name string
 		d    Duration
 	}{{"interval", c.Interval}, {"drain_period", c.DrainPeriod}, {"cloud_timeout", c.CloudTimeout},
-		{"quota_backoff", c.QuotaBackoff}, {"quota_backoff_max", c.QuotaBackoffMax}, {"lock_delay", c.LockDelay}} {
+		{"quota_backoff", c.QuotaBackoff}, {"quota_backoff_max", c.QuotaBackoffMax}, {"lock_delay", c.LockDelay}, {"heartbeat_interval", c.HeartbeatInterval}} {
 		if err := pos(f.name, f.d); err != nil {
 			return err
 		}
@@ -692,7 +729,8 @@ func (r *Role) validate(field string) error {
 	for _, f := range []struct {
 		name string
 		d    Duration
-	}{{"boot_grace", r.BootGrace}, {"critical_grace", r.CriticalGrace}, {"boot_timeout", r.BootTimeout}, {"absent_grace", r.AbsentGrace}, {"error_grace", r.ErrorGrace}, {"drain_timeout", r.DrainTimeout}} {
+	}{{"boot_grace", r.BootGrace}, {"critical_grace", r.CriticalGrace}, {"boot_timeout", r.BootTimeout}, {"absent_grace", r.AbsentGrace}, {"error_grace", r.ErrorGrace}, {"drain_timeout", r.DrainTimeout},
+		{"silent_after", r.SilentAfter}, {"orphan_grace", r.OrphanGrace}} {
 		if f.d <= 0 {
 			return fmt.Errorf("%s.%s: must be a positive duration, got %s", field, f.name, f.d.D())
 		}

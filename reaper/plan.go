@@ -63,6 +63,19 @@ type Input struct {
 	// Suspect holds hosts whose consistent run failed on every attempt
 	// for the current version (orchestrate converge marked them suspect).
 	Suspect map[string]bool
+	// ProvisionFailed holds hosts whose own provisioned record
+	// (hosts/<host>/status/provisioned, never the older layout) says
+	// failed: their first boot failed at the step Detail names.
+	ProvisionFailed map[string]ProvisionFailure
+	// HostRecords holds, by host, the highest modify index of the host's
+	// own records (every key under <prefix>/hosts/<host>/, which only the
+	// host itself and an operator may write): hosts with none are not in
+	// it. Silent and orphaned hosts are judged on it.
+	HostRecords map[string]uint64
+	// TooManyRecords holds, by host, the number of its own records when
+	// it is more than one transaction removes: an orphan's are then not
+	// removed (written by hand: an operator's to look at).
+	TooManyRecords map[string]int
 	// Memory is the previous plan's.
 	Memory Memory
 	// TermStart is when this leader's term began (zero: long ago). For
@@ -137,6 +150,14 @@ type Input struct {
 	ServerGroupProblems map[string]string
 }
 
+// ProvisionFailure is a host's own record of a failed first boot.
+type ProvisionFailure struct {
+	// Detail names the failing step; Time is when the host wrote it (by
+	// its own clock).
+	Detail string
+	Time   time.Time
+}
+
 // Memory is what a plan remembers for the next cycle: when each node was
 // first seen in a condition that must last, without a break, before it
 // counts. A new leader starts with none, so every condition gets its full
@@ -176,12 +197,25 @@ type Memory struct {
 	// grace again, instead of the ones still on their way back being
 	// replaced the moment the pause lifts.
 	Partitioned time.Time
+	// Moved: by host, the index of its own records (Input.HostRecords)
+	// and when this leader first saw them at it: the records moved then
+	// at the latest, by the reaper's clock, whatever the host's says.
+	Moved map[string]MoveMark
+	// Orphan: by host, since when it has had records but no server in
+	// Nova, no Consul node and no journal entry, without a break.
+	Orphan map[string]time.Time
 	// LastRepair: by Nova server ID, the step a repair ladder last
 	// reached (the one that made the server serve again, or the last
 	// before its replacement), and when. A server that fails again soon
 	// after starts its next ladder at the step after that one
 	// (planner/repair.go).
 	LastRepair map[string]RepairMark
+}
+
+// MoveMark is a host's records' index, and when it was first seen.
+type MoveMark struct {
+	Index uint64
+	At    time.Time
 }
 
 // RepairMark is the step a repair ladder reached, and when.
@@ -207,7 +241,8 @@ const NameQuarantine = 2 * time.Minute
 func NewMemory() Memory {
 	return Memory{Critical: map[string]time.Time{}, Absent: map[string]time.Time{}, Error: map[string]time.Time{},
 		Listed: map[string]time.Time{}, Stray: map[string]time.Time{}, Faultless: map[string]time.Time{}, Served: map[string]time.Time{},
-		Ready: map[string]time.Time{}, LastRepair: map[string]RepairMark{}, Deleted: map[string]time.Time{}}
+		Ready: map[string]time.Time{}, LastRepair: map[string]RepairMark{}, Deleted: map[string]time.Time{},
+		Moved: map[string]MoveMark{}, Orphan: map[string]time.Time{}}
 }
 
 // Op is one operation for the executor.
@@ -235,6 +270,11 @@ const (
 	// journal entry; it writes no entry, and leaves the node name (shared
 	// with the server the entry keeps) alone.
 	OpDeleteDuplicate Op = "delete-duplicate"
+	// OpForget removes the records of OldName, an orphaned host (records
+	// under <prefix>/hosts/<host>/ and no server), in one transaction
+	// that deletes each only if it is still at the index read
+	// (RecordsIndex the highest): never a server, never another key.
+	OpForget Op = "forget-records"
 	// OpRestore takes OldName out of the reaper's maintenance mode and
 	// drops the entry: the server it drained passes its checks again.
 	OpRestore Op = "restore"
@@ -276,6 +316,10 @@ type Action struct {
 	// step before a new one, the last before the replacement, the one
 	// that repaired the server), for the metrics.
 	Ended []reaperkv.RepairStep `json:"-"`
+	// RecordsIndex, on an OpForget, is the highest modify index of the
+	// host's records this cycle read: a record written since keeps them
+	// all.
+	RecordsIndex uint64 `json:"-"`
 }
 
 // Target is the server the action is about: the new one of a create,

@@ -26,6 +26,10 @@ const (
 	// StateSuspect: its consistent run failed on every attempt, in a role
 	// with replace_suspect.
 	StateSuspect ServerState = reaperkv.ServerSuspect
+	// StateProvisionFailed: its first boot reported provisioned failed in
+	// its own record, and it never served: a failed create, replaced (or
+	// rolled back, backing off the role's creates), not waited for.
+	StateProvisionFailed ServerState = reaperkv.ServerProvisionFailed
 	// StateUnknown: Nova reports a status the reaper does not know
 	// (UNKNOWN, or one newer than this code): never acted on.
 	StateUnknown ServerState = reaperkv.ServerUnknown
@@ -66,6 +70,7 @@ var stateTable = map[ServerState]stateProps{
 	StateErrorInGrace:    {serving: true, LooksUnhealthy: true, Rank: 3},
 	StateUnhealthy:       {LooksUnhealthy: true, Replace: true, Rank: 2},
 	StateSuspect:         {LooksUnhealthy: true, Replace: true, Rank: 2},
+	StateProvisionFailed: {LooksUnhealthy: true, Replace: true, Rank: 1},
 	StateCriticalInGrace: {LooksUnhealthy: true, Rank: 3},
 	StateAbsentInGrace:   {LooksUnhealthy: true, Rank: 3},
 	StateExpired:         {serving: true, Rank: 4},

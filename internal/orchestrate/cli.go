@@ -82,6 +82,7 @@ func commands() []*command {
 		cmdWatchConfig,
 		cmdReaper, cmdPool, cmdStandby, cmdRefresh, cmdHook,
 		cmdMigrate,
+		cmdHeartbeat,
 		cmdLogs,
 	}
 }

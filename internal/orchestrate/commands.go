@@ -317,7 +317,7 @@ var cmdGetFailures = &command{
 			return err
 		}
 		reportProblems(e, snap)
-		failures := snap.Failures(args...)
+		failures := withSilent(ctx, e, snap.Failures(args...), args)
 		if e.json {
 			if err := e.printJSON(orEmpty(failures)); err != nil {
 				return err

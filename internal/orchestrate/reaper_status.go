@@ -162,6 +162,7 @@ func writeReaperBody(w io.Writer, st *reaperkv.ReaperReport, history bool) {
 		for _, s := range r.Attention {
 			fmt.Fprintf(w, "    %s %s\n", s.Name, s.State)
 		}
+		writeHostMarks(w, r)
 	}
 	if st.Unassigned > 0 {
 		fmt.Fprintf(w, "  %d servers belong to no configured role (left alone)\n", st.Unassigned)

@@ -110,6 +110,10 @@ type statusSummary struct {
 	Suspect       int `json:"suspect"`
 	NotReporting  int `json:"not_reporting"`
 	CorruptValues int `json:"corrupt_values"`
+	// Silent and Orphaned count the reaper's silent and orphaned hosts,
+	// from its last report when it is fresh (listed in its section).
+	Silent   int `json:"silent"`
+	Orphaned int `json:"orphaned"`
 }
 
 func runStatus(ctx context.Context, e *env, noCatalog bool) error {
@@ -148,6 +152,7 @@ func runStatus(ctx context.Context, e *env, noCatalog bool) error {
 		return rollErr
 	}
 	defer printReaperStatus(e, rep.withReaper(ctx, e))
+	rep.Summary.Silent, rep.Summary.Orphaned = hostMarkCounts(rep.Reaper)
 	if e.json {
 		if err := e.printJSON(rep); err != nil {
 			return err
@@ -273,6 +278,10 @@ func writeStatusTable(w io.Writer, rep statusReport, categories []string, now ti
 		// Suspects failed the configuration that must always pass; a
 		// reaper role with replace_suspect replaces them.
 		fmt.Fprintf(w, ", suspect %d", rep.Summary.Suspect)
+	}
+	if s := rep.Summary; s.Silent > 0 || s.Orphaned > 0 {
+		// The reaper's judgement (listed in its section below).
+		fmt.Fprintf(w, ", silent %d, orphaned %d", s.Silent, s.Orphaned)
 	}
 	fmt.Fprintln(w)
 	for _, r := range rep.Rollouts {

@@ -195,6 +195,12 @@ func watchEntries(o watchConfigOptions, deps hieradata.Dependencies, prefix stri
 		args := o.withConnection([]string{o.orchestrate, "standby", "--handler", "--host", o.host, "--role", o.role}, prefix)
 		ws = append(ws, watch.Watch{Type: "key", Key: reaperkv.PoolKey(prefix, o.role, o.host), Args: args})
 	}
+	// The reaper's heartbeat rang (every heartbeat_interval, and when the
+	// agent starts): the handler writes the host's own heartbeat record,
+	// so a healthy idle host's records move and it is not counted silent.
+	// Its value is never read.
+	ws = append(ws, watch.Watch{Type: "key", Key: reaperkv.ReaperKey(prefix, reaperkv.ReaperHeartbeatKey),
+		Args: o.withConnection([]string{o.orchestrate, "heartbeat", "--handler", "--host", o.host}, prefix)})
 	return ws
 }
 

@@ -84,8 +84,21 @@ func TestWatchConfigStanza(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := watchConfig(t, tc.args...)
+			r := watchConfig(t, append(tc.args, "--host", "web1")...)
 			mustCode(t, r, 0, "watch-config")
+			// Every node answers the reaper's heartbeat, last, with the
+			// handlers' prefix and token file.
+			beat := watch.Watch{Type: "key", Key: "orchestrate/reaper/heartbeat", Args: []string{"/usr/bin/orchestrate", "heartbeat", "--handler", "--host", "web1"}}
+			for i, a := range tc.args {
+				switch {
+				case a == "--prefix":
+					beat.Key = tc.args[i+1] + "/reaper/heartbeat"
+					beat.Args = append(beat.Args, "--prefix", tc.args[i+1])
+				case a == "--handler-token-file":
+					beat.Args = append(beat.Args, "--token-file", tc.args[i+1])
+				}
+			}
+			tc.want = append(tc.want, beat)
 			var got struct {
 				Watches []watch.Watch `json:"watches"`
 			}

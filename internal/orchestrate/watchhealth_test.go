@@ -205,8 +205,8 @@ func TestGeneratedWatchesIdleCatalog(t *testing.T) {
 	// the watches still see the whole catalog.
 	ws := generatedWatches(t, "--hiera-services", hs, "--orchestrate", builtBinary(t, "orchestrate"),
 		"--out", out, "--dependencies", deps, "--hiera-arg=--service-regex=^svc[0-9]?[0-9]$")
-	if len(ws) != 2+dependencies {
-		t.Fatalf("%d watches generated, want the services watch, %d service watches and the key watch", len(ws), dependencies)
+	if len(ws) != 3+dependencies {
+		t.Fatalf("%d watches generated, want the services watch, %d service watches, the version's and the heartbeat's key watches", len(ws), dependencies)
 	}
 	a := consultest.Start(t, consultest.Options{HCL: agentConfig(t, ws), HandlerEnv: true})
 	ag := a.Client.Agent()

@@ -314,19 +314,26 @@ func TestExamples(t *testing.T) {
 	}
 
 	var ud struct {
-		WriteFiles []struct{ Path string } `yaml:"write_files"`
-		Runcmd     [][]string              `yaml:"runcmd"`
+		WriteFiles []struct{ Path, Content string } `yaml:"write_files"`
+		Runcmd     [][]string                       `yaml:"runcmd"`
 	}
 	if err := yaml.Unmarshal([]byte(read(t, "examples/user-data.yaml")), &ud); err != nil {
 		t.Fatal(err)
 	}
 	// The node token and the agent's token file come from the reaper's
 	// part of the user data (internal/nodeid writes paths.NodeToken and
-	// paths.AgentTokenFile); the example hands them on and reads them.
+	// paths.AgentTokenFile); the example hands them on and reads them, in
+	// runcmd or in the first-boot script runcmd runs.
 	runcmd, _ := json.Marshal(ud.Runcmd)
+	commands := string(runcmd)
+	for _, f := range ud.WriteFiles {
+		if strings.Contains(commands, f.Path) {
+			commands += "\n" + f.Content
+		}
+	}
 	for _, p := range []string{"--token-file " + paths.NodeToken, paths.AgentTokenFile} {
-		if !strings.Contains(string(runcmd), p) {
-			t.Errorf("examples/user-data.yaml: no command uses %s: %s", p, runcmd)
+		if !strings.Contains(commands, p) {
+			t.Errorf("examples/user-data.yaml: no command uses %s: %s", p, commands)
 		}
 	}
 
@@ -368,6 +375,9 @@ func TestGeneratedWatches(t *testing.T) {
 				t.Errorf("%s watch: --exec %s: want %s converge reading %s", w.Type, exec, paths.Orchestrate, paths.HieraData)
 			}
 		case paths.Orchestrate:
+			if w.Args[1] == "heartbeat" {
+				continue // reads no hiera data
+			}
 			if flagAfter(w.Args, "--hiera-data") != paths.HieraData {
 				t.Errorf("%s watch: converge reads %q, want %s", w.Type, flagAfter(w.Args, "--hiera-data"), paths.HieraData)
 			}
@@ -395,6 +405,7 @@ var examplePaths = []string{
 	paths.ConfigDir + "/swift-temp-url.key",        // reaper/README.md logs.temp_url_key_file
 	paths.ConsulConfigDir + "/agent.json",          // examples/user-data.yaml
 	paths.ConsulConfigDir + "/consul-agent-ca.pem", // examples/user-data.yaml
+	paths.LogDir + "/first-boot.log",               // examples/user-data.yaml's first-boot script
 }
 
 // Every path of the package's namespaces that the documents, the module,

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -76,4 +77,43 @@ func (s *Store) HostKeys(ctx context.Context, host string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// MaxForgetKeys is the most records of one host ForgetRecordsOps removes:
+// one transaction's operations (maxTxnOps), less the caller's leader check.
+const MaxForgetKeys = maxTxnOps - 1
+
+// ErrRecordsMoved says a host's records changed since the caller read
+// them: the host (or an operator) wrote one, so they are not removed.
+var ErrRecordsMoved = errors.New("the host's records changed since they were read")
+
+// ForgetRecordsOps returns the transaction operations that remove every
+// record under hosts/<host>/ (the host's own records, nothing else: not
+// the older layout's, not the reaper's or an operator's keys about it),
+// each a delete checked against the modify index read now; the caller
+// runs them in one transaction (with its leader check, which takes one
+// more operation). ErrRecordsMoved when one of them moved past index, the
+// highest modify index the caller read them at; an error too when they
+// are more than one transaction holds (written by hand: an operator's to
+// look at).
+func (s *Store) ForgetRecordsOps(ctx context.Context, host string, index uint64) (api.KVTxnOps, error) {
+	if err := schema.ValidName("host", host); err != nil {
+		return nil, &InputError{Err: err}
+	}
+	dir := HostDir(s.prefix, host)
+	pairs, _, err := s.kv.List(dir, readOpts(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	if len(pairs) > MaxForgetKeys {
+		return nil, fmt.Errorf("%s holds %d keys, more than one transaction removes (%d): not removed", dir, len(pairs), MaxForgetKeys)
+	}
+	ops := make(api.KVTxnOps, 0, len(pairs))
+	for _, p := range pairs {
+		if p.ModifyIndex > index {
+			return nil, fmt.Errorf("%s: %w", p.Key, ErrRecordsMoved)
+		}
+		ops = append(ops, &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: p.Key, Index: p.ModifyIndex})
+	}
+	return ops, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
@@ -21,6 +22,9 @@ import (
 //	hosts/<host>/drain              {"entry", "time", "by", "drained",
 //	                                "detail"}: its answer to the drain
 //	                                request of journal entry "entry"
+//	hosts/<host>/heartbeat          {"time"}: its answer to the reaper's
+//	                                heartbeat (reaper/heartbeat), so a
+//	                                healthy idle host's records move
 //
 // One key per record: a host stands under one version and in one state of
 // a category by construction, so no write moves anything. The layout
@@ -35,6 +39,7 @@ const (
 	hostStatus     = "status"
 	hostMetrics    = "metrics"
 	hostDrain      = "drain"
+	hostHeartbeat  = "heartbeat"
 )
 
 // HostDir is <prefix>/hosts/<host>/, the host's own records.
@@ -61,6 +66,30 @@ func MetricKey(prefix, host, name string) string { return HostDir(prefix, host) 
 // DrainAnswerKey is hosts/<host>/drain under prefix: the host's answer to
 // its drain request (the request itself is DrainKey, the reaper's).
 func DrainAnswerKey(prefix, host string) string { return HostDir(prefix, host) + hostDrain }
+
+// HeartbeatKey is hosts/<host>/heartbeat under prefix: the host's answer
+// to the reaper's heartbeat.
+func HeartbeatKey(prefix, host string) string { return HostDir(prefix, host) + hostHeartbeat }
+
+// heartbeatRecord is the value of hosts/<host>/heartbeat.
+type heartbeatRecord struct {
+	Time time.Time `json:"time"`
+}
+
+// Heartbeat writes host's heartbeat record (one key, one write): the
+// host's orchestrate, token and Consul agent work. Its time is the host's
+// clock, for people; the reaper judges movement by Consul's index.
+func (s *Store) Heartbeat(ctx context.Context, host string) error {
+	if err := schema.ValidName("host", host); err != nil {
+		return &InputError{Err: err}
+	}
+	data, _ := json.Marshal(heartbeatRecord{Time: s.Now().UTC()})
+	k := HeartbeatKey(s.prefix, host)
+	if _, err := s.kv.Put(&api.KVPair{Key: k, Value: data}, writeOpts(ctx)); err != nil {
+		return fmt.Errorf("write %s: %w", k, err)
+	}
+	return nil
+}
 
 // statusRecord is the value of hosts/<host>/status/<category>.
 type statusRecord struct {

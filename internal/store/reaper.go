@@ -61,6 +61,23 @@ func (snap *Snapshot) Suspects() map[string]string {
 	return out
 }
 
+// ProvisionFailures returns the hosts whose first boot failed: their own
+// record hosts/<host>/status/provisioned is in state failed, with the
+// record (its detail names the failing step, its time says when). A
+// record of the older layout, which another node could have written,
+// counts for nothing (DESIGN.md, node restriction), nor one that cannot
+// be read.
+func (snap *Snapshot) ProvisionFailures() map[string]Status {
+	out := map[string]Status{}
+	for name, h := range snap.Hosts {
+		st, ok := h.Status[CategoryProvisioned]
+		if ok && st.State == StateFailed && !st.Corrupt && snap.ownStatus[name][CategoryProvisioned] {
+			out[name] = st
+		}
+	}
+	return out
+}
+
 // ReportingValidation returns the hosts with a validation status, in any
 // state: their role's servers report validation.
 func (snap *Snapshot) ReportingValidation() map[string]bool {

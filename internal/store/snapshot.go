@@ -27,6 +27,10 @@ type Snapshot struct {
 	// Problems lists keys whose content is not what orchestrate writes
 	// (corrupt JSON, a host under two versions, an unknown state...).
 	Problems []Problem
+	// Records holds, by host, the movement of each host's own records
+	// (under hosts/<host>/): only the host itself (and an operator) may
+	// write there.
+	Records map[string]HostRecords
 	// OldLayout lists the keys of hosts' records in the layout before node
 	// restriction (legacy.go), read where a host has no record of the kind
 	// of its own yet: `orchestrate migrate` moves them.
@@ -37,6 +41,11 @@ type Snapshot struct {
 	legacy     *legacyRecords
 	newVersion map[string]bool
 	answers    map[string]schema.DrainAnswer
+	// ownStatus holds, by host, the categories of its status records of
+	// its own (not the older layout's, which any node with the older
+	// shared policy could write about any host): the reaper acts on
+	// those only.
+	ownStatus map[string]map[string]bool
 }
 
 // Host is one host's version and status.
@@ -47,6 +56,19 @@ type Host struct {
 	VersionTime time.Time
 	// Status maps category to the host's state in it.
 	Status map[string]Status
+}
+
+// HostRecords is what a host's own records (every key under
+// hosts/<host>/, whatever it holds) say of the host's movement.
+type HostRecords struct {
+	// Index is their highest modify index: Consul's, so it moves whenever
+	// the host writes any of them, whatever its clock says. Keys counts
+	// them.
+	Index uint64
+	Keys  int
+	// Heartbeat is the time of the host's heartbeat record (its clock,
+	// for people; zero without one).
+	Heartbeat time.Time
 }
 
 // Status is a host's state in one category.
@@ -71,8 +93,8 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := &Snapshot{Hosts: map[string]*Host{}, Desired: map[string]int{}, Scaling: newScaling(), Hooks: schema.NewHooks(),
-		legacy: newLegacyRecords(), newVersion: map[string]bool{}, answers: map[string]schema.DrainAnswer{}}
+	snap := &Snapshot{Hosts: map[string]*Host{}, Records: map[string]HostRecords{}, Desired: map[string]int{}, Scaling: newScaling(), Hooks: schema.NewHooks(),
+		legacy: newLegacyRecords(), newVersion: map[string]bool{}, answers: map[string]schema.DrainAnswer{}, ownStatus: map[string]map[string]bool{}}
 	for _, p := range pairs {
 		parts := strings.Split(schema.RelKey(s.prefix, p.Key), "/")
 		switch parts[0] {
@@ -124,6 +146,9 @@ func (snap *Snapshot) addHostRecord(p *api.KVPair, parts []string) {
 		return
 	}
 	name, rest := parts[1], parts[2:]
+	own := snap.Records[name]
+	own.Index, own.Keys = max(own.Index, p.ModifyIndex), own.Keys+1
+	snap.Records[name] = own
 	switch {
 	case len(rest) == 1 && rest[0] == hostVersion:
 		snap.newVersion[name] = true
@@ -140,6 +165,10 @@ func (snap *Snapshot) addHostRecord(p *api.KVPair, parts []string) {
 			snap.bad(p.Key, "%v", err)
 		}
 		snap.host(name).Status[rest[1]] = st
+		if snap.ownStatus[name] == nil {
+			snap.ownStatus[name] = map[string]bool{}
+		}
+		snap.ownStatus[name][rest[1]] = true
 	case len(rest) == 2 && rest[0] == hostMetrics && schema.ValidName("metric", rest[1]) == nil:
 		m, err := parseMetricReport(p.Value)
 		if err != nil {
@@ -150,6 +179,14 @@ func (snap *Snapshot) addHostRecord(p *api.KVPair, parts []string) {
 			snap.Scaling.Metrics[name] = map[string]schema.MetricReport{}
 		}
 		snap.Scaling.Metrics[name][rest[1]] = m
+	case len(rest) == 1 && rest[0] == hostHeartbeat:
+		var hb heartbeatRecord
+		if err := schema.StrictJSON(p.Value, &hb); err != nil || hb.Time.IsZero() {
+			snap.bad(p.Key, "not a heartbeat (`orchestrate heartbeat` writes {\"time\"})")
+			return
+		}
+		own.Heartbeat = hb.Time
+		snap.Records[name] = own
 	case len(rest) == 1 && rest[0] == hostDrain:
 		a, err := parseDrainAnswer(p.Value)
 		if err != nil {
@@ -158,7 +195,7 @@ func (snap *Snapshot) addHostRecord(p *api.KVPair, parts []string) {
 		}
 		snap.answers[name] = a
 	default:
-		snap.bad(p.Key, "not a record orchestrate writes under hosts/<host>/ (version, status/<category>, metrics/<name>, drain)")
+		snap.bad(p.Key, "not a record orchestrate writes under hosts/<host>/ (version, status/<category>, metrics/<name>, drain, heartbeat)")
 	}
 }
 

@@ -61,7 +61,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *reaper.
 		Now: start, Config: r.cfg, Servers: obs.servers, Checks: obs.checks,
 		Desired: obs.desired, Journal: obs.keys.Entries, Armed: obs.keys.Armed != nil,
 		ArmKeyWritten: obs.keys.ArmKeyWritten, ArmProblem: obs.keys.ArmProblem,
-		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: withTokens(obs.recorded, obs.keys.Tokens), Suspect: obs.suspect, Memory: t.memory, Destructive: obs.keys.Destructive,
+		Validated: obs.validated, ReportingValidation: obs.reporting, Recorded: withTokens(obs.recorded, obs.keys.Tokens), Suspect: obs.suspect, ProvisionFailed: obs.provisionFailed, HostRecords: obs.hostRecords, TooManyRecords: obs.tooMany, Memory: t.memory, Destructive: obs.keys.Destructive,
 		BackoffUntil: t.quota.until, PoolBackoffUntil: t.pool.until, PoolFlush: obs.keys.Flush, PoolFlushProblems: obs.keys.FlushProblems, PoolRecords: poolByHost(obs.keys.Pool), RoleBackoff: t.roleBackoffs(), DeleteBackoff: t.deleteBackoffs(obs.keys.Entries),
 		TermStart: t.started,
 		Scaling:   obs.scaling, Metrics: obs.metrics, Autoscale: t.autoscale,
@@ -82,6 +82,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *reaper.
 	t.memory = plan.Memory
 	r.noteDecisions(t, plan)
 	r.noteHolds(t, plan)
+	r.noteSilent(t, plan)
 	if plan.PauseReason != t.lastPause {
 		if plan.Paused {
 			r.log.Warn("pausing destructive actions", "reason", plan.PauseReason)
@@ -228,6 +229,15 @@ func (r *Reaper) report(ctx context.Context, t *leaderTerm, plan *reaper.Plan, j
 	if ctx.Err() == nil {
 		if err := r.journal.PutState(ctx, t.session, st); err != nil {
 			r.log.Warn("write state", "err", err)
+		}
+	}
+	if ctx.Err() == nil && now.Sub(t.rang) >= r.cfg.HeartbeatInterval.D() {
+		// Rung in a dry run too: it changes nothing but the nodes'
+		// heartbeat records, and a dry run reports silent hosts as well.
+		if err := r.journal.RingHeartbeat(ctx, t.session, r.id, now); err != nil {
+			r.log.Warn("ring the heartbeat", "err", err)
+		} else {
+			t.rang = now
 		}
 	}
 	roleLeft := map[string]time.Duration{}

@@ -40,6 +40,14 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a reaper.Action, bu
 		return r.journal.Remove(ctx, t.session, e.ID, r.journal.pendingHookOps(e)...)
 	case reaper.OpDeregister:
 		return r.deregister(ctx, e.OldName)
+	case reaper.OpForget:
+		// The host's own records only, each still at the index this
+		// cycle read, in one transaction under the leader check.
+		ops, err := r.store.ForgetRecordsOps(ctx, e.OldName, a.RecordsIndex)
+		if err != nil {
+			return err
+		}
+		return r.journal.txn(ctx, t.session, ops...)
 	case reaper.OpMaintain:
 		return r.maintenance(ctx, e)
 	case reaper.OpDeleteDuplicate:
@@ -169,6 +177,11 @@ func (r *Reaper) rollback(ctx context.Context, t *leaderTerm, role *reaper.Role,
 		}
 		r.backoff(t, role.Name, ferr)
 		r.exhausted(ctx, t, role.Name, ferr)
+	} else if e.Provision != "" {
+		// A first boot that failed is a failed create: the role's
+		// creates back off (fatal: no capacity record), so a broken
+		// image or user data is not rebuilt every cycle.
+		r.backoff(t, role.Name, reaper.ProvisionFailed(e.NewName, e.Provision))
 	}
 	return nil
 }

@@ -445,6 +445,20 @@ func (j *Journal) PutState(ctx context.Context, session string, st *reaperkv.Rea
 	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVSet, Key: reaperkv.ReaperKey(j.prefix, reaperkv.ReaperStateKey), Value: data})
 }
 
+// RingHeartbeat rewrites the leader's heartbeat key (leader only), which
+// fires every node's heartbeat watch. Its value says who rang and when,
+// for people; no node reads it.
+func (j *Journal) RingHeartbeat(ctx context.Context, session, leader string, now time.Time) error {
+	data, err := json.Marshal(struct {
+		Time   time.Time `json:"time"`
+		Leader string    `json:"leader"`
+	}{now.UTC(), leader})
+	if err != nil {
+		return err
+	}
+	return j.txn(ctx, session, &api.KVTxnOp{Verb: api.KVSet, Key: reaperkv.ReaperKey(j.prefix, reaperkv.ReaperHeartbeatKey), Value: data})
+}
+
 // AppendHistory appends add to the activity history (leader only), oldest
 // dropped past the bounds, in a transaction that checks the leader lock
 // and that the history did not move since it was read (tried twice). A

@@ -34,6 +34,9 @@ type Metrics struct {
 	dryRun      bool
 	backoffSecs float64
 	roleBackoff map[string]float64
+	// silent: per role, its silent hosts; orphaned: the orphaned hosts.
+	silent      map[string]int
+	orphaned    int
 	zoneBackoff map[[2]string]float64 // role, zone
 	nodes       map[[2]string]int     // role, state
 	actions     map[[2]string]int     // op, result
@@ -227,6 +230,11 @@ func (m *Metrics) cycle(p *reaper.Plan, dryRun bool, backoff time.Duration, role
 		m.roleBackoff[role] = max(d.Seconds(), 0)
 	}
 	m.paused, m.armed = p.Paused, p.Armed
+	m.silent, m.orphaned = map[string]int{}, 0
+	for _, r := range p.Roles {
+		m.silent[r.Name] = r.SilentCount
+		m.orphaned += r.OrphanedCount
+	}
 	m.nodes = map[[2]string]int{}
 	m.desired, m.exhausted, m.scaleValue, m.recommended = map[string]int{}, map[string]bool{}, map[string]float64{}, map[string]int{}
 	m.clamped, m.ignored = map[string]int{}, map[string]int{}
@@ -324,6 +332,11 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	for _, r := range slices.Sorted(maps.Keys(m.roleBackoff)) {
 		fmt.Fprintf(&sb, "reaper_role_backoff_seconds{role=%q} %v\n", r, m.roleBackoff[r])
 	}
+	sb.WriteString("# HELP reaper_silent_hosts Servers Nova lists whose host's own records (heartbeat included) have not moved for the role's silent_after.\n# TYPE reaper_silent_hosts gauge\n")
+	for _, r := range slices.Sorted(maps.Keys(m.silent)) {
+		fmt.Fprintf(&sb, "reaper_silent_hosts{role=%q} %d\n", r, m.silent[r])
+	}
+	gauge("reaper_orphaned_hosts", "Hosts named like a role's servers with records of their own and no server in Nova nor Consul node; their records are removed after orphan_grace.", m.orphaned)
 	sb.WriteString("# HELP reaper_zone_backoff_seconds Seconds left of the create backoff of one availability zone of a role, after the zone refused a create for capacity (the role's other zones take its creates).\n# TYPE reaper_zone_backoff_seconds gauge\n")
 	for _, k := range slices.SortedFunc(maps.Keys(m.zoneBackoff), func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) }) {
 		fmt.Fprintf(&sb, "reaper_zone_backoff_seconds{role=%q,zone=%q} %v\n", k[0], k[1], m.zoneBackoff[k])

@@ -21,7 +21,13 @@ type observation struct {
 	reporting map[string]bool
 	recorded  map[string]bool
 	suspect   map[string]bool
-	keys      *ReaperKeys
+	// provisionFailed: hosts whose own provisioned record says failed.
+	provisionFailed map[string]reaper.ProvisionFailure
+	// hostRecords: by host, the highest modify index of its own records;
+	// tooMany: the hosts with more of them than one transaction removes.
+	hostRecords map[string]uint64
+	tooMany     map[string]int
+	keys        *ReaperKeys
 	// scaling is the KV snapshot's scaling part; metrics the readings of
 	// autoscaled roles' Prometheus queries.
 	scaling schema.Scaling
@@ -66,9 +72,23 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 	for name := range snap.Hosts {
 		recorded[name] = true
 	}
+	for name := range snap.Records {
+		recorded[name] = true // a heartbeat or a load report alone too
+	}
 	suspect := corroboratedSuspects(snap.Suspects(), checks)
+	failed := map[string]reaper.ProvisionFailure{}
+	for host, st := range snap.ProvisionFailures() {
+		failed[host] = reaper.ProvisionFailure{Detail: st.Detail, Time: st.Time}
+	}
+	own, tooMany := make(map[string]uint64, len(snap.Records)), map[string]int{}
+	for host, rec := range snap.Records {
+		own[host] = rec.Index
+		if rec.Keys > store.MaxForgetKeys {
+			tooMany[host] = rec.Keys
+		}
+	}
 	return &observation{servers: servers, checks: checks, desired: desired, validated: snap.Validated(), reporting: snap.ReportingValidation(),
-		recorded: recorded, suspect: suspect, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx), hooks: snap.Hooks,
+		recorded: recorded, suspect: suspect, provisionFailed: failed, hostRecords: own, tooMany: tooMany, keys: keys, scaling: snap.Scaling, metrics: r.readMetrics(ctx), hooks: snap.Hooks,
 		fleet: r.readFleet(ctx, snap)}, nil
 }
 

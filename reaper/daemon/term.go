@@ -58,6 +58,10 @@ type leaderTerm struct {
 	// cycle.
 	lastPause    string
 	lastNotArmed string
+	// rang is when this leader last rang the nodes' heartbeat; silent
+	// the hosts its last plan found silent (logged once each).
+	rang   time.Time
+	silent map[string]bool
 	// holds are the last cycle's holds (its blocked lines, digits aside),
 	// so that each is recorded in the history once, when it begins.
 	holds        map[string]bool

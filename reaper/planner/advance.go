@@ -142,6 +142,19 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 		}
 		pl.refreshFailed(rs, e, "Nova put it in ERROR ("+next.Fault+")")
 		pl.add(reaper.OpRollback, next, "the new server went to ERROR")
+	case pl.statesOf[newS.ID] == reaper.StateProvisionFailed:
+		// Its first boot reported failed: a failed create, rolled back
+		// (the role's creates back off) rather than waited for until
+		// boot_timeout.
+		if why := pl.gate(rs, need{unpaused: true, victim: newS}); why != "" {
+			pl.block("%s: rollback of %s waits: %s", e.ID, e.NewName, why)
+			return
+		}
+		next.Phase = reaperkv.PhaseRollback
+		next.Provision = pl.provisionFailed(newS)
+		next.Error = "provisioning failed: " + next.Provision
+		pl.refreshFailed(rs, e, next.Error)
+		pl.add(reaper.OpRollback, next, e.NewName+" reported its provisioning failed ("+next.Provision+")")
 	case !pl.serves(rs, newS) && pl.recovered(rs, e, oldS) != "":
 		// The server it replaces came back before the new one served:
 		// the new one is the one deleted, never the one that came back.

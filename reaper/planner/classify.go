@@ -63,6 +63,10 @@ func (pl *planner) classify(r *reaper.Role, s *reaper.Server) reaper.ServerState
 	switch {
 	case h.maintenance:
 		return reaper.StateMaintenance
+	case !served && pl.provisionFailed(s) != "":
+		// Its first boot gave up: it will not check in, however long
+		// its boot_timeout.
+		return reaper.StateProvisionFailed
 	case r.ReplaceSuspect && pl.in.Suspect[s.Name]:
 		// Counts towards the pause: a bad version making every server
 		// suspect holds the replacements until an operator looks.
@@ -94,6 +98,26 @@ func (pl *planner) served(s *reaper.Server, h nodeHealth) bool {
 		return true
 	}
 	return pl.in.Validated[s.Name]
+}
+
+// provisionSkew is how much earlier than Nova's creation time a failed
+// provisioned record may be dated and still count as this server's: the
+// node stamps it by its own clock, which may run behind the cloud's. A
+// record older than that is an earlier server's of the same name (a
+// server built by hand under a used name), never this one's.
+const provisionSkew = 10 * time.Minute
+
+// provisionFailed is the failing step of server s's first boot, from its
+// own failed provisioned record; "" when it has none that counts.
+func (pl *planner) provisionFailed(s *reaper.Server) string {
+	f, ok := pl.in.ProvisionFailed[s.Name]
+	if !ok || f.Time.Before(s.Created.Add(-provisionSkew)) {
+		return ""
+	}
+	if f.Detail == "" {
+		return "no step named"
+	}
+	return f.Detail
 }
 
 // classifyCritical is the state of a server with a counted check critical.

@@ -144,9 +144,11 @@ func Plan(in reaper.Input) *reaper.Plan {
 	pl.splitStandbys(roles)
 	pl.rememberListed(roles)
 	pl.classifyAll(roles)
+	pl.moved()
 	pl.doubtLists(roles)
 	pl.pause(roles)
 	pl.startGate(roles)
+	orphans := pl.orphans(roles)
 	pl.refreshes(roles)
 	short := pl.refillHeld(roles)
 	pl.coolingOff()
@@ -156,6 +158,7 @@ func Plan(in reaper.Input) *reaper.Plan {
 	}
 	for _, rs := range roles {
 		pl.autoscale(rs)
+		var orphaned []reaperkv.HostMark
 		if !pl.deleteDuplicates(rs) {
 			for _, e := range rs.entries {
 				pl.advance(rs, e)
@@ -163,9 +166,14 @@ func Plan(in reaper.Input) *reaper.Plan {
 			pl.balance(rs)
 			pl.deregisterDead(rs)
 			pl.pool(rs, short)
+			orphaned = pl.forgetOrphans(rs, orphans[rs.role.Name])
 		}
 		pl.finishRefresh(rs)
-		pl.plan.Roles = append(pl.plan.Roles, pl.view(rs))
+		v := pl.view(rs)
+		silent := pl.silent(rs)
+		v.SilentCount, v.OrphanedCount = len(silent), len(orphans[rs.role.Name])
+		v.Silent, v.Orphaned = capMarks(silent), capMarks(orphaned)
+		pl.plan.Roles = append(pl.plan.Roles, v)
 	}
 	return pl.plan
 }

@@ -5,8 +5,10 @@ package reapertest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -128,3 +130,13 @@ func (c *Cloud) Reboot(context.Context, string) error { return errNotSet }
 
 // Rebuild fails: the fake has no images.
 func (c *Cloud) Rebuild(context.Context, reaper.RebuildRequest) error { return errNotSet }
+
+// HostNames joins the hosts of a report's silent or orphaned list with
+// commas, in order.
+func HostNames(m []reaperkv.HostMark) string {
+	out := make([]string, 0, len(m))
+	for _, h := range m {
+		out = append(out, h.Host)
+	}
+	return strings.Join(out, ",")
+}

@@ -24,6 +24,10 @@ const (
 	ReaperArmedKey = "reaper/armed"
 	// ReaperStateKey holds the leader's report of its last cycle.
 	ReaperStateKey = "reaper/state"
+	// ReaperHeartbeatKey is the leader's heartbeat: rewritten every
+	// heartbeat_interval, it fires every node's heartbeat watch, whose
+	// handler writes the node's own hosts/<host>/heartbeat.
+	ReaperHeartbeatKey = "reaper/heartbeat"
 )
 
 // ReaperKey returns <prefix>/<name> for one of the Reaper*Key names.

@@ -93,6 +93,10 @@ type JournalEntry struct {
 	// Fault is Nova's message for a new server it put in ERROR; a rollback
 	// with one backs off the role's creates.
 	Fault string `json:"fault,omitempty"`
+	// Provision is the detail of the new server's own failed provisioned
+	// record (the first-boot step that failed); a rollback with one backs
+	// off the role's creates, as a fault does.
+	Provision string `json:"provision,omitempty"`
 	// Standby: the entry creates (or deletes) a standby of the role's warm
 	// pool, not a member of the role: it counts neither towards the role's
 	// count nor against max_in_flight.
@@ -145,6 +149,9 @@ const (
 	// ServerSuspect: its consistent run failed on every attempt, in a role
 	// with replace_suspect.
 	ServerSuspect = "suspect"
+	// ServerProvisionFailed: its first boot reported provisioned failed
+	// (its own record) and it never served: a failed create.
+	ServerProvisionFailed = "provision-failed"
 	// ServerUnknown: Nova reports a state the reaper does not know
 	// (UNKNOWN: its cell did not answer); never acted on.
 	ServerUnknown   = "unknown"
@@ -191,6 +198,27 @@ type RoleReport struct {
 	// Placement is the role's spread over availability zones and its
 	// server group, when it has either.
 	Placement *PlacementReport `json:"placement,omitempty"`
+	// Silent are the role's servers Nova lists whose host's own records
+	// have not moved for silent_after (a bounded number, oldest first);
+	// Orphaned the hosts named like its servers with records and no
+	// server, whose records are removed at Until.
+	Silent   []HostMark `json:"silent,omitempty"`
+	Orphaned []HostMark `json:"orphaned,omitempty"`
+	// SilentCount and OrphanedCount count them all.
+	SilentCount   int `json:"silent_count,omitempty"`
+	OrphanedCount int `json:"orphaned_count,omitempty"`
+}
+
+// HostMark is a silent or orphaned host in the report.
+type HostMark struct {
+	Host string `json:"host"`
+	// Since: a silent host's records last moved then (at the latest, by
+	// the reaper's clock; a new leader starts counting anew); an
+	// orphaned host has been so since then.
+	Since time.Time `json:"since"`
+	// Until: when an orphaned host's records are removed (its grace
+	// ends), if the gate allows.
+	Until time.Time `json:"until,omitzero"`
 }
 
 // AutoscaleReport is an autoscaled role's part of the report, and the
@@ -268,7 +296,7 @@ type ServerReport struct {
 
 // ServerStateOrder is the order the report's states are listed in.
 var ServerStateOrder = []string{ServerHealthy, ServerExpired, ServerBooting, ServerNew, ServerCriticalInGrace,
-	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerSuspect, ServerErrorInGrace, ServerError, ServerUnknown, ServerMaintenance, ServerRepairing, ServerReplacing, ServerDeleting}
+	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerSuspect, ServerProvisionFailed, ServerErrorInGrace, ServerError, ServerUnknown, ServerMaintenance, ServerRepairing, ServerReplacing, ServerDeleting}
 
 // ReaperReport is the value of <prefix>/reaper/state: what the reaper's
 // leader saw and planned in its last cycle.
