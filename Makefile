@@ -99,6 +99,22 @@ nova-down:
 e2e-nova:
 	NOVA_E2E_DIR=$(NOVA_E2E_DIR) GO=$(GO) scripts/nova/e2e.sh
 
+## swift-up: configure (first time) and start a real single-replica Swift
+## (Debian's swift-proxy, -account, -container, -object, memcached) with
+## tempauth and tempurl on 127.0.0.1:24720-24724, all state in
+## $(SWIFT_E2E_DIR); idempotent. The tests do not need it: internal/swifttest
+## starts a private one per test process. See scripts/swift/README.md.
+## swift-down: stop every daemon swift-up started, by PID.
+SWIFT_E2E_DIR ?= /tmp/orchestrate-swift
+
+.PHONY: swift-up swift-down
+
+swift-up:
+	SWIFT_E2E_DIR=$(SWIFT_E2E_DIR) scripts/swift/up.sh
+
+swift-down:
+	SWIFT_E2E_DIR=$(SWIFT_E2E_DIR) scripts/swift/down.sh
+
 ## bench-blocker: service-blocker's benchmarks against real agents: latency
 ## from the 5th instance passing to the blocker's exit (median, p99 over 50
 ## trials), polling (--no-watch) beside watching, fresh and after 30 s of

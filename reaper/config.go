@@ -119,6 +119,9 @@ type Config struct {
 	// NodeIdentity, when set, gives every server the reaper builds a Consul
 	// token of its own (identity.go).
 	NodeIdentity *NodeIdentity `yaml:"node_identity"`
+	// Logs, when set, gives every server the reaper builds a write-only
+	// grant to upload its failure logs to Swift, and renews it (logs.go).
+	Logs *Logs `yaml:"logs"`
 }
 
 // CloudConfig selects OpenStack credentials.

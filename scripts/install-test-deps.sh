@@ -22,6 +22,15 @@ declare -A need=(
 	[mmdebstrap]=mmdebstrap
 	[gnupg]=gpg
 	[nftables]=nft
+	# A real Swift for the failure-log tests (scripts/swift, internal/swifttest):
+	# the four servers, swift-ring-builder (their dependency `swift`), the
+	# `swift` client, and memcached, where tempauth keeps its tokens.
+	[swift-proxy]=swift-proxy-server
+	[swift-account]=swift-account-server
+	[swift-container]=swift-container-server
+	[swift-object]=swift-object-server
+	[python3-swiftclient]=swift
+	[memcached]=memcached
 )
 
 missing=()
@@ -39,6 +48,17 @@ if [ "$(id -u)" -ne 0 ]; then
 		exit 1
 	fi
 fi
+# policy-rc.d exiting 101 tells invoke-rc.d not to start the daemons the
+# packages ship (the Swift servers, prometheus): the tests start their own,
+# on loopback, under a directory of their own. Only ours is removed after.
+prc=/usr/sbin/policy-rc.d
+ours=
+if [ ! -e "$prc" ]; then
+	${SUDO:-} sh -c "printf '#!/bin/sh\\n# install-test-deps: start nothing\\nexit 101\\n' >$prc && chmod 755 $prc"
+	ours=1
+fi
+trap 'if [ -n "$ours" ]; then ${SUDO:-} rm -f "$prc"; fi' EXIT
 echo "install-test-deps: apt-get install ${missing[*]}"
-${SUDO:-} env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-${SUDO:-} env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+${SUDO:-} env DEBIAN_FRONTEND=noninteractive apt-get update -qq -o DPkg::Lock::Timeout=600
+${SUDO:-} env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	-o DPkg::Lock::Timeout=600 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${missing[@]}"

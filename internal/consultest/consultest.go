@@ -13,7 +13,6 @@
 package consultest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +29,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
 // Agent is a running consul dev agent.
@@ -103,7 +104,7 @@ func Binary() (string, error) {
 		}
 		return p, nil
 	}
-	if root, err := repoRoot(); err == nil {
+	if root, err := testutil.RepoRoot(); err == nil {
 		p := filepath.Join(root, "bin", "consul")
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
@@ -114,25 +115,6 @@ func Binary() (string, error) {
 		return "", errors.New("no consul binary: run `make consul` (builds bin/consul from the Go module proxy) or set CONSUL_BIN")
 	}
 	return p, nil
-}
-
-// repoRoot walks up from the working directory to orchestrate's go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.HasPrefix(bytes.TrimSpace(data), []byte("module github.com/jiocloud/orchestrate\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not inside the orchestrate module")
-		}
-		dir = parent
-	}
 }
 
 // RequireBinary returns the consul binary, skipping the test when it is

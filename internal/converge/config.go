@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/hieradata"
+	"github.com/jiocloud/orchestrate/internal/logship"
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/rollout"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
@@ -56,6 +57,16 @@ type Config struct {
 	// LogURLBase, when set, makes log_url <LogURLBase>/<file> instead of a
 	// file:// URL.
 	LogURLBase string
+	// LogGrant is the host's write-only upload grant for Swift
+	// (internal/logship); with none (no file), logs stay local and
+	// log_url is LogURLBase's or a file:// URL. UploadLogs says when the
+	// run's log goes to Swift: UploadOnFailure (a step failed),
+	// UploadAlways, or UploadNever. LogSpool keeps what is not uploaded
+	// yet; MaxLogBytes caps each log (head and tail kept); UploadTimeout
+	// bounds one upload.
+	LogGrant, LogSpool, UploadLogs string
+	MaxLogBytes                    int64
+	UploadTimeout                  time.Duration
 	// LockFile serialises converge runs on this host; WaitLock makes a second
 	// run wait for the first instead of exiting.
 	LockFile string
@@ -98,6 +109,13 @@ type Config struct {
 	PassEnv []string
 }
 
+// When the run's log goes to Swift (Config.UploadLogs).
+const (
+	UploadOnFailure = "failure"
+	UploadAlways    = "always"
+	UploadNever     = "never"
+)
+
 // Defaults returns the configuration before flags.
 func Defaults() Config {
 	return Config{
@@ -105,6 +123,11 @@ func Defaults() Config {
 		ValidateTimeout: 5 * time.Minute,
 		HieraData:       hieradata.DefaultOut,
 		LogDir:          paths.LogDir,
+		LogGrant:        paths.LogGrant,
+		LogSpool:        paths.LogSpool,
+		UploadLogs:      UploadOnFailure,
+		MaxLogBytes:     logship.DefaultMaxBytes,
+		UploadTimeout:   logship.DefaultTimeout,
 		KeepLogs:        50,
 		LockFile:        paths.ConvergeLock,
 		WaitLock:        true,
@@ -167,6 +190,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--keep-logs %d must be at least 1", c.KeepLogs)
 	case c.LockFile == "":
 		return errors.New("--lock-file is empty")
+	case c.UploadLogs != UploadOnFailure && c.UploadLogs != UploadAlways && c.UploadLogs != UploadNever:
+		return fmt.Errorf("--upload-logs %q: want %s, %s or %s", c.UploadLogs, UploadOnFailure, UploadAlways, UploadNever)
+	case c.UploadLogs != UploadNever && (!filepath.IsAbs(c.LogGrant) || !filepath.IsAbs(c.LogSpool)):
+		return fmt.Errorf("--log-grant %q and --log-spool %q must be absolute paths", c.LogGrant, c.LogSpool)
+	case c.MaxLogBytes < logship.MinMaxBytes || c.MaxLogBytes > 1<<30:
+		return fmt.Errorf("--max-log-bytes %d must be between %d and 1 GiB", c.MaxLogBytes, logship.MinMaxBytes)
+	case c.UploadTimeout < time.Second || c.UploadTimeout > 10*time.Minute:
+		return fmt.Errorf("--upload-timeout %s must be between 1s and 10m", c.UploadTimeout)
 	case c.RetryInterval < 0:
 		return fmt.Errorf("--retry-interval %s is negative", c.RetryInterval)
 	case c.MaxAttempts < 0:

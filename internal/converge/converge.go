@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/logship"
 	"github.com/jiocloud/orchestrate/internal/rollout"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/watch"
@@ -71,9 +72,16 @@ type Result struct {
 	Detail   string
 	Category string
 	LogPath  string
+	// LogURL is the log_url the run recorded: the log's object in Swift
+	// when it was named there, else the local log's.
+	LogURL string
 	// Suspect: the consistent step failed on the last allowed attempt;
 	// the host is marked suspect.
 	Suspect bool
+
+	// object is the run's log's object name in Swift, "" when it is not
+	// uploaded.
+	object string
 }
 
 // Converger runs converge for one host.
@@ -82,8 +90,10 @@ type Converger struct {
 	store *store.Store
 	agent *api.Agent
 	slots *rollout.Slots
-	log   *slog.Logger
-	now   func() time.Time
+	// ship uploads logs to Swift; nil with UploadNever.
+	ship *logship.Shipper
+	log  *slog.Logger
+	now  func() time.Time
 }
 
 // New returns a Converger; cfg must have passed Validate. client is the
@@ -92,7 +102,58 @@ type Converger struct {
 func New(cfg Config, st *store.Store, client *api.Client, log *slog.Logger) *Converger {
 	slots := rollout.New(st, client.Session(), log)
 	slots.TTL = cfg.SlotTTL
-	return &Converger{cfg: cfg, store: st, agent: client.Agent(), slots: slots, log: log, now: time.Now}
+	c := &Converger{cfg: cfg, store: st, agent: client.Agent(), slots: slots, log: log, now: time.Now}
+	if cfg.UploadLogs != UploadNever {
+		c.ship = &logship.Shipper{
+			Grant: func(ctx context.Context) (logship.Grant, error) {
+				return logship.CurrentGrant(ctx, cfg.LogGrant, cfg.Host, func(ctx context.Context) ([]byte, error) {
+					ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					defer cancel()
+					return st.LogGrant(ctx, cfg.Host)
+				}, log)
+			},
+			// Naming the log reads the file only: the status record it goes
+			// in is written next, and must not wait on Consul for it. A
+			// renewal in KV reaches the file at the run's upload or flush.
+			Local:    func() (logship.Grant, error) { return logship.LoadGrant(cfg.LogGrant) },
+			Spool:    logship.Spool{Dir: cfg.LogSpool},
+			MaxBytes: cfg.MaxLogBytes,
+			Client:   logship.Client(cfg.UploadTimeout),
+			Log:      log,
+			Now:      func() time.Time { return c.now() },
+		}
+	}
+	return c
+}
+
+// shipLog uploads the run's log when it was named in Swift, and whatever
+// earlier runs left in the spool, once every status record of the run is
+// written: an upload never delays a record, and a failed one is logged,
+// never returned (the run's own outcome is what the caller reports). The
+// log waits in the spool for the next run or `orchestrate logs flush`.
+func (c *Converger) shipLog(ctx context.Context, res Result) {
+	if c.ship == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.UploadTimeout)
+	defer cancel()
+	var r logship.FlushResult
+	var err error
+	if res.object != "" {
+		r, err = c.ship.Ship(ctx, res.object, res.LogPath)
+	} else {
+		r, err = c.ship.Flush(ctx)
+	}
+	switch {
+	case errors.Is(err, logship.ErrNoGrant):
+		if r.Left > 0 {
+			c.log.Warn("logs wait in the spool, and this host has no upload grant", "spooled", r.Left, "grant", c.cfg.LogGrant)
+		}
+	case err != nil:
+		c.log.Warn("log upload failed; the log waits in the spool", "err", err, "spooled", r.Left, "spool", c.cfg.LogSpool)
+	case r.Uploaded > 0:
+		c.log.Info("logs uploaded to Swift", "uploaded", r.Uploaded, "url", res.LogURL)
+	}
 }
 
 // Run converges until success, or once when RetryInterval is zero, and
@@ -103,6 +164,9 @@ func (c *Converger) Run(ctx context.Context) (Result, error) {
 		last := c.cfg.MaxAttempts > 0 && attempt >= c.cfg.MaxAttempts
 		if err == nil && last && res.Outcome == Failed && res.Category == store.CategoryPuppet && c.cfg.ConsistentCmd != "" {
 			err = c.markSuspect(ctx, &res, attempt)
+		}
+		if res.Outcome != Busy {
+			c.shipLog(ctx, res)
 		}
 		if err != nil || c.cfg.RetryInterval <= 0 {
 			return res, err
@@ -328,7 +392,7 @@ func (c *Converger) markSuspect(ctx context.Context, res *Result, attempts int) 
 	res.Detail = fmt.Sprintf("suspect: the consistent step failed %d time(s): %s", attempts, res.Detail)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	v := store.StatusValue{Version: res.Version, Detail: res.Detail, LogURL: logURL(c.cfg.LogURLBase, res.LogPath), Suspect: true}
+	v := store.StatusValue{Version: res.Version, Detail: res.Detail, LogURL: res.LogURL, Suspect: true}
 	if err := c.store.UpdateStatus(wctx, c.cfg.Host, store.CategoryPuppet, store.StateFailed, v); err != nil {
 		return fmt.Errorf("mark the host suspect: %w", err)
 	}

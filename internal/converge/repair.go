@@ -163,7 +163,9 @@ func (c *Converger) repairDue(ctx context.Context, rec store.Status, episode boo
 	}
 	wait := c.repairBackoff(n)
 	detail := fmt.Sprintf("attempt %d of %d done (converge %s); the checks are looked at again after %s", n, c.cfg.RepairAttempts, res.Outcome, wait)
-	return res, wait, c.recordRepair(ctx, store.StatePending, have[0], detail, n, since)
+	err = c.recordRepair(ctx, store.StatePending, have[0], detail, n, since)
+	c.shipLog(ctx, res)
+	return res, wait, err
 }
 
 // recordRepair writes the host's repair record.

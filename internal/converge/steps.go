@@ -23,6 +23,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/fileutil"
 	"github.com/jiocloud/orchestrate/internal/hieradata"
+	"github.com/jiocloud/orchestrate/internal/logship"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/watch"
 )
@@ -39,7 +40,7 @@ func (c *Converger) act(ctx context.Context, want string, run steps) (Result, er
 		return Result{}, exitcode.Wrap(exitcode.Usage, fmt.Errorf("--log-dir: %w", err))
 	}
 	defer rl.Close()
-	a := &action{c: c, rl: rl, want: want, res: Result{Version: want, LogPath: rl.path}, logURL: rl.url(c.cfg.LogURLBase),
+	a := &action{c: c, rl: rl, want: want, res: Result{Version: want, LogPath: rl.path, LogURL: rl.url(c.cfg.LogURLBase)}, logURL: rl.url(c.cfg.LogURLBase),
 		// Status writes use a context that survives a cancelled run, so an
 		// interrupted converge still records that it was interrupted.
 		recordCtx: context.WithoutCancel(ctx),
@@ -60,6 +61,9 @@ func (c *Converger) act(ctx context.Context, want string, run steps) (Result, er
 	}
 	if len(failed) > 0 {
 		return a.fail(Failed, store.CategoryValidation, store.StateFailed, "failed: "+strings.Join(failed, ", ")+"; log "+rl.path)
+	}
+	if c.cfg.UploadLogs == UploadAlways {
+		a.planUpload(ctx, stepConverge)
 	}
 	if err := a.record(store.CategoryValidation, store.StateSuccess, fmt.Sprintf("%d checks passed", ran)); err != nil {
 		return a.res, err
@@ -94,8 +98,36 @@ func (a *action) record(cat, state, detail string) error {
 	return nil
 }
 
+// stepConverge names the log of a whole run that succeeded (UploadAlways).
+const stepConverge = "converge"
+
+// planUpload names the run's log in Swift as step's, when the host has a
+// grant: from now on the records' log_url is the object's URL, written
+// before the upload (Converger.shipLog, once every record is written).
+// Without a grant, or when it cannot be read, the log stays local and the
+// run goes on.
+func (a *action) planUpload(ctx context.Context, step string) {
+	c := a.c
+	if c.ship == nil || a.res.object != "" {
+		return
+	}
+	object, url, err := c.ship.Plan(ctx, c.cfg.Host, a.want, step, a.rl.started)
+	switch {
+	case errors.Is(err, logship.ErrNoGrant):
+		c.log.Debug("no log upload grant: the log stays local", "grant", c.cfg.LogGrant)
+		return
+	case err != nil:
+		c.log.Warn("cannot name the log in Swift: it stays local", "err", err)
+		return
+	}
+	a.logURL, a.res.LogURL, a.res.object = url, url, object
+}
+
 // fail ends the run with outcome, recording state for cat.
 func (a *action) fail(outcome Outcome, cat, state, detail string) (Result, error) {
+	if outcome == Failed && a.c.cfg.UploadLogs != UploadNever {
+		a.planUpload(a.recordCtx, cat)
+	}
 	a.res.Outcome, a.res.Detail, a.res.Category = outcome, detail, cat
 	a.c.log.Warn("converge did not succeed", "host", a.c.cfg.Host, "version", a.want, "step", cat, "state", state, "detail", detail, "log", a.rl.path)
 	return a.res, a.record(cat, state, detail)
@@ -111,6 +143,7 @@ func (a *action) consistent(ctx context.Context) (done bool, err error) {
 	if c.cfg.UpdateCmd != "" {
 		r := rl.run(ctx, "update", c.cfg.UpdateCmd, c.cfg.StepTimeout, a.env)
 		if !r.ok() {
+			a.planUpload(a.recordCtx, store.CategoryUpdate)
 			if err := a.record(store.CategoryUpdate, store.StateFailed, "update step "+r.String()+"; log "+rl.path); err != nil {
 				return true, err
 			}
@@ -313,6 +346,9 @@ func (c *Converger) mirrorCheck(ctx context.Context, cat, state, detail string) 
 type runLog struct {
 	f    *os.File
 	path string
+	// started is when the run began (in the log's name, and its object's
+	// in Swift).
+	started time.Time
 	// passEnv names the credentials the steps may inherit.
 	passEnv []string
 	// groupFile records the process group of the step running, for the
@@ -331,7 +367,7 @@ func openRunLog(cfg Config, now time.Time) (*runLog, error) {
 		return nil, fmt.Errorf("log file: %w", err)
 	}
 	pruneLogs(cfg.LogDir, cfg.Host, cfg.KeepLogs)
-	return &runLog{f: f, path: path, passEnv: cfg.PassEnv, groupFile: stepGroupFile(cfg.LockFile)}, nil
+	return &runLog{f: f, path: path, started: now, passEnv: cfg.PassEnv, groupFile: stepGroupFile(cfg.LockFile)}, nil
 }
 
 // runLogStamp is the part of a run log's name after "converge-<host>-".

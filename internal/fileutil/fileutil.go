@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 )
 
 // ErrTooLarge is returned by ReadLimited for a file over its limit.
@@ -29,4 +30,36 @@ func ReadLimited(path string, max int) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d bytes: %w", max, ErrTooLarge)
 	}
 	return data, nil
+}
+
+// WriteAtomic writes data to path through a temporary file in the same
+// directory, synced and renamed over path, so that a reader (or a crash)
+// never sees a partial file. The file gets mode perm.
+func WriteAtomic(path string, data []byte, perm os.FileMode) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }

@@ -242,3 +242,26 @@ func TestUserData(t *testing.T) {
 		t.Errorf("shell script user data: %v\n%s", err, ud)
 	}
 }
+
+// The reaper's part carries the log grant in a 0600 file of root's when
+// there is one, and refuses a grant that could break out of its YAML block.
+func TestUserDataWithGrant(t *testing.T) {
+	grant := []byte(`{"container_url":"http://127.0.0.1:1/v1/AUTH_a/logs","prefix":"web1/"}`)
+	ud, err := UserDataWithGrant("0f7c7a4e-0000-4000-8000-000000000001", grant, []byte("#cloud-config\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "  - path: " + LogGrantFile + "\n    owner: root:root\n    permissions: \"0600\"\n    content: |\n      " + string(grant) + "\n"
+	if !strings.Contains(string(ud), want) {
+		t.Fatalf("user data without the grant's file:\n%s", ud)
+	}
+	plain, _ := UserData("0f7c7a4e-0000-4000-8000-000000000001", []byte("#cloud-config\n"))
+	if strings.Contains(string(plain), LogGrantFile) {
+		t.Fatal("user data without a grant names the grant's file")
+	}
+	for _, bad := range []string{"{\"a\":1}\n  - path: /etc/shadow", "not json", "{\"a\":\"1\r\"}"} {
+		if _, err := UserDataWithGrant("0f7c7a4e-0000-4000-8000-000000000001", []byte(bad), nil); err == nil {
+			t.Errorf("grant %q accepted", bad)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"mime"
 	"strings"
@@ -19,6 +20,9 @@ const (
 	// AgentTokenFile sets the Consul agent's own tokens to the node's:
 	// agent (its node, its checks) and default (the watches' queries).
 	AgentTokenFile = paths.AgentTokenFile
+	// LogGrantFile holds the node's write-only upload grant for its
+	// failure logs (internal/logship), when the reaper has logs: set.
+	LogGrantFile = paths.LogGrant
 )
 
 // partTypes maps the first line of a user data file to its MIME type, as
@@ -51,8 +55,20 @@ func PartType(data []byte) (string, error) {
 // the operator's write_files and runcmd stay whole), as multipart MIME
 // that cloud-init reads. The token goes nowhere else.
 func UserData(secret string, operator []byte) ([]byte, error) {
+	return UserDataWithGrant(secret, nil, operator)
+}
+
+// UserDataWithGrant is UserData whose reaper part also writes the node's
+// log upload grant (its JSON, one line) to LogGrantFile, mode 0600; nil
+// writes none.
+func UserDataWithGrant(secret string, grant, operator []byte) ([]byte, error) {
 	if secret == "" || strings.ContainsAny(secret, "\"\\\n\r") {
 		return nil, fmt.Errorf("a node token must be a non-empty string without quotes or line breaks")
+	}
+	// The grant goes in a YAML literal block: one line of JSON, nothing
+	// that ends the block.
+	if bytes.ContainsAny(grant, "\n\r") || (grant != nil && !json.Valid(grant)) {
+		return nil, fmt.Errorf("a log grant must be one line of JSON")
 	}
 	var parts [][2]string // mime type, body
 	if len(operator) > 0 {
@@ -62,7 +78,7 @@ func UserData(secret string, operator []byte) ([]byte, error) {
 		}
 		parts = append(parts, [2]string{t, string(operator)})
 	}
-	parts = append(parts, [2]string{"text/cloud-config", tokenPart(secret)})
+	parts = append(parts, [2]string{"text/cloud-config", tokenPart(secret, grant)})
 	boundary, err := newBoundary(parts)
 	if err != nil {
 		return nil, err
@@ -84,12 +100,13 @@ func UserData(secret string, operator []byte) ([]byte, error) {
 }
 
 // tokenPart is the reaper's cloud-config: the node's token in the files
-// orchestrate and the Consul agent read. Both are written by root before
+// orchestrate and the Consul agent read, and its log upload grant when
+// there is one. Both are written by root before
 // any package is installed; the operator's part hands them on (the
 // shipped examples/user-data.yaml gives the agent's file to consul's
 // group). merge_how appends its lists to the operator's.
-func tokenPart(secret string) string {
-	return fmt.Sprintf(`#cloud-config
+func tokenPart(secret string, grant []byte) string {
+	part := fmt.Sprintf(`#cloud-config
 # Written by the orchestrate reaper: this server's own Consul token.
 merge_how:
   - name: list
@@ -107,6 +124,15 @@ write_files:
     content: |
       {"acl": {"tokens": {"agent": "%s", "default": "%s"}}}
 `, TokenFile, secret, AgentTokenFile, secret, secret)
+	if grant != nil {
+		part += fmt.Sprintf(`  - path: %s
+    owner: root:root
+    permissions: "0600"
+    content: |
+      %s
+`, LogGrantFile, grant)
+	}
+	return part
 }
 
 // newBoundary is a MIME boundary found in no part.

@@ -83,6 +83,7 @@ func commands() []*command {
 		cmdReaper, cmdPool, cmdStandby, cmdRefresh, cmdHook, cmdHold,
 		cmdMigrate,
 		cmdHeartbeat,
+		cmdLogs,
 	}
 }
 

@@ -325,8 +325,8 @@ var cmdGetFailures = &command{
 		} else {
 			now := e.store.Now()
 			for _, f := range failures {
-				fmt.Fprintf(e.Stdout, "%s\t%s\tsince %s (%s ago)\t%s\n", f.Category, f.Host,
-					f.Since.Format("2006-01-02T15:04:05Z07:00"), age(now, f.Since), oneLine(f.Detail))
+				fmt.Fprintf(e.Stdout, "%s\t%s\tsince %s (%s ago)\t%s%s\n", f.Category, f.Host,
+					f.Since.Format("2006-01-02T15:04:05Z07:00"), age(now, f.Since), oneLine(f.Detail), logColumn(f.LogURL))
 			}
 		}
 		if len(failures) > 0 {

@@ -29,6 +29,11 @@ var cmdConverge = &command{
 		fs.StringVar(&c.LogDir, "log-dir", c.LogDir, "directory for one log file per run (absolute)")
 		fs.IntVar(&c.KeepLogs, "keep-logs", c.KeepLogs, "how many run logs to keep")
 		fs.StringVar(&c.LogURLBase, "log-url-base", "", "URL under which --log-dir is served; status log_url points there instead of file://")
+		fs.StringVar(&c.UploadLogs, "upload-logs", c.UploadLogs, "when the run's log goes to Swift through the host's grant (--log-grant): failure (a step failed), always, or never")
+		fs.StringVar(&c.LogGrant, "log-grant", c.LogGrant, "the host's write-only upload grant for Swift (written at first boot from the reaper's user data); without the file logs stay local")
+		fs.StringVar(&c.LogSpool, "log-spool", c.LogSpool, "directory of the logs not uploaded yet; each converge run and `orchestrate logs flush` retry them")
+		fs.Int64Var(&c.MaxLogBytes, "max-log-bytes", c.MaxLogBytes, "cap on an uploaded log: a larger one keeps its head and its tail, with a marker between")
+		fs.DurationVar(&c.UploadTimeout, "upload-timeout", c.UploadTimeout, "bound on the uploads of one run (the spool keeps what did not go)")
 		fs.StringVar(&c.LockFile, "lock-file", c.LockFile, "lock serialising converge runs on this host")
 		fs.BoolVar(&c.WaitLock, "wait", c.WaitLock, "when another converge runs, wait for it and then decide afresh (--wait=false: exit 0 at once)")
 		fs.BoolVar(&c.Force, "force", false, "run even when nothing is pending or failed (e.g. hiera-services --exec after the data changed)")
@@ -63,7 +68,7 @@ func runConverge(ctx context.Context, e *env, cfg converge.Config) error {
 		return err
 	}
 	if e.json {
-		if err := e.printJSON(map[string]string{"outcome": string(res.Outcome), "reason": res.Reason, "version": res.Version, "detail": res.Detail, "log": res.LogPath}); err != nil {
+		if err := e.printJSON(map[string]string{"outcome": string(res.Outcome), "reason": res.Reason, "version": res.Version, "detail": res.Detail, "log": res.LogPath, "log_url": res.LogURL}); err != nil {
 			return err
 		}
 	} else {

@@ -263,6 +263,9 @@ func writeStatusTable(w io.Writer, rep statusReport, categories []string, now ti
 				detail = "(stored value unreadable)"
 			}
 			fmt.Fprintf(w, "  %s %s %s %s ago: %s\n", h.Host, c, st.State, age(now, st.Time), truncate(detail, 300))
+			if st.LogURL != "" {
+				fmt.Fprintf(w, "    log %s\n", oneLine(st.LogURL))
+			}
 		}
 	}
 	want := rep.CurrentVersion

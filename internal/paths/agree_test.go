@@ -402,6 +402,7 @@ var examplePaths = []string{
 	paths.ConfigDir + "/web-user-data",       // the packaged reaper.yaml's commented role
 	paths.ConfigDir + "/prometheus.password", // reaper/README.md web_config_file
 	paths.ConfigDir + "/prometheus-ca.pem",
+	paths.ConfigDir + "/swift-temp-url.key",        // reaper/README.md logs.temp_url_key_file
 	paths.ConsulConfigDir + "/agent.json",          // examples/user-data.yaml
 	paths.ConsulConfigDir + "/consul-agent-ca.pem", // examples/user-data.yaml
 	paths.LogDir + "/first-boot.log",               // examples/user-data.yaml's first-boot script
@@ -419,6 +420,7 @@ func TestNoOtherSpelling(t *testing.T) {
 		paths.StateDir, paths.HieraDir, paths.HieraData, paths.LogDir,
 		paths.ConvergeLock, paths.DrainLock, paths.ConsulConfigDir, paths.WatchConfig,
 		paths.NodeIdentityKey, paths.AgentTokenFile, paths.NodePolicy, paths.PuppetModuleDir,
+		paths.LogGrant, paths.LogSpool,
 	}, examplePaths...) {
 		known[p] = true
 	}

@@ -52,6 +52,10 @@ const (
 	// NodeIdentityKey is the reaper's private key for the servers' tokens
 	// (reaper.yaml node_identity.key_file), readable by the reaper only.
 	NodeIdentityKey = ConfigDir + "/node-identity.key"
+	// LogGrant is a node's write-only upload grant for its failure logs
+	// (a Swift prefix temp URL, internal/logship), written by the first
+	// boot from the reaper's user-data part, mode 0600.
+	LogGrant = ConfigDir + "/log-grant.json"
 )
 
 // State, logs and locks.
@@ -67,6 +71,10 @@ const (
 	HieraData = HieraDir + "/services.yaml"
 	// LogDir receives converge's run logs.
 	LogDir = "/var/log/orchestrate"
+	// LogSpool holds the failure logs not yet uploaded to Swift
+	// (internal/logship), retried by the next converge and `orchestrate
+	// logs flush`.
+	LogSpool = StateDir + "/log-spool"
 	// LockDir is where the per-host locks live (Debian's /var/lock is a
 	// link to it).
 	LockDir = "/run/lock"

@@ -33,7 +33,9 @@ const maxPolicyHost = 128 - len("orchestrate-host-")
 //     drain answer (the trailing slash keeps web1 out of web10's records);
 //   - key <prefix>/rollout/<role>/slot/<host>: its claim on an update slot;
 //   - key <prefix>/rollout/<role>/hosts/<host>: its rollout progress;
-//   - session <host>: sessions on its own node only (the slot's holder).
+//   - session <host>: sessions on its own node only (the slot's holder);
+//   - key <prefix>/loggrants/<host>: read of its own Swift upload grant
+//     (node.hcl denies the directory to every node).
 //
 // A name that could break out of an HCL string or widen a rule is refused
 // (an InputError naming it), as is a prefix that is not such names joined
@@ -60,13 +62,15 @@ func HostPolicyRules(prefix, host, role string) (string, error) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# orchestrate-host-%s: the records of host %s (role %s), and nothing else.\n", host, host, role)
-	rule := func(kind, name, why string) {
-		fmt.Fprintf(&b, "\n# %s\n%s \"%s\" {\n  policy = \"write\"\n}\n", why, kind, name)
+	ruleOf := func(policy, kind, name, why string) {
+		fmt.Fprintf(&b, "\n# %s\n%s \"%s\" {\n  policy = \"%s\"\n}\n", why, kind, name, policy)
 	}
+	rule := func(kind, name, why string) { ruleOf("write", kind, name, why) }
 	rule("key_prefix", HostDir(prefix, host), "Its status, version, metrics and drain answer.")
 	rule("key", rolloutSlotKey(prefix, role, host), "Its claim on an update slot of its role, locked by its session.")
 	rule("key", rolloutHostKey(prefix, role, host), "Its progress in its role's rollout.")
 	rule("session", host, "Sessions on its own node (the holder of its slot claim).")
 	rule("service", role, "Its role's service (named as the role), which its agent registers\n# with the node's token (the agent's default token).")
+	ruleOf("read", "key", LogGrantKey(prefix, host), "Its own upload grant for its failure logs in Swift, renewed by the\n# reaper (the shared node policy denies every other host's).")
 	return b.String(), nil
 }

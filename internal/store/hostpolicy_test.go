@@ -44,6 +44,12 @@ session "web_1-a" {
 service "web" {
   policy = "write"
 }
+
+# Its own upload grant for its failure logs in Swift, renewed by the
+# reaper (the shared node policy denies every other host's).
+key "cloud1/orchestrate/loggrants/web_1-a" {
+  policy = "read"
+}
 `
 	if got != want {
 		t.Fatalf("rules:\n%s\nwant:\n%s", got, want)

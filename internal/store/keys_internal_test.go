@@ -33,6 +33,8 @@ func TestKeyLayout(t *testing.T) {
 		{"host's statuses", HostDir(p, "db1") + statusKind(""), "orch/a/hosts/db1/status/"},
 		{"host's metric", MetricKey(p, "db1", "load"), "orch/a/hosts/db1/metrics/load"},
 		{"host's drain answer", DrainAnswerKey(p, "db1"), "orch/a/hosts/db1/drain"},
+		{"log grant", LogGrantKey(p, "db1"), "orch/a/loggrants/db1"},
+		{"log grants", LogGrantDir(p), "orch/a/loggrants/"},
 		{"rollout", rolloutDir(p, "db"), "orch/a/rollout/db/"},
 		{"rollout, exported", s.RolloutDir("db"), "orch/a/rollout/db/"},
 		{"rollout slot", rolloutSlotKey(p, "db", "db1"), "orch/a/rollout/db/slot/db1"},

@@ -168,3 +168,23 @@ func PuppetApplyIn(t testing.TB, dir string, env []string, args ...string) (int,
 	}
 	return code, strings.Join(lines, "\n")
 }
+
+// RepoRoot walks up from the working directory to orchestrate's go.mod: a
+// test's way to the repository's scripts and binaries.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.HasPrefix(bytes.TrimSpace(data), []byte("module github.com/jiocloud/orchestrate\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("not inside the orchestrate module")
+		}
+		dir = parent
+	}
+}

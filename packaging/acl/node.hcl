@@ -18,6 +18,13 @@ key_prefix "orchestrate/" {
   policy = "read"
 }
 
+# The hosts' upload grants for their failure logs in Swift (each a bearer
+# credential): denied to every node; each host's own policy reads its own
+# key only (store.HostPolicyRules). An exact key rule outranks this prefix.
+key_prefix "orchestrate/loggrants/" {
+  policy = "deny"
+}
+
 # The doorbells of the roles that roll out after the node's own
 # (wake/<role>), rung when it reports a version; nobody reads what they
 # hold, so any node may ring any of them.

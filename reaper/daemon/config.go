@@ -57,7 +57,10 @@ func CheckConfig(c *reaper.Config) error {
 			}
 		}
 	}
-	return validateIdentity(c)
+	if err := validateIdentity(c); err != nil {
+		return err
+	}
+	return validateLogs(c)
 }
 
 // readUserData reads the role's user-data file into its boot spec.

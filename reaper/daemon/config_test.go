@@ -148,3 +148,58 @@ func TestNodeIdentityConfig(t *testing.T) {
 		}
 	}
 }
+
+// logs: needs node_identity, a container URL, a key file only the reaper
+// reads holding a key, and sane timings; a bad one names the field.
+func TestLogsConfig(t *testing.T) {
+	dir := t.TempDir()
+	_, nodeKey, err := nodeid.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, data []byte, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode)
+		return p
+	}
+	ni := "node_identity: {key_file: " + write("node.pem", nodeKey, 0o600) + "}\n"
+	key := write("swift.key", []byte("s3cret\n"), 0o600)
+	open := write("open.key", []byte("s3cret\n"), 0o644)
+	empty := write("empty.key", []byte("\n"), 0o600)
+	const url = "https://swift.example.net/v1/AUTH_ops/logs"
+	logs := func(fields string) string { return "logs: {" + fields + "}\n" }
+	for _, tc := range []struct{ name, text, want string }{
+		{"fine", ni + logs("container_url: "+url+", temp_url_key_file: "+key), ""},
+		{"no node_identity", logs("container_url: " + url + ", temp_url_key_file: " + key), "logs: needs node_identity"},
+		{"no container", ni + logs("temp_url_key_file: "+key), "logs.container_url"},
+		{"an object URL", ni + logs("container_url: "+url+"/x, temp_url_key_file: "+key), "logs.container_url"},
+		{"no key file", ni + logs("container_url: "+url), "logs.temp_url_key_file: the container's temp URL key is required"},
+		{"a key every user reads", ni + logs("container_url: "+url+", temp_url_key_file: "+open), "readable by every user"},
+		{"an empty key", ni + logs("container_url: "+url+", temp_url_key_file: "+empty), "is empty"},
+		{"a missing key file", ni + logs("container_url: "+url+", temp_url_key_file: "+key+".none"), "logs.temp_url_key_file"},
+		{"a grant of a second", ni + logs("container_url: "+url+", temp_url_key_file: "+key+", grant_lifetime: 1s"), "logs.grant_lifetime"},
+		{"renewal after the end", ni + logs("container_url: "+url+", temp_url_key_file: "+key+", grant_lifetime: 1h, renew_before: 2h"), "logs.renew_before"},
+		{"an unknown field", ni + logs("container_url: "+url+", key: x"), "field key not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := reaper.ParseConfig(strings.NewReader(reapertest.GoodYAML + tc.text))
+			if err == nil {
+				err = CheckConfig(c)
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatal(err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("%v, want an error naming %q", err, tc.want)
+			case err != nil && strings.Contains(err.Error(), "s3cret"):
+				t.Fatalf("the error shows the key: %v", err)
+			}
+			if tc.want == "" && (string(c.Logs.Key) != "s3cret" || c.Logs.GrantLifetime.D() != reaper.DefaultGrantLifetime) {
+				t.Fatalf("logs after CheckConfig: %+v", c.Logs)
+			}
+		})
+	}
+}

@@ -137,6 +137,7 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *reaper.Plan, obs 
 	errs = append(errs, r.writeRefreshes(ctx, t, plan, dry)...)
 	if ctx.Err() == nil && !dry {
 		errs = append(errs, r.sweepTokens(ctx, t, obs, start)...)
+		errs = append(errs, r.renewGrants(ctx, obs, start)...)
 	}
 	t.noteClaims(plan.Claims, start)
 	r.flushHistory(ctx, t)

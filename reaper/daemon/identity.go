@@ -55,8 +55,12 @@ func validateIdentity(c *reaper.Config) error {
 			if _, err := nodeid.PartType(ud); err != nil {
 				return fmt.Errorf("roles[%s].boot.user_data_file: with node_identity the reaper appends the token's part to it, but it %w", r.Name, err)
 			}
-			if len(ud) > reaper.MaxUserData-tokenPartSize {
-				return fmt.Errorf("roles[%s].boot.user_data_file: %d bytes leaves no room for the node token's part (at most %d with node_identity)", r.Name, len(ud), reaper.MaxUserData-tokenPartSize)
+			room := tokenPartSize
+			if c.Logs != nil {
+				room += grantPartSize
+			}
+			if len(ud) > reaper.MaxUserData-room {
+				return fmt.Errorf("roles[%s].boot.user_data_file: %d bytes leaves no room for the node token's part (at most %d with node_identity)", r.Name, len(ud), reaper.MaxUserData-room)
 			}
 		}
 	}
@@ -80,7 +84,12 @@ func (r *Reaper) mintFor(ctx context.Context, t *leaderTerm, role *reaper.Role, 
 	if err != nil {
 		return nil, &reaper.CloudError{Class: reaper.Transient, Op: "node token for " + e.NewName, Err: err}
 	}
-	ud, err := nodeid.UserData(id.Secret, role.Boot.UserData)
+	_, grant, err := r.signGrant(e.NewName, r.now())
+	if err != nil {
+		r.logout(ctx, e.NewName, id.Sealed)
+		return nil, &reaper.CloudError{Class: reaper.Fatal, Op: "log grant for " + e.NewName, Err: err}
+	}
+	ud, err := nodeid.UserDataWithGrant(id.Secret, grant, role.Boot.UserData)
 	if err == nil && len(ud) > reaper.MaxUserData {
 		err = fmt.Errorf("user data with the token part is %d bytes, over %d", len(ud), reaper.MaxUserData)
 	}

@@ -11,6 +11,9 @@ export NOVA_E2E_DIR
 # the python3-nova & co. packages.
 PY=/usr/bin/python3
 
+# running, spawn, wait_up, stop_daemons, daemon_status, secret.
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/daemons.sh"
+
 # The API services (keystone, placement, glance, nova-api, the Neutron
 # stand-in) listen on $NOVA_E2E_HOST (default 127.0.0.1), which is also the
 # host of every URL in keystone's catalog, the env file and clouds.yaml: the
@@ -53,17 +56,6 @@ SECRETS=$NOVA_E2E_DIR/secrets
 log() { printf '%s nova-e2e: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# secret NAME: a random test-only password, generated once and kept in
-# $SECRETS (mode 600). Never echoed to logs.
-secret() {
-	local f=$SECRETS/$1
-	if [ ! -s "$f" ]; then
-		mkdir -p "$SECRETS" && chmod 700 "$SECRETS"
-		(umask 077 && head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$f")
-	fi
-	cat "$f"
-}
-
 # The rabbitmq environment: its state, config and cookie under our dir, and
 # epmd plus the distribution port on loopback only.
 rabbit_env() {
@@ -83,45 +75,7 @@ rabbit_env() {
 	export RABBITMQ_CONF_ENV_FILE=$ETC/rabbitmq/rabbitmq-env.conf
 }
 
-# running NAME: whether the daemon started as NAME is alive. A PID file whose
-# process is gone or a zombie, or was reused by a process that is not the
-# session leader we started, does not count.
-running() {
-	local f=$RUN/$1.pid pid
-	[ -s "$f" ] || return 1
-	pid=$(cat "$f")
-	local st sid
-	read -r st sid < <(ps -o stat=,sid= -p "$pid") || return 1
-	# A zombie (killed, not yet reaped by PID 1) is not running.
-	[[ $st != Z* ]] && [ "$sid" = "$pid" ]
-}
 
-# spawn NAME CMD...: start CMD as its own session (so stop.sh can signal the
-# daemon and any children it forks as one group), output to $LOGS/NAME.log,
-# PID recorded in $RUN/NAME.pid. Does nothing when NAME is already running.
-spawn() {
-	local name=$1
-	shift
-	if running "$name"; then
-		return 0
-	fi
-	mkdir -p "$LOGS" "$RUN"
-	# Keep the previous run's log for a post-mortem; readiness checks grep
-	# this run's only.
-	[ -f "$LOGS/$name.log" ] && mv -f "$LOGS/$name.log" "$LOGS/$name.log.1"
-	setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
-	local pid=$!
-	echo "$pid" >"$RUN/$name.pid"
-	# Until the forked shell has exec'd setsid, the process is not yet its
-	# own session leader and `running` would call it gone: on a loaded
-	# machine wait_up then gave up on a daemon that was starting fine.
-	local i st sid
-	for ((i = 0; i < 100; i++)); do
-		read -r st sid < <(ps -o stat=,sid= -p "$pid") || break
-		[ "$sid" = "$pid" ] && break
-		sleep 0.05
-	done
-}
 
 # pycode PROG MODULE: Python code running an OpenStack console-script entry
 # point, for `"$PY" -c "$(pycode PROG MODULE)" ARGS...`: the service packages
@@ -150,26 +104,6 @@ wait_for() {
 	done
 }
 
-# wait_up NAME SECONDS CMD...: wait_for, for daemon NAME: fails at once
-# when NAME dies while waited for, and shows the end of its log either way
-# (CI shows only what the scripts print).
-wait_up() {
-	local name=$1 secs=$2
-	local deadline=$((SECONDS + secs)) why=
-	shift 2
-	until "$@" >/dev/null 2>&1; do
-		if ! running "$name"; then
-			why="$name exited"
-		elif [ "$SECONDS" -ge "$deadline" ]; then
-			why="timed out after ${secs}s waiting for $name"
-		fi
-		if [ -n "$why" ]; then
-			tail -n 25 "$LOGS/$name.log" >&2 || true
-			die "$why (log above, all of it in $LOGS/$name.log)"
-		fi
-		sleep 0.3
-	done
-}
 
 # http_up URL: whether something answers HTTP at URL (any status).
 http_up() {

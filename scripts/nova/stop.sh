@@ -11,29 +11,7 @@ set -euo pipefail
 ORDER=(nova-compute-3 nova-compute-2 nova-compute nova-api nova-scheduler nova-conductor glance-api placement
 	keystone neutron rabbitmq epmd mariadb)
 rm -f "$NOVA_E2E_DIR/env"
-pids=()
-for name in "${ORDER[@]}"; do
-	if running "$name"; then
-		pid=$(cat "$RUN/$name.pid")
-		kill -TERM -- "-$pid" 2>/dev/null || true
-		pids+=("$pid")
-		log "stopping $name (pid $pid)"
-	fi
-	rm -f "$RUN/$name.pid"
-done
-for ((i = 0; i < 200; i++)); do
-	left=()
-	for pid in ${pids[@]+"${pids[@]}"}; do
-		# Any process still in the daemon's process group.
-		if pgrep -g "$pid" >/dev/null 2>&1; then left+=("$pid"); fi
-	done
-	[ ${#left[@]} -eq 0 ] && break
-	sleep 0.1
-done
-for pid in ${left[@]+"${left[@]}"}; do
-	log "process group $pid did not stop in 20s: SIGKILL"
-	kill -KILL -- "-$pid" 2>/dev/null || true
-done
+stop_daemons 20 "${ORDER[@]}"
 if [ "${1:-}" = --purge ]; then
 	rm -rf "$NOVA_E2E_DIR"
 	log "removed $NOVA_E2E_DIR"

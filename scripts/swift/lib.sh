@@ -1,0 +1,59 @@
+# Shared settings for the scripts/swift/* scripts: sourced, never run.
+#
+# A real, single-replica OpenStack Swift (Debian's swift-proxy,
+# swift-account, swift-container, swift-object, 2.30) for the failure-log
+# tests: everything it writes lives under $SWIFT_E2E_DIR (default
+# /tmp/orchestrate-swift): configuration, rings, the object store itself (a
+# plain directory, mount_check = false), logs, PID files and the env file.
+# Every server listens on 127.0.0.1 only.
+
+SWIFT_E2E_DIR=${SWIFT_E2E_DIR:-/tmp/orchestrate-swift}
+export SWIFT_E2E_DIR
+
+# Debian's python3, not whatever python3 comes first on PATH: only it sees
+# the swift packages.
+PY=/usr/bin/python3
+
+# running, spawn, wait_up, stop_daemons, daemon_status, secret.
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/daemons.sh"
+
+# The ports sit below Linux's ephemeral range (32768-60999), beside the
+# real Nova's 24700-24709 (scripts/nova), so that tests asking the kernel
+# for a free port never collide with them. SWIFT_E2E_PORT_BASE moves them
+# all; internal/swifttest passes free ports one by one instead
+# (SWIFT_E2E_PROXY_PORT and so on).
+PORT_BASE=${SWIFT_E2E_PORT_BASE:-24720}
+PROXY_PORT=${SWIFT_E2E_PROXY_PORT:-$((PORT_BASE + 0))}
+ACCOUNT_PORT=${SWIFT_E2E_ACCOUNT_PORT:-$((PORT_BASE + 1))}
+CONTAINER_PORT=${SWIFT_E2E_CONTAINER_PORT:-$((PORT_BASE + 2))}
+OBJECT_PORT=${SWIFT_E2E_OBJECT_PORT:-$((PORT_BASE + 3))}
+MEMCACHE_PORT=${SWIFT_E2E_MEMCACHE_PORT:-$((PORT_BASE + 4))}
+
+ETC=$SWIFT_E2E_DIR/etc
+LOGS=$SWIFT_E2E_DIR/log
+RUN=$SWIFT_E2E_DIR/run
+SRV=$SWIFT_E2E_DIR/srv
+SECRETS=$SWIFT_E2E_DIR/secrets
+
+# Clients first, the servers they talk to last.
+DAEMONS=(proxy object container account memcached)
+
+log() { printf '%s swift-e2e: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# check_ports: every port a number in 1-65535 (exit 2 otherwise).
+check_ports() {
+	local p
+	for p in "$PROXY_PORT" "$ACCOUNT_PORT" "$CONTAINER_PORT" "$OBJECT_PORT" "$MEMCACHE_PORT"; do
+		if ! [[ $p =~ ^[0-9]{1,5}$ ]] || [ "$p" -lt 1 ] || [ "$p" -gt 65535 ]; then
+			printf '%s swift-e2e: error: port %q: want a number from 1 to 65535\n' "$(date -u +%H:%M:%S)" "$p" >&2
+			exit 2
+		fi
+	done
+}
+
+# tcp_up PORT: whether something accepts TCP on 127.0.0.1:PORT.
+tcp_up() {
+	"$PY" -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' "$1"
+}
+
