@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
 // restrictedWorld is an ACL agent (default deny) with web2's records
@@ -103,6 +104,9 @@ func TestNodeRestrictionRawWrites(t *testing.T) {
 		// An instance refresh or rollback of a whole role, forged, would
 		// rebuild every server of it (or roll it back to an older spec).
 		"orchestrate/reaper/refresh/web", "orchestrate/reaper/spec/web",
+		// A hold, its own included, would keep a node out of the reaper's
+		// reach (never deleted) and another out of service.
+		"orchestrate/reaper/hold/web2", "orchestrate/reaper/hold/web1",
 		// The layout before node restriction: nothing may write it now.
 		"orchestrate/running_version/v2/web2", "orchestrate/running_version/v2/web1", "orchestrate/status/puppet/failed/web2",
 		"orchestrate/status/puppet/success/web1", "orchestrate/metrics/web/web2/load", "orchestrate/metrics/web/web1/load",
@@ -176,6 +180,14 @@ func TestNodeRestrictionAttacks(t *testing.T) {
 		Value: []byte(`{"requested":"2026-01-01T00:00:00Z","role":"web","entry":"forged","reason":"forged","deadline":"2099-01-01T00:00:00Z"}`)}, nil)
 	if err == nil || !strings.Contains(err.Error(), "Permission denied") {
 		t.Errorf("web1 forging a drain request for web2: %v, want Permission denied", err)
+	}
+	// A node holding itself, well-formed record and all, would be out of
+	// the reaper's reach; holding web2 would take it out of service.
+	for _, h := range []string{"web1", "web2"} {
+		rec := reaperkv.HoldRecord{Host: h, Role: "web", Reason: "forged", By: h, Time: time.Now().UTC(), Until: time.Now().UTC().Add(time.Hour)}
+		if err := mine.PutHold(ctx, rec, 0); err == nil || !strings.Contains(err.Error(), "Permission denied") {
+			t.Errorf("web1 writing a hold of %s: %v, want Permission denied", h, err)
+		}
 	}
 	w.sameKV(t, "the attacks", before)
 

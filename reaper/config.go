@@ -209,6 +209,14 @@ type Role struct {
 	OnDrainFailure string   `yaml:"on_drain_failure"`
 	OnDrainTimeout string   `yaml:"on_drain_timeout"`
 	DrainCooloff   Duration `yaml:"drain_cooloff"`
+	// MaxHeld caps the role's servers held for a human (hold.go); nil:
+	// reaperkv.DefaultMaxHeld, 0: no hold of the role is honoured.
+	// HoldFailures: the reaper holds this many of the role's failures
+	// itself (at most max_held at once), for HoldFor with HoldReason.
+	MaxHeld      *int     `yaml:"max_held"`
+	HoldFailures int      `yaml:"hold_failures"`
+	HoldFor      Duration `yaml:"hold_for"`
+	HoldReason   string   `yaml:"hold_reason"`
 	// Repair is the role's repair ladder (repair.go): a prefix of rerun,
 	// reboot, rebuild, tried in turn on an unhealthy server before it is
 	// replaced; empty: replaced at once, as before.
@@ -754,6 +762,9 @@ func (r *Role) validate(field string) error {
 		return fmt.Errorf("%s.refresh_min_healthy_percent: want 0 to 100, got %d", field, r.RefreshMinHealthyPercent)
 	}
 	if err := r.validateDrainEnd(field); err != nil {
+		return err
+	}
+	if err := r.validateHolds(field); err != nil {
 		return err
 	}
 	if err := r.validateHooks(field); err != nil {

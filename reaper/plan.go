@@ -148,6 +148,12 @@ type Input struct {
 	// the role's creates wait until one is looked at.
 	ServerGroups        map[string]reaperkv.ServerGroupRecord
 	ServerGroupProblems map[string]string
+	// Holds are the hold records (reaper/hold/<host>), by host, expired
+	// and released ones too (a host with any record is not held by
+	// hold_failures again); HoldProblems the records that cannot be read
+	// (host: why), which hold nothing and are named in the plan.
+	Holds        map[string]reaperkv.HoldRecord
+	HoldProblems map[string]string
 }
 
 // ProvisionFailure is a host's own record of a failed first boot.
@@ -394,6 +400,15 @@ type Plan struct {
 	// entry ended, or they were written by hand), removed by the executor
 	// if still the ones read.
 	HookSweep []HookRecord `json:"-"`
+	// NewHolds are the holds the reaper takes itself this cycle
+	// (hold_failures), written by the executor under the leader check.
+	NewHolds []reaperkv.HoldRecord `json:"new_holds,omitempty"`
+	// HoldMaintain are the held servers whose node lacks the hold's
+	// maintenance: the executor registers it (after the actions, so it
+	// follows the end of a drain the hold stopped). HoldEnd are the nodes
+	// whose hold maintenance no honoured hold keeps: the executor ends it.
+	HoldMaintain []reaperkv.HoldRecord `json:"hold_maintain,omitempty"`
+	HoldEnd      []string              `json:"hold_end,omitempty"`
 }
 
 // HookRecord names a hook request (or, with Answer, an answer record)

@@ -76,6 +76,7 @@ var stateTable = map[ServerState]stateProps{
 	StateExpired:         {serving: true, Rank: 4},
 	StateHealthy:         {serving: true, Rank: 4},
 	StateMaintenance:     {Rank: 5},
+	StateHeld:            {Rank: 5},
 	StateUnknown:         {LooksUnhealthy: true, Rank: 5},
 	StateBooting:         {Rank: 6},
 }

@@ -80,7 +80,7 @@ func commands() []*command {
 		cmdReportMetric, cmdScaleIn, cmdDrained, cmdProtect, cmdUnprotect, cmdDrain,
 		cmdConverge,
 		cmdWatchConfig,
-		cmdReaper, cmdPool, cmdStandby, cmdRefresh, cmdHook,
+		cmdReaper, cmdPool, cmdStandby, cmdRefresh, cmdHook, cmdHold,
 		cmdMigrate,
 		cmdHeartbeat,
 		cmdLogs,

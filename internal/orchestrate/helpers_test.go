@@ -63,6 +63,23 @@ func allKeys(t *testing.T, c *api.Client) []string {
 }
 
 // mustStore is a store on agent a's KV under the default prefix.
+// kvJSON reads key's JSON value into a T; false when there is no key.
+func kvJSON[T any](t *testing.T, c *api.Client, key string) (T, bool) {
+	t.Helper()
+	var v T
+	p, _, err := c.KV().Get(key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p == nil {
+		return v, false
+	}
+	if err := json.Unmarshal(p.Value, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v, true
+}
+
 func mustStore(t *testing.T, a *consultest.Agent) *store.Store {
 	t.Helper()
 	s, err := store.New(a.Client, schema.DefaultPrefix)

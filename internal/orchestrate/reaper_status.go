@@ -159,6 +159,9 @@ func writeReaperBody(w io.Writer, st *reaperkv.ReaperReport, history bool) {
 		for _, a := range r.DrainAborts {
 			fmt.Fprintf(w, "    drain ABORTED (%s): %s\n", a.Cause, oneLine(a.String()))
 		}
+		for _, h := range r.Held {
+			fmt.Fprintf(w, "    HELD for a human (%d of max_held %d): %s\n", len(r.Held), r.MaxHeld, oneLine(h.String()))
+		}
 		for _, s := range r.Attention {
 			fmt.Fprintf(w, "    %s %s\n", s.Name, s.State)
 		}

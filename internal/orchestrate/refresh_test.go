@@ -30,18 +30,7 @@ func TestRefreshCommand(t *testing.T) {
 	key := "orchestrate/reaper/refresh/web"
 	get := func() (reaperkv.RefreshRecord, bool) {
 		t.Helper()
-		p, _, err := a.Client.KV().Get(key, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p == nil {
-			return reaperkv.RefreshRecord{}, false
-		}
-		var rec reaperkv.RefreshRecord
-		if err := json.Unmarshal(p.Value, &rec); err != nil {
-			t.Fatal(err)
-		}
-		return rec, true
+		return kvJSON[reaperkv.RefreshRecord](t, a.Client, key)
 	}
 	r := cli(t, a, "", "refresh", "status", "--json")
 	mustCode(t, r, 0, "status, nothing")

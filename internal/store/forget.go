@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
@@ -48,7 +49,8 @@ func (s *Store) ForgetHost(ctx context.Context, host string) error {
 // metrics/<role>/<host>/<name>), rollout/<role>/hosts/<host>, its drain
 // request and protection (drain/<host>, protect/<host>), a scale-in
 // naming it (roles/<role>/scale_in/<host>) and its lifecycle hooks'
-// requests and answers (hook/<role>/<host>, hook-answer/<role>/<host>).
+// requests and answers (hook/<role>/<host>, hook-answer/<role>/<host>)
+// and its hold record (reaper/hold/<host>).
 func (s *Store) HostKeys(ctx context.Context, host string) ([]string, error) {
 	own := HostDir(s.prefix, host)
 	out, _, err := s.kv.Keys(own, "", readOpts(ctx))
@@ -75,6 +77,15 @@ func (s *Store) HostKeys(ctx context.Context, host string) ([]string, error) {
 				out = append(out, k)
 			}
 		}
+	}
+	// Its hold record, kept after the hold ended so hold_failures does
+	// not take the same server again: a new server of the name starts
+	// unheld.
+	hold := reaperkv.HoldKey(s.prefix, host)
+	if p, _, err := s.kv.Get(hold, readOpts(ctx)); err != nil {
+		return nil, fmt.Errorf("read %s: %w", hold, err)
+	} else if p != nil {
+		out = append(out, hold)
 	}
 	return out, nil
 }

@@ -51,6 +51,7 @@ func TestKeyLayout(t *testing.T) {
 		{"cool-off", reaperkv.CooloffKey(p, "db1"), "orch/a/reaper/cooloff/db1"},
 		{"node token", reaperkv.NodeTokenKey(p, "db1"), "orch/a/reaper/token/db1"},
 		{"server group", reaperkv.ServerGroupKey(p, "db"), "orch/a/reaper/servergroup/db"},
+		{"hold", reaperkv.HoldKey(p, "db1"), "orch/a/reaper/hold/db1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -69,6 +69,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *reaper.
 		Refresh: obs.keys.Refresh, RefreshProblems: obs.keys.RefreshProblems, Specs: obs.keys.Specs, SpecProblems: obs.specProblems,
 		Hooks: obs.hooks, LaunchBackoff: t.launchBackoffs(),
 		ZoneBackoff: t.zoneBackoffs(), ServerGroups: obs.keys.ServerGroups, ServerGroupProblems: obs.keys.ServerGroupProblems,
+		Holds: obs.keys.Holds, HoldProblems: obs.keys.HoldProblems,
 	}
 	t.groups = maps.Clone(obs.keys.ServerGroups)
 	if t.groups == nil {
@@ -83,6 +84,7 @@ func (r *Reaper) plan(t *leaderTerm, obs *observation, start time.Time) *reaper.
 	r.noteDecisions(t, plan)
 	r.noteHolds(t, plan)
 	r.noteSilent(t, plan)
+	r.noteHeld(t, plan, obs.keys.Report)
 	if plan.PauseReason != t.lastPause {
 		if plan.Paused {
 			r.log.Warn("pausing destructive actions", "reason", plan.PauseReason)
@@ -117,6 +119,7 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *reaper.Plan, obs 
 	}
 	errs = append(errs, r.applyScaling(ctx, t, plan, dry)...)
 	errs = append(errs, r.runActions(ctx, t, plan, obs, start, dry)...)
+	errs = append(errs, r.applyHolds(ctx, t, plan, dry)...)
 	if ctx.Err() == nil {
 		if err := r.journal.SyncPool(ctx, t.session, plan.Standbys, obs.keys.Pool); err != nil {
 			errs = append(errs, "warm pool records: "+err.Error())

@@ -242,16 +242,24 @@ func readReport(c *api.Client) (*reaperkv.ReaperReport, error) {
 // hasMaintenance reports whether node carries the node maintenance check.
 func hasMaintenance(t *testing.T, c *api.Client, node string) bool {
 	t.Helper()
+	_, ok := maintenanceNotes(t, c, node)
+	return ok
+}
+
+// maintenanceNotes is the notes of node's maintenance check; false when
+// it has none.
+func maintenanceNotes(t *testing.T, c *api.Client, node string) (string, bool) {
+	t.Helper()
 	checks, _, err := c.Health().Node(node, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, ch := range checks {
 		if ch.CheckID == "_node_maintenance" {
-			return true
+			return ch.Notes, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // waitCycles waits until the reapers rs have run n more cycles between

@@ -81,6 +81,10 @@ type ReaperKeys struct {
 	// roles create nothing until they are looked at.
 	ServerGroups        map[string]reaperkv.ServerGroupRecord
 	ServerGroupProblems map[string]string
+	// Holds holds the hold records, by host; HoldProblems those that
+	// cannot be read (host: why), which hold nothing.
+	Holds        map[string]reaperkv.HoldRecord
+	HoldProblems map[string]string
 }
 
 // Read lists <prefix>/reaper/ in one request.
@@ -92,7 +96,8 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 	out := &ReaperKeys{Pool: map[string]reaperkv.StandbyRecord{}, Flush: map[string]reaperkv.PoolFlushRecord{},
 		Refresh: map[string]reaperkv.RefreshRecord{}, RefreshProblems: map[string]string{}, Specs: map[string]reaperkv.SpecRecord{}, SpecProblems: map[string]string{},
 		Cooloff: map[string]reaperkv.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]reaperkv.NodeTokenRecord{},
-		ServerGroups: map[string]reaperkv.ServerGroupRecord{}, ServerGroupProblems: map[string]string{}}
+		ServerGroups: map[string]reaperkv.ServerGroupRecord{}, ServerGroupProblems: map[string]string{},
+		Holds: map[string]reaperkv.HoldRecord{}, HoldProblems: map[string]string{}}
 	for _, p := range pairs {
 		rel := schema.RelKey(j.prefix, p.Key)
 		if !out.addRecord(rel, p) {
@@ -152,6 +157,17 @@ func (out *ReaperKeys) addRecord(rel string, p *api.KVPair) bool {
 		}
 	case strings.HasPrefix(rel, reaperkv.ReaperServerGroupDir):
 		out.addServerGroup(rel, p)
+	case strings.HasPrefix(rel, reaperkv.ReaperHoldDir):
+		rec, err := reaperkv.ParseHold(rel, p.Value)
+		switch {
+		case err != nil && rec.Host != "":
+			out.HoldProblems[rec.Host] = err.Error()
+		case err != nil:
+			// A key that names no host holds nothing.
+		default:
+			rec.Index = p.ModifyIndex
+			out.Holds[rec.Host] = rec
+		}
 	case strings.HasPrefix(rel, reaperkv.ReaperTokenDir):
 		rec, err := reaperkv.ParseNodeToken(rel, p.Value)
 		if err != nil {

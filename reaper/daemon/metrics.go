@@ -69,6 +69,9 @@ type Metrics struct {
 	// cooling off after one (as the last cycle saw them).
 	drainAborts map[[2]string]int
 	cooling     map[string]int
+	// held counts each role's servers held for a human (as the last
+	// cycle honoured them).
+	held map[string]int
 	// history counts the activities written to the history, by kind, and
 	// historyErrors its failed writes and events.
 	history       map[string]int
@@ -89,7 +92,7 @@ type Metrics struct {
 // NewMetrics returns empty metrics.
 func NewMetrics() *Metrics {
 	return &Metrics{nodes: map[[2]string]int{}, actions: map[[2]string]int{}, cloudErrors: map[string]int{},
-		claims: map[string]int{}, claimSecs: map[string]float64{}, metricDoubt: map[string]int{}, drainAborts: map[[2]string]int{}, cooling: map[string]int{},
+		claims: map[string]int{}, claimSecs: map[string]float64{}, metricDoubt: map[string]int{}, drainAborts: map[[2]string]int{}, cooling: map[string]int{}, held: map[string]int{},
 		history: map[string]int{}, historyErrors: map[string]int{}, hooksAsked: map[[2]string]int{}, hookResults: map[[4]string]int{},
 		repairs: map[[3]string]int{}}
 }
@@ -239,7 +242,7 @@ func (m *Metrics) cycle(p *reaper.Plan, dryRun bool, backoff time.Duration, role
 	m.desired, m.exhausted, m.scaleValue, m.recommended = map[string]int{}, map[string]bool{}, map[string]float64{}, map[string]int{}
 	m.clamped, m.ignored = map[string]int{}, map[string]int{}
 	m.poolSize, m.standbys = map[string]int{}, map[[2]string]int{}
-	m.cooling = map[string]int{}
+	m.cooling, m.held = map[string]int{}, map[string]int{}
 	m.drifted = map[string]int{}
 	for _, c := range p.Claims {
 		m.claims[c.Role]++
@@ -258,6 +261,7 @@ func (m *Metrics) cycle(p *reaper.Plan, dryRun bool, backoff time.Duration, role
 		m.desired[r.Name] = r.Desired
 		m.drifted[r.Name] = r.Drifted + r.SpecUnknown
 		m.cooling[r.Name] = len(r.DrainAborts)
+		m.held[r.Name] = len(r.Held)
 		m.exhausted[r.Name] = r.Capacity != nil && !slices.Contains(p.CapacityClear, r.Name)
 		if a := r.Autoscale; a != nil && a.Last != nil {
 			m.recommended[r.Name] = a.Last.Recommended
@@ -417,6 +421,7 @@ func (m *Metrics) writeDrainAborts(sb *strings.Builder, perRole func(name, help 
 		fmt.Fprintf(sb, "reaper_drain_aborts_total{role=%q,cause=%q} %d\n", k[0], k[1], m.drainAborts[k])
 	}
 	perRole("reaper_drain_cooloff_hosts", "A role's hosts whose drain was aborted and that are not chosen for a scale-in or a max-age retirement until their drain_cooloff ends.", mapValues(m.cooling, func(n int) string { return fmt.Sprint(n) }))
+	perRole("reaper_held_hosts", "A role's servers held for a human (orchestrate hold, hold_failures): out of service, out of the reaper's reach, in no count.", mapValues(m.held, func(n int) string { return fmt.Sprint(n) }))
 }
 
 // mapValues formats each value of m.

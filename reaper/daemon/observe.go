@@ -75,6 +75,13 @@ func (r *Reaper) observe(ctx context.Context) (*observation, error) {
 	for name := range snap.Records {
 		recorded[name] = true // a heartbeat or a load report alone too
 	}
+	// A name with a hold record is no new server's: it would be held.
+	for name := range keys.Holds {
+		recorded[name] = true
+	}
+	for name := range keys.HoldProblems {
+		recorded[name] = true
+	}
 	suspect := corroboratedSuspects(snap.Suspects(), checks)
 	failed := map[string]reaper.ProvisionFailure{}
 	for host, st := range snap.ProvisionFailures() {

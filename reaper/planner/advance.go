@@ -24,6 +24,9 @@ func (pl *planner) advance(rs *roleServers, e *reaper.Entry) {
 	}
 	next := *e
 	next.Updated = pl.in.Now
+	if pl.keepHeld(e, next, oldS) {
+		return
+	}
 	switch e.Phase {
 	case reaperkv.PhaseCreating:
 		pl.advanceCreating(rs, e, next, newS, oldS)
@@ -216,6 +219,11 @@ func (pl *planner) advanceServing(rs *roleServers, e *reaper.Entry, next reaper.
 	if e.Kind != reaperkv.KindReplace || oldS == nil {
 		served()
 		pl.add(reaper.OpFinish, next, e.NewName+" checked in passing")
+		return
+	}
+	if pl.heldIDs[oldS.ID] {
+		served()
+		pl.add(reaper.OpFinish, next, e.NewName+" serves; "+e.OldName+" is held for a human: not drained")
 		return
 	}
 	if why := pl.recovered(rs, e, oldS); why != "" {

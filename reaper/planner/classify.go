@@ -28,7 +28,9 @@ type nodeHealth struct {
 func (pl *planner) health(r *reaper.Role, node string, ignoreDrain bool) nodeHealth {
 	var h nodeHealth
 	for _, c := range pl.byNode[node] {
-		if ignoreDrain && c.CheckID == reaper.MaintNodeCheck {
+		if (ignoreDrain && c.CheckID == reaper.MaintNodeCheck) || isHoldMaintenance(c) {
+			// A hold's maintenance says nothing of the machine: a
+			// held server is judged by its own checks (hold.go).
 			continue
 		}
 		if c.CheckID == reaper.MaintNodeCheck || strings.HasPrefix(c.CheckID, reaper.MaintServicePrefix) {

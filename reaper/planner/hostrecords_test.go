@@ -11,15 +11,15 @@ import (
 	"github.com/jiocloud/orchestrate/reaper/reapertest"
 )
 
-// roleView is role web's part of a plan.
-func roleView(t *testing.T, p *reaper.Plan) reaperkv.RoleReport {
+// roleView is a role's part of a plan.
+func roleView(t *testing.T, p *reaper.Plan, role string) reaperkv.RoleReport {
 	t.Helper()
 	for _, r := range p.Roles {
-		if r.Name == "web" {
+		if r.Name == role {
 			return r
 		}
 	}
-	t.Fatal("no role web in the plan")
+	t.Fatalf("no role %s in the plan", role)
 	return reaperkv.RoleReport{}
 }
 
@@ -62,7 +62,7 @@ func TestSilentHosts(t *testing.T) {
 			mem.Moved = tc.moved
 			p := Plan(reaper.Input{Now: t0, Config: reapertest.Config(t), Servers: slices.Clone(servers), Checks: checks, Armed: true, Journal: tc.journal,
 				HostRecords: tc.records, Memory: mem})
-			v := roleView(t, p)
+			v := roleView(t, p, "web")
 			if got := reapertest.HostNames(v.Silent); got != tc.want || v.SilentCount != len(v.Silent) {
 				t.Fatalf("silent = %q (count %d), want %q", got, v.SilentCount, tc.want)
 			}
@@ -86,7 +86,7 @@ func TestSilenceOutlivesAListBlip(t *testing.T) {
 		in.Servers, in.HostRecords["web1"] = slices.Clone(servers), idx
 		p := Plan(in)
 		in.Memory, in.Now = p.Memory, in.Now.Add(30*time.Second)
-		return roleView(t, p)
+		return roleView(t, p, "web")
 	}
 	if v := step(fleet, 10); reapertest.HostNames(v.Silent) != "web1" {
 		t.Fatalf("silent %q, want web1", reapertest.HostNames(v.Silent))
@@ -166,7 +166,7 @@ func TestOrphanedHosts(t *testing.T) {
 			if tc.blocked != "" && !strings.Contains(strings.Join(p.Blocked, "\n"), tc.blocked) {
 				t.Fatalf("blocked = %q, want a line with %q", p.Blocked, tc.blocked)
 			}
-			v := roleView(t, p)
+			v := roleView(t, p, "web")
 			if got := reapertest.HostNames(v.Orphaned); got != tc.orphaned || v.OrphanedCount != len(v.Orphaned) {
 				t.Fatalf("orphaned = %q (count %d), want %q", got, v.OrphanedCount, tc.orphaned)
 			}
@@ -197,8 +197,8 @@ func TestOrphanGraceRestartsWhenTheServerComesBack(t *testing.T) {
 		in.Memory, in.Now = p.Memory, in.Now.Add(d)
 		return p
 	}
-	if p := step(fleet[:2], checks[:2], 5*time.Minute); reapertest.HostNames(roleView(t, p).Orphaned) != "web3" {
-		t.Fatalf("orphaned %q, want web3", reapertest.HostNames(roleView(t, p).Orphaned))
+	if p := step(fleet[:2], checks[:2], 5*time.Minute); reapertest.HostNames(roleView(t, p, "web").Orphaned) != "web3" {
+		t.Fatalf("orphaned %q, want web3", reapertest.HostNames(roleView(t, p, "web").Orphaned))
 	}
 	step(fleet, checks, 5*time.Minute) // it comes back
 	for i := 0; i < 3; i++ {
@@ -207,7 +207,7 @@ func TestOrphanGraceRestartsWhenTheServerComesBack(t *testing.T) {
 		if slices.Contains(ops(p), "forget-records web3") || strings.Contains(strings.Join(p.Blocked, "\n"), "orphaned host web3") {
 			t.Fatalf("web3's records due for removal %d minutes after it was last listed: %v %q", 5*i, ops(p), p.Blocked)
 		}
-		if o := roleView(t, p).Orphaned; len(o) != 1 || !o[0].Until.Equal(t0.Add(10*time.Minute+time.Hour)) {
+		if o := roleView(t, p, "web").Orphaned; len(o) != 1 || !o[0].Until.Equal(t0.Add(10*time.Minute+time.Hour)) {
 			t.Fatalf("orphaned %+v, want web3 until an hour after it left again", o)
 		}
 	}

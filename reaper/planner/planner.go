@@ -57,6 +57,9 @@ type snapshot struct {
 	// hookHeld holds the servers (by ID) whose on_launch hook waits: not
 	// in service for their role yet.
 	hookHeld map[string]bool
+	// heldIDs holds the servers (by ID) held for a human this plan
+	// (hold.go).
+	heldIDs map[string]bool
 	names
 }
 
@@ -125,6 +128,9 @@ type roleServers struct {
 	// repairing are the role's repair entries held for its scale-in:
 	// the role is over its count, and their servers go first (repair.go).
 	repairing []*reaper.Entry
+	// held are the role's servers held for a human (hold.go): in no
+	// count, never a victim.
+	held []heldServer
 }
 
 // Plan decides what to do. It does no I/O: the same Input gives the same
@@ -146,9 +152,11 @@ func Plan(in reaper.Input) *reaper.Plan {
 	pl.classifyAll(roles)
 	pl.moved()
 	pl.doubtLists(roles)
+	pl.honourHolds(roles)
 	pl.pause(roles)
 	pl.startGate(roles)
 	orphans := pl.orphans(roles)
+	pl.holdFailures(roles)
 	pl.refreshes(roles)
 	short := pl.refillHeld(roles)
 	pl.coolingOff()
@@ -175,6 +183,7 @@ func Plan(in reaper.Input) *reaper.Plan {
 		v.Silent, v.Orphaned = capMarks(silent), capMarks(orphaned)
 		pl.plan.Roles = append(pl.plan.Roles, v)
 	}
+	pl.endHoldMaintenance()
 	return pl.plan
 }
 
@@ -192,6 +201,7 @@ func newPlanner(in reaper.Input) *planner {
 			inEntry:     map[string]reaper.ServerState{},
 			hostLoad:    map[string]map[string]float64{},
 			hookHeld:    map[string]bool{},
+			heldIDs:     map[string]bool{},
 			names:       names{used: make(map[string]bool, len(in.Servers))},
 		},
 		brakes: brakes{
@@ -421,7 +431,9 @@ func (pl *planner) pause(roles []*roleServers) {
 		var total, bad int // standbys are no members: split off before
 		for _, s := range rs.all {
 			st := pl.statesOf[s.ID]
-			if st == reaper.StateBooting || pl.inEntry[s.ID] == reaper.StateNew {
+			if st == reaper.StateBooting || st == reaper.StateHeld || pl.inEntry[s.ID] == reaper.StateNew {
+				// A held server is an operator's choice, no evidence
+				// of a partition.
 				continue
 			}
 			total++
@@ -618,7 +630,7 @@ func (pl *planner) freeName(r *reaper.Role) string {
 // view is a role's part of the report.
 func (pl *planner) view(rs *roleServers) reaperkv.RoleReport {
 	v := reaperkv.RoleReport{Name: rs.role.Name, Desired: pl.desired(rs.role), Count: len(rs.all), States: map[string]int{}, Autoscale: pl.autoscaled[rs.role.Name], Pool: rs.pool,
-		DrainAborts: pl.roleAborts(rs.role.Name)}
+		DrainAborts: pl.roleAborts(rs.role.Name), Held: heldView(rs), MaxHeld: rs.role.HeldCap(), MinHealthy: rs.role.MinHealthy}
 	if c, ok := pl.in.Scaling.Capacity[rs.role.Name]; ok {
 		v.Capacity = &c
 	}

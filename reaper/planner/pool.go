@@ -113,6 +113,9 @@ func (pl *planner) readyStandby(rs *roleServers) *reaper.Server {
 		if spec != "" && s.Metadata[reaper.MetaSpec] != spec {
 			continue
 		}
+		if rec, ok := pl.holdOf(s); ok && rec.Active(pl.in.Now) {
+			continue // held for a human: never claimed
+		}
 		expired := rs.role.MaxAge > 0 && !pl.in.Now.Before(expiry(rs.role, s))
 		if st := pl.standbyState(rs, s); !expired && (st == reaperkv.StandbyReady || (st == reaperkv.StandbyStopped && !pl.olderVersion(rs, s))) {
 			ready = append(ready, s)

@@ -247,7 +247,9 @@ func refreshUnchanged(a, b reaperkv.RefreshRecord) bool {
 func (pl *planner) offSpec(rs *roleServers, spec string) int {
 	n := 0
 	for _, s := range rs.all {
-		if s.Metadata[reaper.MetaSpec] != spec {
+		if s.Metadata[reaper.MetaSpec] != spec && !pl.heldIDs[s.ID] {
+			// A held server is no refresh's to replace: once its hold
+			// ends it is judged afresh (drifted, or a surplus).
 			n++
 		}
 	}

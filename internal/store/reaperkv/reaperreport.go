@@ -207,6 +207,13 @@ type RoleReport struct {
 	// SilentCount and OrphanedCount count them all.
 	SilentCount   int `json:"silent_count,omitempty"`
 	OrphanedCount int `json:"orphaned_count,omitempty"`
+	// Held are the role's servers held for a human (hold.go), as
+	// honoured this cycle; MaxHeld the role's cap on them, and
+	// MinHealthy its floor (`orchestrate hold` refuses a hold that would
+	// take the role's last serving server, or go below it).
+	Held       []HoldRecord `json:"held,omitempty"`
+	MaxHeld    int          `json:"max_held"`
+	MinHealthy int          `json:"min_healthy,omitempty"`
 }
 
 // HostMark is a silent or orphaned host in the report.
@@ -296,7 +303,7 @@ type ServerReport struct {
 
 // ServerStateOrder is the order the report's states are listed in.
 var ServerStateOrder = []string{ServerHealthy, ServerExpired, ServerBooting, ServerNew, ServerCriticalInGrace,
-	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerSuspect, ServerProvisionFailed, ServerErrorInGrace, ServerError, ServerUnknown, ServerMaintenance, ServerRepairing, ServerReplacing, ServerDeleting}
+	ServerAbsentInGrace, ServerUnhealthy, ServerUnaccounted, ServerSuspect, ServerProvisionFailed, ServerErrorInGrace, ServerError, ServerUnknown, ServerMaintenance, ServerHeld, ServerRepairing, ServerReplacing, ServerDeleting}
 
 // ReaperReport is the value of <prefix>/reaper/state: what the reaper's
 // leader saw and planned in its last cycle.
