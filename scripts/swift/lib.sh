@@ -28,7 +28,7 @@ PY=/usr/bin/python3
 # (SWIFT_E2E_PROXY_PORT and so on).
 PORT_BASE=${SWIFT_E2E_PORT_BASE:-24720}
 HOST=${SWIFT_E2E_HOST:-127.0.0.1}
-[[ $HOST =~ ^(127|198\.1[89])\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || {
+[[ $HOST =~ ^(127\.[0-9]{1,3}|198\.1[89])\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || {
 	printf 'swift-e2e: error: SWIFT_E2E_HOST=%q: want a loopback (127/8) or lab bridge (198.18/15) IPv4 address\n' "$HOST" >&2
 	exit 2
 }
