@@ -231,7 +231,7 @@ func scenarioDeath(t *testing.T, l *Lab) map[string]string {
 	// the reaper gave it, and its record links the log.
 	l.Expect(v.Name, "made to fail its validation, then powered off hard (machine death)")
 	l.sh(t, v.Name, "mkdir -p /etc/labroles && echo lab > /etc/labroles/fail-validation")
-	if out, err := l.convergeExit(v.Name); err == nil {
+	if out, err := l.convergeExit(v.Name, true); err == nil {
 		t.Fatalf("%s: converge passed with the fail file:\n%s", v.Name, out)
 	}
 	before := l.failureLog(t, ctx, v.Name)
