@@ -43,6 +43,9 @@ func (s *Store) ForgetHost(ctx context.Context, host string) error {
 			return fmt.Errorf("list %s: %w", dir, err)
 		}
 		first, rest := s.forgetFirst(host, status, keys)
+		if s.forgetRead != nil {
+			s.forgetRead()
+		}
 		ok, resp, _, err := s.kv.Txn(first, readOpts(ctx))
 		if err != nil {
 			return fmt.Errorf("forget host %s: %w", host, err)
@@ -73,10 +76,7 @@ func (s *Store) forgetFirst(host string, status api.KVPairs, keys []string) (api
 		}
 		ops = append(ops, &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: p.Key, Index: p.ModifyIndex})
 		inFirst[p.Key] = true
-		cat := strings.TrimPrefix(p.Key, dir)
-		if st, err := parseStatusRecord(p.Value); err == nil && st.LogURL != "" {
-			logs[cat] = reaperkv.DepartedLog{State: st.State, Version: st.Version, Detail: st.Detail, Time: st.Time, LogURL: st.LogURL}
-		}
+		addDepartedLog(logs, strings.TrimPrefix(p.Key, dir), p.Value)
 	}
 	if _, data, ok := reaperkv.NewDeparted(host, s.Now(), logs); ok {
 		ops = append(api.KVTxnOps{{Verb: api.KVSet, Key: reaperkv.DepartedKey(s.prefix, host), Value: data}}, ops...)
@@ -92,6 +92,14 @@ func (s *Store) forgetFirst(host string, status api.KVPairs, keys []string) (api
 		}
 	}
 	return ops, rest
+}
+
+// addDepartedLog adds to logs the status record of category cat, value
+// data, when it can be read and links a log.
+func addDepartedLog(logs map[string]reaperkv.DepartedLog, cat string, data []byte) {
+	if st, err := parseStatusRecord(data); err == nil && st.LogURL != "" {
+		logs[cat] = reaperkv.DepartedLog{State: st.State, Version: st.Version, Detail: st.Detail, Time: st.Time, LogURL: st.LogURL}
+	}
 }
 
 // deleteKeys deletes keys of host, one transaction per maxTxnOps.
@@ -221,9 +229,7 @@ func (s *Store) ForgetRecordsOps(ctx context.Context, host string, index uint64)
 		}
 		ops = append(ops, &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: p.Key, Index: p.ModifyIndex})
 		if cat, ok := strings.CutPrefix(p.Key, status); ok {
-			if st, err := parseStatusRecord(p.Value); err == nil && st.LogURL != "" {
-				logs[cat] = reaperkv.DepartedLog{State: st.State, Version: st.Version, Detail: st.Detail, Time: st.Time, LogURL: st.LogURL}
-			}
+			addDepartedLog(logs, cat, p.Value)
 		}
 	}
 	if _, data, ok := reaperkv.NewDeparted(host, s.Now(), logs); ok {
