@@ -88,9 +88,9 @@ func (s Size) Servers() int {
 // two cores building several servers at once: a server may take minutes
 // to boot, install and apply Puppet before it first serves.
 func (l *Lab) reaperConfig(host bool) string {
-	key, clouds, ud := paths.NodeIdentityKey, paths.Clouds, roleUserData("%s")
+	key, clouds, ud, logKey := paths.NodeIdentityKey, paths.Clouds, roleUserData("%s"), swiftKeyFile
 	if host {
-		key, clouds, ud = l.keyFile(), l.Nova.CloudsYAML, filepath.Join(l.Dir, "userdata", "%s.yaml")
+		key, clouds, ud, logKey = l.keyFile(), l.Nova.CloudsYAML, filepath.Join(l.Dir, "userdata", "%s.yaml"), l.Swift.KeyFile
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `# The lab's reaper (lab/config.go).
@@ -106,8 +106,9 @@ quota_backoff_max: 2m
 max_actions_per_hour: 30
 cloud: {name: %s, clouds_file: %s}
 node_identity: {key_file: %s}
+logs: {container_url: %s, temp_url_key_file: %s}
 roles:
-`, cloudName, clouds, key)
+`, cloudName, clouds, key, l.Swift.ContainerURL, logKey)
 	for _, r := range l.Size.Roles {
 		fmt.Fprintf(&b, `  - name: %s
     desired: %d
@@ -154,6 +155,11 @@ func (l *Lab) bootImage() string {
 	return l.Nova.Env["NOVA_E2E_IMAGE"]
 }
 
+// swiftKeyFile is where a bootstrap server keeps the log container's temp
+// URL key (the reaper's logs.temp_url_key_file), as reaper/README.md's
+// example names it.
+const swiftKeyFile = paths.ConfigDir + "/swift-temp-url.key"
+
 // roleUserData is where a bootstrap server keeps role's user data (the
 // reaper's user_data_file), named as reaper/README.md's example names it.
 func roleUserData(role string) string { return paths.ConfigDir + "/" + role + "-user-data" }
@@ -199,6 +205,10 @@ func (l *Lab) bootstrapUserData(token string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	logKey, err := os.ReadFile(l.Swift.KeyFile)
+	if err != nil {
+		return nil, err
+	}
 	files := []cloudFile{
 		{Path: "/etc/consul.d/agent.json", Owner: "root:root", Permissions: "0640", Content: string(agentJSON) + "\n"},
 		{Path: "/etc/consul.d/consul-agent-ca.pem", Owner: "root:root", Permissions: "0644", Content: l.site.CAPEM},
@@ -209,6 +219,7 @@ func (l *Lab) bootstrapUserData(token string) ([]byte, error) {
 		{Path: paths.ReaperToken, Owner: "orchestrate:orchestrate", Permissions: "0600", Content: l.Tokens.Reaper + "\n", Defer: true},
 		{Path: paths.Clouds, Owner: "orchestrate:orchestrate", Permissions: "0600", Content: string(clouds), Defer: true},
 		{Path: paths.NodeIdentityKey, Owner: "root:orchestrate", Permissions: "0640", Content: string(key), Defer: true},
+		{Path: swiftKeyFile, Owner: "root:orchestrate", Permissions: "0640", Content: string(logKey), Defer: true},
 	}
 	for _, r := range l.Size.Roles {
 		files = append(files, cloudFile{Path: roleUserData(r.Name), Owner: "root:orchestrate", Permissions: "0640", Content: string(l.userData[r.Name]), Defer: true})

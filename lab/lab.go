@@ -31,6 +31,7 @@ import (
 	"github.com/jiocloud/orchestrate/lab/netlab"
 	"github.com/jiocloud/orchestrate/lab/novalab"
 	"github.com/jiocloud/orchestrate/lab/repo"
+	"github.com/jiocloud/orchestrate/lab/swiftlab"
 )
 
 // The lab's fixed addresses (lab/README.md): the host on the bridge, where
@@ -50,11 +51,14 @@ type Lab struct {
 	Dir, Root string
 	Size      Size
 	// Bin holds the host's orchestrate and reaper binaries.
-	Bin     string
-	Net     *netlab.Net
-	Consul  *consullab.Cluster
-	Tokens  *consullab.Tokens
-	Nova    *novalab.Cloud
+	Bin    string
+	Net    *netlab.Net
+	Consul *consullab.Cluster
+	Tokens *consullab.Tokens
+	Nova   *novalab.Cloud
+	// Swift is the lab's failure-log store (docs/logs.md): its container
+	// and temp URL key.
+	Swift   *swiftlab.Store
 	Compute *gophercloud.ServiceClient
 	// Image is the lab's Glance, as the cloud's admin (the refresh
 	// scenario uploads a second image).
@@ -111,6 +115,7 @@ func Up(ctx context.Context, size Size, log *slog.Logger) (_ *Lab, err error) {
 		{"consul servers", l.consul},
 		{"image, packages and repository", func(ctx context.Context) error { return l.packages(ctx, bg) }},
 		{"nova", l.nova},
+		{"swift", l.swift},
 		{"acl setup", l.acls},
 		{"empty cloud", l.emptyCloud},
 		{"hypervisor", func(ctx context.Context) error { return l.hypervisor(bg) }},
@@ -212,6 +217,19 @@ func (l *Lab) packages(ctx, bg context.Context) error {
 	for _, a := range l.Consul.Addrs {
 		l.site.ConsulServers = append(l.site.ConsulServers, a.String())
 	}
+	return nil
+}
+
+// swift starts the lab's Swift, its proxy on the bridge (the nodes upload
+// their failure logs to it, the reapers sign their grants for it).
+func (l *Lab) swift(ctx context.Context) error {
+	o := swiftlab.Options{Dir: filepath.Join(l.Dir, "swift"), Host: hostAddr, Scripts: filepath.Join(l.Root, "scripts/swift"), Log: l.Log}
+	s, err := swiftlab.Up(ctx, o)
+	if err != nil {
+		return err
+	}
+	l.Swift = s
+	l.stops = append(l.stops, func() { s.Down(context.Background()) })
 	return nil
 }
 

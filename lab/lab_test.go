@@ -225,18 +225,50 @@ func (l *Lab) victim(t *testing.T) invariant.Server {
 // replaces it through Nova.
 func scenarioDeath(t *testing.T, l *Lab) map[string]string {
 	v := l.victim(t)
-	l.Expect(v.Name, "powered off hard (machine death)")
+	ctx := context.Background()
+	// First its build fails (its validation, the lab's fail file): its
+	// converge uploads the run's log to the lab's Swift through the grant
+	// the reaper gave it, and its record links the log.
+	l.Expect(v.Name, "made to fail its validation, then powered off hard (machine death)")
+	l.sh(t, v.Name, "mkdir -p /etc/labroles && echo lab > /etc/labroles/fail-validation")
+	if out, err := l.convergeExit(v.Name, true); err == nil {
+		t.Fatalf("%s: converge passed with the fail file:\n%s", v.Name, out)
+	}
+	before := l.failureLog(t, ctx, v.Name)
 	start := time.Now()
 	if err := l.HV.Kill(v.Name); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	l.wait(t, 15*time.Minute, v.Name+" replaced and deleted", func() bool {
 		ss, err := l.Servers(ctx)
 		return err == nil && !slices.ContainsFunc(ss, func(s invariant.Server) bool { return s.ID == v.ID })
 	})
 	l.waitHealthy(t, 10*time.Minute, "after the death of "+v.Name)
-	return map[string]string{"victim": v.Name, "death_to_replacement_serving": time.Since(start).Round(time.Second).String()}
+	took := time.Since(start)
+	// The machine is gone, its records with it: the log is still read
+	// from Swift, as before.
+	if after := l.failureLog(t, ctx, v.Name); after != before {
+		t.Fatalf("%s's failure log read after its death differs from the one read before:\n%s\n---\n%s", v.Name, after, before)
+	}
+	return map[string]string{"victim": v.Name, "death_to_replacement_serving": took.Round(time.Second).String(),
+		"failure_log": fmt.Sprintf("%d bytes from Swift after the machine was gone", len(before))}
+}
+
+// failureLog is host's failure log as `orchestrate logs HOST --step
+// validation` reads it from the lab's Swift with the container's key; it
+// must name the lab's failing validation.
+func (l *Lab) failureLog(t *testing.T, ctx context.Context, host string) string {
+	t.Helper()
+	var out string
+	var code int
+	l.wait(t, 2*time.Minute, host+"'s failure log in Swift", func() bool {
+		out, code = l.orchestrate(ctx, "logs", host, "--step", "validation", "--container-url", l.Swift.ContainerURL, "--temp-url-key-file", l.Swift.KeyFile)
+		return code == 0
+	})
+	if !strings.Contains(out, "failing on purpose while /etc/labroles/fail-validation exists") {
+		t.Fatalf("orchestrate logs %s: the log does not name the failing validation:\n%s", host, out)
+	}
+	return out
 }
 
 // scenarioPartition: 60% of the role servers are cut from the Consul

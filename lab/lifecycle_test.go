@@ -235,25 +235,37 @@ func scenarioAutoscale(t *testing.T, l *Lab) map[string]string {
 // shows in its exit code.
 func (l *Lab) convergeOn(t *testing.T, host string) string {
 	t.Helper()
-	raw := l.sh(t, host, "cat "+paths.WatchConfig)
+	out, err := l.convergeExit(host, false)
+	if err != nil {
+		t.Fatalf("%s: converge again: %v\n%s", host, err, out)
+	}
+	return out
+}
+
+// convergeExit is convergeOn's run, its failure returned; force runs it
+// (--force) even when the host is on the version with nothing failed.
+func (l *Lab) convergeExit(host string, force bool) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	raw, err := l.HV.Exec(ctx, host, "cat", paths.WatchConfig)
+	if err != nil {
+		return string(raw), fmt.Errorf("%s: %s: %w", host, paths.WatchConfig, err)
+	}
 	var cfg struct{ Watches []watch.Watch }
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		t.Fatalf("%s: %s: %v", host, paths.WatchConfig, err)
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return "", fmt.Errorf("%s: %s: %w", host, paths.WatchConfig, err)
 	}
 	for _, w := range cfg.Watches {
 		if w.Type == "key" && strings.HasSuffix(w.Key, "/current_version") {
 			args := slices.DeleteFunc(slices.Clone(w.Args), func(a string) bool { return a == "--handler" })
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			defer cancel()
-			out, err := l.HV.Exec(ctx, host, args...)
-			if err != nil {
-				t.Fatalf("%s: converge again: %v\n%s", host, err, out)
+			if force {
+				args = append(args, "--force")
 			}
-			return string(out)
+			out, err := l.HV.Exec(ctx, host, args...)
+			return string(out), err
 		}
 	}
-	t.Fatalf("%s: no current_version watch in %s", host, paths.WatchConfig)
-	return ""
+	return "", fmt.Errorf("%s: no current_version watch in %s", host, paths.WatchConfig)
 }
 
 // scenarioRollout: poolRole's rollout policy allows one host at a time and

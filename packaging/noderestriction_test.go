@@ -107,6 +107,9 @@ func TestNodeRestrictionRawWrites(t *testing.T) {
 		// A hold, its own included, would keep a node out of the reaper's
 		// reach (never deleted) and another out of service.
 		"orchestrate/reaper/hold/web2", "orchestrate/reaper/hold/web1",
+		// A departed record, its own included, would point the operator's
+		// signed read of a gone host's log elsewhere, or erase it.
+		reaperkv.DepartedKey("orchestrate", "web2"), reaperkv.DepartedKey("orchestrate", "web1"),
 		// The layout before node restriction: nothing may write it now.
 		"orchestrate/running_version/v2/web2", "orchestrate/running_version/v2/web1", "orchestrate/status/puppet/failed/web2",
 		"orchestrate/status/puppet/success/web1", "orchestrate/metrics/web/web2/load", "orchestrate/metrics/web/web1/load",

@@ -112,6 +112,11 @@ type Config struct {
 	// its own record, so a healthy idle node's records move too (silent
 	// hosts, silent_after).
 	HeartbeatInterval Duration `yaml:"heartbeat_interval"`
+	// DepartedRetention is how long a forgotten host's departed record
+	// (<prefix>/reaper/departed/<host>: its failure-log links) is kept;
+	// the leader prunes older ones, and the oldest beyond
+	// reaperkv.DefaultMaxDeparted.
+	DepartedRetention Duration `yaml:"departed_retention"`
 	// Cloud says how to reach OpenStack.
 	Cloud CloudConfig `yaml:"cloud"`
 	// Roles are the machine roles the reaper keeps.
@@ -452,6 +457,7 @@ func DefaultConfig() *Config {
 		QuotaBackoff:       Duration(defaultQuotaBackoff),
 		QuotaBackoffMax:    Duration(defaultQuotaBackoffMax),
 		HeartbeatInterval:  Duration(defaultHeartbeatInterval),
+		DepartedRetention:  Duration(reaperkv.DefaultDepartedRetention),
 	}
 }
 
@@ -653,6 +659,11 @@ func (c *Config) validateTimings() error {
 	// (10s unless the servers are configured otherwise).
 	if c.SessionTTL.D() < time.Second || c.SessionTTL.D() > 24*time.Hour {
 		return fmt.Errorf("session_ttl: must be between 1s and 24h (and at least the Consul servers' session_ttl_min, 10s by default), got %s", c.SessionTTL.D())
+	}
+	// A departed record kept less than an hour is gone before anyone
+	// reads it; one kept over a year is a record nobody meant to keep.
+	if c.DepartedRetention.D() < time.Hour || c.DepartedRetention.D() > 366*24*time.Hour {
+		return fmt.Errorf("departed_retention: must be between 1h and 366 days (8784h), got %s", c.DepartedRetention.D())
 	}
 	if c.LockDelay.D() > 60*time.Second {
 		return fmt.Errorf("lock_delay: must be at most 60s (Consul's limit), got %s", c.LockDelay.D())

@@ -18,6 +18,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/logship"
 	"github.com/jiocloud/orchestrate/internal/paths"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
@@ -277,8 +278,25 @@ func runLogsGet(ctx context.Context, e *env, o *logsOptions, host string) error 
 	}
 	logs := swiftLogs(status, o.step, o.version)
 	if len(logs) == 0 {
-		fmt.Fprintf(e.Stderr, "orchestrate: no log in Swift for %s%s: its status records link none\n", host, filterText(o))
-		return answerNo()
+		// The host is gone (its records forgotten when its server was
+		// deleted): its departed record kept the links.
+		rec, found, err := e.store.Departed(ctx, host)
+		if err != nil {
+			return err
+		}
+		if found {
+			logs = swiftLogs(departedStatus(rec), o.step, o.version)
+		}
+		if len(logs) == 0 {
+			why := "its status records link none"
+			if found {
+				why += ", nor does its departed record (forgotten " + rec.Forgotten.UTC().Format(time.RFC3339) + ")"
+			}
+			fmt.Fprintf(e.Stderr, "orchestrate: no log in Swift for %s%s: %s\n", host, filterText(o), why)
+			return answerNo()
+		}
+		fmt.Fprintf(e.Stderr, "orchestrate: %s is gone: its records were forgotten at %s (its server deleted); reading the log its departed record links\n",
+			host, rec.Forgotten.UTC().Format(time.RFC3339))
 	}
 	l := logs[0]
 	// A log_url is written by the host itself: its object must be the
@@ -320,6 +338,16 @@ func runLogsGet(ctx context.Context, e *env, o *logsOptions, host string) error 
 		return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("read %s: %v", l.url, logship.Redact(err)))
 	}
 	return nil
+}
+
+// departedStatus is a departed record's logs as status records, for
+// swiftLogs: the same checks apply to them as to a live host's.
+func departedStatus(rec reaperkv.DepartedRecord) map[string]store.Status {
+	out := make(map[string]store.Status, len(rec.Logs))
+	for cat, l := range rec.Logs {
+		out[cat] = store.Status{State: l.State, StatusValue: store.StatusValue{Time: l.Time, Version: l.Version, Detail: l.Detail, LogURL: l.LogURL}}
+	}
+	return out
 }
 
 func filterText(o *logsOptions) string {

@@ -17,14 +17,93 @@ import (
 // then starts with no record of the one before it (it would otherwise be
 // "at version v1, validation success" before it ever ran Puppet). Keys
 // already gone are no error, so a retry after a failure finishes the job.
+//
+// When one of its status records links a log (log_url), their copy goes
+// to its departed record (reaperkv.DepartedKey, dated s.Now()) in the
+// transaction that deletes them, each delete checked against the index
+// read: the links are never lost between the read and the delete, and a
+// departed record never stands without the forget. A host whose records
+// link no log leaves no departed record (nor removes one of an earlier
+// server of the name).
 func (s *Store) ForgetHost(ctx context.Context, host string) error {
 	if err := schema.ValidName("host", host); err != nil {
 		return &InputError{Err: err}
 	}
-	keys, err := s.HostKeys(ctx, host)
-	if err != nil {
-		return err
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if err := backoff(ctx, attempt); err != nil {
+			return err
+		}
+		keys, err := s.HostKeys(ctx, host)
+		if err != nil {
+			return err
+		}
+		dir := HostDir(s.prefix, host) + statusKind("")
+		status, _, err := s.kv.List(dir, readOpts(ctx))
+		if err != nil {
+			return fmt.Errorf("list %s: %w", dir, err)
+		}
+		first, rest := s.forgetFirst(host, status, keys)
+		if s.forgetRead != nil {
+			s.forgetRead()
+		}
+		ok, resp, _, err := s.kv.Txn(first, readOpts(ctx))
+		if err != nil {
+			return fmt.Errorf("forget host %s: %w", host, err)
+		}
+		if !ok {
+			if allStale(resp) {
+				continue // a status record moved: read again
+			}
+			return refusedOr(resp, fmt.Errorf("forget host %s: transaction rolled back: %s", host, TxnErrors(resp)))
+		}
+		return s.deleteKeys(ctx, host, rest)
 	}
+	return fmt.Errorf("forget host %s: %w", host, ErrConflict)
+}
+
+// forgetFirst returns the first transaction of a forget, and the keys
+// left for later ones: the departed record when the status records link a
+// log, the status records' deletes checked against the index read, then
+// other keys up to the transaction's size.
+func (s *Store) forgetFirst(host string, status api.KVPairs, keys []string) (api.KVTxnOps, []string) {
+	dir := HostDir(s.prefix, host) + statusKind("")
+	logs := map[string]reaperkv.DepartedLog{}
+	var ops api.KVTxnOps
+	inFirst := map[string]bool{}
+	for _, p := range status {
+		if len(ops) >= maxTxnOps-1 {
+			break // written by hand: the rest go unchecked, later
+		}
+		ops = append(ops, &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: p.Key, Index: p.ModifyIndex})
+		inFirst[p.Key] = true
+		addDepartedLog(logs, strings.TrimPrefix(p.Key, dir), p.Value)
+	}
+	if _, data, ok := reaperkv.NewDeparted(host, s.Now(), logs); ok {
+		ops = append(api.KVTxnOps{{Verb: api.KVSet, Key: reaperkv.DepartedKey(s.prefix, host), Value: data}}, ops...)
+	}
+	var rest []string
+	for _, k := range keys {
+		switch {
+		case inFirst[k]:
+		case len(ops) < maxTxnOps:
+			ops = append(ops, &api.KVTxnOp{Verb: api.KVDelete, Key: k})
+		default:
+			rest = append(rest, k)
+		}
+	}
+	return ops, rest
+}
+
+// addDepartedLog adds to logs the status record of category cat, value
+// data, when it can be read and links a log.
+func addDepartedLog(logs map[string]reaperkv.DepartedLog, cat string, data []byte) {
+	if st, err := parseStatusRecord(data); err == nil && st.LogURL != "" {
+		logs[cat] = reaperkv.DepartedLog{State: st.State, Version: st.Version, Detail: st.Detail, Time: st.Time, LogURL: st.LogURL}
+	}
+}
+
+// deleteKeys deletes keys of host, one transaction per maxTxnOps.
+func (s *Store) deleteKeys(ctx context.Context, host string, keys []string) error {
 	for len(keys) > 0 {
 		n := min(len(keys), maxTxnOps)
 		ops := make(api.KVTxnOps, 0, n)
@@ -41,6 +120,26 @@ func (s *Store) ForgetHost(ctx context.Context, host string) error {
 		keys = keys[n:]
 	}
 	return nil
+}
+
+// Departed reads host's departed record; found is false when it has
+// none. A record that cannot be read is an InputError naming what is
+// wrong.
+func (s *Store) Departed(ctx context.Context, host string) (rec reaperkv.DepartedRecord, found bool, err error) {
+	if err := schema.ValidName("host", host); err != nil {
+		return rec, false, &InputError{Err: err}
+	}
+	k := reaperkv.DepartedKey(s.prefix, host)
+	p, err := s.get(ctx, k)
+	if err != nil || p == nil {
+		return rec, false, err
+	}
+	rec, err = reaperkv.ParseDeparted(schema.RelKey(s.prefix, p.Key), p.Value)
+	if err != nil {
+		return rec, false, &InputError{Err: err}
+	}
+	rec.Index = p.ModifyIndex
+	return rec, true, nil
 }
 
 // HostKeys lists the keys that record host: everything under
@@ -91,8 +190,9 @@ func (s *Store) HostKeys(ctx context.Context, host string) ([]string, error) {
 }
 
 // MaxForgetKeys is the most records of one host ForgetRecordsOps removes:
-// one transaction's operations (maxTxnOps), less the caller's leader check.
-const MaxForgetKeys = maxTxnOps - 1
+// one transaction's operations (maxTxnOps), less the caller's leader check
+// and the departed record.
+const MaxForgetKeys = maxTxnOps - 2
 
 // ErrRecordsMoved says a host's records changed since the caller read
 // them: the host (or an operator) wrote one, so they are not removed.
@@ -106,7 +206,8 @@ var ErrRecordsMoved = errors.New("the host's records changed since they were rea
 // more operation). ErrRecordsMoved when one of them moved past index, the
 // highest modify index the caller read them at; an error too when they
 // are more than one transaction holds (written by hand: an operator's to
-// look at).
+// look at). When a status record links a log, the first operation writes
+// the host's departed record (as ForgetHost does), dated s.Now().
 func (s *Store) ForgetRecordsOps(ctx context.Context, host string, index uint64) (api.KVTxnOps, error) {
 	if err := schema.ValidName("host", host); err != nil {
 		return nil, &InputError{Err: err}
@@ -119,12 +220,20 @@ func (s *Store) ForgetRecordsOps(ctx context.Context, host string, index uint64)
 	if len(pairs) > MaxForgetKeys {
 		return nil, fmt.Errorf("%s holds %d keys, more than one transaction removes (%d): not removed", dir, len(pairs), MaxForgetKeys)
 	}
-	ops := make(api.KVTxnOps, 0, len(pairs))
+	ops := make(api.KVTxnOps, 0, len(pairs)+1)
+	status := dir + statusKind("")
+	logs := map[string]reaperkv.DepartedLog{}
 	for _, p := range pairs {
 		if p.ModifyIndex > index {
 			return nil, fmt.Errorf("%s: %w", p.Key, ErrRecordsMoved)
 		}
 		ops = append(ops, &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: p.Key, Index: p.ModifyIndex})
+		if cat, ok := strings.CutPrefix(p.Key, status); ok {
+			addDepartedLog(logs, cat, p.Value)
+		}
+	}
+	if _, data, ok := reaperkv.NewDeparted(host, s.Now(), logs); ok {
+		ops = append(api.KVTxnOps{{Verb: api.KVSet, Key: reaperkv.DepartedKey(s.prefix, host), Value: data}}, ops...)
 	}
 	return ops, nil
 }

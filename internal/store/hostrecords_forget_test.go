@@ -118,7 +118,7 @@ func TestForgetRecordsOps(t *testing.T) {
 		many[fmt.Sprintf("hosts/web8/junk%d", i)] = "x"
 	}
 	seed(t, c, "test/orchestrate", many)
-	if _, err := s.ForgetRecordsOps(ctx, "web8", 1<<62); err == nil || !strings.Contains(err.Error(), "holds 130 keys, more than one transaction removes (127)") {
+	if _, err := s.ForgetRecordsOps(ctx, "web8", 1<<62); err == nil || !strings.Contains(err.Error(), "holds 130 keys, more than one transaction removes (126)") {
 		t.Fatalf("130 keys: %v", err)
 	}
 }

@@ -52,6 +52,7 @@ func TestKeyLayout(t *testing.T) {
 		{"node token", reaperkv.NodeTokenKey(p, "db1"), "orch/a/reaper/token/db1"},
 		{"server group", reaperkv.ServerGroupKey(p, "db"), "orch/a/reaper/servergroup/db"},
 		{"hold", reaperkv.HoldKey(p, "db1"), "orch/a/reaper/hold/db1"},
+		{"departed", reaperkv.DepartedKey(p, "db1"), "orch/a/reaper/departed/db1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -99,6 +99,9 @@ type Store struct {
 	prefix string
 	// Now is the clock used for timestamps; tests may replace it.
 	Now func() time.Time
+	// forgetRead, when set (tests), runs in ForgetHost between its read
+	// of the host's records and its first transaction.
+	forgetRead func()
 }
 
 // New returns a Store for prefix (leading and trailing slashes are dropped).

@@ -132,6 +132,9 @@ func (r *Reaper) act(ctx context.Context, t *leaderTerm, plan *reaper.Plan, obs 
 		if err := r.sweepHooks(ctx, t, plan.HookSweep); err != nil {
 			errs = append(errs, "lifecycle hook records: "+err.Error())
 		}
+		if err := r.pruneDeparted(ctx, t, obs.keys.Departed, start); err != nil {
+			errs = append(errs, "departed records: "+err.Error())
+		}
 	}
 	errs = append(errs, r.recordFlushes(ctx, t, plan, dry)...)
 	errs = append(errs, r.writeRefreshes(ctx, t, plan, dry)...)

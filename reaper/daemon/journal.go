@@ -85,6 +85,10 @@ type ReaperKeys struct {
 	// cannot be read (host: why), which hold nothing.
 	Holds        map[string]reaperkv.HoldRecord
 	HoldProblems map[string]string
+	// Departed holds the departed records (forgotten hosts' log links),
+	// by host; one that cannot be read is there with its host and index
+	// only (forgotten the zero time: pruned first).
+	Departed map[string]reaperkv.DepartedRecord
 }
 
 // Read lists <prefix>/reaper/ in one request.
@@ -97,7 +101,7 @@ func (j *Journal) Read(ctx context.Context) (*ReaperKeys, error) {
 		Refresh: map[string]reaperkv.RefreshRecord{}, RefreshProblems: map[string]string{}, Specs: map[string]reaperkv.SpecRecord{}, SpecProblems: map[string]string{},
 		Cooloff: map[string]reaperkv.DrainAbortRecord{}, CooloffProblems: map[string]string{}, Tokens: map[string]reaperkv.NodeTokenRecord{},
 		ServerGroups: map[string]reaperkv.ServerGroupRecord{}, ServerGroupProblems: map[string]string{},
-		Holds: map[string]reaperkv.HoldRecord{}, HoldProblems: map[string]string{}}
+		Holds: map[string]reaperkv.HoldRecord{}, HoldProblems: map[string]string{}, Departed: map[string]reaperkv.DepartedRecord{}}
 	for _, p := range pairs {
 		rel := schema.RelKey(j.prefix, p.Key)
 		if !out.addRecord(rel, p) {
@@ -167,6 +171,12 @@ func (out *ReaperKeys) addRecord(rel string, p *api.KVPair) bool {
 		default:
 			rec.Index = p.ModifyIndex
 			out.Holds[rec.Host] = rec
+		}
+	case strings.HasPrefix(rel, reaperkv.ReaperDepartedDir):
+		rec, _ := reaperkv.ParseDeparted(rel, p.Value)
+		if rec.Host != "" {
+			rec.Index = p.ModifyIndex
+			out.Departed[rec.Host] = rec
 		}
 	case strings.HasPrefix(rel, reaperkv.ReaperTokenDir):
 		rec, err := reaperkv.ParseNodeToken(rel, p.Value)

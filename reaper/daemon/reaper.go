@@ -125,6 +125,9 @@ func New(cfg *reaper.Config, client *api.Client, cloud reaper.Cloud, log *slog.L
 	for _, opt := range opts {
 		opt(&o)
 	}
+	// The store dates what it writes for the reaper (a departed record's
+	// time forgotten) by the reaper's clock, which prunes it.
+	st.Now = o.now
 	prom := map[string]*prometheus.Client{}
 	for _, role := range cfg.Roles {
 		if a := role.Autoscale; a != nil && a.Metric.Prometheus != nil {

@@ -5,7 +5,11 @@
 # tests: everything it writes lives under $SWIFT_E2E_DIR (default
 # /tmp/orchestrate-swift): configuration, rings, the object store itself (a
 # plain directory, mount_check = false), logs, PID files and the env file.
-# Every server listens on 127.0.0.1 only.
+# Every server listens on 127.0.0.1 only, but the proxy: it listens on
+# $SWIFT_E2E_HOST (default 127.0.0.1), which the lab sets to its bridge's
+# host address so that its containers reach it (as scripts/nova's
+# NOVA_E2E_HOST); the account, container and object servers and memcached
+# stay on loopback, reached by the proxy alone.
 
 SWIFT_E2E_DIR=${SWIFT_E2E_DIR:-/tmp/orchestrate-swift}
 export SWIFT_E2E_DIR
@@ -23,6 +27,11 @@ PY=/usr/bin/python3
 # all; internal/swifttest passes free ports one by one instead
 # (SWIFT_E2E_PROXY_PORT and so on).
 PORT_BASE=${SWIFT_E2E_PORT_BASE:-24720}
+HOST=${SWIFT_E2E_HOST:-127.0.0.1}
+[[ $HOST =~ ^(127\.[0-9]{1,3}|198\.1[89])\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || {
+	printf 'swift-e2e: error: SWIFT_E2E_HOST=%q: want a loopback (127/8) or lab bridge (198.18/15) IPv4 address\n' "$HOST" >&2
+	exit 2
+}
 PROXY_PORT=${SWIFT_E2E_PROXY_PORT:-$((PORT_BASE + 0))}
 ACCOUNT_PORT=${SWIFT_E2E_ACCOUNT_PORT:-$((PORT_BASE + 1))}
 CONTAINER_PORT=${SWIFT_E2E_CONTAINER_PORT:-$((PORT_BASE + 2))}
@@ -52,8 +61,9 @@ check_ports() {
 	done
 }
 
-# tcp_up PORT: whether something accepts TCP on 127.0.0.1:PORT.
+# tcp_up PORT [ADDR]: whether something accepts TCP on ADDR:PORT (ADDR
+# 127.0.0.1 by default).
 tcp_up() {
-	"$PY" -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' "$1"
+	"$PY" -c 'import socket,sys; socket.create_connection((sys.argv[2], int(sys.argv[1])), 1).close()' "$1" "${2:-127.0.0.1}"
 }
 

@@ -2,7 +2,8 @@
 # `make swift-up`: configure (first time) and start the real-Swift test
 # store under $SWIFT_E2E_DIR: memcached (tempauth keeps its tokens there),
 # the account, container and object servers on a one-replica ring, and the
-# proxy with tempauth and tempurl in its pipeline, all on 127.0.0.1. Each
+# proxy with tempauth and tempurl in its pipeline, all on 127.0.0.1 (the
+# proxy on $SWIFT_E2E_HOST when set: lib.sh). Each
 # daemon runs in its own session with its PID in $SWIFT_E2E_DIR/run; stop.sh
 # (down.sh) stops them by those PIDs. Idempotent: running daemons are left
 # alone.
@@ -25,15 +26,17 @@ done
 
 # A port taken by something not ours would fail later with a less clear error.
 for np in proxy:$PROXY_PORT account:$ACCOUNT_PORT container:$CONTAINER_PORT object:$OBJECT_PORT memcached:$MEMCACHE_PORT; do
-	if ! running "${np%%:*}" && tcp_up "${np#*:}" 2>/dev/null; then
-		die "127.0.0.1:${np#*:} (for ${np%%:*}) is taken by another process: stop it, or set SWIFT_E2E_PORT_BASE (now $PORT_BASE)"
+	addr=127.0.0.1
+	[ "${np%%:*}" = proxy ] && addr=$HOST
+	if ! running "${np%%:*}" && tcp_up "${np#*:}" "$addr" 2>/dev/null; then
+		die "$addr:${np#*:} (for ${np%%:*}) is taken by another process: stop it, or set SWIFT_E2E_PORT_BASE (now $PORT_BASE)"
 	fi
 done
 
-# Configuration: written when the ports differ from the last run's.
-ports="$PROXY_PORT $ACCOUNT_PORT $CONTAINER_PORT $OBJECT_PORT $MEMCACHE_PORT"
+# Configuration: written when the address or ports differ from the last run's.
+ports="$HOST $PROXY_PORT $ACCOUNT_PORT $CONTAINER_PORT $OBJECT_PORT $MEMCACHE_PORT"
 if [ "$(cat "$SWIFT_E2E_DIR/configured" 2>/dev/null)" != "$ports" ]; then
-	log "configuring under $SWIFT_E2E_DIR (proxy 127.0.0.1:$PROXY_PORT)"
+	log "configuring under $SWIFT_E2E_DIR (proxy $HOST:$PROXY_PORT)"
 	mkdir -p "$ETC" "$SRV/sda1" "$LOGS" "$RUN"
 	key=$(secret tester)
 	me=$(id -un)
@@ -54,7 +57,7 @@ CONF
 	common() {
 		cat <<CONF
 [DEFAULT]
-bind_ip = 127.0.0.1
+bind_ip = ${3:-127.0.0.1}
 bind_port = $1
 workers = 0
 user = $me
@@ -87,7 +90,7 @@ CONF
 		} >"$ETC/$s-server.conf"
 	done
 	{
-		common "$PROXY_PORT" proxy
+		common "$PROXY_PORT" proxy "$HOST"
 		cat <<CONF
 
 [pipeline:main]
@@ -99,7 +102,7 @@ account_autocreate = true
 
 [filter:tempauth]
 use = egg:swift#tempauth
-user_test_tester = $key .admin http://127.0.0.1:$PROXY_PORT/v1/AUTH_test
+user_test_tester = $key .admin http://$HOST:$PROXY_PORT/v1/AUTH_test
 
 [filter:tempurl]
 use = egg:swift#tempurl
@@ -168,18 +171,18 @@ for s in account container object; do
 done
 spawn proxy swift-proxy-server "$ETC/proxy-server.conf" -v
 wait_up memcached 20 tcp_up "$MEMCACHE_PORT"
-healthy() { "$PY" -c 'import sys,urllib.request; urllib.request.urlopen("http://127.0.0.1:%s/healthcheck" % sys.argv[1], timeout=2)' "$1"; }
+healthy() { "$PY" -c 'import sys,urllib.request; urllib.request.urlopen("http://%s:%s/healthcheck" % (sys.argv[2], sys.argv[1]), timeout=2)' "$1" "${2:-127.0.0.1}"; }
 wait_up account 60 healthy "$ACCOUNT_PORT"
 wait_up container 60 healthy "$CONTAINER_PORT"
 wait_up object 60 healthy "$OBJECT_PORT"
-wait_up proxy 60 healthy "$PROXY_PORT"
+wait_up proxy 60 healthy "$PROXY_PORT" "$HOST"
 
 
 umask 077
 cat >"$SWIFT_E2E_DIR/env.tmp" <<ENV
 SWIFT_E2E_DIR=$SWIFT_E2E_DIR
-SWIFT_E2E_AUTH_URL=http://127.0.0.1:$PROXY_PORT/auth/v1.0
-SWIFT_E2E_STORAGE_URL=http://127.0.0.1:$PROXY_PORT/v1/AUTH_test
+SWIFT_E2E_AUTH_URL=http://$HOST:$PROXY_PORT/auth/v1.0
+SWIFT_E2E_STORAGE_URL=http://$HOST:$PROXY_PORT/v1/AUTH_test
 SWIFT_E2E_ACCOUNT=AUTH_test
 SWIFT_E2E_USER=test:tester
 SWIFT_E2E_KEY=$(secret tester)

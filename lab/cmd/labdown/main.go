@@ -1,6 +1,6 @@
 // Command labdown stops whatever a lab left running (`make lab-down`): its
 // containers (by the hypervisor's PID files), the Consul servers, the
-// lab's Nova, and the bridge with its nftables tables. It keeps the image
+// lab's Nova and Swift, and the bridge with its nftables tables. It keeps the image
 // cache. It needs root; nothing running is no error.
 package main
 
@@ -17,6 +17,7 @@ import (
 	"github.com/jiocloud/orchestrate/lab/internal/labenv"
 	"github.com/jiocloud/orchestrate/lab/netlab"
 	"github.com/jiocloud/orchestrate/lab/novalab"
+	"github.com/jiocloud/orchestrate/lab/swiftlab"
 )
 
 func main() {
@@ -49,12 +50,15 @@ func run() error {
 	if err := novalab.Stop(ctx, novalab.Options{Dir: filepath.Join(dir, "nova"), Scripts: filepath.Join(root, "scripts/nova")}); err != nil {
 		errs = append(errs, fmt.Errorf("nova: %w", err))
 	}
+	if err := swiftlab.Stop(ctx, swiftlab.Options{Dir: filepath.Join(dir, "swift"), Scripts: filepath.Join(root, "scripts/swift")}); err != nil {
+		errs = append(errs, fmt.Errorf("swift: %w", err))
+	}
 	if err := netlab.Clean(ctx, netlab.Default()); err != nil {
 		errs = append(errs, fmt.Errorf("network: %w", err))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%v", errs)
 	}
-	fmt.Println("lab down: containers stopped and removed, Consul servers, Nova and the bridge stopped; the image cache is kept in", dir)
+	fmt.Println("lab down: containers stopped and removed, Consul servers, Nova, Swift and the bridge stopped; the image cache is kept in", dir)
 	return nil
 }
