@@ -6,18 +6,17 @@
 package novalab
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/jiocloud/orchestrate/lab/internal/labenv"
 )
 
 // PortBase is the lab instance's first port (scripts/nova: keystone on it,
@@ -97,30 +96,17 @@ func Stop(ctx context.Context, o Options) error {
 	return o.script(ctx, "stop.sh")
 }
 
-// script runs one of scripts/nova with the instance's environment, output
-// appended to Dir/up.log; on failure the error holds the output's end.
+// script runs one of scripts/nova with the instance's environment (no
+// OS_* or NOVA_E2E_* variable of the caller's), output appended to
+// Dir/up.log.
 func (o Options) script(ctx context.Context, name string) error {
 	if err := os.MkdirAll(o.Dir, 0o711); err != nil {
 		return fmt.Errorf("novalab: %w", err)
 	}
-	logPath := filepath.Join(o.Dir, "up.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	err := labenv.Script(ctx, filepath.Join(o.Scripts, name), filepath.Join(o.Dir, "up.log"), []string{"OS_", "NOVA_E2E_"},
+		"NOVA_E2E_DIR="+o.Dir, "NOVA_E2E_PORT_BASE="+strconv.Itoa(o.PortBase), "NOVA_E2E_HOST="+o.Host.String())
 	if err != nil {
 		return fmt.Errorf("novalab: %w", err)
-	}
-	defer logf.Close()
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, filepath.Join(o.Scripts, name))
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.Env = append(cleanEnv(), "NOVA_E2E_DIR="+o.Dir, "NOVA_E2E_PORT_BASE="+strconv.Itoa(o.PortBase), "NOVA_E2E_HOST="+o.Host.String())
-	err = cmd.Run()
-	_, _ = logf.Write(out.Bytes())
-	if err != nil {
-		b := out.Bytes()
-		if len(b) > 2000 {
-			b = b[len(b)-2000:]
-		}
-		return fmt.Errorf("novalab: scripts/nova/%s: %w (all of it in %s):\n%s", name, err, logPath, b)
 	}
 	return nil
 }
@@ -139,23 +125,9 @@ func cleanEnv() []string {
 
 // readEnv reads start.sh's env file: KEY=value lines.
 func readEnv(path string) (map[string]string, error) {
-	f, err := os.Open(path)
+	env, err := labenv.ReadEnvFile(path, "OS_AUTH_URL")
 	if err != nil {
 		return nil, fmt.Errorf("novalab: %w", err)
-	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok && k != "" && !strings.HasPrefix(k, "#") {
-			env[k] = v
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("novalab: %s: %w", path, err)
-	}
-	if env["OS_AUTH_URL"] == "" {
-		return nil, fmt.Errorf("novalab: %s has no OS_AUTH_URL", path)
 	}
 	return env, nil
 }

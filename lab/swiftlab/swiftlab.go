@@ -6,8 +6,6 @@
 package swiftlab
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,11 +16,11 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/jiocloud/orchestrate/lab/internal/labenv"
 )
 
 // PortBase is the lab Swift's SWIFT_E2E_PORT_BASE: beside the lab Nova's
@@ -72,9 +70,9 @@ func Up(ctx context.Context, o Options) (*Store, error) {
 	if err := o.script(ctx, "up.sh"); err != nil {
 		return nil, err
 	}
-	env, err := readEnv(filepath.Join(o.Dir, "env"))
+	env, err := labenv.ReadEnvFile(filepath.Join(o.Dir, "env"), "SWIFT_E2E_AUTH_URL", "SWIFT_E2E_STORAGE_URL", "SWIFT_E2E_USER", "SWIFT_E2E_KEY")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("swiftlab: %w", err)
 	}
 	raw := make([]byte, 16)
 	if _, err := rand.Read(raw); err != nil {
@@ -146,64 +144,18 @@ func Stop(ctx context.Context, o Options) error {
 	return o.script(ctx, "stop.sh")
 }
 
-// script runs one of scripts/swift with the instance's environment,
-// output appended to Dir/up.log; on failure the error holds its end.
+// script runs one of scripts/swift with the instance's environment (no
+// SWIFT_E2E_* variable of the caller's), output appended to Dir/up.log.
 func (o Options) script(ctx context.Context, name string) error {
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return fmt.Errorf("swiftlab: %w", err)
 	}
-	logPath := filepath.Join(o.Dir, "up.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
+	env := []string{"SWIFT_E2E_DIR=" + o.Dir, "SWIFT_E2E_PORT_BASE=" + strconv.Itoa(PortBase)}
+	if o.Host.IsValid() {
+		env = append(env, "SWIFT_E2E_HOST="+o.Host.String())
+	}
+	if err := labenv.Script(ctx, filepath.Join(o.Scripts, name), filepath.Join(o.Dir, "up.log"), []string{"SWIFT_E2E_"}, env...); err != nil {
 		return fmt.Errorf("swiftlab: %w", err)
 	}
-	defer logf.Close()
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, filepath.Join(o.Scripts, name))
-	cmd.Stdout, cmd.Stderr = &out, &out
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SWIFT_E2E_") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = append(env, "SWIFT_E2E_DIR="+o.Dir, "SWIFT_E2E_PORT_BASE="+strconv.Itoa(PortBase))
-	if o.Host.IsValid() {
-		cmd.Env = append(cmd.Env, "SWIFT_E2E_HOST="+o.Host.String())
-	}
-	err = cmd.Run()
-	_, _ = logf.Write(out.Bytes())
-	if err != nil {
-		b := out.Bytes()
-		if len(b) > 2000 {
-			b = b[len(b)-2000:]
-		}
-		return fmt.Errorf("swiftlab: scripts/swift/%s: %w (all of it in %s):\n%s", name, err, logPath, b)
-	}
 	return nil
-}
-
-// readEnv reads up.sh's env file: KEY=value lines.
-func readEnv(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("swiftlab: %w", err)
-	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok && k != "" {
-			env[k] = v
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("swiftlab: %s: %w", path, err)
-	}
-	for _, k := range []string{"SWIFT_E2E_AUTH_URL", "SWIFT_E2E_STORAGE_URL", "SWIFT_E2E_USER", "SWIFT_E2E_KEY"} {
-		if env[k] == "" {
-			return nil, fmt.Errorf("swiftlab: %s has no %s", path, k)
-		}
-	}
-	return env, nil
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -157,4 +158,61 @@ func RunLogged(ctx context.Context, log string, name string, args ...string) err
 		return fmt.Errorf("%s %s: %w (log %s)%s", name, strings.Join(args, " "), err, log, Tail(string(b), 20))
 	}
 	return nil
+}
+
+// Script runs a service's script (scripts/nova/up.sh, scripts/swift/stop.sh)
+// with the process's environment less every variable whose name starts
+// with one of drop (the service is named by env alone, never by what the
+// caller's shell had), plus env. What it prints is appended to the file
+// log (mode 0600); a failure names the script and the log and ends with
+// the last lines it printed.
+func Script(ctx context.Context, script, log string, drop []string, env ...string) error {
+	f, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, script)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	for _, kv := range os.Environ() {
+		if !slices.ContainsFunc(drop, func(p string) bool { return strings.HasPrefix(kv, p) }) {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	err = cmd.Run()
+	_, _ = f.Write(out.Bytes())
+	if err != nil {
+		rel := filepath.Join(filepath.Base(filepath.Dir(script)), filepath.Base(script))
+		return fmt.Errorf("scripts/%s: %w (all of it in %s)%s", rel, err, log, Tail(out.String(), 25))
+	}
+	return nil
+}
+
+// ReadEnvFile reads a service script's env file: KEY=value lines, "#"
+// lines being comments. A file that lacks one of need is an error naming
+// it.
+func ReadEnvFile(path string, need ...string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	env := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok && k != "" && !strings.HasPrefix(k, "#") {
+			env[k] = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, k := range need {
+		if env[k] == "" {
+			return nil, fmt.Errorf("%s has no %s", path, k)
+		}
+	}
+	return env, nil
 }

@@ -98,3 +98,51 @@ func TestLock(t *testing.T) {
 	}
 	u2()
 }
+
+// Script gives the script the caller's environment less the dropped
+// prefixes, plus its own; appends what it printed to the log; and a
+// failure names the script and the log and ends with its output.
+func TestScript(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "svc", "up.sh")
+	if err := os.MkdirAll(filepath.Dir(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	body := "#!/bin/sh\necho \"mine=$SVC_MINE theirs=${SVC_THEIRS:-unset} other=$LABENV_OTHER\"\n[ -z \"$FAIL\" ] || { echo failing on purpose; exit 3; }\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "up.log")
+	t.Setenv("SVC_THEIRS", "caller")
+	t.Setenv("LABENV_OTHER", "kept")
+	if err := Script(context.Background(), script, log, []string{"SVC_"}, "SVC_MINE=1"); err != nil {
+		t.Fatal(err)
+	}
+	err := Script(context.Background(), script, log, []string{"SVC_"}, "SVC_MINE=2", "FAIL=1")
+	if err == nil || !strings.Contains(err.Error(), "scripts/svc/up.sh") || !strings.Contains(err.Error(), log) || !strings.HasSuffix(err.Error(), "failing on purpose") {
+		t.Fatalf("failing script: %v", err)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "mine=1 theirs=unset other=kept\nmine=2 theirs=unset other=kept\nfailing on purpose\n"; string(b) != want {
+		t.Fatalf("log %q, want %q", b, want)
+	}
+}
+
+// ReadEnvFile takes KEY=value lines, skips comments, and names a missing
+// key.
+func TestReadEnvFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(path, []byte("# comment=x\nA=1\nB=x=y\nnot a pair\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env, err := ReadEnvFile(path, "A", "B")
+	if err != nil || len(env) != 2 || env["A"] != "1" || env["B"] != "x=y" {
+		t.Fatalf("env %v, %v", env, err)
+	}
+	if _, err := ReadEnvFile(path, "A", "C"); err == nil || !strings.Contains(err.Error(), "has no C") {
+		t.Fatalf("missing key: %v", err)
+	}
+}
