@@ -221,20 +221,27 @@ func (l *Lab) victim(t *testing.T) invariant.Server {
 	return pick
 }
 
-// scenarioDeath: a serving container is powered off hard; the reaper
-// replaces it through Nova.
+// scenarioDeath: a serving server is made a suspect (its consistent
+// Puppet run fails), its failure log read from Swift; then its container
+// is powered off hard; the reaper replaces it through Nova, and the log is
+// read from Swift again once the machine and its records are gone.
 func scenarioDeath(t *testing.T, l *Lab) map[string]string {
 	v := l.victim(t)
 	ctx := context.Background()
-	// First its build fails (its validation, the lab's fail file): its
-	// converge uploads the run's log to the lab's Swift through the grant
-	// the reaper gave it, and its record links the log.
-	l.Expect(v.Name, "made to fail its validation, then powered off hard (machine death)")
-	l.sh(t, v.Name, "mkdir -p /etc/labroles && echo lab > /etc/labroles/fail-validation")
-	if out, err := l.convergeExit(v.Name, true); err == nil {
-		t.Fatalf("%s: converge passed with the fail file:\n%s", v.Name, out)
+	// First its build fails: its Puppet code cannot write a file it
+	// manages (a directory stands in its place), so its consistent run
+	// fails on every attempt and the host is marked suspect. Its converge
+	// uploads the run's log to the lab's Swift through the grant the
+	// reaper gave it, and its record links the log.
+	l.Expect(v.Name, "made a suspect (its consistent Puppet run fails), then powered off hard (machine death)")
+	l.sh(t, v.Name, "f="+brokenFile(v.Role)+"; rm -rf $f && mkdir -p $f")
+	if out, err := l.convergeExit(v.Name, "--force", "--retry-interval", "5s", "--max-attempts", "2"); err == nil {
+		t.Fatalf("%s: converge passed with its Puppet code broken:\n%s", v.Name, out)
 	}
-	before := l.failureLog(t, ctx, v.Name)
+	if out, _ := l.orchestrate(ctx, "get-failures"); !strings.Contains(out, v.Name) || !strings.Contains(out, "suspect") {
+		t.Fatalf("%s is no suspect in get-failures:\n%s", v.Name, out)
+	}
+	before := l.failureLog(t, ctx, v.Name, v.Role)
 	start := time.Now()
 	if err := l.HV.Kill(v.Name); err != nil {
 		t.Fatal(err)
@@ -247,26 +254,30 @@ func scenarioDeath(t *testing.T, l *Lab) map[string]string {
 	took := time.Since(start)
 	// The machine is gone, its records with it: the log is still read
 	// from Swift, as before.
-	if after := l.failureLog(t, ctx, v.Name); after != before {
+	if after := l.failureLog(t, ctx, v.Name, v.Role); after != before {
 		t.Fatalf("%s's failure log read after its death differs from the one read before:\n%s\n---\n%s", v.Name, after, before)
 	}
 	return map[string]string{"victim": v.Name, "death_to_replacement_serving": took.Round(time.Second).String(),
 		"failure_log": fmt.Sprintf("%d bytes from Swift after the machine was gone", len(before))}
 }
 
+// brokenFile is a file the lab's Puppet code manages on a server of role
+// (lab/puppet: the index its service serves).
+func brokenFile(role string) string { return "/var/lib/labroles/" + role + "/www/index.html" }
+
 // failureLog is host's failure log as `orchestrate logs HOST --step
-// validation` reads it from the lab's Swift with the container's key; it
-// must name the lab's failing validation.
-func (l *Lab) failureLog(t *testing.T, ctx context.Context, host string) string {
+// puppet` reads it from the lab's Swift with the container's key; it must
+// be the failing run's: Puppet's error naming the file it could not write.
+func (l *Lab) failureLog(t *testing.T, ctx context.Context, host, role string) string {
 	t.Helper()
 	var out string
 	var code int
 	l.wait(t, 2*time.Minute, host+"'s failure log in Swift", func() bool {
-		out, code = l.orchestrate(ctx, "logs", host, "--step", "validation", "--container-url", l.Swift.ContainerURL, "--temp-url-key-file", l.Swift.KeyFile)
+		out, code = l.orchestrate(ctx, "logs", host, "--step", "puppet", "--container-url", l.Swift.ContainerURL, "--temp-url-key-file", l.Swift.KeyFile)
 		return code == 0
 	})
-	if !strings.Contains(out, "failing on purpose while /etc/labroles/fail-validation exists") {
-		t.Fatalf("orchestrate logs %s: the log does not name the failing validation:\n%s", host, out)
+	if !strings.Contains(out, "Error: ") || !strings.Contains(out, brokenFile(role)) {
+		t.Fatalf("orchestrate logs %s: the log does not hold Puppet's error on %s:\n%s", host, brokenFile(role), out)
 	}
 	return out
 }

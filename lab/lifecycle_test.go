@@ -235,16 +235,16 @@ func scenarioAutoscale(t *testing.T, l *Lab) map[string]string {
 // shows in its exit code.
 func (l *Lab) convergeOn(t *testing.T, host string) string {
 	t.Helper()
-	out, err := l.convergeExit(host, false)
+	out, err := l.convergeExit(host)
 	if err != nil {
 		t.Fatalf("%s: converge again: %v\n%s", host, err, out)
 	}
 	return out
 }
 
-// convergeExit is convergeOn's run, its failure returned; force runs it
-// (--force) even when the host is on the version with nothing failed.
-func (l *Lab) convergeExit(host string, force bool) (string, error) {
+// convergeExit is convergeOn's run with extra arguments (--force, ...),
+// its failure returned.
+func (l *Lab) convergeExit(host string, extra ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	raw, err := l.HV.Exec(ctx, host, "cat", paths.WatchConfig)
@@ -258,9 +258,7 @@ func (l *Lab) convergeExit(host string, force bool) (string, error) {
 	for _, w := range cfg.Watches {
 		if w.Type == "key" && strings.HasSuffix(w.Key, "/current_version") {
 			args := slices.DeleteFunc(slices.Clone(w.Args), func(a string) bool { return a == "--handler" })
-			if force {
-				args = append(args, "--force")
-			}
+			args = append(args, extra...)
 			out, err := l.HV.Exec(ctx, host, args...)
 			return string(out), err
 		}
