@@ -362,17 +362,19 @@ func (s *Swift) StartProxy(t testing.TB) {
 	port := u[strings.LastIndex(u, ":")+1:]
 	cmd := exec.Command(filepath.Join(s.root, "scripts", "swift", "up.sh"))
 	cmd.Env = append(os.Environ(), "SWIFT_E2E_DIR="+s.Dir, "SWIFT_E2E_PROXY_PORT="+port)
-	// The other ports are read back from the configuration up.sh wrote.
 	conf, err := os.ReadFile(filepath.Join(s.Dir, "configured"))
 	if err != nil {
 		t.Fatalf("swifttest: %v", err)
 	}
+	// The other ports and the proxy's address (up.sh: "PROXY ACCOUNT
+	// CONTAINER OBJECT MEMCACHE HOST") are read back from the
+	// configuration up.sh wrote.
 	p := strings.Fields(string(conf))
-	if len(p) != 5 {
+	if len(p) != 6 {
 		t.Fatalf("swifttest: %s/configured: %q", s.Dir, conf)
 	}
 	cmd.Env = append(cmd.Env, "SWIFT_E2E_ACCOUNT_PORT="+p[1], "SWIFT_E2E_CONTAINER_PORT="+p[2],
-		"SWIFT_E2E_OBJECT_PORT="+p[3], "SWIFT_E2E_MEMCACHE_PORT="+p[4])
+		"SWIFT_E2E_OBJECT_PORT="+p[3], "SWIFT_E2E_MEMCACHE_PORT="+p[4], "SWIFT_E2E_HOST="+p[5])
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("swifttest: restart the proxy: %v\n%s", err, out)
 	}

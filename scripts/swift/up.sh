@@ -34,7 +34,7 @@ for np in proxy:$PROXY_PORT account:$ACCOUNT_PORT container:$CONTAINER_PORT obje
 done
 
 # Configuration: written when the address or ports differ from the last run's.
-ports="$HOST $PROXY_PORT $ACCOUNT_PORT $CONTAINER_PORT $OBJECT_PORT $MEMCACHE_PORT"
+ports="$PROXY_PORT $ACCOUNT_PORT $CONTAINER_PORT $OBJECT_PORT $MEMCACHE_PORT $HOST"
 if [ "$(cat "$SWIFT_E2E_DIR/configured" 2>/dev/null)" != "$ports" ]; then
 	log "configuring under $SWIFT_E2E_DIR (proxy $HOST:$PROXY_PORT)"
 	mkdir -p "$ETC" "$SRV/sda1" "$LOGS" "$RUN"
