@@ -148,6 +148,23 @@ func Defaults() Config {
 
 // Validate names the first bad field.
 func (c Config) Validate() error {
+	for _, check := range []func() error{c.validateSteps, c.validateTimings, c.validateLogs} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if err := watch.ValidPassEnv(c.PassEnv); err != nil {
+		return err
+	}
+	if c.LockFile == "" {
+		return errors.New("--lock-file is empty")
+	}
+	return nil
+}
+
+// validateSteps checks which steps run and in which mode: the commands,
+// the modes that exclude each other, the role and the repaired services.
+func (c Config) validateSteps() error {
 	switch {
 	case c.PuppetCmd == "" && c.ConsistentCmd == "":
 		return errors.New("--consistent-cmd (or the older single --puppet-cmd) is required")
@@ -167,16 +184,8 @@ func (c Config) Validate() error {
 		return errors.New("--repair-service needs --repair")
 	case c.Repair && (c.EventualOnly || c.SlotWake):
 		return errors.New("--repair excludes --eventual-only and --slot-wake")
-	case c.RepairAttempts < 1 || c.RepairAttempts > 20:
-		return fmt.Errorf("--repair-attempts %d must be between 1 and 20", c.RepairAttempts)
-	case c.RepairBackoff < time.Second:
-		return fmt.Errorf("--repair-backoff %s must be at least 1s", c.RepairBackoff)
 	case c.ValidateCmd != "" && c.ValidateDir != "":
 		return errors.New("--validate-cmd and --validate-dir exclude each other")
-	case c.StepTimeout <= 0:
-		return fmt.Errorf("--step-timeout %s must be positive", c.StepTimeout)
-	case c.ValidateTimeout <= 0:
-		return fmt.Errorf("--validate-timeout %s must be positive", c.ValidateTimeout)
 	case c.HieraData == "":
 		return errors.New("--hiera-data is empty")
 	case !filepath.IsAbs(c.HieraData):
@@ -184,29 +193,6 @@ func (c Config) Validate() error {
 		// path would name a file nothing writes, and every failure would
 		// look like waiting for the data.
 		return fmt.Errorf("--hiera-data %s must be an absolute path", c.HieraData)
-	case c.LogDir == "":
-		return errors.New("--log-dir is empty")
-	case c.KeepLogs < 1:
-		return fmt.Errorf("--keep-logs %d must be at least 1", c.KeepLogs)
-	case c.LockFile == "":
-		return errors.New("--lock-file is empty")
-	case c.UploadLogs != UploadOnFailure && c.UploadLogs != UploadAlways && c.UploadLogs != UploadNever:
-		return fmt.Errorf("--upload-logs %q: want %s, %s or %s", c.UploadLogs, UploadOnFailure, UploadAlways, UploadNever)
-	case c.UploadLogs != UploadNever && (!filepath.IsAbs(c.LogGrant) || !filepath.IsAbs(c.LogSpool)):
-		return fmt.Errorf("--log-grant %q and --log-spool %q must be absolute paths", c.LogGrant, c.LogSpool)
-	case c.MaxLogBytes < logship.MinMaxBytes || c.MaxLogBytes > 1<<30:
-		return fmt.Errorf("--max-log-bytes %d must be between %d and 1 GiB", c.MaxLogBytes, logship.MinMaxBytes)
-	case c.UploadTimeout < time.Second || c.UploadTimeout > 10*time.Minute:
-		return fmt.Errorf("--upload-timeout %s must be between 1s and 10m", c.UploadTimeout)
-	case c.RetryInterval < 0:
-		return fmt.Errorf("--retry-interval %s is negative", c.RetryInterval)
-	case c.MaxAttempts < 0:
-		return fmt.Errorf("--max-attempts %d is negative", c.MaxAttempts)
-	case c.SlotTTL < 10*time.Second || c.SlotTTL > 24*time.Hour:
-		// Consul's bounds for a session TTL.
-		return fmt.Errorf("--slot-ttl %s is outside Consul's session TTL range, 10s to 24h", c.SlotTTL)
-	case !c.NoChecks && c.CheckTTL < time.Minute:
-		return fmt.Errorf("--check-ttl %s is shorter than a minute", c.CheckTTL)
 	}
 	if c.Role != "" {
 		if err := schema.ValidName("--role", c.Role); err != nil {
@@ -218,9 +204,6 @@ func (c Config) Validate() error {
 			return fmt.Errorf("--repair-service: %w", err)
 		}
 	}
-	if err := watch.ValidPassEnv(c.PassEnv); err != nil {
-		return err
-	}
 	if c.ValidateDir != "" {
 		st, err := os.Stat(c.ValidateDir)
 		if err != nil {
@@ -230,8 +213,52 @@ func (c Config) Validate() error {
 			return fmt.Errorf("--validate-dir %s is not a directory", c.ValidateDir)
 		}
 	}
-	if !filepath.IsAbs(c.LogDir) {
+	return nil
+}
+
+// validateTimings checks the timeouts, retries, repair attempts and TTLs.
+func (c Config) validateTimings() error {
+	switch {
+	case c.RepairAttempts < 1 || c.RepairAttempts > 20:
+		return fmt.Errorf("--repair-attempts %d must be between 1 and 20", c.RepairAttempts)
+	case c.RepairBackoff < time.Second:
+		return fmt.Errorf("--repair-backoff %s must be at least 1s", c.RepairBackoff)
+	case c.StepTimeout <= 0:
+		return fmt.Errorf("--step-timeout %s must be positive", c.StepTimeout)
+	case c.ValidateTimeout <= 0:
+		return fmt.Errorf("--validate-timeout %s must be positive", c.ValidateTimeout)
+	case c.RetryInterval < 0:
+		return fmt.Errorf("--retry-interval %s is negative", c.RetryInterval)
+	case c.MaxAttempts < 0:
+		return fmt.Errorf("--max-attempts %d is negative", c.MaxAttempts)
+	case c.SlotTTL < 10*time.Second || c.SlotTTL > 24*time.Hour:
+		// Consul's bounds for a session TTL.
+		return fmt.Errorf("--slot-ttl %s is outside Consul's session TTL range, 10s to 24h", c.SlotTTL)
+	case !c.NoChecks && c.CheckTTL < time.Minute:
+		return fmt.Errorf("--check-ttl %s is shorter than a minute", c.CheckTTL)
+	}
+	return nil
+}
+
+// validateLogs checks where the run logs go: the local directory and how
+// many it keeps, and the upload to Swift (when, the grant, the spool, the
+// cap and the timeout).
+func (c Config) validateLogs() error {
+	switch {
+	case c.LogDir == "":
+		return errors.New("--log-dir is empty")
+	case !filepath.IsAbs(c.LogDir):
 		return fmt.Errorf("--log-dir %s must be an absolute path (it is named in status log URLs)", c.LogDir)
+	case c.KeepLogs < 1:
+		return fmt.Errorf("--keep-logs %d must be at least 1", c.KeepLogs)
+	case c.UploadLogs != UploadOnFailure && c.UploadLogs != UploadAlways && c.UploadLogs != UploadNever:
+		return fmt.Errorf("--upload-logs %q: want %s, %s or %s", c.UploadLogs, UploadOnFailure, UploadAlways, UploadNever)
+	case c.UploadLogs != UploadNever && (!filepath.IsAbs(c.LogGrant) || !filepath.IsAbs(c.LogSpool)):
+		return fmt.Errorf("--log-grant %q and --log-spool %q must be absolute paths", c.LogGrant, c.LogSpool)
+	case c.MaxLogBytes < logship.MinMaxBytes || c.MaxLogBytes > 1<<30:
+		return fmt.Errorf("--max-log-bytes %d must be between %d and 1 GiB", c.MaxLogBytes, logship.MinMaxBytes)
+	case c.UploadTimeout < time.Second || c.UploadTimeout > 10*time.Minute:
+		return fmt.Errorf("--upload-timeout %s must be between 1s and 10m", c.UploadTimeout)
 	}
 	return nil
 }
