@@ -252,53 +252,14 @@ func swiftLogs(status map[string]store.Status, step, version string) []logCandid
 }
 
 func runLogsGet(ctx context.Context, e *env, o *logsOptions, host string) error {
-	if err := schema.ValidName("host", host); err != nil {
-		return exitcode.Wrap(exitcode.Usage, err)
-	}
-	for _, v := range []struct{ kind, val string }{{"--step", o.step}, {"--version", o.version}} {
-		if v.val != "" {
-			if err := schema.ValidName(v.kind, v.val); err != nil {
-				return exitcode.Wrap(exitcode.Usage, err)
-			}
-		}
-	}
-	if o.container == "" {
-		return exitcode.Usagef("logs: no log container: give --container-url or set $%s", EnvSwiftContainer)
-	}
-	if _, err := logship.ContainerPath(o.container); err != nil {
-		return exitcode.Usagef("--container-url: %v", err)
-	}
-	key, err := readKey(o.keyFile)
+	key, err := logsGetInput(o, host)
 	if err != nil {
 		return err
 	}
-	status, err := e.store.HostStatus(ctx, host)
+	l, err := findLog(ctx, e, o, host)
 	if err != nil {
 		return err
 	}
-	logs := swiftLogs(status, o.step, o.version)
-	if len(logs) == 0 {
-		// The host is gone (its records forgotten when its server was
-		// deleted): its departed record kept the links.
-		rec, found, err := e.store.Departed(ctx, host)
-		if err != nil {
-			return err
-		}
-		if found {
-			logs = swiftLogs(departedStatus(rec), o.step, o.version)
-		}
-		if len(logs) == 0 {
-			why := "its status records link none"
-			if found {
-				why += ", nor does its departed record (forgotten " + rec.Forgotten.UTC().Format(time.RFC3339) + ")"
-			}
-			fmt.Fprintf(e.Stderr, "orchestrate: no log in Swift for %s%s: %s\n", host, filterText(o), why)
-			return answerNo()
-		}
-		fmt.Fprintf(e.Stderr, "orchestrate: %s is gone: its records were forgotten at %s (its server deleted); reading the log its departed record links\n",
-			host, rec.Forgotten.UTC().Format(time.RFC3339))
-	}
-	l := logs[0]
 	// A log_url is written by the host itself: its object must be the
 	// host's own, or a host could point the operator's signed read at
 	// another host's log under its own name.
@@ -310,6 +271,67 @@ func runLogsGet(ctx context.Context, e *env, o *logsOptions, host string) error 
 	if l.container != strings.TrimSuffix(o.container, "/") {
 		return exitcode.Usagef("logs: %s's %s record links %s, outside the log container %s: refused", host, l.category, l.url, o.container)
 	}
+	return fetchLog(ctx, e, o, host, key, l)
+}
+
+// logsGetInput checks `logs HOST`'s host, filters and container, and
+// reads the temp URL key.
+func logsGetInput(o *logsOptions, host string) ([]byte, error) {
+	if err := schema.ValidName("host", host); err != nil {
+		return nil, exitcode.Wrap(exitcode.Usage, err)
+	}
+	for _, v := range []struct{ kind, val string }{{"--step", o.step}, {"--version", o.version}} {
+		if v.val != "" {
+			if err := schema.ValidName(v.kind, v.val); err != nil {
+				return nil, exitcode.Wrap(exitcode.Usage, err)
+			}
+		}
+	}
+	if o.container == "" {
+		return nil, exitcode.Usagef("logs: no log container: give --container-url or set $%s", EnvSwiftContainer)
+	}
+	if _, err := logship.ContainerPath(o.container); err != nil {
+		return nil, exitcode.Usagef("--container-url: %v", err)
+	}
+	return readKey(o.keyFile)
+}
+
+// findLog is the newest log in Swift that host's status records link
+// (matching the filters), else its departed record's (the host is gone:
+// its records were forgotten when its server was deleted, and the
+// departed record kept the links). None is the answer no.
+func findLog(ctx context.Context, e *env, o *logsOptions, host string) (logCandidate, error) {
+	status, err := e.store.HostStatus(ctx, host)
+	if err != nil {
+		return logCandidate{}, err
+	}
+	if logs := swiftLogs(status, o.step, o.version); len(logs) > 0 {
+		return logs[0], nil
+	}
+	rec, found, err := e.store.Departed(ctx, host)
+	if err != nil {
+		return logCandidate{}, err
+	}
+	var logs []logCandidate
+	if found {
+		logs = swiftLogs(departedStatus(rec), o.step, o.version)
+	}
+	if len(logs) == 0 {
+		why := "its status records link none"
+		if found {
+			why += ", nor does its departed record (forgotten " + rec.Forgotten.UTC().Format(time.RFC3339) + ")"
+		}
+		fmt.Fprintf(e.Stderr, "orchestrate: no log in Swift for %s%s: %s\n", host, filterText(o), why)
+		return logCandidate{}, answerNo()
+	}
+	fmt.Fprintf(e.Stderr, "orchestrate: %s is gone: its records were forgotten at %s (its server deleted); reading the log its departed record links\n",
+		host, rec.Forgotten.UTC().Format(time.RFC3339))
+	return logs[0], nil
+}
+
+// fetchLog reads log l through a GET temp URL signed with key and copies
+// it to standard output.
+func fetchLog(ctx context.Context, e *env, o *logsOptions, host string, key []byte, l logCandidate) error {
 	u, err := logship.SignGet(key, o.container, l.name, time.Now().Add(readTTL))
 	if err != nil {
 		return exitcode.Wrap(exitcode.Usage, err)
