@@ -655,6 +655,11 @@ func (c *Config) validateTimings() error {
 			return err
 		}
 	}
+	// Every node answers each ring with a KV write: a fleet of thousands
+	// rung every few seconds would be a write storm.
+	if c.HeartbeatInterval.D() < time.Minute {
+		return fmt.Errorf("heartbeat_interval: %s is under a minute; every node writes its heartbeat record at each ring", c.HeartbeatInterval.D())
+	}
 	// Consul refuses session TTLs above 24h, and below its session_ttl_min
 	// (10s unless the servers are configured otherwise).
 	if c.SessionTTL.D() < time.Second || c.SessionTTL.D() > 24*time.Hour {

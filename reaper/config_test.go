@@ -106,6 +106,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{name: "departed retention too long", old: "interval: 10s", yaml: "interval: 10s\ndeparted_retention: 9000h", want: "departed_retention: must be between 1h and 366 days"},
 		{name: "departed retention not a duration", old: "interval: 10s", yaml: "interval: 10s\ndeparted_retention: forever", want: `line 4: "forever" is not a duration`},
 		{name: "heartbeat not positive", old: "interval: 10s", yaml: "interval: 10s\nheartbeat_interval: 0s", want: "heartbeat_interval: must be a positive duration"},
+		{name: "heartbeat storm", old: "interval: 10s", yaml: "interval: 10s\nheartbeat_interval: 5s", want: "heartbeat_interval: 5s is under a minute"},
 		{name: "silent after one heartbeat", old: "    desired: 3", yaml: "    desired: 3\n    silent_after: 15m", want: "roles[web].silent_after: 15m0s is shorter than twice heartbeat_interval 10m0s"},
 		{name: "negative silent_after", old: "    desired: 3", yaml: "    desired: 3\n    silent_after: -1m", want: "roles[web].silent_after: must be a positive duration"},
 		{name: "orphan grace below absent grace", old: "    desired: 3", yaml: "    desired: 3\n    absent_grace: 2h\n    orphan_grace: 1h", want: "roles[web].orphan_grace: 1h0m0s is shorter than absent_grace 2h0m0s"},
