@@ -41,39 +41,15 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a reaper.Action, bu
 	case reaper.OpDeregister:
 		return r.deregister(ctx, e.OldName)
 	case reaper.OpForget:
-		// The host's own records only, each still at the index this
-		// cycle read, in one transaction under the leader check.
-		ops, err := r.store.ForgetRecordsOps(ctx, e.OldName, a.RecordsIndex)
-		if err != nil {
-			return err
-		}
-		return r.journal.txn(ctx, t.session, ops...)
+		return r.forgetRecords(ctx, t, e.OldName, a.RecordsIndex)
 	case reaper.OpMaintain:
 		return r.maintenance(ctx, e)
 	case reaper.OpDeleteDuplicate:
-		// Asked again each cycle while Nova still lists it.
-		if _, err := r.deleteServer(ctx, e.NewID); err != nil {
-			if reaper.ClassOf(err) == reaper.Conflict {
-				return r.deleteRefused(t, e, err)
-			}
-			return err
-		}
-		return nil
+		return r.deleteDuplicate(ctx, t, e)
 	case reaper.OpRestore:
-		if err := r.endMaintenance(ctx, e.OldName); err != nil {
-			return err
-		}
-		return r.journal.Remove(ctx, t.session, e.ID, append(r.journal.pendingHookOps(e), r.journal.drainEndOp(e.OldName))...)
+		return r.restore(ctx, t, e)
 	case reaper.OpDrain:
-		// The drain request goes with the intent: the node's handler (or
-		// the platform) may move the work away and answer, and the server
-		// is deleted on the answer or at DrainUntil.
-		*budget = append(*budget, r.now())
-		e.Updated = r.now()
-		if err := r.journal.Put(ctx, t.session, e, *budget, r.journal.drainRequestOp(e, role, r.now().UTC())); err != nil {
-			return err
-		}
-		return r.maintenance(ctx, e)
+		return r.requestDrain(ctx, t, role, e, budget)
 	case reaper.OpAbort:
 		return r.abortDrain(ctx, t, a)
 	case reaper.OpRepair:
@@ -87,20 +63,7 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a reaper.Action, bu
 	case reaper.OpClaim:
 		return r.claim(ctx, t, e, put)
 	case reaper.OpStandbyStop:
-		// Started carries the standby's creation time (no entry is
-		// written for a stop).
-		rec := reaperkv.StandbyRecord{Role: e.Role, Host: e.OldName, ID: e.OldID, State: reaperkv.StandbyStopped, Created: e.Started}
-		if err := r.journal.SetStandby(ctx, t.session, rec); err != nil {
-			return err
-		}
-		sctx, cancel := context.WithTimeout(ctx, callTimeout)
-		err := r.cloud.Stop(sctx, e.OldID)
-		cancel()
-		if err != nil && reaper.ClassOf(err) != reaper.Conflict {
-			r.metrics.cloudError(err)
-			return err
-		}
-		return nil
+		return r.stopStandby(ctx, t, e)
 	case reaper.OpStandbyMaintain:
 		return r.setMaintenance(ctx, e.OldName, reaperkv.StandbyNotesPrefix+" the reaper keeps this node out of service as a standby of the warm pool of role "+e.Role+" until it is claimed")
 	case reaper.OpDelete:
@@ -109,6 +72,68 @@ func (r *Reaper) execute(ctx context.Context, t *leaderTerm, a reaper.Action, bu
 		return r.rollback(ctx, t, role, e, put)
 	}
 	return fmt.Errorf("unknown operation %q", a.Op)
+}
+
+// forgetRecords carries out OpForget: the host's own records only, each
+// still at the index this cycle read, in one transaction under the leader
+// check.
+func (r *Reaper) forgetRecords(ctx context.Context, t *leaderTerm, host string, index uint64) error {
+	ops, err := r.store.ForgetRecordsOps(ctx, host, index)
+	if err != nil {
+		return err
+	}
+	return r.journal.txn(ctx, t.session, ops...)
+}
+
+// deleteDuplicate carries out OpDeleteDuplicate, asked again each cycle
+// while Nova still lists the duplicate.
+func (r *Reaper) deleteDuplicate(ctx context.Context, t *leaderTerm, e reaper.Entry) error {
+	if _, err := r.deleteServer(ctx, e.NewID); err != nil {
+		if reaper.ClassOf(err) == reaper.Conflict {
+			return r.deleteRefused(t, e, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// restore carries out OpRestore: the server stays, out of maintenance,
+// and its entry goes with its hooks' requests and its drain request.
+func (r *Reaper) restore(ctx context.Context, t *leaderTerm, e reaper.Entry) error {
+	if err := r.endMaintenance(ctx, e.OldName); err != nil {
+		return err
+	}
+	return r.journal.Remove(ctx, t.session, e.ID, append(r.journal.pendingHookOps(e), r.journal.drainEndOp(e.OldName))...)
+}
+
+// requestDrain carries out OpDrain. The drain request goes with the
+// intent: the node's handler (or the platform) may move the work away and
+// answer, and the server is deleted on the answer or at DrainUntil.
+func (r *Reaper) requestDrain(ctx context.Context, t *leaderTerm, role *reaper.Role, e reaper.Entry, budget *[]time.Time) error {
+	*budget = append(*budget, r.now())
+	e.Updated = r.now()
+	if err := r.journal.Put(ctx, t.session, e, *budget, r.journal.drainRequestOp(e, role, r.now().UTC())); err != nil {
+		return err
+	}
+	return r.maintenance(ctx, e)
+}
+
+// stopStandby carries out OpStandbyStop: the standby's record says
+// stopped, then Nova stops it. Started carries the standby's creation
+// time (no entry is written for a stop).
+func (r *Reaper) stopStandby(ctx context.Context, t *leaderTerm, e reaper.Entry) error {
+	rec := reaperkv.StandbyRecord{Role: e.Role, Host: e.OldName, ID: e.OldID, State: reaperkv.StandbyStopped, Created: e.Started}
+	if err := r.journal.SetStandby(ctx, t.session, rec); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, callTimeout)
+	err := r.cloud.Stop(sctx, e.OldID)
+	cancel()
+	if err != nil && reaper.ClassOf(err) != reaper.Conflict {
+		r.metrics.cloudError(err)
+		return err
+	}
+	return nil
 }
 
 // deleteOld carries out OpDelete: the intent, the delete of the old
