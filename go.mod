@@ -7,7 +7,9 @@ require (
 	github.com/gophercloud/gophercloud/v2 v2.15.0
 	github.com/hashicorp/consul-template v0.41.1
 	github.com/hashicorp/consul/api v1.34.5
+	github.com/hashicorp/go-cleanhttp v0.5.2
 	github.com/miekg/dns v1.1.73
+	github.com/prometheus/common v0.70.1
 	github.com/prometheus/exporter-toolkit v0.20.0
 	github.com/spf13/pflag v1.0.10
 	golang.org/x/crypto v0.57.0
@@ -34,7 +36,6 @@ require (
 	github.com/gorilla/websocket v1.5.0 // indirect
 	github.com/hashicorp/cronexpr v1.1.1 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
-	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/hashicorp/go-hclog v1.6.3 // indirect
 	github.com/hashicorp/go-immutable-radix v1.3.1 // indirect
 	github.com/hashicorp/go-metrics v0.6.0 // indirect
@@ -66,7 +67,6 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/prometheus/client_golang v1.23.2 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
-	github.com/prometheus/common v0.70.1 // indirect
 	github.com/prometheus/procfs v0.21.0 // indirect
 	github.com/ryanuber/go-glob v1.0.0 // indirect
 	github.com/shopspring/decimal v1.4.0 // indirect

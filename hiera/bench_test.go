@@ -17,14 +17,12 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
-// Benchmark catalog: 1,000 services x 5 instances, spread over 1,000 nodes
-// (each node runs 5 services); one instance in five is critical.
-const (
-	benchServices  = 1000
-	benchInstances = 5
-)
+// Benchmark catalog: N services x 5 instances, spread over N nodes (each
+// node runs 5 services); one instance in five is critical.
+const benchInstances = 5
 
 // BenchmarkCatalog1000x5 compares hiera-services with the consul-template
 // binary (`make bin/consul-template`) on the same catalog: once mode from
@@ -32,9 +30,19 @@ const (
 // connections, and in watch mode the latency from registering one instance
 // (watch/) and from one check change (health/) to the file holding it,
 // with the connections held and the bytes the agent sent per change.
-// hiera-services runs against an agent with Consul's default limits; the
-// binary's watch mode needs a raised limit. Run it with `make bench-hiera`.
-func BenchmarkCatalog1000x5(b *testing.B) {
+// hiera-services runs against an agent with Consul's default limits: on
+// its own (hiera-services), and on a client agent of a cluster whose
+// catalog change feed a publisher serves (hiera-services-feed: the
+// publisher, one per datacenter, holds one query per service on the
+// server's agent, whose limit is raised). The binary's watch mode needs a
+// raised limit. Run it with `make bench-hiera`.
+func BenchmarkCatalog1000x5(b *testing.B) { benchCatalog(b, 1000) }
+
+// BenchmarkCatalog5000x5 is BenchmarkCatalog1000x5 on five times the
+// catalog: a registration's cost must not grow with it.
+func BenchmarkCatalog5000x5(b *testing.B) { benchCatalog(b, 5000) }
+
+func benchCatalog(b *testing.B, benchServices int) {
 	root := repoRootDir(b)
 	ctBin := filepath.Join(root, "bin", "consul-template")
 	if _, err := os.Stat(ctBin); err != nil {
@@ -46,12 +54,26 @@ func BenchmarkCatalog1000x5(b *testing.B) {
 	// (both tools): its agent must accept more than its default 200
 	// connections per client address.
 	def := consultest.Start(b, consultest.Options{})
-	a := consultest.Start(b, consultest.Options{HCL: `limits { http_max_conns_per_client = 4096 }`})
+	a := consultest.Start(b, consultest.Options{HCL: `limits { http_max_conns_per_client = 16384 }`})
 	for _, ag := range []*consultest.Agent{def, a} {
 		start := time.Now()
-		registerBenchCatalog(b, ag.Client)
+		registerBenchCatalog(b, ag.Client, benchServices)
 		b.Logf("registered %d instances of %d services in %v", benchServices*benchInstances, benchServices, time.Since(start).Round(time.Millisecond))
 	}
+	// A node's agent with Consul's defaults in a's cluster, and the
+	// datacenter's feed publisher on a.
+	node := consultest.Start(b, consultest.Options{NodeName: "bench-node", JoinLAN: a.SerfLANAddr()})
+	publisher := exec.Command(hsBin, "--consul-addr", a.HTTPAddr, "--publish")
+	pubLogs := &testutil.SyncBuffer{}
+	publisher.Stdout, publisher.Stderr = pubLogs, pubLogs
+	if err := publisher.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = publisher.Process.Signal(syscall.SIGINT)
+		_ = publisher.Wait()
+	}()
+	lastSvc := fmt.Sprintf("svc-%04d", benchServices-1)
 
 	ctTmpl := filepath.Join(root, "hiera", "testdata", "bench-consul-template.ctmpl")
 	// hiera-services runs against the default agent in both modes; the
@@ -61,6 +83,8 @@ func BenchmarkCatalog1000x5(b *testing.B) {
 		name  string
 		watch *consultest.Agent
 		cmd   func(out string, watch bool) []string
+		// follows: the watch must follow the feed before changes are timed.
+		follows bool
 	}{
 		{"hiera-services", def, func(out string, watch bool) []string {
 			args := []string{hsBin, "--consul-addr", def.HTTPAddr, "--out", out, "--lock-file", out + ".lock"}
@@ -68,15 +92,21 @@ func BenchmarkCatalog1000x5(b *testing.B) {
 				args = append(args, "--watch")
 			}
 			return args
-		}},
+		}, false},
+		{"hiera-services-feed", node, func(out string, watch bool) []string {
+			return []string{hsBin, "--consul-addr", node.HTTPAddr, "--out", out, "--lock-file", out + ".lock", "--watch"}
+		}, true},
 		{"consul-template", a, func(out string, watch bool) []string {
 			if watch {
 				return []string{ctBin, "-consul-addr", a.HTTPAddr, "-template", ctTmpl + ":" + out, "-log-level", "err"}
 			}
 			return []string{ctBin, "-consul-addr", def.HTTPAddr, "-template", ctTmpl + ":" + out, "-log-level", "err", "-once"}
-		}},
+		}, false},
 	}
 	for _, tool := range tools {
+		if tool.follows {
+			continue // once mode reads the catalog, not the feed
+		}
 		b.Run("once/"+tool.name, func(b *testing.B) {
 			var maxRSS int64
 			var size, peakConns int
@@ -102,7 +132,7 @@ func BenchmarkCatalog1000x5(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if !bytes.Contains(data, []byte(fmt.Sprintf("svc-%04d", benchServices-1))) {
+				if !bytes.Contains(data, []byte(lastSvc)) {
 					b.Fatalf("%s lacks the last service", out)
 				}
 				size = len(data)
@@ -114,21 +144,21 @@ func BenchmarkCatalog1000x5(b *testing.B) {
 	}
 	for _, tool := range tools {
 		b.Run("watch/"+tool.name, func(b *testing.B) {
-			benchWatch(b, tool.watch, tool.cmd, registerChange)
+			benchWatch(b, tool.watch, tool.cmd, registerChange, benchServices, tool.follows)
 		})
 		b.Run("health/"+tool.name, func(b *testing.B) {
-			benchWatch(b, tool.watch, tool.cmd, healthChange)
+			benchWatch(b, tool.watch, tool.cmd, healthChange, benchServices, tool.follows)
 		})
 	}
 }
 
 // A change benchWatch times: make it, and say what the file holds once
 // it arrived.
-type benchChange func(b *testing.B, a *consultest.Agent, i int) (arrived func(data string) bool)
+type benchChange func(b *testing.B, a *consultest.Agent, i, services int) (arrived func(data string) bool)
 
 // registerChange registers one new instance of svc-0500 at an address no
 // earlier change used.
-func registerChange(b *testing.B, a *consultest.Agent, _ int) func(string) bool {
+func registerChange(b *testing.B, a *consultest.Agent, _, _ int) func(string) bool {
 	n := benchChanges.Add(1)
 	addr := fmt.Sprintf("10.250.%d.%d", (n/250)%250, n%250+1)
 	node := fmt.Sprintf("bench-new-%d", n)
@@ -140,12 +170,13 @@ func registerChange(b *testing.B, a *consultest.Agent, _ int) func(string) bool 
 	return func(data string) bool { return strings.Contains(data, `"`+addr+`"`) }
 }
 
-// healthChange flips the check of svc-0500's fifth instance (node-0300,
-// 10.1.1.51, critical in the catalog as registered) between passing and
-// critical, changing the check alone (no service registration), and
-// waits for the address to enter or leave svc-0500's healthy key.
-func healthChange(b *testing.B, a *consultest.Agent, i int) func(string) bool {
-	const node, addr = "node-0300", "10.1.1.51"
+// healthChange flips the check of svc-0500's fifth instance (critical in
+// the catalog as registered) between passing and critical, changing the
+// check alone (no service registration), and waits for the address to
+// enter or leave svc-0500's healthy key.
+func healthChange(b *testing.B, a *consultest.Agent, i, services int) func(string) bool {
+	n := (500 + (benchInstances-1)*(services/benchInstances)) % services
+	node, addr := fmt.Sprintf("node-%04d", n), benchNodeAddr(n)
 	status := api.HealthPassing
 	if i%2 == 1 {
 		status = api.HealthCritical
@@ -168,7 +199,8 @@ func healthChange(b *testing.B, a *consultest.Agent, i int) func(string) bool {
 // benchWatch starts a tool in watch mode, waits for its first render, then
 // times each change until the file holds it, and reports the peak of the
 // connections it held to the agent and the bytes it read per change.
-func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []string, change benchChange) {
+func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []string, change benchChange, services int, follows bool) {
+	lastSvc := fmt.Sprintf("svc-%04d", services-1)
 	dir := b.TempDir()
 	out := filepath.Join(dir, "services.yaml")
 	args := argv(out, true)
@@ -182,8 +214,8 @@ func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []str
 		}
 	}
 	cmd := exec.Command(args[0], args[1:]...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &testutil.SyncBuffer{}
+	cmd.Stderr = stderr
 	w, err := newDirWatch(dir)
 	if err != nil {
 		b.Fatal(err)
@@ -212,21 +244,33 @@ func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []str
 	}
 	defer stop()
 	// The first render must hold every service before changes are timed.
-	if err := w.waitFor(out, fmt.Sprintf("svc-%04d", benchServices-1), 5*time.Minute); err != nil {
+	if err := w.waitFor(out, lastSvc, 5*time.Minute); err != nil {
 		b.Fatalf("first render: %v\n%s", err, stderr.String())
+	}
+	if follows {
+		deadline := time.Now().Add(2 * time.Minute)
+		for !strings.Contains(stderr.String(), "following the catalog change feed") {
+			if time.Now().After(deadline) {
+				b.Fatalf("the watch never followed the feed:\n%s", stderr.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	var lat []time.Duration
 	read0 := proxy.fromAgent.Load()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		arrived := change(b, a, i)
+		arrived := change(b, a, i, services)
 		if err := w.waitUntil(out, arrived, time.Minute); err != nil {
 			b.Fatalf("change %d: %v\n%s", i, err, stderr.String())
 		}
 		lat = append(lat, time.Since(t0))
 	}
 	b.StopTimer()
+	if follows && strings.Contains(stderr.String(), "watching the catalog directly") {
+		b.Fatalf("the watch left the feed during the changes:\n%s", stderr.String())
+	}
 	read := proxy.fromAgent.Load() - read0
 	stop()
 	b.ReportMetric(float64(proxy.peak.Load()), "peak-conns")
@@ -246,7 +290,12 @@ func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []str
 // benchChanges numbers the instances benchWatch adds, across runs.
 var benchChanges atomic.Int64
 
-func registerBenchCatalog(b *testing.B, c *api.Client) {
+// benchNodeAddr is node-NNNN's address in the benchmark catalog.
+func benchNodeAddr(node int) string {
+	return fmt.Sprintf("10.%d.%d.%d", 1+node/62500, (node/250)%250, node%250+1)
+}
+
+func registerBenchCatalog(b *testing.B, c *api.Client, benchServices int) {
 	type job struct{ svc, k int }
 	jobs := make(chan job)
 	var wg sync.WaitGroup
@@ -258,7 +307,7 @@ func registerBenchCatalog(b *testing.B, c *api.Client) {
 			defer wg.Done()
 			for j := range jobs {
 				node := (j.svc + j.k*(benchServices/benchInstances)) % benchServices
-				addr := fmt.Sprintf("10.%d.%d.%d", 1+node/62500, (node/250)%250, node%250+1)
+				addr := benchNodeAddr(node)
 				name := fmt.Sprintf("svc-%04d", j.svc)
 				status := api.HealthPassing
 				if j.k == 4 {

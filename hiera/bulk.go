@@ -18,12 +18,22 @@ import (
 	"github.com/jiocloud/orchestrate/internal/fault"
 )
 
-// watchConns bounds --watch's connections to the agent: three blocking
-// queries that cover the whole datacenter (the service list, the checks
-// that are not passing, the node list) and four for targeted reads. With
-// the renderer's own client, which checks every 2 s that the agent
-// answers, a node holds at most 8, whatever the catalog's size.
+// watchConns bounds --watch's connections to the agent: one blocking
+// query on the catalog change feed, three that cover the whole
+// datacenter (the service list, the checks that are not passing, the node
+// list; stopped while the feed is live) and three for targeted reads
+// (four without the feed). With the renderer's own client, which checks
+// every 2 s that the agent answers, a node holds at most 8, whatever the
+// catalog's size.
 const watchConns = 7
+
+// fetchConns is how many targeted reads run at once.
+func (w *bulkWatch) fetchConns() int {
+	if w.feedPrefix != "" {
+		return watchConns - 4
+	}
+	return watchConns - 3
+}
 
 // blockWait is how long each blocking query waits for a change.
 const blockWait = 5 * time.Minute
@@ -70,6 +80,13 @@ type bulkWatch struct {
 	index    map[string]uint64         // last index read per used dependency
 	services map[string][]string       // service name -> used health deps
 	nodeDeps map[string]map[string]bool
+	// listed holds the last service list read (the datacenter's own),
+	// each service's tags, for the change feed.
+	listed map[string][]string
+
+	// feedPrefix is the KV prefix of the catalog change feed; "" when
+	// not followed.
+	feedPrefix string
 }
 
 func (r *Renderer) newBulkWatch(p *pass, sel *Selection) (*bulkWatch, error) {
@@ -83,11 +100,12 @@ func (r *Renderer) newBulkWatch(p *pass, sel *Selection) (*bulkWatch, error) {
 	if err != nil {
 		return nil, fault.Input(fmt.Errorf("template: %w", err))
 	}
-	dc := ""
+	dc, feed := "", r.FeedPrefix
 	if sel.QueryDatacenter {
-		dc = sel.Datacenter
+		// The feed is the publisher's own datacenter's.
+		dc, feed = sel.Datacenter, ""
 	}
-	return &bulkWatch{r: r, p: p, clients: clients, consul: clients.Consul(), tmpl: tmpl, brain: cttemplate.NewBrain(), dc: dc,
+	return &bulkWatch{r: r, p: p, clients: clients, consul: clients.Consul(), tmpl: tmpl, brain: cttemplate.NewBrain(), dc: dc, feedPrefix: feed,
 		trouble: p.trouble, dirty: map[string]bool{}, wakeCh: make(chan struct{}, 1),
 		used: map[string]dep.Dependency{}, index: map[string]uint64{}, services: map[string][]string{}, nodeDeps: map[string]map[string]bool{}}, nil
 }
@@ -101,16 +119,25 @@ func (w *bulkWatch) run(ctx context.Context, onChange func(context.Context)) err
 	defer cancel()
 	// The watchers take their first look before the first render reads
 	// anything, so no change falls between the two.
-	ready := make(chan struct{}, 3)
-	for _, f := range []func(context.Context, chan<- struct{}){w.watchServices, w.watchChecks, w.watchNodes} {
+	if w.feedPrefix == "" {
+		ready := make(chan struct{}, 3)
+		d := w.startDirect(wctx, ready)
+		defer d.stop()
+		for range 3 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-ready:
+			}
+		}
+	} else {
+		initCh := make(chan struct{})
 		wg.Add(1)
-		go func() { defer wg.Done(); f(wctx, ready) }()
-	}
-	for range 3 {
+		go func() { defer wg.Done(); w.watchFeed(wctx, initCh) }()
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ready:
+		case <-initCh:
 		}
 	}
 	w.wake()
@@ -271,9 +298,18 @@ func (w *bulkWatch) remember(used []dep.Dependency) {
 	w.used = map[string]dep.Dependency{}
 	w.services = map[string][]string{}
 	w.nodeDeps = map[string]map[string]bool{}
+	w.listed = map[string][]string{}
 	for _, d := range used {
 		k := d.String()
 		w.used[k] = d
+		if cq, ok := d.(*dep.CatalogServicesQuery); ok && k == "catalog.services" {
+			data, _ := w.brain.Recall(cq)
+			list, _ := data.([]*dep.CatalogSnippet)
+			for _, s := range list {
+				w.listed[s.Name] = s.Tags
+			}
+			continue
+		}
 		hq, ok := d.(*dep.HealthServiceQuery)
 		if !ok {
 			continue
@@ -313,7 +349,7 @@ func (w *bulkWatch) fetch(ctx context.Context, deps []dep.Dependency) error {
 		err  error
 	}
 	results := make(chan result, len(deps))
-	sem := make(chan struct{}, watchConns-3)
+	sem := make(chan struct{}, w.fetchConns())
 	for _, d := range deps {
 		go func() {
 			select {
@@ -433,7 +469,7 @@ func (w *bulkWatch) probe(ctx context.Context) error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var firstErr error
-	sem := make(chan struct{}, watchConns-3)
+	sem := make(chan struct{}, w.fetchConns())
 	for _, d := range deps {
 		wg.Add(1)
 		sem <- struct{}{}

@@ -19,6 +19,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/fileutil"
 	"github.com/jiocloud/orchestrate/internal/logging"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/templates"
 	"github.com/jiocloud/orchestrate/watch"
 )
@@ -60,6 +61,12 @@ type Config struct {
 	LockFile string
 	// PassEnv names credentials Exec may inherit (see watch.ChildEnv).
 	PassEnv []string
+	// Feed follows the datacenter's catalog change feed in --watch while
+	// a publisher serves it; Publish runs that publisher instead of
+	// rendering. Prefix is the KV prefix of the feed.
+	Feed    bool
+	Publish bool
+	Prefix  string
 
 	Consul consulclient.Options
 	Log    logging.Options
@@ -85,6 +92,13 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.Splay, "splay", DefaultSplay, "with --exec: wait a random delay within this window before running it, changes meanwhile coalescing into the one run, which sees the latest data (0: run at once; at most 10m)")
 	fs.StringVar(&c.LockFile, "lock-file", "", "lock serialising overlapping runs (default .NAME.lock beside --out)")
 	fs.StringArrayVar(&c.PassEnv, "pass-env", nil, "let --exec inherit this credential variable (CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE or an OS_* one), withheld by default (repeatable)")
+	defPrefix := os.Getenv("ORCHESTRATE_PREFIX")
+	if defPrefix == "" {
+		defPrefix = schema.DefaultPrefix
+	}
+	fs.BoolVar(&c.Feed, "feed", true, "with --watch: while a publisher (--publish) serves the datacenter's catalog change feed, follow it with one query and read again only the services that changed, instead of watching the whole catalog (--feed=false: always watch the catalog)")
+	fs.BoolVar(&c.Publish, "publish", false, "run the datacenter's catalog change feed publisher (one at a time, under a Consul lock) instead of rendering: one blocking query per service, so its agent's limits.http_max_conns_per_client must exceed the number of services")
+	fs.StringVar(&c.Prefix, "prefix", defPrefix, "Consul KV prefix of the change feed (default $ORCHESTRATE_PREFIX, else orchestrate)")
 	c.Consul.AddFlags(fs)
 	c.Log.AddFlags(fs)
 }
@@ -203,6 +217,9 @@ func run(ctx context.Context, args []string, stdio IO) error {
 	}
 	if fs.NArg() > 0 {
 		return exitcode.Usagef("unexpected argument %q (hiera-services takes flags only)", fs.Arg(0))
+	}
+	if c.Publish {
+		return runPublish(ctx, &c, fs, stdio)
 	}
 	c.ReadsDeclared = fs.Changed("reads")
 	if fs.Changed("splay") && c.Exec == "" {

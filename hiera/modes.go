@@ -57,6 +57,9 @@ func newFileRun(c *Config, tmpl string, deps Dependencies, logger *slog.Logger, 
 		Dest:         c.Out,
 		Log:          logger,
 	}
+	if c.Feed {
+		r.FeedPrefix = c.Prefix
+	}
 	f := &fileRun{c: c, r: r, sink: sink, log: logger, stdout: stdio.Stdout, stderr: stdio.Stderr}
 	if c.Exec != "" {
 		f.gate = newExecGate(c, deps, logger)

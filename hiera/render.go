@@ -76,6 +76,9 @@ type Renderer struct {
 	Sink Sink
 	Dest string
 	Log  *slog.Logger
+	// FeedPrefix is the KV prefix whose catalog change feed (Publisher)
+	// Watch follows while it is live; "" never follows one.
+	FeedPrefix string
 }
 
 // pass is the state of one Once or Watch: its template functions and what

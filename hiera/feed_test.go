@@ -1,0 +1,160 @@
+package hiera
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/testutil"
+)
+
+// running is an in-process hiera-services run.
+type running struct {
+	logs   *testutil.SyncBuffer
+	cancel context.CancelFunc
+	done   chan int
+}
+
+func startHS(args ...string) *running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{logs: &testutil.SyncBuffer{}, cancel: cancel, done: make(chan int, 1)}
+	go func() { r.done <- Run(ctx, args, IO{Stdout: r.logs, Stderr: r.logs}) }()
+	return r
+}
+
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case code := <-r.done:
+		if code != 0 {
+			t.Errorf("exit %d after cancel:\n%s", code, r.logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("did not stop")
+	}
+}
+
+// TestFeedFollowedAndFallBack: with a publisher running, --watch follows
+// the change feed and renders registrations, check changes, a new service
+// and a service leaving; when the publisher stops, it watches the catalog
+// itself and misses nothing; when a publisher is back, it follows the
+// feed again.
+func TestFeedFollowedAndFallBack(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	register(t, a.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", port: 3306, status: "passing"})
+	register(t, a.Client, inst{node: "web1", nodeAddr: "10.0.1.5", svc: "web", port: 80, status: "passing"})
+	out := outPath(t)
+	pub := startHS("--consul-addr", a.HTTPAddr, "--publish")
+	defer func() { pub.stop(t) }()
+	w := startHS("--consul-addr", a.HTTPAddr, "--out", out, "--watch")
+	defer w.stop(t)
+	has := func(what string, ok func(string) bool) {
+		t.Helper()
+		testutil.Eventually(t, 20*time.Second, what, func() bool {
+			data, _ := os.ReadFile(out)
+			return ok(string(data))
+		})
+	}
+	contains := func(s string) func(string) bool { return func(d string) bool { return strings.Contains(d, s) } }
+	has("the first render", contains("10.0.1.5"))
+	testutil.Eventually(t, 20*time.Second, "the watch to follow the feed", func() bool {
+		return strings.Contains(w.logs.String(), "following the catalog change feed")
+	})
+
+	register(t, a.Client, inst{node: "db2", nodeAddr: "10.0.0.6", svc: "mysql", port: 3306, status: "critical"})
+	has("a registration through the feed", contains("10.0.0.6"))
+	register(t, a.Client, inst{node: "db2", nodeAddr: "10.0.0.6", svc: "mysql", port: 3306, status: "passing"})
+	has("a check change through the feed", func(d string) bool {
+		return strings.Contains(d, `"healthy_services::mysql::address": ["10.0.0.5", "10.0.0.6"]`)
+	})
+	register(t, a.Client, inst{node: "cache1", nodeAddr: "10.0.2.5", svc: "redis", port: 6379, status: "passing"})
+	has("a new service through the feed", contains(`"services::redis::address": ["10.0.2.5"]`))
+	if _, err := a.Client.Catalog().Deregister(&api.CatalogDeregistration{Node: "web1", ServiceID: "web"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	has("a service leaving through the feed", func(d string) bool { return !strings.Contains(d, "services::web::") })
+	if strings.Contains(w.logs.String(), "watching the catalog directly") {
+		t.Fatalf("left the feed while the publisher ran:\n%s", w.logs.String())
+	}
+
+	pub.stop(t)
+	testutil.Eventually(t, 30*time.Second, "the watch to notice the publisher gone", func() bool {
+		return strings.Contains(w.logs.String(), "watching the catalog directly")
+	})
+	register(t, a.Client, inst{node: "db3", nodeAddr: "10.0.0.7", svc: "mysql", port: 3306, status: "passing"})
+	has("a registration without a publisher", contains("10.0.0.7"))
+
+	pub = startHS("--consul-addr", a.HTTPAddr, "--publish")
+	testutil.Eventually(t, 40*time.Second, "the watch to follow the new publisher", func() bool {
+		return strings.Count(w.logs.String(), "following the catalog change feed") == 2
+	})
+	register(t, a.Client, inst{node: "db4", nodeAddr: "10.0.0.8", svc: "mysql", port: 3306, status: "passing"})
+	has("a registration through the new publisher's feed", contains("10.0.0.8"))
+}
+
+// TestFeedRecordsWrittenByHand: a record that does not decode is ignored,
+// and a forged index only makes the node read that service again; the
+// publisher overwrites both with the real index, and a node token-less
+// write under a deposed session is refused.
+func TestFeedRecordsWrittenByHand(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	register(t, a.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", port: 3306, status: "passing"})
+	kv := a.Client.KV()
+	prefix := "orchestrate"
+	for _, p := range []*api.KVPair{
+		{Key: store.HieraFeedServiceKey(prefix, "mysql"), Value: []byte(`{"index": 18446744073709551615}`)},
+		{Key: store.HieraFeedServiceKey(prefix, "junk"), Value: []byte(`not json`)},
+		{Key: store.HieraFeedServicesDir(prefix) + "a/b", Value: []byte(`{"index": 5}`)},
+	} {
+		if _, err := kv.Put(p, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := outPath(t)
+	pub := startHS("--consul-addr", a.HTTPAddr, "--publish")
+	defer pub.stop(t)
+	w := startHS("--consul-addr", a.HTTPAddr, "--out", out, "--watch")
+	defer w.stop(t)
+	testutil.Eventually(t, 20*time.Second, "the watch to follow the feed", func() bool {
+		return strings.Contains(w.logs.String(), "following the catalog change feed")
+	})
+	st, err := store.New(a.Client, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the publisher to overwrite the forged index", func() bool {
+		f, err := st.FeedServices(context.Background())
+		return err == nil && f["mysql"].Index < 1<<40 && f["mysql"].Index > 0
+	})
+	register(t, a.Client, inst{node: "db2", nodeAddr: "10.0.0.6", svc: "mysql", port: 3306, status: "passing"})
+	testutil.Eventually(t, 20*time.Second, "a registration after the forged records", func() bool {
+		data, _ := os.ReadFile(out)
+		return strings.Contains(string(data), "10.0.0.6")
+	})
+	// A session that does not hold the lock writes nothing.
+	sid, _, err := a.Client.Session().Create(&api.SessionEntry{TTL: "15s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.PublishFeed(context.Background(), sid, store.FeedHead{Ready: true}, map[string]store.FeedService{"mysql": {Index: 1}})
+	if err != store.ErrNotFeedLeader {
+		t.Fatalf("a write under a session without the lock: %v, want ErrNotFeedLeader", err)
+	}
+}
+
+// TestPublishRefusesFileFlags: --publish renders nothing; file flags are
+// usage errors.
+func TestPublishRefusesFileFlags(t *testing.T) {
+	var out, errb testutil.SyncBuffer
+	code := Run(context.Background(), []string{"--publish", "--out", "/tmp/x.yaml"}, IO{Stdout: &out, Stderr: &errb})
+	if code != 2 || !strings.Contains(errb.String(), "--out does not apply") {
+		t.Fatalf("exit %d, %q; want 2 naming --out", code, errb.String())
+	}
+}

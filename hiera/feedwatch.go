@@ -1,0 +1,213 @@
+package hiera
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	dep "github.com/hashicorp/consul-template/dependency"
+	"github.com/hashicorp/consul/api"
+
+	"github.com/jiocloud/orchestrate/internal/store"
+)
+
+// The catalog change feed, seen from a node (see Publisher): while a
+// publisher holds the feed's lock and vouches for it, --watch follows the
+// feed with one blocking query and reads again only the services whose
+// recorded index is newer than the one it read; its three datacenter-wide
+// watches are stopped. Without a live feed (no publisher, one that died
+// or whose queries fail) they run as before, and the first render after
+// the switch reads everything the template uses: changes the feed saw
+// while nobody watched the catalog are not lost.
+
+// feedState is what the node knows of the feed. Owned by watchFeed.
+type feedState struct {
+	// session holds the lock and vouches for the head ("" when the feed
+	// is not live).
+	session string
+	// seen is the Seq of the last head entry acted on.
+	seen uint64
+}
+
+// directWatch runs the three datacenter-wide watches (services, checks,
+// nodes) until stopped.
+type directWatch struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startDirect starts the datacenter-wide watches; each sends on ready
+// after its first answer.
+func (w *bulkWatch) startDirect(ctx context.Context, ready chan<- struct{}) *directWatch {
+	dctx, cancel := context.WithCancel(ctx)
+	d := &directWatch{cancel: cancel}
+	for _, f := range []func(context.Context, chan<- struct{}){w.watchServices, w.watchChecks, w.watchNodes} {
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); f(dctx, ready) }()
+	}
+	return d
+}
+
+func (d *directWatch) stop() {
+	if d != nil {
+		d.cancel()
+		d.wg.Wait()
+	}
+}
+
+// watchFeed follows the feed's head until ctx ends, running the direct
+// watches while the feed is not live. initCh is closed once changes are
+// watched: by the feed, or by the direct watches after their first
+// answers.
+func (w *bulkWatch) watchFeed(ctx context.Context, initCh chan<- struct{}) {
+	st := &feedState{}
+	var direct *directWatch
+	defer func() { direct.stop() }()
+	initialized := false
+	signal := func() {
+		if !initialized {
+			initialized = true
+			close(initCh)
+		}
+	}
+	key := store.HieraFeedLeaderKey(w.feedPrefix)
+	once := make(chan struct{}, 1)
+	w.block(ctx, once, "hierafeed", func(o *api.QueryOptions) (uint64, error) {
+		pair, meta, err := w.consul.KV().Get(key, o)
+		if err != nil {
+			return 0, err
+		}
+		head, session, err := store.ParseFeedHead(pair)
+		if err != nil {
+			w.r.Log.Debug("change feed: head ignored", "err", err)
+			session = ""
+		}
+		if !head.Ready {
+			session = ""
+		}
+		wasLive := st.session != ""
+		switch {
+		case session != "" && (session != st.session || head.Dropped > st.seen):
+			// A new publisher, or changes the head no longer holds:
+			// compare every record with what was read.
+			if err := w.feedResync(ctx); err != nil {
+				return 0, err
+			}
+			if !wasLive {
+				direct.stop()
+				direct = nil
+				w.r.Log.Info("following the catalog change feed")
+			}
+			st.session, st.seen = session, lastSeq(head)
+			signal()
+		case session != "":
+			var changed []store.FeedService
+			for _, e := range head.Entries {
+				if e.Seq > st.seen {
+					changed = append(changed, e)
+				}
+			}
+			w.markFeed(changed)
+			st.seen = max(st.seen, lastSeq(head))
+		case wasLive || !initialized:
+			st.session = ""
+			if initialized {
+				w.r.Log.Warn("the catalog change feed is not live: watching the catalog directly")
+				w.markAll()
+			}
+			ready := make(chan struct{}, 3)
+			direct = w.startDirect(ctx, ready)
+			for range 3 {
+				select {
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				case <-ready:
+				}
+			}
+			signal()
+		}
+		return meta.LastIndex, nil
+	})
+}
+
+// lastSeq is the Seq of the head's newest entry, or Dropped.
+func lastSeq(h store.FeedHead) uint64 {
+	if n := len(h.Entries); n > 0 {
+		return h.Entries[n-1].Seq
+	}
+	return h.Dropped
+}
+
+// feedResync reads every service's record and marks what changed since
+// it was read; before the first render (nothing read yet) it reads
+// nothing: that render reads everything.
+func (w *bulkWatch) feedResync(ctx context.Context) error {
+	w.mu.Lock()
+	first := len(w.used) == 0
+	w.mu.Unlock()
+	if first {
+		w.markAll()
+		return nil
+	}
+	dir := store.HieraFeedServicesDir(w.feedPrefix)
+	pairs, _, err := w.consul.KV().List(dir, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	records, problems := store.ParseFeedServices(w.feedPrefix, pairs)
+	for _, p := range problems {
+		w.r.Log.Debug("change feed: record ignored", "problem", p)
+	}
+	all := make([]store.FeedService, 0, len(records))
+	for _, r := range records {
+		all = append(all, r)
+	}
+	w.markFeed(all)
+	return nil
+}
+
+// markFeed marks what the feed's changes say changed since it was read:
+// a service's health queries whose index is older than the record's, and
+// the service list's queries when a service entered or left it or its
+// tags changed. Before the first render (nothing read yet) everything
+// is read again.
+func (w *bulkWatch) markFeed(records []store.FeedService) {
+	w.mu.Lock()
+	if len(w.used) == 0 {
+		w.all = true
+		w.mu.Unlock()
+		w.wake()
+		return
+	}
+	var marks []string
+	list := false
+	for _, s := range records {
+		name := s.Service
+		for _, k := range w.services[name] {
+			if s.Gone || s.Index > w.index[k] {
+				marks = append(marks, k)
+			}
+		}
+		tags, listed := w.listed[name]
+		if listed == s.Gone || listed && !slices.Equal(tags, s.Tags) {
+			list = true
+		}
+	}
+	if list {
+		for k, d := range w.used {
+			if _, ok := d.(*dep.CatalogServicesQuery); ok {
+				marks = append(marks, k)
+			}
+		}
+	}
+	w.mu.Unlock()
+	w.mark(marks)
+}
+
+// markAll reads everything again at the next render.
+func (w *bulkWatch) markAll() {
+	w.mu.Lock()
+	w.all = true
+	w.mu.Unlock()
+	w.wake()
+}
