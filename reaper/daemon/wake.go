@@ -115,7 +115,8 @@ func (r *Reaper) startWatches(ctx context.Context, wg *sync.WaitGroup, changeCh 
 // runWatch runs ask again and again until ctx ends, as Consul's blocking
 // query documentation says to: an index that goes backwards (an agent or
 // server restored or restarted) starts over from 0, one below 1 becomes 1,
-// errors back off, and each watch asks at most once per min_cycle_gap
+// errors back off and start over from 0 too (the agent may be back with
+// its state lost), and each watch asks at most once per min_cycle_gap
 // (faster would only wake a cycle that must wait for the gap anyway).
 // It never stops the daemon: a watch that fails leaves the interval's
 // cycles, and logs one line when it fails and one when it is back.
@@ -137,6 +138,10 @@ func (r *Reaper) runWatch(ctx context.Context, name string, ask askFunc, changeC
 			} else {
 				r.log.Debug("watch failing again", "watch", name, "err", err)
 			}
+			// The agent may come back restarted, with an index below
+			// ours: a blocking query from ours would wait out its whole
+			// wait time. Start over with a query that does not block.
+			index = 0
 			r.sleep(ctx, retry)
 			retry = min(2*retry, watchRetryMax)
 			continue
