@@ -55,6 +55,12 @@ const (
 	// enters or leaves that set or changes status within it, and its
 	// answers stay small however large the fleet.
 	healthWatchFilter = `Status != "passing"`
+	// watchQuietPause is the least time between two queries of a watch
+	// whose last answer changed nothing the cycle reads (the index moved
+	// for a check's output, a key the cycle ignores): on a busy catalog
+	// a watch asks at most four times a second, and a change after a
+	// quiet spell is still seen at once, the query already waiting.
+	watchQuietPause = 250 * time.Millisecond
 )
 
 // nextWake is when the cycle after the one that began at last starts,
@@ -116,8 +122,9 @@ func (r *Reaper) startWatches(ctx context.Context, wg *sync.WaitGroup, changeCh 
 // query documentation says to: an index that goes backwards (an agent or
 // server restored or restarted) starts over from 0, one below 1 becomes 1,
 // errors back off and start over from 0 too (the agent may be back with
-// its state lost), and each watch asks at most once per min_cycle_gap
-// (faster would only wake a cycle that must wait for the gap anyway).
+// its state lost). After an answer that woke the cycle a watch waits
+// min_cycle_gap before it asks again (sooner would only wake a cycle that
+// must wait for the gap anyway); after one that did not, watchQuietPause.
 // It never stops the daemon: a watch that fails leaves the interval's
 // cycles, and logs one line when it fails and one when it is back.
 func (r *Reaper) runWatch(ctx context.Context, name string, ask askFunc, changeCh chan<- struct{}) {
@@ -159,13 +166,15 @@ func (r *Reaper) runWatch(ctx context.Context, name string, ask askFunc, changeC
 		default:
 			index = next
 		}
+		pause := min(watchQuietPause, r.cfg.CycleGap())
 		if changed {
 			select {
 			case changeCh <- struct{}{}:
 			default:
 			}
+			pause = r.cfg.CycleGap()
 		}
-		r.sleep(ctx, time.Until(began.Add(r.cfg.CycleGap())))
+		r.sleep(ctx, time.Until(began.Add(pause)))
 	}
 }
 
