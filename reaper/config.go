@@ -68,8 +68,18 @@ type Config struct {
 	DryRun *bool `yaml:"dry_run"`
 	// Prefix is the Consul KV prefix (default $ORCHESTRATE_PREFIX, else orchestrate).
 	Prefix string `yaml:"prefix"`
-	// Interval is the time between cycles.
+	// Interval is the longest time between cycles: a full cycle runs at
+	// least this often with no change seen.
 	Interval Duration `yaml:"interval"`
+	// WakeOnChange: a change in Consul's health or in the KV the cycle
+	// reads, and the plan's next deadline, start a cycle before the
+	// interval ends. Nil in a file means the default, true; false keeps
+	// the fixed interval alone.
+	WakeOnChange *bool `yaml:"wake_on_change"`
+	// MinCycleGap is the least time from one cycle's start to the next
+	// one's when woken early, so a flapping fleet cannot spin the
+	// reaper; 0 means the default (5s, or the interval when shorter).
+	MinCycleGap Duration `yaml:"min_cycle_gap"`
 	// LockKey is the leader lock; default <prefix>/reaper/leader.
 	LockKey string `yaml:"lock_key"`
 	// SessionTTL and LockDelay shape the leader session (see leader.go).
@@ -386,6 +396,10 @@ const (
 	// 30s: a dead machine is noticed within a cycle of its grace ending;
 	// each cycle is one Nova list and one health query, cheap at this rate.
 	defaultInterval = 30 * time.Second
+	// 5s between cycles woken by a change: a cycle costs one Nova list,
+	// so a fleet whose checks flap all the time costs at most 12 lists a
+	// minute, and a grace of minutes is acted on within seconds.
+	defaultMinCycleGap = 5 * time.Second
 	// Session TTL and lock delay: see leader.go.
 	defaultSessionTTL = 15 * time.Second
 	defaultLockDelay  = 15 * time.Second
@@ -531,6 +545,19 @@ func (r *Role) ApplyDefaults() {
 	}
 }
 
+// WakesOnChange reports whether a change or a deadline may start a cycle
+// before the interval ends (the default).
+func (c *Config) WakesOnChange() bool { return c.WakeOnChange == nil || *c.WakeOnChange }
+
+// CycleGap is the least time between the starts of two cycles when woken
+// early: min_cycle_gap, or by default 5s, or the interval when shorter.
+func (c *Config) CycleGap() time.Duration {
+	if c.MinCycleGap > 0 {
+		return c.MinCycleGap.D()
+	}
+	return min(defaultMinCycleGap, c.Interval.D())
+}
+
 // IsDryRun reports whether the reaper only logs (the default).
 func (c *Config) IsDryRun() bool { return c.DryRun == nil || *c.DryRun }
 
@@ -672,6 +699,12 @@ func (c *Config) validateTimings() error {
 	}
 	if c.LockDelay.D() > 60*time.Second {
 		return fmt.Errorf("lock_delay: must be at most 60s (Consul's limit), got %s", c.LockDelay.D())
+	}
+	if c.MinCycleGap < 0 {
+		return fmt.Errorf("min_cycle_gap: must be a positive duration, got %s", c.MinCycleGap.D())
+	}
+	if c.MinCycleGap > c.Interval {
+		return fmt.Errorf("min_cycle_gap: %s is longer than interval %s; a cycle runs at least every interval", c.MinCycleGap.D(), c.Interval.D())
 	}
 	if c.QuotaBackoffMax < c.QuotaBackoff {
 		return fmt.Errorf("quota_backoff_max: %s is shorter than quota_backoff %s", c.QuotaBackoffMax.D(), c.QuotaBackoff.D())

@@ -105,6 +105,10 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{name: "departed retention too short", old: "interval: 10s", yaml: "interval: 10s\ndeparted_retention: 10m", want: "departed_retention: must be between 1h and 366 days (8784h), got 10m0s"},
 		{name: "departed retention too long", old: "interval: 10s", yaml: "interval: 10s\ndeparted_retention: 9000h", want: "departed_retention: must be between 1h and 366 days"},
 		{name: "departed retention not a duration", old: "interval: 10s", yaml: "interval: 10s\ndeparted_retention: forever", want: `line 4: "forever" is not a duration`},
+		{name: "min cycle gap negative", old: "interval: 10s", yaml: "interval: 10s\nmin_cycle_gap: -1s", want: "min_cycle_gap: must be a positive duration, got -1s"},
+		{name: "min cycle gap above the interval", old: "interval: 10s", yaml: "interval: 10s\nmin_cycle_gap: 11s", want: "min_cycle_gap: 11s is longer than interval 10s"},
+		{name: "min cycle gap not a duration", old: "interval: 10s", yaml: "interval: 10s\nmin_cycle_gap: often", want: `"often" is not a duration`},
+		{name: "wake on change not a bool", old: "interval: 10s", yaml: "interval: 10s\nwake_on_change: maybe", want: "maybe"},
 		{name: "heartbeat not positive", old: "interval: 10s", yaml: "interval: 10s\nheartbeat_interval: 0s", want: "heartbeat_interval: must be a positive duration"},
 		{name: "heartbeat storm", old: "interval: 10s", yaml: "interval: 10s\nheartbeat_interval: 5s", want: "heartbeat_interval: 5s is under a minute"},
 		{name: "silent after one heartbeat", old: "    desired: 3", yaml: "    desired: 3\n    silent_after: 15m", want: "roles[web].silent_after: 15m0s is shorter than twice heartbeat_interval 10m0s"},
@@ -306,5 +310,37 @@ func TestREADMEConfigIsValid(t *testing.T) {
 			t.Fatalf("README.md documents on_drain_failure %s, on_drain_timeout %s, drain_cooloff %s; the defaults are %s, %s, %s",
 				got.OnDrainFailure, got.OnDrainTimeout, got.DrainCooloff.D(), want.OnDrainFailure, want.OnDrainTimeout, want.DrainCooloff.D())
 		}
+	}
+}
+
+// TestCycleGapDefault: min_cycle_gap defaults to 5s, or to the interval
+// when that is shorter (a test's or a demo's), and waking on change is on
+// unless the file says false.
+func TestCycleGapDefault(t *testing.T) {
+	cases := []struct {
+		name     string
+		extra    string
+		wantGap  time.Duration
+		wantWake bool
+	}{
+		{name: "defaults", extra: "interval: 30s", wantGap: 5 * time.Second, wantWake: true},
+		{name: "an interval under the default gap", extra: "interval: 2s", wantGap: 2 * time.Second, wantWake: true},
+		{name: "set", extra: "interval: 30s\nmin_cycle_gap: 10s\nwake_on_change: false", wantGap: 10 * time.Second},
+		{name: "equal to the interval", extra: "interval: 30s\nmin_cycle_gap: 30s", wantGap: 30 * time.Second, wantWake: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			text := strings.Replace(goodYAML, "interval: 10s", tc.extra, 1)
+			c, err := ParseConfig(strings.NewReader(text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if c.CycleGap() != tc.wantGap || c.WakesOnChange() != tc.wantWake {
+				t.Fatalf("gap %s wake %v, want %s %v", c.CycleGap(), c.WakesOnChange(), tc.wantGap, tc.wantWake)
+			}
+		})
 	}
 }

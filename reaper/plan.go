@@ -358,11 +358,16 @@ type Plan struct {
 	// Blocked lists what the reaper would do but a safety rule stops.
 	Blocked []string `json:"blocked,omitempty"`
 	// Memory is for the next cycle.
-	Memory      Memory                `json:"-"`
-	Roles       []reaperkv.RoleReport `json:"roles"`
-	Paused      bool                  `json:"paused"`
-	PauseReason string                `json:"pause_reason,omitempty"`
-	Armed       bool                  `json:"armed"`
+	Memory Memory `json:"-"`
+	// NextDeadline is the earliest instant after the plan's Now at which
+	// a decision could change with no new data: a grace, a timeout, a
+	// backoff or a drain running out. Zero when no timer runs. The daemon
+	// schedules its next cycle no later than this (daemon/wake.go).
+	NextDeadline time.Time             `json:"-"`
+	Roles        []reaperkv.RoleReport `json:"roles"`
+	Paused       bool                  `json:"paused"`
+	PauseReason  string                `json:"pause_reason,omitempty"`
+	Armed        bool                  `json:"armed"`
 	// ArmNow: the start gate's condition was met this cycle; the executor
 	// records it so the reaper stays armed.
 	ArmNow bool `json:"arm_now,omitempty"`

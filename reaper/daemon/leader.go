@@ -212,20 +212,37 @@ func (r *Reaper) reportLockConflict(err error) {
 }
 
 // lead runs cycles while ctx (cancelled on loss of the lock) lives, with
-// a memory made afresh for this leadership.
+// a memory made afresh for this leadership: every interval, and with
+// wake_on_change sooner on a change or at the plan's next deadline
+// (wake.go). The watches it starts end, and are waited for, before it
+// returns.
 func (r *Reaper) lead(ctx context.Context, session string) {
 	r.term = newTerm(session, r.now())
 	r.status.setLeading(true)
 	defer r.status.setLeading(false)
-	t := time.NewTicker(r.cfg.Interval.D())
-	defer t.Stop()
-	for {
-		r.cycle(ctx, r.term)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	var changeCh chan struct{} // nil without wake_on_change: never ready
+	if r.cfg.WakesOnChange() {
+		changeCh = make(chan struct{}, 1)
+		var wg sync.WaitGroup
+		watchCtx, stop := context.WithCancel(ctx)
+		defer func() {
+			stop()
+			wg.Wait()
+		}()
+		r.startWatches(watchCtx, &wg, changeCh)
+	}
+	var deadline time.Time // the last plan's, on the wall clock
+	for cause := wakeStart; cause != ""; {
+		r.metrics.wakeup(cause)
+		began := time.Now()
+		if plan := r.cycle(ctx, r.term); plan != nil {
+			deadline = time.Time{}
+			if !plan.NextDeadline.IsZero() && r.cfg.WakesOnChange() {
+				// The plan's clock may be a test's: its distance, on ours.
+				deadline = time.Now().Add(plan.NextDeadline.Sub(r.now()))
+			}
 		}
+		cause = r.waitNext(ctx, began, deadline, changeCh)
 	}
 }
 

@@ -42,6 +42,10 @@ type Metrics struct {
 	actions     map[[2]string]int     // op, result
 	cycles      int
 	cycleErrors int
+	// wakeups counts the cycles begun, by cause (wake.go); watchErrors
+	// the blocking queries of the watches that failed, by watch.
+	wakeups     map[string]int
+	watchErrors map[string]int
 	lastCycle   time.Time
 	cycleSecs   float64
 	cloudErrors map[string]int // class
@@ -94,7 +98,41 @@ func NewMetrics() *Metrics {
 	return &Metrics{nodes: map[[2]string]int{}, actions: map[[2]string]int{}, cloudErrors: map[string]int{},
 		claims: map[string]int{}, claimSecs: map[string]float64{}, metricDoubt: map[string]int{}, drainAborts: map[[2]string]int{}, cooling: map[string]int{}, held: map[string]int{},
 		history: map[string]int{}, historyErrors: map[string]int{}, hooksAsked: map[[2]string]int{}, hookResults: map[[4]string]int{},
-		repairs: map[[3]string]int{}}
+		repairs: map[[3]string]int{}, wakeups: map[string]int{}, watchErrors: map[string]int{}}
+}
+
+// wakeup counts a cycle begun for cause.
+func (m *Metrics) wakeup(cause string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.wakeups[cause]++
+}
+
+// watchError counts a failed blocking query of watch.
+func (m *Metrics) watchError(watch string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.watchErrors[watch]++
+}
+
+// Wakeups returns the cycles begun for cause (the
+// reaper_cycle_wakeups_total counter).
+func (m *Metrics) Wakeups(cause string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.wakeups[cause]
+}
+
+// writeWakeups writes the wake-up and watch error counters; m.mu is held.
+func (m *Metrics) writeWakeups(sb *strings.Builder) {
+	sb.WriteString("# HELP reaper_cycle_wakeups_total Cycles begun as leader, by cause: start (a leadership's first), interval (the interval ran out with no change), change (a change in Consul health or KV), timer (a grace, timeout, backoff or drain ran out).\n# TYPE reaper_cycle_wakeups_total counter\n")
+	for _, cause := range []string{wakeStart, wakeInterval, wakeChange, wakeTimer} {
+		fmt.Fprintf(sb, "reaper_cycle_wakeups_total{cause=%q} %d\n", cause, m.wakeups[cause])
+	}
+	sb.WriteString("# HELP reaper_watch_errors_total Failed blocking queries of the watches that wake the cycle on a change (health, kv); each backs off, the interval's cycles go on.\n# TYPE reaper_watch_errors_total counter\n")
+	for _, w := range []string{"health", "kv"} {
+		fmt.Fprintf(sb, "reaper_watch_errors_total{watch=%q} %d\n", w, m.watchErrors[w])
+	}
 }
 
 // hookAsked counts a lifecycle hook asked.
@@ -376,6 +414,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	m.writeHistory(&sb)
 	m.writeHooks(&sb)
 	m.writeRepairs(&sb)
+	m.writeWakeups(&sb)
 	m.writeFleet(&sb, perRole)
 	sb.WriteString("# HELP reaper_cloud_errors_total Cloud errors by class.\n# TYPE reaper_cloud_errors_total counter\n")
 	for _, c := range slices.Sorted(maps.Keys(m.cloudErrors)) {

@@ -136,6 +136,7 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 		// Nova saves the ERROR state before it writes the fault (its
 		// conductor does both in turn): a rollback now would miss "No
 		// valid host" and take capacity for a broken server.
+		pl.wakeAfter(pl.plan.Memory.Faultless[newS.Name], faultWait)
 		pl.block("%s: %s is in ERROR with no fault yet; waiting up to %s for Nova's fault", e.ID, e.NewName, faultWait)
 	case newS.Status == reaper.StatusError:
 		next.Phase = reaperkv.PhaseRollback

@@ -107,6 +107,7 @@ func (pl *planner) scaleOut(rs *roleServers, count, want int) {
 		return
 	}
 	if term := pl.in.Now.Sub(pl.in.TermStart); term < r.AbsentGrace.D() && count > 0 {
+		pl.wakeAfter(pl.in.TermStart, r.AbsentGrace.D())
 		// Found by the soak: a new leader, a list that left a server out
 		// and that server's node briefly gone from the catalog made a
 		// second server of the same name.

@@ -74,6 +74,7 @@ func (pl *planner) classify(r *reaper.Role, s *reaper.Server) reaper.ServerState
 		// suspect holds the replacements until an operator looks.
 		return reaper.StateSuspect
 	case !h.checkedIn && age < r.BootTimeout.D() && !served:
+		pl.wakeAfter(s.Created, r.BootTimeout.D())
 		return reaper.StateBooting
 	case !h.checkedIn:
 		return pl.classifyAbsent(r, s)
@@ -81,6 +82,9 @@ func (pl *planner) classify(r *reaper.Role, s *reaper.Server) reaper.ServerState
 		return pl.classifyCritical(r, s, served)
 	case r.MaxAge > 0 && !now.Before(expiry(r, s)):
 		return reaper.StateExpired
+	}
+	if r.MaxAge > 0 {
+		pl.wakeAt(expiry(r, s))
 	}
 	return reaper.StateHealthy
 }
@@ -136,10 +140,12 @@ func (pl *planner) classifyCritical(r *reaper.Role, s *reaper.Server, served boo
 	}
 	switch {
 	case now.Sub(s.Created) < r.BootGrace.D() && !served:
+		pl.wakeAfter(s.Created, r.BootGrace.D())
 		return reaper.StateBooting
 	case now.Sub(since) >= r.CriticalGrace.D():
 		return reaper.StateUnhealthy
 	}
+	pl.wakeAfter(since, r.CriticalGrace.D())
 	return reaper.StateCriticalInGrace
 }
 
@@ -157,6 +163,7 @@ func (pl *planner) classifyError(r *reaper.Role, s *reaper.Server) reaper.Server
 	if pl.in.Now.Sub(since) >= r.ErrorGrace.D() {
 		return reaper.StateError
 	}
+	pl.wakeAfter(since, r.ErrorGrace.D())
 	return reaper.StateErrorInGrace
 }
 
@@ -170,6 +177,7 @@ func (pl *planner) classifyAbsent(r *reaper.Role, s *reaper.Server) reaper.Serve
 	if now.Sub(since) >= r.AbsentGrace.D() {
 		return reaper.StateUnaccounted
 	}
+	pl.wakeAfter(since, r.AbsentGrace.D())
 	return reaper.StateAbsentInGrace
 }
 

@@ -51,6 +51,8 @@ func (pl *planner) silent(rs *roleServers) []reaperkv.HostMark {
 		}
 		if pl.in.Now.Sub(m.At) >= rs.role.SilentAfter.D() {
 			out = append(out, reaperkv.HostMark{Host: s.Name, Since: m.At})
+		} else {
+			pl.wakeAfter(m.At, rs.role.SilentAfter.D())
 		}
 	}
 	slices.SortFunc(out, func(a, b reaperkv.HostMark) int { return a.Since.Compare(b.Since) })
@@ -98,6 +100,7 @@ func (pl *planner) forgetOrphans(rs *roleServers, hosts []string) []reaperkv.Hos
 		until := since.Add(rs.role.OrphanGrace.D())
 		out = append(out, reaperkv.HostMark{Host: host, Since: since, Until: until})
 		if pl.in.Now.Before(until) {
+			pl.wakeAt(until)
 			continue
 		}
 		if n := pl.in.TooManyRecords[host]; n > 0 {

@@ -184,6 +184,7 @@ func Plan(in reaper.Input) *reaper.Plan {
 		pl.plan.Roles = append(pl.plan.Roles, v)
 	}
 	pl.endHoldMaintenance()
+	pl.inputDeadlines()
 	return pl.plan
 }
 

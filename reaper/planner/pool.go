@@ -57,6 +57,7 @@ func (pl *planner) standbyState(rs *roleServers, s *reaper.Server) string {
 		}
 		return reaperkv.StandbyFailed
 	case s.Status == reaper.StatusBuild && pl.in.Now.Sub(s.Created) < rs.role.BootTimeout.D():
+		pl.wakeAfter(s.Created, rs.role.BootTimeout.D())
 		return reaperkv.StandbyBuilding
 	case s.Status == reaper.StatusActive:
 		h := pl.health(rs.role, s.Name, true)
@@ -64,6 +65,7 @@ func (pl *planner) standbyState(rs *roleServers, s *reaper.Server) string {
 			return reaperkv.StandbyReady
 		}
 		if pl.in.Now.Sub(s.Created) < rs.role.BootTimeout.D() {
+			pl.wakeAfter(s.Created, rs.role.BootTimeout.D())
 			return reaperkv.StandbyConverging
 		}
 		if h.checkedIn && !h.critical && !h.maintenance {
@@ -77,6 +79,7 @@ func (pl *planner) standbyState(rs *roleServers, s *reaper.Server) string {
 		// death, for a standby as for a member).
 		if !h.maintenance {
 			if since := pl.since(pl.in.Memory.Critical, pl.plan.Memory.Critical, s.Name); pl.in.Now.Sub(since) < rs.role.CriticalGrace.D() {
+				pl.wakeAfter(since, rs.role.CriticalGrace.D())
 				return reaperkv.StandbyConverging
 			}
 		}
@@ -96,6 +99,7 @@ const standbySettle = 30 * time.Second
 // Nova ID; a new leader starts the wait again).
 func (pl *planner) settled(s *reaper.Server) bool {
 	since := pl.since(pl.in.Memory.Ready, pl.plan.Memory.Ready, s.ID)
+	pl.wakeAfter(since, standbySettle)
 	return pl.in.Now.Sub(since) >= standbySettle
 }
 

@@ -75,6 +75,7 @@ func (pl *planner) rememberListed(roles []*roleServers) {
 		}
 		for _, rs := range roles {
 			if rs.role.NamedLike(name) && pl.in.Now.Sub(last) < rs.role.AbsentGrace.D() {
+				pl.wakeAfter(last, rs.role.AbsentGrace.D())
 				pl.plan.Memory.Listed[name] = last
 				pl.vanishedOf(rs)[name] = last
 				break
@@ -122,11 +123,15 @@ func (pl *planner) doubtLists(roles []*roleServers) {
 		rs.deadStrays = dead
 		for _, node := range dead {
 			if since, ok := pl.in.Memory.Critical[node]; !ok || pl.in.Now.Sub(since) < r.CriticalGrace.D() {
+				if ok {
+					pl.wakeAfter(since, r.CriticalGrace.D())
+				}
 				live = append(live, node)
 			}
 		}
 		for _, node := range live {
-			if pl.in.Now.Sub(pl.since(pl.in.Memory.Stray, pl.plan.Memory.Stray, node)) < r.AbsentGrace.D() {
+			if since := pl.since(pl.in.Memory.Stray, pl.plan.Memory.Stray, node); pl.in.Now.Sub(since) < r.AbsentGrace.D() {
+				pl.wakeAfter(since, r.AbsentGrace.D())
 				young = append(young, node)
 			}
 		}
@@ -150,6 +155,7 @@ func (pl *planner) deregisterDead(rs *roleServers) {
 	for _, node := range rs.deadStrays {
 		since := pl.since(pl.in.Memory.Critical, pl.plan.Memory.Critical, node)
 		if pl.in.Now.Sub(since) < rs.role.BootTimeout.D() {
+			pl.wakeAfter(since, rs.role.BootTimeout.D())
 			continue
 		}
 		if why := pl.gate(rs, need{armed: true, unpaused: true}); why != "" {
