@@ -21,13 +21,13 @@ import (
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
-// The package's four binaries and two units.
+// The package's four binaries and three units.
 var (
 	binaries = []string{"hiera-services", "orchestrate", "reaper", "service-blocker"}
-	units    = []string{paths.ReaperUnit, paths.HieraServicesUnit}
+	units    = []string{paths.ReaperUnit, paths.HieraServicesUnit, paths.HieraPublisherUnit}
 	// conffiles are the files an operator edits and an upgrade keeps, where
 	// every other part of orchestrate looks for them (internal/paths).
-	conffiles = []string{paths.Dependencies, paths.HieraServicesEnv, paths.ReaperEnv, paths.ReaperConfig}
+	conffiles = []string{paths.Dependencies, paths.HieraPublisherEnv, paths.HieraServicesEnv, paths.ReaperEnv, paths.ReaperConfig}
 )
 
 // The control fields, the maintainer scripts and the conffiles as
@@ -95,7 +95,7 @@ func TestPackageContents(t *testing.T) {
 	for _, f := range []string{
 		"/usr/lib/sysusers.d/orchestrate.conf",
 		"/usr/share/orchestrate/acl/node.hcl", "/usr/share/orchestrate/acl/reaper.hcl", "/usr/share/orchestrate/acl/operator.hcl",
-		"/usr/share/orchestrate/acl/hook-handler.hcl",
+		"/usr/share/orchestrate/acl/hook-handler.hcl", "/usr/share/orchestrate/acl/hiera-publisher.hcl",
 		paths.AlertRules, paths.Dashboard,
 		"/usr/share/doc/orchestrate/copyright", "/usr/share/doc/orchestrate/changelog.gz",
 		"/usr/share/doc/orchestrate/README.md.gz", "/usr/share/doc/orchestrate/reaper.md.gz",
@@ -198,8 +198,8 @@ func unitRoot(t *testing.T, deb string) string {
 	return root
 }
 
-// systemd-analyze verify finds nothing to say about either unit, and the
-// reaper's sandbox has an exposure level of at most OK.
+// systemd-analyze verify finds nothing to say about any unit, and each
+// unit's sandbox has an exposure level of at most OK.
 func TestUnits(t *testing.T) {
 	sa := testutil.RequireTool(t, "systemd-analyze", "systemd")
 	testutil.RequireTool(t, "man", "man-db")
@@ -375,7 +375,7 @@ func TestInstallUpgradePurge(t *testing.T) {
 }
 
 // The maintainer scripts on a host where systemd runs: they never start or
-// enable a service on install or upgrade, stop both on removal, and clean
+// enable a service on install or upgrade, stop every one on removal, and clean
 // up on purge. PID 1 here is not systemd, so the test gives the scripts a
 // mount namespace in which /run/systemd/system exists (what they test for),
 // and stand-ins on PATH for systemctl, deb-systemd-invoke,
@@ -406,11 +406,11 @@ func TestMaintainerScriptsUnderSystemd(t *testing.T) {
 		{"install", "postinst", "configure", "", []string{"systemd-sysusers orchestrate.conf", "systemctl --system daemon-reload"}},
 		{"upgrade: prerm", "prerm", "upgrade", "", nil},
 		{"upgrade: postinst", "postinst", "configure", "", []string{"systemd-sysusers orchestrate.conf", "systemctl --system daemon-reload"}},
-		{"remove: prerm", "prerm", "remove", "", []string{"deb-systemd-invoke stop orchestrate-reaper.service orchestrate-hiera-services.service"}},
+		{"remove: prerm", "prerm", "remove", "", []string{"deb-systemd-invoke stop orchestrate-reaper.service orchestrate-hiera-services.service orchestrate-hiera-publisher.service"}},
 		{"remove: postrm", "postrm", "remove", "", []string{"systemctl --system daemon-reload"}},
 		{"purge: postrm", "postrm", "purge", fakeRoot, []string{
-			"deb-systemd-helper purge orchestrate-reaper.service orchestrate-hiera-services.service",
-			"deb-systemd-helper unmask orchestrate-reaper.service orchestrate-hiera-services.service"}},
+			"deb-systemd-helper purge orchestrate-reaper.service orchestrate-hiera-services.service orchestrate-hiera-publisher.service",
+			"deb-systemd-helper unmask orchestrate-reaper.service orchestrate-hiera-services.service orchestrate-hiera-publisher.service"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			os.Remove(calls)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -175,7 +176,25 @@ func TestUnits(t *testing.T) {
 	if got := strings.Join(r["EnvironmentFile"], " "); got != "-"+paths.ReaperEnv {
 		t.Errorf("%s EnvironmentFile=%s, want -%s", paths.ReaperUnit, got, paths.ReaperEnv)
 	}
-	for unit, d := range map[string]map[string][]string{paths.HieraServicesUnit: hs, paths.ReaperUnit: r} {
+	hp := unitDirectives(t, "packaging/systemd/"+paths.HieraPublisherUnit)
+	exec = strings.Fields(strings.Join(hp["ExecStart"], ""))
+	if len(exec) < 2 || exec[0] != paths.HieraServices || exec[1] != "--publish" {
+		t.Errorf("%s ExecStart %q: want %s --publish", paths.HieraPublisherUnit, exec, paths.HieraServices)
+	}
+	if got := strings.Join(hp["EnvironmentFile"], " "); got != "-"+paths.HieraPublisherEnv {
+		t.Errorf("%s EnvironmentFile=%s, want -%s", paths.HieraPublisherUnit, got, paths.HieraPublisherEnv)
+	}
+	// One connection per service: far more descriptors than systemd's
+	// default soft limit of 1,024 (docs/hiera-services.md raises the
+	// agent's limit to 8,192 for a catalog of about 8,000 services).
+	if n, err := strconv.Atoi(strings.Join(hp["LimitNOFILE"], "")); err != nil || n < 16384 {
+		t.Errorf("%s LimitNOFILE=%v, want at least 16384 (one connection per service)", paths.HieraPublisherUnit, hp["LimitNOFILE"])
+	}
+	// It writes no file: no state directory to own.
+	if d := hp["StateDirectory"]; len(d) > 0 {
+		t.Errorf("%s StateDirectory=%v, want none (the publisher writes no file)", paths.HieraPublisherUnit, d)
+	}
+	for unit, d := range map[string]map[string][]string{paths.HieraServicesUnit: hs, paths.ReaperUnit: r, paths.HieraPublisherUnit: hp} {
 		if strings.Join(d["User"], " ") != paths.User || strings.Join(d["Group"], " ") != paths.User {
 			t.Errorf("%s runs as %v:%v, want %s", unit, d["User"], d["Group"], paths.User)
 		}
@@ -201,27 +220,30 @@ func TestPackageDestinations(t *testing.T) {
 		t.Fatalf("nfpm.yaml: %v", err)
 	}
 	want := map[string]string{
-		"build/package/bin/hiera-services":             paths.HieraServices,
-		"build/package/bin/orchestrate":                paths.Orchestrate,
-		"build/package/bin/reaper":                     paths.Reaper,
-		"build/package/bin/service-blocker":            paths.ServiceBlocker,
-		"packaging/systemd/" + paths.HieraServicesUnit: paths.UnitDir + "/" + paths.HieraServicesUnit,
-		"packaging/systemd/" + paths.ReaperUnit:        paths.UnitDir + "/" + paths.ReaperUnit,
-		"packaging/etc/dependencies.yaml":              paths.Dependencies,
-		"packaging/etc/reaper.yaml":                    paths.ReaperConfig,
-		"packaging/etc/reaper.env":                     paths.ReaperEnv,
-		"packaging/etc/hiera-services.env":             paths.HieraServicesEnv,
-		"packaging/acl/node.hcl":                       paths.ACLDir + "/node.hcl",
-		"packaging/acl/reaper.hcl":                     paths.ACLDir + "/reaper.hcl",
-		"packaging/acl/operator.hcl":                   paths.ACLDir + "/operator.hcl",
-		"packaging/acl/hook-handler.hcl":               paths.ACLDir + "/hook-handler.hcl",
-		"packaging/prometheus/orchestrate-alerts.yml":  paths.AlertRules,
-		"packaging/grafana/orchestrate-reaper.json":    paths.Dashboard,
-		"build/package/doc/":                           paths.DocDir + "/",
-		"build/package/puppet/orchestrate/":            paths.PuppetModuleDir + "/",
-		"packaging/sysusers.conf":                      "/usr/lib/sysusers.d/" + paths.User + ".conf",
-		"packaging/lintian/orchestrate":                "/usr/share/lintian/overrides/orchestrate",
-		"build/package/man/*.1.gz":                     "/usr/share/man/man1/",
+		"build/package/bin/hiera-services":              paths.HieraServices,
+		"build/package/bin/orchestrate":                 paths.Orchestrate,
+		"build/package/bin/reaper":                      paths.Reaper,
+		"build/package/bin/service-blocker":             paths.ServiceBlocker,
+		"packaging/systemd/" + paths.HieraServicesUnit:  paths.UnitDir + "/" + paths.HieraServicesUnit,
+		"packaging/systemd/" + paths.ReaperUnit:         paths.UnitDir + "/" + paths.ReaperUnit,
+		"packaging/systemd/" + paths.HieraPublisherUnit: paths.UnitDir + "/" + paths.HieraPublisherUnit,
+		"packaging/etc/hiera-publisher.env":             paths.HieraPublisherEnv,
+		"packaging/acl/hiera-publisher.hcl":             paths.ACLDir + "/hiera-publisher.hcl",
+		"packaging/etc/dependencies.yaml":               paths.Dependencies,
+		"packaging/etc/reaper.yaml":                     paths.ReaperConfig,
+		"packaging/etc/reaper.env":                      paths.ReaperEnv,
+		"packaging/etc/hiera-services.env":              paths.HieraServicesEnv,
+		"packaging/acl/node.hcl":                        paths.ACLDir + "/node.hcl",
+		"packaging/acl/reaper.hcl":                      paths.ACLDir + "/reaper.hcl",
+		"packaging/acl/operator.hcl":                    paths.ACLDir + "/operator.hcl",
+		"packaging/acl/hook-handler.hcl":                paths.ACLDir + "/hook-handler.hcl",
+		"packaging/prometheus/orchestrate-alerts.yml":   paths.AlertRules,
+		"packaging/grafana/orchestrate-reaper.json":     paths.Dashboard,
+		"build/package/doc/":                            paths.DocDir + "/",
+		"build/package/puppet/orchestrate/":             paths.PuppetModuleDir + "/",
+		"packaging/sysusers.conf":                       "/usr/lib/sysusers.d/" + paths.User + ".conf",
+		"packaging/lintian/orchestrate":                 "/usr/share/lintian/overrides/orchestrate",
+		"build/package/man/*.1.gz":                      "/usr/share/man/man1/",
 	}
 	seen := map[string]bool{}
 	for _, c := range cfg.Contents {
@@ -266,6 +288,7 @@ func TestPackagedConfiguration(t *testing.T) {
 		want map[string]string
 	}{
 		{"packaging/etc/hiera-services.env", map[string]string{"CONSUL_HTTP_ADDR": paths.ConsulHTTPAddr, "CONSUL_HTTP_TOKEN_FILE": paths.NodeToken}},
+		{"packaging/etc/hiera-publisher.env", map[string]string{"CONSUL_HTTP_ADDR": paths.ConsulHTTPAddr, "CONSUL_HTTP_TOKEN_FILE": paths.HieraPublisherToken}},
 		{"packaging/etc/reaper.env", map[string]string{"CONSUL_HTTP_ADDR": paths.ConsulHTTPAddr, "CONSUL_HTTP_TOKEN_FILE": paths.ReaperToken, "OS_CLIENT_CONFIG_FILE": paths.Clouds}},
 	} {
 		got := envValues(t, tc.file)
@@ -279,7 +302,7 @@ func TestPackagedConfiguration(t *testing.T) {
 		t.Errorf("packaging/etc/reaper.yaml does not show the default prefix %s", schema.DefaultPrefix)
 	}
 	keyPrefix := regexp.MustCompile(`key_prefix "([^"]*)"`)
-	for _, f := range []string{"node", "reaper", "operator"} {
+	for _, f := range []string{"node", "reaper", "operator", "hook-handler", "hiera-publisher"} {
 		ms := keyPrefix.FindAllStringSubmatch(read(t, "packaging/acl/"+f+".hcl"), -1)
 		if len(ms) == 0 {
 			t.Errorf("%s.hcl: no key_prefix rule", f)
@@ -416,6 +439,7 @@ func TestNoOtherSpelling(t *testing.T) {
 	for _, p := range append([]string{
 		paths.Orchestrate, paths.HieraServices, paths.Reaper, paths.ServiceBlocker,
 		paths.ConfigDir, paths.Dependencies, paths.NodeToken, paths.HieraServicesEnv,
+		paths.HieraPublisherEnv, paths.HieraPublisherToken,
 		paths.ReaperConfig, paths.ReaperEnv, paths.ReaperToken, paths.Clouds,
 		paths.StateDir, paths.HieraDir, paths.HieraData, paths.LogDir,
 		paths.ConvergeLock, paths.DrainLock, paths.ConsulConfigDir, paths.WatchConfig,

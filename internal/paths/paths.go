@@ -41,6 +41,13 @@ const (
 	// HieraServicesEnv is the environment file of
 	// orchestrate-hiera-services.service.
 	HieraServicesEnv = ConfigDir + "/hiera-services.env"
+	// HieraPublisherEnv is the environment file of
+	// orchestrate-hiera-publisher.service.
+	HieraPublisherEnv = ConfigDir + "/hiera-publisher.env"
+	// HieraPublisherToken is the catalog change feed publisher's Consul
+	// token file (policy hiera-publisher.hcl), which
+	// HieraPublisherEnv names.
+	HieraPublisherToken = ConfigDir + "/hiera-publisher.token"
 	// ReaperConfig is the reaper's configuration (reaper --config).
 	ReaperConfig = ConfigDir + "/reaper.yaml"
 	// ReaperEnv is the environment file of orchestrate-reaper.service.
@@ -128,6 +135,9 @@ const (
 	UnitDir = "/lib/systemd/system"
 	// HieraServicesUnit runs hiera-services --watch.
 	HieraServicesUnit = "orchestrate-hiera-services.service"
+	// HieraPublisherUnit runs hiera-services --publish, the catalog
+	// change feed's publisher, on the bootstrap node(s).
+	HieraPublisherUnit = "orchestrate-hiera-publisher.service"
 	// ReaperUnit runs the reaper.
 	ReaperUnit = "orchestrate-reaper.service"
 )
