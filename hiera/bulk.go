@@ -16,6 +16,7 @@ import (
 	dep "github.com/hashicorp/consul-template/dependency"
 
 	"github.com/jiocloud/orchestrate/internal/fault"
+	"github.com/jiocloud/orchestrate/templates"
 )
 
 // watchConns bounds --watch's connections to the agent: one blocking
@@ -29,6 +30,9 @@ const watchConns = 7
 
 // fetchConns is how many targeted reads run at once.
 func (w *bulkWatch) fetchConns() int {
+	if w.fetchers > 0 {
+		return w.fetchers
+	}
 	if w.feedPrefix != "" {
 		return watchConns - 4
 	}
@@ -83,14 +87,29 @@ type bulkWatch struct {
 	// listed holds the last service list read (the datacenter's own),
 	// each service's tags, for the change feed.
 	listed map[string][]string
+	// depNodes holds, per used health query, the nodes of its
+	// instances, as nodeDeps lists them.
+	depNodes map[string][]string
+	// always are the used queries of other kinds (a key, say): read
+	// again at every render.
+	always []dep.Dependency
+	// builtin: the template is the built-in one, executed in Go
+	// (executeBuiltin) rather than by text/template.
+	builtin bool
+	// queries caches the built-in template's health queries by name.
+	queries map[string]*dep.HealthServiceQuery
 
 	// feedPrefix is the KV prefix of the catalog change feed; "" when
 	// not followed.
 	feedPrefix string
+	// fetchers, when set, is how many reads run at once (once mode).
+	fetchers int
 }
 
-func (r *Renderer) newBulkWatch(p *pass, sel *Selection) (*bulkWatch, error) {
-	cfg := r.ctConfig(watchConns)
+// newBulkWatch returns the render engine of --watch and once mode, whose
+// queries hold at most conns connections.
+func (r *Renderer) newBulkWatch(p *pass, sel *Selection, conns int) (*bulkWatch, error) {
+	cfg := r.ctConfig(conns)
 	cfg.Finalize()
 	clients, err := manager.NewClientSet(cfg)
 	if err != nil {
@@ -107,7 +126,8 @@ func (r *Renderer) newBulkWatch(p *pass, sel *Selection) (*bulkWatch, error) {
 	}
 	return &bulkWatch{r: r, p: p, clients: clients, consul: clients.Consul(), tmpl: tmpl, brain: cttemplate.NewBrain(), dc: dc, feedPrefix: feed,
 		trouble: p.trouble, dirty: map[string]bool{}, wakeCh: make(chan struct{}, 1),
-		used: map[string]dep.Dependency{}, index: map[string]uint64{}, services: map[string][]string{}, nodeDeps: map[string]map[string]bool{}}, nil
+		used: map[string]dep.Dependency{}, index: map[string]uint64{}, services: map[string][]string{}, nodeDeps: map[string]map[string]bool{},
+		depNodes: map[string][]string{}, builtin: r.Template == templates.ServicesYAML, queries: map[string]*dep.HealthServiceQuery{}}, nil
 }
 
 // run renders until ctx ends, calling onChange after each render that
@@ -247,27 +267,32 @@ func (w *bulkWatch) wake() {
 func (w *bulkWatch) render(ctx context.Context) error {
 	w.mu.Lock()
 	var refresh []dep.Dependency
-	for k, d := range w.used {
-		_, isHealth := d.(*dep.HealthServiceQuery)
-		_, isServices := d.(*dep.CatalogServicesQuery)
-		if w.all || w.dirty[k] || (!isHealth && !isServices) {
+	if w.all {
+		for _, d := range w.used {
 			refresh = append(refresh, d)
 		}
+	} else {
+		for k := range w.dirty {
+			if d, ok := w.used[k]; ok {
+				refresh = append(refresh, d)
+			}
+		}
+		refresh = append(refresh, w.always...)
 	}
 	w.dirty, w.all = map[string]bool{}, false
 	w.mu.Unlock()
 	if err := w.fetch(ctx, refresh); err != nil {
 		return err
 	}
+	fetched := refresh
 	for round := 0; ; round++ {
-		res, err := w.tmpl.Execute(&cttemplate.ExecuteInput{Brain: w.brain, Env: os.Environ()})
+		out, used, missing, err := w.execute()
 		if err != nil {
 			return fault.Input(fmt.Errorf("template: %w", err))
 		}
-		missing := res.Missing.List()
 		if len(missing) == 0 {
-			w.remember(res.Used.List())
-			_, err := w.p.render(&ctrenderer.RenderInput{Path: w.r.Dest, Contents: res.Output})
+			w.remember(used, fetched)
+			_, err := w.p.render(&ctrenderer.RenderInput{Path: w.r.Dest, Contents: out})
 			return err
 		}
 		if round == 10 {
@@ -276,15 +301,45 @@ func (w *bulkWatch) render(ctx context.Context) error {
 		if err := w.fetch(ctx, missing); err != nil {
 			return err
 		}
+		fetched = append(fetched, missing...)
 	}
 }
 
+// execute runs the template on the brain: its output, the queries it
+// used and those it misses.
+func (w *bulkWatch) execute() ([]byte, []dep.Dependency, []dep.Dependency, error) {
+	if w.builtin {
+		return w.executeBuiltin()
+	}
+	res, err := w.tmpl.Execute(&cttemplate.ExecuteInput{Brain: w.brain, Env: os.Environ()})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return res.Output, res.Used.List(), res.Missing.List(), nil
+}
+
 // remember records what the last render used: the dependencies, and for
-// each health query its service and the nodes its instances run on.
-func (w *bulkWatch) remember(used []dep.Dependency) {
+// each health query its service and the nodes its instances run on. When
+// the render used the same queries as the last one, only those in
+// fetched are looked at again: a change to one service of thousands
+// costs one.
+func (w *bulkWatch) remember(used, fetched []dep.Dependency) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := map[string]bool{}
+	same := len(used) == len(w.used)
+	for _, d := range used {
+		if !same {
+			break
+		}
+		_, same = w.used[d.String()]
+	}
+	if same {
+		for _, d := range fetched {
+			w.learn(d.String(), d)
+		}
+		return
+	}
+	now := make(map[string]bool, len(used))
 	for _, d := range used {
 		now[d.String()] = true
 	}
@@ -295,36 +350,67 @@ func (w *bulkWatch) remember(used []dep.Dependency) {
 			delete(w.index, k)
 		}
 	}
-	w.used = map[string]dep.Dependency{}
+	for name, q := range w.queries {
+		if !now[q.String()] {
+			delete(w.queries, name)
+		}
+	}
+	w.used = make(map[string]dep.Dependency, len(used))
 	w.services = map[string][]string{}
 	w.nodeDeps = map[string]map[string]bool{}
+	w.depNodes = map[string][]string{}
 	w.listed = map[string][]string{}
+	w.always = nil
 	for _, d := range used {
 		k := d.String()
 		w.used[k] = d
-		if cq, ok := d.(*dep.CatalogServicesQuery); ok && k == "catalog.services" {
-			data, _ := w.brain.Recall(cq)
+		switch d.(type) {
+		case *dep.HealthServiceQuery:
+			name := w.learn(k, d)
+			w.services[name] = append(w.services[name], k)
+		case *dep.CatalogServicesQuery:
+			w.learn(k, d)
+		default:
+			w.always = append(w.always, d)
+		}
+	}
+}
+
+// learn records what one used query's data says: for a health query the
+// nodes its instances run on, returning its service; for the datacenter's
+// own service list, each service's tags. Call holding mu.
+func (w *bulkWatch) learn(k string, d dep.Dependency) string {
+	switch q := d.(type) {
+	case *dep.CatalogServicesQuery:
+		if k == "catalog.services" {
+			data, _ := w.brain.Recall(q)
 			list, _ := data.([]*dep.CatalogSnippet)
+			w.listed = make(map[string][]string, len(list))
 			for _, s := range list {
 				w.listed[s.Name] = s.Tags
 			}
-			continue
 		}
-		hq, ok := d.(*dep.HealthServiceQuery)
-		if !ok {
-			continue
+	case *dep.HealthServiceQuery:
+		for _, n := range w.depNodes[k] {
+			delete(w.nodeDeps[n], k)
+			if len(w.nodeDeps[n]) == 0 {
+				delete(w.nodeDeps, n)
+			}
 		}
-		data, _ := w.brain.Recall(hq)
+		data, _ := w.brain.Recall(q)
 		entries, _ := data.([]*dep.HealthService)
-		name := healthDepService(k, entries)
-		w.services[name] = append(w.services[name], k)
+		nodes := make([]string, 0, len(entries))
 		for _, e := range entries {
 			if w.nodeDeps[e.Node] == nil {
 				w.nodeDeps[e.Node] = map[string]bool{}
 			}
 			w.nodeDeps[e.Node][k] = true
+			nodes = append(nodes, e.Node)
 		}
+		w.depNodes[k] = nodes
+		return healthDepService(k, entries)
 	}
+	return ""
 }
 
 // healthDepService is the service a health query reads: its instances'

@@ -264,8 +264,8 @@ type countingProxy struct {
 }
 
 // newCountingProxy listens on 127.0.0.1 and forwards every connection to
-// target until the benchmark ends.
-func newCountingProxy(b *testing.B, target string) *countingProxy {
+// target until the test or benchmark ends.
+func newCountingProxy(b testing.TB, target string) *countingProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul-template/config"
-	"github.com/hashicorp/consul-template/manager"
 	ctrenderer "github.com/hashicorp/consul-template/renderer"
 	cttemplate "github.com/hashicorp/consul-template/template"
 	"github.com/hashicorp/consul/api"
@@ -50,7 +49,7 @@ type Sink interface {
 }
 
 // Renderer renders hiera data from the Consul catalog with consul-template's
-// manager.Runner and hands every complete render, checked to be a YAML
+// template engine and query code and hands every complete render, checked to be a YAML
 // mapping, to its Sink. It writes no file and runs no command itself: what
 // follows a change is the caller's.
 type Renderer struct {
@@ -111,20 +110,30 @@ func (r *Renderer) newPass(ctx context.Context, sel *Selection) *pass {
 // sink's data changed.
 func (r *Renderer) Once(ctx context.Context, sel *Selection) (changed bool, err error) {
 	p := r.newPass(ctx, sel)
+	// Query failures end a once-mode render with its error: nothing is
+	// retried, so nothing is logged as retrying.
+	p.trouble = &queryTrouble{log: slog.New(slog.DiscardHandler)}
 	restore := r.captureLog()
 	defer restore()
-	runner, err := p.newRunner()
+	w, err := r.newBulkWatch(p, sel, onceConns)
 	if err != nil {
 		return false, err
 	}
-	go runner.Start()
-	defer runner.Stop()
-	select {
-	case <-runner.DoneCh:
-	case err := <-runner.ErrCh:
+	// Its connections close with it: a run that renders twice (around
+	// a splay) holds one render's at a time.
+	defer w.clients.Stop()
+	// Not blocking, so as many reads at once as once mode may hold
+	// connections.
+	w.fetchers = onceConns
+	w.feedPrefix = ""
+	if err := w.render(ctx); err != nil {
+		if ctx.Err() != nil {
+			return false, fault.Unavailable(fmt.Errorf("render %s: %w", r.Dest, ctx.Err()))
+		}
+		if fault.IsInput(err) {
+			return false, err
+		}
 		return false, r.classify(r.explain(err))
-	case <-ctx.Done():
-		return false, fault.Unavailable(fmt.Errorf("render %s: %w", r.Dest, ctx.Err()))
 	}
 	p.mu.Lock()
 	changed, lastErr := p.changed, p.lastErr
@@ -148,7 +157,7 @@ func (r *Renderer) Watch(ctx context.Context, onChange func(context.Context)) er
 	// consul-template's query code logs to the stdlib logger.
 	restore := r.captureLog()
 	defer restore()
-	w, err := r.newBulkWatch(p, sel)
+	w, err := r.newBulkWatch(p, sel, watchConns)
 	if err != nil {
 		return err
 	}
@@ -287,33 +296,6 @@ func (r *Renderer) ctConfig(conns int) *config.Config {
 	cfg.Consul.Transport.MaxConnsPerHost = config.Int(conns)
 	cfg.Consul.Transport.MaxIdleConnsPerHost = config.Int(conns)
 	return cfg
-}
-
-// newRunner builds consul-template's once-mode runner in code, as its
-// manager/example_manager_test.go does, with our renderer and functions.
-// Its queries do not block, so onceConns connections carry them all.
-func (p *pass) newRunner() (*manager.Runner, error) {
-	r := p.r
-	tc := config.DefaultTemplateConfig()
-	tc.Contents = config.String(r.Template)
-	// consul-template names the template by its destination in its logs
-	// and errors; the renderer function, not consul-template, writes it.
-	tc.Destination = config.String(r.Dest)
-	tc.ExtFuncMap = p.funcs.FuncMap()
-	tc.ErrFatal = config.Bool(true)
-	tc.Finalize()
-
-	cfg := r.ctConfig(onceConns)
-	cfg.Once = true
-	cfg.Templates = &config.TemplateConfigs{tc}
-	cfg.RendererFunc = p.render
-	cfg.Finalize()
-	runner, err := manager.NewRunner(cfg, false)
-	if err != nil {
-		// NewRunner parses the template: a broken --template is input.
-		return nil, fault.Input(fmt.Errorf("template: %w", err))
-	}
-	return runner, nil
 }
 
 // render is consul-template's RendererFunc: it checks the output is a YAML
