@@ -98,7 +98,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	}
 	fs.BoolVar(&c.Feed, "feed", true, "with --watch: while a publisher (--publish) serves the datacenter's catalog change feed, follow it with one query and read again only the services that changed, instead of watching the whole catalog (--feed=false: always watch the catalog)")
 	fs.BoolVar(&c.Publish, "publish", false, "run the datacenter's catalog change feed publisher (one at a time, under a Consul lock) instead of rendering: one blocking query per service, so its agent's limits.http_max_conns_per_client must exceed the number of services")
-	fs.StringVar(&c.Prefix, "prefix", defPrefix, "Consul KV prefix of the change feed (default $ORCHESTRATE_PREFIX, else orchestrate)")
+	fs.StringVar(&c.Prefix, "prefix", defPrefix, "Consul KV prefix of the change feed ($ORCHESTRATE_PREFIX when set)")
 	c.Consul.AddFlags(fs)
 	c.Log.AddFlags(fs)
 }
@@ -271,6 +271,10 @@ Once (default): render, write if changed, run --exec if due (below), exit; the
 Consul watch handler mode (the watch's JSON on stdin is read and ignored;
 overlapping runs take turns on --lock-file). --watch: stay running and
 re-render on every catalog change.
+
+--publish: run the datacenter's catalog change feed instead (one at a time,
+under a Consul lock): --watch on every node then reads again only the
+services that changed, instead of asking every service it uses.
 
 --exec runs when what this node reads changed since it last ran: the whole
 file, or with --reads (--reads-regex) the keys of the services named, of the

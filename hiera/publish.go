@@ -45,6 +45,10 @@ const (
 	feedCheckEvery = 5 * time.Second
 )
 
+// errServicesHidden is the service list's failure when the token may not
+// read every service.
+var errServicesHidden = errors.New("services hidden by ACLs")
+
 // noInstance is a filter no instance matches: a health query with it
 // returns the service's index alone, an empty list.
 const noInstance = `Service.ID == "" and Service.ID != ""`
@@ -192,6 +196,8 @@ type publication struct {
 	tags  map[string][]string
 	ready bool
 
+	aclOnce sync.Once
+
 	mu sync.Mutex
 	// failing holds, per query ("" for the service list), when it began
 	// to fail. Guarded by mu.
@@ -258,6 +264,14 @@ func (pub *publication) watchList(ctx context.Context, out chan<- listResult) {
 		svcs, meta, err := pub.p.Client.Catalog().Services(o)
 		if err != nil {
 			return 0, err
+		}
+		if meta.ResultsFilteredByACLs {
+			// A feed of part of the catalog would leave the nodes deaf to
+			// the rest: it never becomes ready.
+			pub.aclOnce.Do(func() {
+				pub.p.Log.Error("this token may not read every service: the feed stays not ready and the nodes watch the catalog themselves; give the publisher's token service_prefix \"\" read (hiera-publisher.hcl)")
+			})
+			return 0, errServicesHidden
 		}
 		names := make(map[string][]string, len(svcs))
 		for n, tags := range svcs {

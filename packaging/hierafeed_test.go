@@ -173,16 +173,21 @@ func TestACLHieraPublisherPolicy(t *testing.T) {
 
 	for _, tc := range []struct {
 		drop, refused string
+		// add is a rule in place of the one dropped.
+		add string
 	}{
-		{`key_prefix "orchestrate/hierafeed/"`, "Permission denied"},
-		{`session_prefix ""`, "session:write"},
-		{`service_prefix ""`, ""},
+		{`key_prefix "orchestrate/hierafeed/"`, "Permission denied", ""},
+		{`session_prefix ""`, "session:write", ""},
+		{`service_prefix ""`, "", ""},
+		// Part of the catalog: a feed of it would leave the nodes deaf
+		// to the rest.
+		{`service_prefix ""`, "may not read every service", `service "web" { policy = "read" }`},
 	} {
-		t.Run("without "+tc.drop, func(t *testing.T) {
+		t.Run("without "+tc.drop+" "+tc.add, func(t *testing.T) {
 			if _, err := w.admin.KV().DeleteTree(store.HieraFeedDir("orchestrate"), nil); err != nil {
 				t.Fatal(err)
 			}
-			pub := w.start(t, w.token(t, policyText(t, "hiera-publisher.hcl", tc.drop)), "hiera-services", "--publish")
+			pub := w.start(t, w.token(t, policyText(t, "hiera-publisher.hcl", tc.drop)+"\n"+tc.add+"\n"), "hiera-services", "--publish")
 			if tc.refused != "" {
 				testutil.Eventually(t, 20*time.Second, "the refusal logged", func() bool {
 					return strings.Contains(pub.logs.String(), tc.refused)
