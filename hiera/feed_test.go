@@ -2,8 +2,11 @@ package hiera
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -157,4 +160,89 @@ func TestPublishRefusesFileFlags(t *testing.T) {
 	if code != 2 || !strings.Contains(errb.String(), "--out does not apply") {
 		t.Fatalf("exit %d, %q; want 2 naming --out", code, errb.String())
 	}
+}
+
+// TestFeedBurstBeyondTheHead: more changes at once than the head keeps
+// (store.FeedHeadEntries): the node reads every record once and misses
+// none of them.
+func TestFeedBurstBeyondTheHead(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	register(t, a.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", port: 3306, status: "passing"})
+	out := outPath(t)
+	pub := startHS("--consul-addr", a.HTTPAddr, "--publish")
+	defer pub.stop(t)
+	w := startHS("--consul-addr", a.HTTPAddr, "--out", out, "--watch")
+	defer w.stop(t)
+	testutil.Eventually(t, 20*time.Second, "the watch to follow the feed", func() bool {
+		return strings.Contains(w.logs.String(), "following the catalog change feed")
+	})
+	n := 3 * store.FeedHeadEntries
+	// Registered in one transaction: one index, all of them at once.
+	var ops api.TxnOps
+	for i := range n {
+		ops = append(ops, &api.TxnOp{Service: &api.ServiceTxnOp{Verb: api.ServiceSet, Node: "burst",
+			Service: api.AgentService{ID: fmt.Sprintf("b%03d", i), Service: fmt.Sprintf("burst%03d", i), Port: 1000 + i}}})
+	}
+	if _, err := a.Client.Catalog().Register(&api.CatalogRegistration{Node: "burst", Address: "10.0.9.9"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for len(ops) > 0 {
+		k := min(len(ops), 64)
+		ok, resp, _, err := a.Client.Txn().Txn(ops[:k], nil)
+		if err != nil || !ok {
+			t.Fatalf("register the burst: %v %+v", err, resp)
+		}
+		ops = ops[k:]
+	}
+	testutil.Eventually(t, 30*time.Second, "every service of the burst in the file", func() bool {
+		data, _ := os.ReadFile(out)
+		for i := range n {
+			if !strings.Contains(string(data), fmt.Sprintf(`"services::burst%03d::port": [%d]`, i, 1000+i)) {
+				return false
+			}
+		}
+		return true
+	}, w.logs.String)
+	if strings.Contains(w.logs.String(), "watching the catalog directly") {
+		t.Fatalf("left the feed during the burst:\n%s", w.logs.String())
+	}
+}
+
+// TestFeedHungPublisher: a publisher that hangs (SIGSTOP) stops renewing
+// its session; when Consul ends it, the nodes watch the catalog
+// themselves and a registration made while it hangs reaches them.
+func TestFeedHungPublisher(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	register(t, a.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", port: 3306, status: "passing"})
+	bin := hieraServicesBinary(t)
+	pub := exec.Command(bin, "--consul-addr", a.HTTPAddr, "--publish")
+	pubLogs := &testutil.SyncBuffer{}
+	pub.Stdout, pub.Stderr = pubLogs, pubLogs
+	if err := pub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = pub.Process.Signal(syscall.SIGCONT)
+		_ = pub.Process.Kill()
+		_ = pub.Wait()
+	}()
+	out := outPath(t)
+	w := startHS("--consul-addr", a.HTTPAddr, "--out", out, "--watch")
+	defer w.stop(t)
+	testutil.Eventually(t, 20*time.Second, "the watch to follow the feed", func() bool {
+		return strings.Contains(w.logs.String(), "following the catalog change feed")
+	})
+	if err := pub.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	register(t, a.Client, inst{node: "db2", nodeAddr: "10.0.0.6", svc: "mysql", port: 3306, status: "passing"})
+	// The session's TTL is 10 s; Consul ends it between TTL and 2 x TTL.
+	took := testutil.Eventually(t, 45*time.Second, "the registration made while the publisher hangs", func() bool {
+		data, _ := os.ReadFile(out)
+		return strings.Contains(string(data), "10.0.0.6")
+	}, w.logs.String)
+	if !strings.Contains(w.logs.String(), "watching the catalog directly") {
+		t.Fatalf("the change arrived without leaving the feed?\n%s", w.logs.String())
+	}
+	t.Logf("a hung publisher: the node watched the catalog itself and had the change %s after the hang", took.Round(time.Second))
 }

@@ -21,11 +21,14 @@ import (
 
 // The publisher's timings.
 //
-//   - Session TTL 15 s, lock delay 5 s: a publisher that dies is replaced
-//     within 2 x TTL + lock delay + the api package's 5 s lock retry
-//     (about 40 s). Meanwhile nothing is lost: the nodes see the lock
-//     released or the session gone and fall back to watching the catalog
-//     themselves, reading everything they use once.
+//   - Session TTL 10 s (Consul's least), lock delay 5 s: a publisher
+//     that dies or hangs holds the lock until Consul ends its session,
+//     between TTL and 2 x TTL (TestFeedHungPublisher); the nodes then see
+//     the lock released and fall back to watching the catalog
+//     themselves, reading everything they use once, so nothing is lost,
+//     but a change made while it hung waits up to 20 s. Another
+//     publisher takes over within 2 x TTL + lock delay + the api
+//     package's 5 s lock retry (about 30 s).
 //   - feedFailAfter 30 s: a publisher whose queries fail for this long
 //     withdraws the ready record, so the nodes stop trusting a feed that
 //     may be missing changes. A shorter failure only delays changes: every
@@ -36,7 +39,7 @@ import (
 //     node that follows the feed sees the service leave; a node started
 //     later reads the catalog afresh anyway.
 const (
-	feedSessionTTL = 15 * time.Second
+	feedSessionTTL = 10 * time.Second
 	feedLockDelay  = 5 * time.Second
 	feedFailAfter  = 30 * time.Second
 	feedRetention  = 24 * time.Hour
