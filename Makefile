@@ -145,6 +145,17 @@ bench-hiera: consul bin/consul-template
 	$(GO) test -run '^$$' -bench Catalog1000x5 -benchtime 5x -timeout 30m ./hiera
 	$(GO) test -run '^$$' -bench EightNodesTrickle -benchtime 50x -timeout 30m ./hiera
 
+## bench-fleet: what the renderer on every node costs the Consul server as
+## the fleet grows: a server and 8, 16, then 32 default client agents, 1,000
+## services x 5 instances, hiera-services --watch on every node beside the
+## consul-template binary and its -dedup mode (on agents with a raised
+## connection limit); per registration, check change and burst of 20
+## registrations, the server's CPU and TCP bytes sent (total and per node)
+## and the time until the last node's file holds it. About 8 minutes.
+.PHONY: bench-fleet
+bench-fleet: consul bin/consul-template
+	$(GO) test -run '^$$' -bench FleetCost -benchtime 1x -timeout 30m ./hiera
+
 ## soak: the reaper against a real agent and the simulated cloud while a
 ## seeded random schedule injects faults, for SOAK_DURATION (default 5m;
 ## `make test` runs 60s); prints the seed, the faults injected, the actions
