@@ -43,11 +43,22 @@ import (
 // svc-0500), one check change (svc-0500's instance on node-0300), and a
 // burst of 20 registrations of 20 services 50 ms apart, each until every
 // node's file holds it. For each: the server's CPU seconds and the bytes it
-// sent on TCP, less what it spends idle over as long a window (measured
-// before the changes, with the renderers running), in total and per node,
-// and the time until the last node's file held the change; the medians are
-// reported. Run it with `make bench-fleet` (-benchtime 1x: the repetitions
-// are inside; a larger b.N would only build each cluster again).
+// sent on TCP (serverMeter) from the change until 500 ms after the last
+// node's file held it, less the server's idle rate over as long a window
+// (the median of five 1-second windows before the changes, the renderers
+// running), in total and per node; and the time until the last node's file
+// held the change. One untimed registration comes first (a warm-up).
+// Reported per size and tool, each the median over the repetitions (of
+// two, the larger): reg-*, check-* (per change) and burst-* (per burst of 20):
+// server-cpu-ms, server-KiB, server-KiB/node, last-node-ms; and
+// idle-server-%cpu, idle-server-KiB/s, first-render-s (every node's file
+// complete from the renderers' start), max-conns/node and
+// median-conns/node (each renderer's connections to its agent, counted
+// once), reps. A node's file that never holds a change within 2 minutes
+// (the first render: 5) fails the benchmark, naming the node.
+//
+// Run it with `make bench-fleet` (-benchtime 1x: the repetitions are
+// inside; a larger b.N would only build each cluster again).
 func BenchmarkFleetCost(b *testing.B) {
 	root := repoRootDir(b)
 	ctBin := filepath.Join(root, "bin", "consul-template")
@@ -63,7 +74,7 @@ func BenchmarkFleetCost(b *testing.B) {
 		{name: "consul-template", raised: true, argv: func(addr, out string) []string {
 			return []string{ctBin, "-consul-addr", addr, "-template", ctTmpl + ":" + out, "-log-level", "err"}
 		}},
-		{name: "consul-template-dedup", raised: true, argv: func(addr, out string) []string {
+		{name: "consul-template-dedup", raised: true, dedup: true, argv: func(addr, out string) []string {
 			// -dedup alone enables it with the default prefix
 			// (consul-template/dedup/) and session TTL (15 s).
 			return []string{ctBin, "-consul-addr", addr, "-template", ctTmpl + ":" + out, "-log-level", "err", "-dedup"}
@@ -85,10 +96,10 @@ func BenchmarkFleetCost(b *testing.B) {
 }
 
 // fleetReps is how many times each change is timed at fleet size n: the
-// 32-node rows get fewer to keep the whole benchmark within minutes on a
-// 2-core machine.
+// 16- and 32-node rows get fewer, to keep the whole benchmark near ten
+// minutes on a 2-core machine.
 func fleetReps(n int) int {
-	if n >= 32 {
+	if n >= 16 {
 		return 2
 	}
 	return 3
@@ -99,7 +110,9 @@ type fleetTool struct {
 	name string
 	// raised: its agents need http_max_conns_per_client raised.
 	raised bool
-	argv   func(agentAddr, out string) []string
+	// dedup: consul-template's -dedup, checked to render from KV.
+	dedup bool
+	argv  func(agentAddr, out string) []string
 }
 
 // fleet is one Consul server and its client agents.
@@ -118,7 +131,13 @@ type fleet struct {
 // benchmark catalog through the server. Every agent stops when b ends.
 func startFleet(b *testing.B, n int) *fleet {
 	start := time.Now()
-	f := &fleet{server: consultest.Start(b, consultest.Options{NodeName: "server"})}
+	// The server's limit of RPC connections per client address (100 by
+	// default) counts every agent here as one client: they all connect
+	// from 127.0.0.1, where a real fleet's agents each have an address of
+	// their own. At 32 agents running consul-template it refused their
+	// connections ("rpc_max_conns_per_client exceeded"), which no real
+	// fleet of that size would see; the client agents keep every default.
+	f := &fleet{server: consultest.Start(b, consultest.Options{NodeName: "server", HCL: `limits { rpc_max_conns_per_client = 4096 }`})}
 	bin := consultest.RequireBinary(b)
 	f.clients = make([]*consultest.Agent, n)
 	errs := make([]error, n)
@@ -264,6 +283,31 @@ func (f *fleet) measure(b *testing.B, tool fleetTool) {
 	sort.Float64s(idleSents)
 	idleCPU, idleSent := idleCPUs[2], idleSents[2]
 
+	// Connections each renderer holds to its agent, counted once: the
+	// consul-template binary one per service, -dedup one per service on
+	// the lock holder and a few elsewhere (the followers render from KV).
+	conns := agentConns(b, nodes, f.clients)
+	if tool.dedup {
+		keys, _, err := f.server.Client.KV().Keys(ctDedupPrefix, "", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data := 0
+		for _, k := range keys {
+			if strings.HasSuffix(k, "/data") {
+				data++
+				// Consul refuses values over kv_max_value_size (512 KiB by
+				// default): the catalog's ceiling in -dedup.
+				if pair, _, err := f.server.Client.KV().Get(k, nil); err == nil && pair != nil {
+					b.Logf("-dedup data %s: %.1f KiB", k, float64(len(pair.Value))/1024)
+				}
+			}
+		}
+		if data != 1 || conns[len(conns)-2] > 10 {
+			b.Fatalf("-dedup: want one data key under %s and one renderer holding the service queries, got keys %v and connections %v", ctDedupPrefix, keys, conns)
+		}
+	}
+
 	timeIt := func(kind string, change fleetChange) []changeCost {
 		var costs []changeCost
 		for range fleetReps(n) {
@@ -286,6 +330,14 @@ func (f *fleet) measure(b *testing.B, tool fleetTool) {
 		}
 		return costs
 	}
+	// One untimed registration first: the first change after the start
+	// costs the consul-template binary's agents a one-off resend (165 KiB
+	// per node at 16 nodes, 10 on later changes), which is not what every
+	// change costs.
+	warm := fleetRegister(b, f.server, "svc-0500")
+	f.waitAll(b, w, nodes, func(d string) bool { return strings.Contains(d, `"`+warm+`"`) }, "the warm-up registration at "+warm, 2*time.Minute)
+	time.Sleep(time.Second)
+
 	b.ResetTimer()
 	reg := timeIt("registration", func(b *testing.B) (func(string) bool, string) {
 		addr := fleetRegister(b, f.server, "svc-0500")
@@ -333,6 +385,46 @@ func (f *fleet) measure(b *testing.B, tool fleetTool) {
 	b.ReportMetric(idleSent/1024, "idle-server-KiB/s")
 	b.ReportMetric(firstRender.Seconds(), "first-render-s")
 	b.ReportMetric(float64(fleetReps(n)), "reps")
+	b.ReportMetric(float64(conns[len(conns)-1]), "max-conns/node")
+	b.ReportMetric(float64(conns[len(conns)/2]), "median-conns/node")
+}
+
+// ctDedupPrefix is consul-template's default KV prefix of -dedup.
+const ctDedupPrefix = "consul-template/dedup/"
+
+// agentConns counts, for each node, the established TCP connections its
+// renderer holds to its own agent's HTTP port, sorted.
+func agentConns(b *testing.B, nodes []*fleetNode, agents []*consultest.Agent) []int {
+	data, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// inode -> remote port of established sockets.
+	remote := map[string]int{}
+	for _, line := range strings.Split(string(data), "\n") {
+		// sl local remote st ... inode (field 9)
+		if f := strings.Fields(line); len(f) > 9 && f[3] == "01" {
+			if _, port, ok := strings.Cut(f[2], ":"); ok {
+				p, _ := strconv.ParseInt(port, 16, 32)
+				remote[f[9]] = int(p)
+			}
+		}
+	}
+	var out []int
+	for i, nd := range nodes {
+		n := 0
+		pid := nd.cmd.Process.Pid
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+			if ino, ok := strings.CutPrefix(link, "socket:["); ok && err == nil && remote[strings.TrimSuffix(ino, "]")] == agents[i].Ports.HTTP {
+				n++
+			}
+		}
+		out = append(out, n)
+	}
+	sort.Ints(out)
+	return out
 }
 
 // median is the median of f over costs (of two, the larger).
@@ -365,9 +457,39 @@ func (f *fleet) waitAll(b *testing.B, w *dirWatch, nodes []*fleetNode, ok func(s
 	deadline := time.Now().Add(limit)
 	for _, nd := range nodes {
 		if err := w.waitUntil(nd.out, ok, max(time.Until(deadline), time.Millisecond)); err != nil {
-			b.Fatalf("%s: node %s's file never held %s within %v: %v\n%s", nd.name, nd.name, what, limit, err, tail(nd.logs.String(), 4000))
+			b.Fatalf("%s: node %s's file never held %s within %v: %v\nits log's distinct lines (digits as #):\n%s\nits log's end:\n%s",
+				nd.name, nd.name, what, limit, err, distinctLines(nd.logs.String(), 20), tail(nd.logs.String(), 2000))
 		}
 	}
+}
+
+// distinctLines is the first n distinct lines of log once timestamps,
+// numbers and service names are masked (digits as #), each with its count:
+// the causes of a failure whose log repeats one line thousands of times.
+func distinctLines(log string, n int) string {
+	count := map[string]int{}
+	var order []string
+	for _, line := range strings.Split(log, "\n") {
+		k := strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return '#'
+			}
+			return r
+		}, line)
+		if count[k] == 0 {
+			order = append(order, k)
+		}
+		count[k]++
+	}
+	var out strings.Builder
+	for i, k := range order {
+		if i == n {
+			fmt.Fprintf(&out, "... and %d more\n", len(order)-n)
+			break
+		}
+		fmt.Fprintf(&out, "%6d x %s\n", count[k], k)
+	}
+	return out.String()
 }
 
 // stopFleetNodes stops every renderer (SIGINT: the consul-template binary
