@@ -534,12 +534,16 @@ func stopFleetNodes(nodes []*fleetNode) {
 // A socket that closes inside the window takes its counter with it: the
 // window polls every 100 ms and keeps the last value it saw of each
 // socket, and counts the sockets that vanished (windowCost.closed), so
-// only the bytes such a socket sent after its last poll are missed. The
-// client agents' RPC to the server runs over one long-lived multiplexed
-// connection each, so in practice none close in a window: the logged
-// counts say so, and /proc/<pid>/io's wchar (every write(2), sockets and
-// files) is logged beside the sum as a cross-check. Serf's UDP gossip is
-// not counted: it runs at a fixed rate whatever the catalog does.
+// only the bytes such a socket sent after its last poll, or one opened and
+// closed between two polls, are missed. The client agents' RPC to the
+// server runs over one long-lived multiplexed connection each; the logged
+// counts say how many closed (none in most windows, up to 20 in a burst's
+// at 32 nodes), and /proc/<pid>/io's wchar
+// (every write(2), sockets and files) is logged beside the sum as the
+// cross-check: on 2026-11-27 it never exceeded the sum by more than 0.3%
+// in a change window over 100 KiB, so nothing of weight went missing.
+// Serf's UDP gossip is not counted: it runs at a fixed rate whatever the
+// catalog does.
 type serverMeter struct {
 	pid    int
 	filter string
