@@ -152,7 +152,7 @@ bench-hiera: consul bin/consul-template
 ## connection limit); per registration, check change and burst of 20
 ## registrations, the server's CPU and TCP bytes sent (total and per node)
 ## and the time until the last node's file holds it. About 15 minutes on 2
-## cores (consul-template's first render at 32 nodes alone takes 3).
+## cores (consul-template's first render at 32 nodes alone takes 2-3).
 .PHONY: bench-fleet
 bench-fleet: consul bin/consul-template
 	$(GO) test -run '^$$' -bench FleetCost -benchtime 1x -timeout 30m ./hiera
