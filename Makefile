@@ -145,6 +145,18 @@ bench-hiera: consul bin/consul-template
 	$(GO) test -run '^$$' -bench Catalog1000x5 -benchtime 5x -timeout 30m ./hiera
 	$(GO) test -run '^$$' -bench EightNodesTrickle -benchtime 50x -timeout 30m ./hiera
 
+## bench-fleet: what the renderer on every node costs the Consul server as
+## the fleet grows: a server and 8, 16, then 32 default client agents, 1,000
+## services x 5 instances, hiera-services --watch on every node beside the
+## consul-template binary and its -dedup mode (on agents with a raised
+## connection limit); per registration, check change and burst of 20
+## registrations, the server's CPU and TCP bytes sent (total and per node)
+## and the time until the last node's file holds it. About 15 minutes on 2
+## cores (consul-template's first render at 32 nodes alone takes 2-3).
+.PHONY: bench-fleet
+bench-fleet: consul bin/consul-template
+	$(GO) test -run '^$$' -bench FleetCost -benchtime 1x -timeout 30m ./hiera
+
 ## soak: the reaper against a real agent and the simulated cloud while a
 ## seeded random schedule injects faults, for SOAK_DURATION (default 5m;
 ## `make test` runs 60s); prints the seed, the faults injected, the actions
@@ -154,8 +166,9 @@ soak: consul
 	SOAK_DURATION=$${SOAK_DURATION:-5m} REAPER_TEST_LOG=quiet CI=true $(GO) test -run '^TestSoak$$' -v -count=1 -timeout 60m ./reaper/daemon
 
 ## bench: every benchmark in one go, printed as one table with the machine it
-## ran on (hiera-services beside consul-template, service-blocker latency and
-## footprint, the reaper planner and a full reaper cycle). About 14 minutes.
+## ran on (hiera-services beside consul-template, the fleet's cost on the
+## server at 8-32 nodes, service-blocker latency and footprint, the reaper
+## planner and a full reaper cycle). About 30 minutes.
 ## lab-image: what the lab's servers are made of (lab/README.md): the base
 ## image, built once with mmdebstrap and cached in $(LAB_DIR)/cache; the
 ## packages orchestrate, consul and orchestrate-lab-roles in $(LAB_DIR)/debs;
