@@ -69,7 +69,12 @@ func BenchmarkFleetCost(b *testing.B) {
 	ctTmpl := filepath.Join(root, "hiera", "testdata", "bench-consul-template.ctmpl")
 	tools := []fleetTool{
 		{name: "hiera-services", argv: func(addr, out string) []string {
-			return []string{hsBin, "--consul-addr", addr, "--out", out, "--watch", "--log-level", "warn"}
+			return []string{hsBin, "--consul-addr", addr, "--out", out, "--watch", "--feed=false", "--log-level", "warn"}
+		}},
+		// The nodes follow the catalog change feed, which one publisher
+		// (on the server's agent, whose limit is raised for it) serves.
+		{name: "hiera-services-feed", feed: true, argv: func(addr, out string) []string {
+			return []string{hsBin, "--consul-addr", addr, "--out", out, "--watch"}
 		}},
 		{name: "consul-template", raised: true, argv: func(addr, out string) []string {
 			return []string{ctBin, "-consul-addr", addr, "-template", ctTmpl + ":" + out, "-log-level", "err"}
@@ -88,12 +93,19 @@ func BenchmarkFleetCost(b *testing.B) {
 					if tool.raised {
 						f.raiseLimits(b)
 					}
+					if tool.feed {
+						stop := f.startPublisher(b, hsBin)
+						defer stop()
+					}
 					f.measure(b, tool)
 				})
 			}
 		})
 	}
 }
+
+// fleetServices is the size of the fleet's catalog (x benchInstances).
+const fleetServices = 1000
 
 // fleetReps is how many times each change is timed at fleet size n: the
 // 16- and 32-node rows get fewer, to keep the whole benchmark near ten
@@ -112,6 +124,9 @@ type fleetTool struct {
 	raised bool
 	// dedup: consul-template's -dedup, checked to render from KV.
 	dedup bool
+	// feed: hiera-services following the catalog change feed, checked
+	// to follow it before and after the changes.
+	feed bool
 	argv  func(agentAddr, out string) []string
 }
 
@@ -137,7 +152,10 @@ func startFleet(b *testing.B, n int) *fleet {
 	// their own. At 32 agents running consul-template it refused their
 	// connections ("rpc_max_conns_per_client exceeded"), which no real
 	// fleet of that size would see; the client agents keep every default.
-	f := &fleet{server: consultest.Start(b, consultest.Options{NodeName: "server", HCL: `limits { rpc_max_conns_per_client = 4096 }`})}
+	//
+	// Its HTTP limit is raised for the catalog change feed's publisher,
+	// which runs on the server's agent with one query per service.
+	f := &fleet{server: consultest.Start(b, consultest.Options{NodeName: "server", HCL: "limits {\n  rpc_max_conns_per_client = 4096\n  http_max_conns_per_client = 4096\n}"})}
 	bin := consultest.RequireBinary(b)
 	f.clients = make([]*consultest.Agent, n)
 	errs := make([]error, n)
@@ -188,9 +206,27 @@ func startFleet(b *testing.B, n int) *fleet {
 	}
 	b.Logf("%d client agents and the server started in %v", n, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	registerBenchCatalog(b, f.server.Client)
-	b.Logf("registered %d instances of %d services through the server in %v", benchServices*benchInstances, benchServices, time.Since(start).Round(time.Millisecond))
+	registerBenchCatalog(b, f.server.Client, fleetServices)
+	b.Logf("registered %d instances of %d services through the server in %v", fleetServices*benchInstances, fleetServices, time.Since(start).Round(time.Millisecond))
 	return f
+}
+
+// startPublisher runs `hiera-services --publish` on the server's agent
+// until the returned function stops it.
+func (f *fleet) startPublisher(b *testing.B, hsBin string) func() {
+	cmd := exec.Command(hsBin, "--consul-addr", f.server.HTTPAddr, "--publish")
+	logs := &testutil.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		_ = cmd.Wait()
+		if b.Failed() {
+			b.Logf("publisher:\n%s", logs.String())
+		}
+	}
 }
 
 // raiseLimits gives every client agent the connection limit the
@@ -210,6 +246,19 @@ func (f *fleet) raiseLimits(b *testing.B) {
 		}
 	}
 	f.raised = true
+}
+
+// waitFollowing waits until every node follows the change feed.
+func (f *fleet) waitFollowing(b *testing.B, nodes []*fleetNode) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for _, nd := range nodes {
+		for !strings.Contains(nd.logs.String(), "following the catalog change feed") {
+			if time.Now().After(deadline) {
+				b.Fatalf("%s never followed the feed:\n%s", nd.name, nd.logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }
 
 // fleetNode is one node's renderer.
@@ -257,9 +306,12 @@ func (f *fleet) measure(b *testing.B, tool fleetTool) {
 	}
 	defer stopFleetNodes(nodes)
 
-	last := fmt.Sprintf("svc-%04d", benchServices-1)
+	last := fmt.Sprintf("svc-%04d", fleetServices-1)
 	f.waitAll(b, w, nodes, func(d string) bool { return strings.Contains(d, last) }, "the first render (the catalog's last service, "+last+")", 5*time.Minute)
 	firstRender := time.Since(t0)
+	if tool.feed {
+		f.waitFollowing(b, nodes)
+	}
 	// The renderers settle (consul-template's dedup followers take the
 	// lock's turn; blocking queries are re-armed) before the idle window.
 	time.Sleep(3 * time.Second)
@@ -350,7 +402,7 @@ func (f *fleet) measure(b *testing.B, tool fleetTool) {
 		if i%2 == 1 {
 			state = api.HealthCritical
 		}
-		return healthChange(b, f.server, i), "node-0300's svc-0500 check " + state
+		return healthChange(b, f.server, i, fleetServices), "node-0300's svc-0500 check " + state
 	})
 	burst := timeIt("burst", func(b *testing.B) (func(string) bool, string) {
 		var addrs []string
@@ -384,6 +436,13 @@ func (f *fleet) measure(b *testing.B, tool fleetTool) {
 	b.ReportMetric(100*idleCPU, "idle-server-%cpu")
 	b.ReportMetric(idleSent/1024, "idle-server-KiB/s")
 	b.ReportMetric(firstRender.Seconds(), "first-render-s")
+	if tool.feed {
+		for _, nd := range nodes {
+			if strings.Contains(nd.logs.String(), "watching the catalog directly") {
+				b.Fatalf("%s left the feed during the changes:\n%s", nd.name, nd.logs.String())
+			}
+		}
+	}
 	b.ReportMetric(float64(fleetReps(n)), "reps")
 	b.ReportMetric(float64(conns[len(conns)-1]), "max-conns/node")
 	b.ReportMetric(float64(conns[len(conns)/2]), "median-conns/node")
