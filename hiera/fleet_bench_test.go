@@ -127,7 +127,7 @@ type fleetTool struct {
 	// feed: hiera-services following the catalog change feed, checked
 	// to follow it before and after the changes.
 	feed bool
-	argv  func(agentAddr, out string) []string
+	argv func(agentAddr, out string) []string
 }
 
 // fleet is one Consul server and its client agents.
