@@ -478,6 +478,12 @@ func (w *bulkWatch) fetch(ctx context.Context, deps []dep.Dependency) error {
 // returns the new one; on returns with each changed result. Errors back
 // off from 250 ms to 30 s and are reported once per cause.
 func (w *bulkWatch) block(ctx context.Context, ready chan<- struct{}, name string, q func(*api.QueryOptions) (uint64, error)) {
+	w.blockOr(ctx, ready, name, q, nil)
+}
+
+// blockOr is block, calling onErr (when set) after each failed query,
+// in the loop's goroutine.
+func (w *bulkWatch) blockOr(ctx context.Context, ready chan<- struct{}, name string, q func(*api.QueryOptions) (uint64, error), onErr func()) {
 	var idx uint64
 	backoff := retryBackoff
 	once := sync.Once{}
@@ -491,6 +497,9 @@ func (w *bulkWatch) block(ctx context.Context, ready chan<- struct{}, name strin
 				return
 			}
 			w.trouble.fail(fmt.Errorf("%s: %w", name, err))
+			if onErr != nil {
+				onErr()
+			}
 			select {
 			case <-ctx.Done():
 				return

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -245,4 +246,49 @@ func TestFeedHungPublisher(t *testing.T) {
 		t.Fatalf("the change arrived without leaving the feed?\n%s", w.logs.String())
 	}
 	t.Logf("a hung publisher: the node watched the catalog itself and had the change %s after the hang", took.Round(time.Second))
+}
+
+// TestFeedUnreadable: a token that may not read the feed (an older node
+// policy, another prefix) does not keep --watch from rendering: it
+// watches the catalog itself, and registrations reach the file.
+func TestFeedUnreadable(t *testing.T) {
+	const mgmt = "5a1c0c2e-7d8e-4f4e-9b61-management00"
+	a := consultest.Start(t, consultest.Options{ACLToken: mgmt})
+	register(t, a.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", port: 3306, status: "passing"})
+	pol, _, err := a.Client.ACL().PolicyCreate(&api.ACLPolicy{Name: "catalog-only",
+		Rules: `node_prefix "" { policy = "read" }
+service_prefix "" { policy = "read" }
+agent_prefix "" { policy = "read" }`}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := a.Client.ACL().TokenCreate(&api.ACLToken{Policies: []*api.ACLTokenPolicyLink{{ID: pol.ID}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tf, []byte(tok.SecretID), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mf := filepath.Join(t.TempDir(), "mgmt")
+	if err := os.WriteFile(mf, []byte(mgmt), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pub := startHS("--consul-addr", a.HTTPAddr, "--token-file", mf, "--publish")
+	defer pub.stop(t)
+	out := outPath(t)
+	w := startHS("--consul-addr", a.HTTPAddr, "--token-file", tf, "--out", out, "--watch")
+	defer w.stop(t)
+	testutil.Eventually(t, 20*time.Second, "the first render", func() bool {
+		data, _ := os.ReadFile(out)
+		return strings.Contains(string(data), "10.0.0.5")
+	}, w.logs.String)
+	register(t, a.Client, inst{node: "db2", nodeAddr: "10.0.0.6", svc: "mysql", port: 3306, status: "passing"})
+	testutil.Eventually(t, 20*time.Second, "a registration", func() bool {
+		data, _ := os.ReadFile(out)
+		return strings.Contains(string(data), "10.0.0.6")
+	}, w.logs.String)
+	if strings.Contains(w.logs.String(), "following the catalog change feed") {
+		t.Fatalf("followed a feed it may not read:\n%s", w.logs.String())
+	}
 }

@@ -71,8 +71,33 @@ func (w *bulkWatch) watchFeed(ctx context.Context, initCh chan<- struct{}) {
 		}
 	}
 	key := store.HieraFeedLeaderKey(w.feedPrefix)
+	// goDirect starts the direct watches: the feed is not live, or
+	// cannot be read (a token that may not read it must not keep the
+	// node from rendering).
+	goDirect := func() error {
+		wasLive := st.session != ""
+		if !wasLive && initialized {
+			return nil
+		}
+		st.session = ""
+		if initialized {
+			w.r.Log.Warn("the catalog change feed is not live: watching the catalog directly")
+			w.markAll()
+		}
+		ready := make(chan struct{}, 3)
+		direct = w.startDirect(ctx, ready)
+		for range 3 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-ready:
+			}
+		}
+		signal()
+		return nil
+	}
 	once := make(chan struct{}, 1)
-	w.block(ctx, once, "hierafeed", func(o *api.QueryOptions) (uint64, error) {
+	w.blockOr(ctx, once, "hierafeed", func(o *api.QueryOptions) (uint64, error) {
 		pair, meta, err := w.consul.KV().Get(key, o)
 		if err != nil {
 			return 0, err
@@ -109,25 +134,13 @@ func (w *bulkWatch) watchFeed(ctx context.Context, initCh chan<- struct{}) {
 			}
 			w.markFeed(changed)
 			st.seen = max(st.seen, lastSeq(head))
-		case wasLive || !initialized:
-			st.session = ""
-			if initialized {
-				w.r.Log.Warn("the catalog change feed is not live: watching the catalog directly")
-				w.markAll()
+		default:
+			if err := goDirect(); err != nil {
+				return 0, err
 			}
-			ready := make(chan struct{}, 3)
-			direct = w.startDirect(ctx, ready)
-			for range 3 {
-				select {
-				case <-ctx.Done():
-					return 0, ctx.Err()
-				case <-ready:
-				}
-			}
-			signal()
 		}
 		return meta.LastIndex, nil
-	})
+	}, func() { _ = goDirect() })
 }
 
 // lastSeq is the Seq of the head's newest entry, or Dropped.
