@@ -159,6 +159,9 @@ func (c *Config) Validate() error {
 	if len(c.PassEnv) > 0 && c.Exec == "" {
 		return errors.New("--pass-env needs --exec")
 	}
+	if err := schema.ValidPrefix(strings.Trim(c.Prefix, "/")); err != nil {
+		return fmt.Errorf("--prefix: %w", err)
+	}
 	if c.LockFile == "" {
 		c.LockFile = filepath.Join(filepath.Dir(c.Out), "."+filepath.Base(c.Out)+".lock")
 	}

@@ -292,3 +292,18 @@ agent_prefix "" { policy = "read" }`}, nil)
 		t.Fatalf("followed a feed it may not read:\n%s", w.logs.String())
 	}
 }
+
+// TestBadPrefix: a --prefix that is no KV prefix is a usage error, in
+// --watch and in --publish.
+func TestBadPrefix(t *testing.T) {
+	for _, args := range [][]string{
+		{"--watch", "--out", filepath.Join(t.TempDir(), "s.yaml"), "--prefix", "a/../b"},
+		{"--publish", "--prefix", "a/../b"},
+	} {
+		var out, errb testutil.SyncBuffer
+		code := Run(context.Background(), append(args, "--consul-addr", "127.0.0.1:1"), IO{Stdout: &out, Stderr: &errb})
+		if code != 2 || !strings.Contains(errb.String(), "--prefix") {
+			t.Errorf("%v: exit %d, %q; want 2 naming --prefix", args, code, errb.String())
+		}
+	}
+}
