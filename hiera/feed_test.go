@@ -307,3 +307,35 @@ func TestBadPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestFeedSurvivesAgentRestart: the node's agent restarting (as a Consul
+// leader election, a failure every node meets at once) does not make the
+// node leave the feed and read the whole catalog again; a registration
+// made meanwhile reaches it through the feed.
+func TestFeedSurvivesAgentRestart(t *testing.T) {
+	server := consultest.Start(t, consultest.Options{NodeName: "server"})
+	client := consultest.Start(t, consultest.Options{NodeName: "node1", JoinLAN: server.SerfLANAddr()})
+	register(t, server.Client, inst{node: "db1", nodeAddr: "10.0.0.5", svc: "mysql", port: 3306, status: "passing"})
+	pub := startHS("--consul-addr", server.HTTPAddr, "--publish")
+	defer pub.stop(t)
+	out := outPath(t)
+	w := startHS("--consul-addr", client.HTTPAddr, "--out", out, "--watch")
+	defer w.stop(t)
+	testutil.Eventually(t, 30*time.Second, "the watch to follow the feed", func() bool {
+		return strings.Contains(w.logs.String(), "following the catalog change feed")
+	}, w.logs.String)
+	restarted := make(chan error, 1)
+	go func() { restarted <- client.Restart(context.Background(), 3*time.Second) }()
+	time.Sleep(time.Second)
+	register(t, server.Client, inst{node: "db2", nodeAddr: "10.0.0.6", svc: "mysql", port: 3306, status: "passing"})
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the registration made while the agent was down", func() bool {
+		data, _ := os.ReadFile(out)
+		return strings.Contains(string(data), "10.0.0.6")
+	}, w.logs.String)
+	if strings.Contains(w.logs.String(), "watching the catalog directly") {
+		t.Fatalf("left the feed for an agent restart:\n%s", w.logs.String())
+	}
+}

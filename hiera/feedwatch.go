@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	dep "github.com/hashicorp/consul-template/dependency"
 	"github.com/hashicorp/consul/api"
@@ -19,6 +20,15 @@ import (
 // or whose queries fail) they run as before, and the first render after
 // the switch reads everything the template uses: changes the feed saw
 // while nobody watched the catalog are not lost.
+
+// feedReadFailAfter is how long a node that follows the feed keeps
+// following it while its query fails. A failure shared by the whole
+// fleet (a Consul leader election) must not make every node read the
+// whole catalog again at once: the head, or the records when it fell
+// behind, bring every change made meanwhile once the query answers. A
+// failure that lasts (a token that lost its read) ends in the node
+// watching the catalog itself.
+const feedReadFailAfter = 30 * time.Second
 
 // feedState is what the node knows of the feed. Owned by watchFeed.
 type feedState struct {
@@ -96,12 +106,27 @@ func (w *bulkWatch) watchFeed(ctx context.Context, initCh chan<- struct{}) {
 		signal()
 		return nil
 	}
+	// failingSince is when the feed's query began to fail while the
+	// feed was followed.
+	var failingSince time.Time
+	onErr := func() {
+		switch {
+		case !initialized:
+			_ = goDirect()
+		case st.session == "":
+		case failingSince.IsZero():
+			failingSince = time.Now()
+		case time.Since(failingSince) >= feedReadFailAfter:
+			_ = goDirect()
+		}
+	}
 	once := make(chan struct{}, 1)
 	w.blockOr(ctx, once, "hierafeed", func(o *api.QueryOptions) (uint64, error) {
 		pair, meta, err := w.consul.KV().Get(key, o)
 		if err != nil {
 			return 0, err
 		}
+		failingSince = time.Time{}
 		head, session, err := store.ParseFeedHead(pair)
 		if err != nil {
 			w.r.Log.Debug("change feed: head ignored", "err", err)
@@ -140,7 +165,7 @@ func (w *bulkWatch) watchFeed(ctx context.Context, initCh chan<- struct{}) {
 			}
 		}
 		return meta.LastIndex, nil
-	}, func() { _ = goDirect() })
+	}, onErr)
 }
 
 // lastSeq is the Seq of the head's newest entry, or Dropped.
