@@ -280,7 +280,7 @@ func TestACLHieraFeedNodeToken(t *testing.T) {
 		}
 	}
 	head := []byte(`{"ready": true, "entries": [{"service": "web", "seq": 1, "index": 1}]}`)
-	forge := func(phase string) {
+	forge := func(phase string, publishing bool) {
 		t.Helper()
 		before := w.kvDump(t)
 		for _, k := range []string{feedLeader, feedServices + "x", feedServices + "web"} {
@@ -317,15 +317,38 @@ func TestACLHieraFeedNodeToken(t *testing.T) {
 			t.Errorf("%s: the node's token took the feed's lock", phase)
 			_ = lock.Unlock()
 		}
-		w.sameKV(t, phase+": the node's writes on the feed", before)
+		if !publishing {
+			w.sameKV(t, phase+": the node's writes on the feed", before)
+			return
+		}
+		// The publisher writes the feed meanwhile (a service's index
+		// moves): none of the node's forgeries may be there.
+		pairs, _, err := w.admin.KV().List(store.HieraFeedDir("orchestrate"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pairs {
+			if string(p.Value) == string(head) || string(p.Value) == `{"index": 1}` || p.Session == session || p.Key == feedServices+"x" {
+				t.Errorf("%s: the node's forgery landed: %s = %s (session %q)", phase, p.Key, p.Value, p.Session)
+			}
+		}
+		feedKeys := 0
+		for k := range before {
+			if strings.HasPrefix(k, store.HieraFeedDir("orchestrate")) {
+				feedKeys++
+			}
+		}
+		if len(pairs) < feedKeys {
+			t.Errorf("%s: %d keys under the feed, %d before the node's deletes", phase, len(pairs), feedKeys)
+		}
 	}
-	forge("no publisher")
+	forge("no publisher", false)
 	if _, sess := w.feedHead(t); sess != "" {
 		t.Fatalf("the feed's lock is held by %s with no publisher", sess)
 	}
 
 	pub := w.publishing(t, w.token(t, policyText(t, "hiera-publisher.hcl", "")))
-	forge("a publisher running")
+	forge("a publisher running", true)
 	h, sess := w.feedHead(t)
 	if sess == session || !h.Ready {
 		t.Errorf("the lock's holder %s (the node's session %s), ready %v", sess, session, h.Ready)
