@@ -6,14 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
 // BenchmarkEightNodesTrickle: a Consul server and eight client agents
@@ -105,7 +104,7 @@ func BenchmarkEightNodesTrickle(b *testing.B) {
 	srvPid, agentPids, hsPids := pids()
 	type cpu struct{ server, agent, hs float64 }
 	sample := func() cpu {
-		return cpu{server: cpuSeconds(srvPid), agent: meanCPU(agentPids), hs: meanCPU(hsPids)}
+		return cpu{server: testutil.ProcCPUSeconds(srvPid), agent: meanCPU(agentPids), hs: meanCPU(hsPids)}
 	}
 	percent := func(a, z cpu, d time.Duration) cpu {
 		s := d.Seconds() / 100
@@ -163,28 +162,11 @@ func BenchmarkEightNodesTrickle(b *testing.B) {
 	b.ReportMetric(busy.hs, "hiera-trickle-%cpu")
 }
 
-// cpuSeconds is the CPU time (user and system) process pid used so far.
-func cpuSeconds(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name, which may hold spaces: state is
-	// field 3, utime 14, stime 15 (in clock ticks, 100 a second).
-	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+2:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	s, _ := strconv.ParseFloat(f[12], 64)
-	return (u + s) / 100
-}
-
 // meanCPU is the mean CPU time of the processes.
 func meanCPU(pids []int) float64 {
 	var sum float64
 	for _, p := range pids {
-		sum += cpuSeconds(p)
+		sum += testutil.ProcCPUSeconds(p)
 	}
 	return sum / float64(len(pids))
 }

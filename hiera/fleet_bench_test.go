@@ -698,7 +698,7 @@ func (m *serverMeter) open() *meterWindow {
 	for ino, v := range w.base {
 		w.seen[ino] = v // a socket that closes before the first poll counts as closed
 	}
-	w.t0, w.cpu0, w.wchar0 = time.Now(), cpuSeconds(m.pid), m.wchar()
+	w.t0, w.cpu0, w.wchar0 = time.Now(), testutil.ProcCPUSeconds(m.pid), m.wchar()
 	go func() {
 		defer close(w.done)
 		for {
@@ -729,7 +729,7 @@ func (w *meterWindow) poll() map[uint64]int64 {
 func (w *meterWindow) close() windowCost {
 	close(w.stopCh)
 	<-w.done
-	c := windowCost{d: time.Since(w.t0), cpu: cpuSeconds(w.m.pid) - w.cpu0, wchar: w.m.wchar() - w.wchar0}
+	c := windowCost{d: time.Since(w.t0), cpu: testutil.ProcCPUSeconds(w.m.pid) - w.cpu0, wchar: w.m.wchar() - w.wchar0}
 	final := w.poll()
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/consultest"
+	"github.com/jiocloud/orchestrate/internal/testutil"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/daemon"
 	"github.com/jiocloud/orchestrate/reaper/simcloud"
@@ -191,14 +191,14 @@ func wakeLoad(b *testing.B, d time.Duration) {
 			r, stop = runBenchReaper(b, parseConfig(b, fmt.Sprintf(cfgText.String(), mode)), c, sim)
 			waitFor(b, 60*time.Second, "the first cycle", func() bool { return r.Metrics().Cycles() >= 1 })
 		}
-		before, agentBefore, start := processCPU(b), procCPU(agent.Pid()), time.Now()
+		before, agentBefore, start := processCPU(b), testutil.ProcCPUSeconds(agent.Pid()), time.Now()
 		cyclesBefore := 0
 		if r != nil {
 			cyclesBefore = r.Metrics().Cycles()
 		}
 		flap(b, c, flapping, d)
 		took = time.Since(start)
-		reaperCPU, agentCPU = processCPU(b)-before, procCPU(agent.Pid())-agentBefore
+		reaperCPU, agentCPU = processCPU(b)-before, testutil.ProcCPUSeconds(agent.Pid())-agentBefore
 		if r != nil {
 			cycles = r.Metrics().Cycles() - cyclesBefore
 		}
@@ -284,22 +284,6 @@ func processCPU(b *testing.B) float64 {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
-
-// procCPU is a process's user and system CPU seconds, from
-// /proc/<pid>/stat (fields 14 and 15, in clock ticks of 1/100 s).
-func procCPU(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+2:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	s, _ := strconv.ParseFloat(f[12], 64)
-	return (u + s) / 100
 }
 
 // waitFor polls cond until it holds or limit passes (then fails b).
