@@ -70,102 +70,124 @@ func (d *directWatch) stop() {
 // watched: by the feed, or by the direct watches after their first
 // answers.
 func (w *bulkWatch) watchFeed(ctx context.Context, initCh chan<- struct{}) {
-	st := &feedState{}
-	var direct *directWatch
-	defer func() { direct.stop() }()
-	initialized := false
-	signal := func() {
-		if !initialized {
-			initialized = true
-			close(initCh)
-		}
-	}
-	key := store.HieraFeedLeaderKey(w.feedPrefix)
-	// goDirect starts the direct watches: the feed is not live, or
-	// cannot be read (a token that may not read it must not keep the
-	// node from rendering).
-	goDirect := func() error {
-		wasLive := st.session != ""
-		if !wasLive && initialized {
-			return nil
-		}
-		st.session = ""
-		if initialized {
-			w.r.Log.Warn("the catalog change feed is not live: watching the catalog directly")
-			w.markAll()
-		}
-		ready := make(chan struct{}, 3)
-		direct = w.startDirect(ctx, ready)
-		for range 3 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-ready:
-			}
-		}
-		signal()
-		return nil
-	}
-	// failingSince is when the feed's query began to fail while the
-	// feed was followed.
-	var failingSince time.Time
-	onErr := func() {
-		switch {
-		case !initialized:
-			_ = goDirect()
-		case st.session == "":
-		case failingSince.IsZero():
-			failingSince = time.Now()
-		case time.Since(failingSince) >= feedReadFailAfter:
-			_ = goDirect()
-		}
-	}
+	f := &feedFollower{w: w, initCh: initCh}
+	defer func() { f.direct.stop() }()
 	once := make(chan struct{}, 1)
 	w.blockOr(ctx, once, "hierafeed", func(o *api.QueryOptions) (uint64, error) {
-		pair, meta, err := w.consul.KV().Get(key, o)
-		if err != nil {
+		return f.answer(ctx, o)
+	}, func() { f.failed(ctx) })
+}
+
+// feedFollower is watchFeed's state, used by its loop's goroutine only.
+type feedFollower struct {
+	w  *bulkWatch
+	st feedState
+	// direct runs while the feed is not followed (nil otherwise).
+	direct *directWatch
+	// initialized: initCh is closed.
+	initialized bool
+	initCh      chan<- struct{}
+	// failingSince is when the feed's query began to fail while the
+	// feed was followed.
+	failingSince time.Time
+}
+
+func (f *feedFollower) signal() {
+	if !f.initialized {
+		f.initialized = true
+		close(f.initCh)
+	}
+}
+
+// answer reads the head once (the blocking query of watchFeed's loop)
+// and follows it, or leaves it for the direct watches.
+func (f *feedFollower) answer(ctx context.Context, o *api.QueryOptions) (uint64, error) {
+	w := f.w
+	pair, meta, err := w.consul.KV().Get(store.HieraFeedLeaderKey(w.feedPrefix), o)
+	if err != nil {
+		return 0, err
+	}
+	f.failingSince = time.Time{}
+	head, session, err := store.ParseFeedHead(pair)
+	if err != nil {
+		w.r.Log.Debug("change feed: head ignored", "err", err)
+		session = ""
+	}
+	if !head.Ready {
+		session = ""
+	}
+	wasLive := f.st.session != ""
+	switch {
+	case session != "" && (session != f.st.session || head.Dropped > f.st.seen):
+		// A new publisher, or changes the head no longer holds:
+		// compare every record with what was read.
+		if err := w.feedResync(ctx); err != nil {
 			return 0, err
 		}
-		failingSince = time.Time{}
-		head, session, err := store.ParseFeedHead(pair)
-		if err != nil {
-			w.r.Log.Debug("change feed: head ignored", "err", err)
-			session = ""
+		if !wasLive {
+			f.direct.stop()
+			f.direct = nil
+			w.r.Log.Info("following the catalog change feed")
 		}
-		if !head.Ready {
-			session = ""
-		}
-		wasLive := st.session != ""
-		switch {
-		case session != "" && (session != st.session || head.Dropped > st.seen):
-			// A new publisher, or changes the head no longer holds:
-			// compare every record with what was read.
-			if err := w.feedResync(ctx); err != nil {
-				return 0, err
-			}
-			if !wasLive {
-				direct.stop()
-				direct = nil
-				w.r.Log.Info("following the catalog change feed")
-			}
-			st.session, st.seen = session, lastSeq(head)
-			signal()
-		case session != "":
-			var changed []store.FeedService
-			for _, e := range head.Entries {
-				if e.Seq > st.seen {
-					changed = append(changed, e)
-				}
-			}
-			w.markFeed(changed)
-			st.seen = max(st.seen, lastSeq(head))
-		default:
-			if err := goDirect(); err != nil {
-				return 0, err
+		f.st.session, f.st.seen = session, lastSeq(head)
+		f.signal()
+	case session != "":
+		var changed []store.FeedService
+		for _, e := range head.Entries {
+			if e.Seq > f.st.seen {
+				changed = append(changed, e)
 			}
 		}
-		return meta.LastIndex, nil
-	}, onErr)
+		w.markFeed(changed)
+		f.st.seen = max(f.st.seen, lastSeq(head))
+	default:
+		if err := f.goDirect(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return meta.LastIndex, nil
+}
+
+// failed follows a failed query of the head: before the first render
+// the node watches the catalog at once (a token that may not read the
+// feed must not keep it from rendering); while it follows the feed,
+// after feedReadFailAfter.
+func (f *feedFollower) failed(ctx context.Context) {
+	switch {
+	case !f.initialized:
+		_ = f.goDirect(ctx)
+	case f.st.session == "":
+	case f.failingSince.IsZero():
+		f.failingSince = time.Now()
+	case time.Since(f.failingSince) >= feedReadFailAfter:
+		_ = f.goDirect(ctx)
+	}
+}
+
+// goDirect starts the direct watches, unless they run already, and
+// waits for their first answers.
+func (f *feedFollower) goDirect(ctx context.Context) error {
+	w := f.w
+	wasLive := f.st.session != ""
+	if !wasLive && f.initialized {
+		return nil
+	}
+	f.st.session = ""
+	if f.initialized {
+		w.r.Log.Warn("the catalog change feed is not live: watching the catalog directly")
+		w.markAll()
+	}
+	ready := make(chan struct{}, 3)
+	f.direct = w.startDirect(ctx, ready)
+	for range 3 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ready:
+		}
+	}
+	f.signal()
+	return nil
 }
 
 // lastSeq is the Seq of the head's newest entry, or Dropped.
