@@ -32,6 +32,14 @@ func startHS(args ...string) *running {
 	return r
 }
 
+// waitFollowing waits until the run (a --watch) follows the change feed.
+func (r *running) waitFollowing(t *testing.T, limit time.Duration) {
+	t.Helper()
+	testutil.Eventually(t, limit, "the watch to follow the feed", func() bool {
+		return strings.Contains(r.logs.String(), "following the catalog change feed")
+	}, r.logs.String)
+}
+
 func (r *running) stop(t *testing.T) {
 	t.Helper()
 	r.cancel()
@@ -68,9 +76,7 @@ func TestFeedFollowedAndFallBack(t *testing.T) {
 	}
 	contains := func(s string) func(string) bool { return func(d string) bool { return strings.Contains(d, s) } }
 	has("the first render", contains("10.0.1.5"))
-	testutil.Eventually(t, 20*time.Second, "the watch to follow the feed", func() bool {
-		return strings.Contains(w.logs.String(), "following the catalog change feed")
-	})
+	w.waitFollowing(t, 20*time.Second)
 
 	register(t, a.Client, inst{node: "db2", nodeAddr: "10.0.0.6", svc: "mysql", port: 3306, status: "critical"})
 	has("a registration through the feed", contains("10.0.0.6"))
@@ -126,9 +132,7 @@ func TestFeedRecordsWrittenByHand(t *testing.T) {
 	defer pub.stop(t)
 	w := startHS("--consul-addr", a.HTTPAddr, "--out", out, "--watch")
 	defer w.stop(t)
-	testutil.Eventually(t, 20*time.Second, "the watch to follow the feed", func() bool {
-		return strings.Contains(w.logs.String(), "following the catalog change feed")
-	})
+	w.waitFollowing(t, 20*time.Second)
 	st, err := store.New(a.Client, prefix)
 	if err != nil {
 		t.Fatal(err)
@@ -174,9 +178,7 @@ func TestFeedBurstBeyondTheHead(t *testing.T) {
 	defer pub.stop(t)
 	w := startHS("--consul-addr", a.HTTPAddr, "--out", out, "--watch")
 	defer w.stop(t)
-	testutil.Eventually(t, 20*time.Second, "the watch to follow the feed", func() bool {
-		return strings.Contains(w.logs.String(), "following the catalog change feed")
-	})
+	w.waitFollowing(t, 20*time.Second)
 	n := 3 * store.FeedHeadEntries
 	// Registered in one transaction: one index, all of them at once.
 	var ops api.TxnOps
@@ -230,9 +232,7 @@ func TestFeedHungPublisher(t *testing.T) {
 	out := outPath(t)
 	w := startHS("--consul-addr", a.HTTPAddr, "--out", out, "--watch")
 	defer w.stop(t)
-	testutil.Eventually(t, 20*time.Second, "the watch to follow the feed", func() bool {
-		return strings.Contains(w.logs.String(), "following the catalog change feed")
-	})
+	w.waitFollowing(t, 20*time.Second)
 	if err := pub.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -321,9 +321,7 @@ func TestFeedSurvivesAgentRestart(t *testing.T) {
 	out := outPath(t)
 	w := startHS("--consul-addr", client.HTTPAddr, "--out", out, "--watch")
 	defer w.stop(t)
-	testutil.Eventually(t, 30*time.Second, "the watch to follow the feed", func() bool {
-		return strings.Contains(w.logs.String(), "following the catalog change feed")
-	}, w.logs.String)
+	w.waitFollowing(t, 30*time.Second)
 	restarted := make(chan error, 1)
 	go func() { restarted <- client.Restart(context.Background(), 3*time.Second) }()
 	time.Sleep(time.Second)
