@@ -53,9 +53,16 @@ func benchCatalog(b *testing.B, benchServices int) {
 	// users run it. Watch mode still holds one blocking query per service
 	// (both tools): its agent must accept more than its default 200
 	// connections per client address.
+	//
+	// consul-template's health row runs on an agent of its own (ctHealth):
+	// on the agent its watch row used, the blocking queries of the stopped
+	// process stay open on the agent until they time out, and at 5,000
+	// services its second start did not render within five minutes.
+	raised := consultest.Options{HCL: `limits { http_max_conns_per_client = 16384 }`}
 	def := consultest.Start(b, consultest.Options{})
-	a := consultest.Start(b, consultest.Options{HCL: `limits { http_max_conns_per_client = 16384 }`})
-	for _, ag := range []*consultest.Agent{def, a} {
+	a := consultest.Start(b, raised)
+	ctHealth := consultest.Start(b, raised)
+	for _, ag := range []*consultest.Agent{def, a, ctHealth} {
 		start := time.Now()
 		registerBenchCatalog(b, ag.Client, benchServices)
 		b.Logf("registered %d instances of %d services in %v", benchServices*benchInstances, benchServices, time.Since(start).Round(time.Millisecond))
@@ -78,27 +85,28 @@ func benchCatalog(b *testing.B, benchServices int) {
 	ctTmpl := filepath.Join(root, "hiera", "testdata", "bench-consul-template.ctmpl")
 	// hiera-services runs against the default agent in both modes; the
 	// consul-template binary's watch mode never renders there (one
-	// blocking query per service), so its watch rows use the raised one.
+	// blocking query per service), so its watch rows use raised ones.
+	// cmd is given the agent of the row it runs in (watch, or health).
 	tools := []struct {
-		name  string
-		watch *consultest.Agent
-		cmd   func(out string, watch bool) []string
+		name          string
+		watch, health *consultest.Agent
+		cmd           func(ag *consultest.Agent, out string, watch bool) []string
 		// follows: the watch must follow the feed before changes are timed.
 		follows bool
 	}{
-		{"hiera-services", def, func(out string, watch bool) []string {
+		{"hiera-services", def, def, func(_ *consultest.Agent, out string, watch bool) []string {
 			args := []string{hsBin, "--consul-addr", def.HTTPAddr, "--out", out, "--lock-file", out + ".lock"}
 			if watch {
 				args = append(args, "--watch")
 			}
 			return args
 		}, false},
-		{"hiera-services-feed", node, func(out string, watch bool) []string {
+		{"hiera-services-feed", node, node, func(_ *consultest.Agent, out string, watch bool) []string {
 			return []string{hsBin, "--consul-addr", node.HTTPAddr, "--out", out, "--lock-file", out + ".lock", "--watch"}
 		}, true},
-		{"consul-template", a, func(out string, watch bool) []string {
+		{"consul-template", a, ctHealth, func(ag *consultest.Agent, out string, watch bool) []string {
 			if watch {
-				return []string{ctBin, "-consul-addr", a.HTTPAddr, "-template", ctTmpl + ":" + out, "-log-level", "err"}
+				return []string{ctBin, "-consul-addr", ag.HTTPAddr, "-template", ctTmpl + ":" + out, "-log-level", "err"}
 			}
 			return []string{ctBin, "-consul-addr", def.HTTPAddr, "-template", ctTmpl + ":" + out, "-log-level", "err", "-once"}
 		}, false},
@@ -112,7 +120,7 @@ func benchCatalog(b *testing.B, benchServices int) {
 			var size, peakConns int
 			for i := 0; i < b.N; i++ {
 				out := filepath.Join(b.TempDir(), "services.yaml")
-				args := tool.cmd(out, false)
+				args := tool.cmd(def, out, false)
 				cmd := exec.Command(args[0], args[1:]...)
 				var stderr bytes.Buffer
 				cmd.Stderr = &stderr
@@ -143,11 +151,14 @@ func benchCatalog(b *testing.B, benchServices int) {
 		})
 	}
 	for _, tool := range tools {
+		on := func(ag *consultest.Agent) func(string, bool) []string {
+			return func(out string, watch bool) []string { return tool.cmd(ag, out, watch) }
+		}
 		b.Run("watch/"+tool.name, func(b *testing.B) {
-			benchWatch(b, tool.watch, tool.cmd, registerChange, benchServices, tool.follows)
+			benchWatch(b, tool.watch, on(tool.watch), registerChange, benchServices, tool.follows)
 		})
 		b.Run("health/"+tool.name, func(b *testing.B) {
-			benchWatch(b, tool.watch, tool.cmd, healthChange, benchServices, tool.follows)
+			benchWatch(b, tool.health, on(tool.health), healthChange, benchServices, tool.follows)
 		})
 	}
 }
