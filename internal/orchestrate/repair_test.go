@@ -84,14 +84,22 @@ func (n *repairNode) repair() (rec, puppet store.Status) {
 	return st[store.CategoryRepair], st[store.CategoryPuppet]
 }
 
-// check is the state of node9's web check on its agent.
+// check is the state of node9's web check in the catalog, which the
+// repair watch reads: not the agent's own view, which runs ahead of it.
+// The test must not break the service again before the catalog has seen
+// it pass: a passing spell the agent never synced (under load, shorter
+// than its sync) is no change to the watch, which then never fires for
+// the next crash (the fresh-clone CI run of 5f18efe failed so, the check
+// passing for one second).
 func (n *repairNode) check() string {
-	checks, err := n.a.Client.Agent().Checks()
+	checks, _, err := n.a.Client.Health().Checks("web", nil)
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	if c := checks["web-alive"]; c != nil {
-		return c.Status
+	for _, c := range checks {
+		if c.Node == "node9" && c.CheckID == "web-alive" {
+			return c.Status
+		}
 	}
 	return ""
 }
