@@ -22,14 +22,19 @@ import (
 )
 
 var cmdTriggerUpdate = &command{
-	name: "trigger-update", minArgs: 1, maxArgs: 1, usage: "VERSION",
+	name: "trigger-update", minArgs: 1, maxArgs: 1, usage: "VERSION", json: true,
 	summary: "Set the desired version of the whole system (<prefix>/current_version).",
 	run: func(ctx context.Context, e *env, args []string) error {
-		if err := e.store.SetCurrentVersion(ctx, args[0]); err != nil {
+		old, had, err := e.store.SwapCurrentVersion(ctx, args[0])
+		if err != nil {
 			return err
 		}
-		e.log.Info("desired version set", "version", args[0])
-		return nil
+		c := Change{Changed: !had || old != args[0], Key: store.CurrentVersionKey(e.store.Prefix()), New: args[0],
+			subject: "current version", oldText: "none", newText: args[0]}
+		if had {
+			c.Old, c.oldText = old, old
+		}
+		return e.printChange(c)
 	},
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +34,12 @@ type result struct {
 // environment pointing at the agent.
 func cli(t *testing.T, a *consultest.Agent, stdin string, args ...string) result {
 	t.Helper()
+	return cliWith(t, a, strings.NewReader(stdin), args...)
+}
+
+// cliWith is cli with stdin read from r.
+func cliWith(t *testing.T, a *consultest.Agent, stdin io.Reader, args ...string) result {
+	t.Helper()
 	// t.Setenv is not safe from concurrent goroutines (TestConvergeTwoAtOnce
 	// runs two converges at once, a data race under -race); set it only
 	// when it changes.
@@ -40,7 +47,7 @@ func cli(t *testing.T, a *consultest.Agent, stdin string, args ...string) result
 		t.Setenv("CONSUL_HTTP_ADDR", a.HTTPAddr)
 	}
 	var out, errb bytes.Buffer
-	code := Run(context.Background(), args, IO{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb})
+	code := Run(context.Background(), args, IO{Stdin: stdin, Stdout: &out, Stderr: &errb})
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 

@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -30,7 +31,7 @@ var cmdHold = &command{
 	summary: "Keep a (failing) server for a human: the reaper puts it in maintenance (out of DNS and healthy_services), never deletes, repairs, drains, refreshes or scales it in, and builds its replacement, until the hold ends (--for, default 24h, at most 7d; or `hold release`). Holds count against the role's max_held. list prints every hold record.",
 	setup: func(fs *pflag.FlagSet) runFunc {
 		o := holdOpts{}
-		fs.StringVar(&o.reason, "reason", "", "why the server is held (required)")
+		fs.StringVar(&o.reason, "reason", "", "why the server is held (required; one line, at most 500 bytes)")
 		fs.StringVar(&o.dur, "for", "24h", "how long the hold lasts (a Go duration, or whole days as 2d), at most 7d")
 		return func(ctx context.Context, e *env, args []string) error { return runHold(ctx, e, args, o) }
 	},
@@ -88,8 +89,8 @@ func holdHost(ctx context.Context, e *env, host string, o holdOpts) error {
 	if err := schema.ValidName("host", host); err != nil {
 		return exitcode.Usagef("hold: %v", err)
 	}
-	if strings.TrimSpace(o.reason) == "" {
-		return exitcode.Usagef("hold: --reason is required (it is shown in status, the history and the node's maintenance notes)")
+	if err := checkReason("hold", o.reason, true); err != nil {
+		return err
 	}
 	d, err := parseHoldFor(o.dur)
 	if err != nil {
@@ -119,14 +120,34 @@ func holdHost(ctx context.Context, e *env, host string, o holdOpts) error {
 	if had && old.ID != "" && old.Active(now) {
 		rec.ID = old.ID // the same server's hold, made longer or given a new reason
 	}
-	if err := e.store.PutHold(ctx, rec, old.Index); err != nil {
-		if errors.Is(err, store.ErrHoldMoved) {
-			return exitcode.Wrap(exitcode.No, err)
-		}
+	if err := putHold(ctx, e, rec, old.Index); err != nil {
 		return err
 	}
-	e.log.Info("held for a human; the reaper takes it out of service and builds its replacement", "host", host, "role", rr.Name, "until", rec.Until.Format(time.RFC3339))
-	return nil
+	c := holdChange(e, old, had, rec)
+	c.Reason, c.newText = rec.Reason, fmt.Sprintf("held until %s by %s (reason: %s)", rec.Until.Format(time.RFC3339), rec.By, quoteReason(rec.Reason))
+	c.note = "the reaper takes it out of service and builds its replacement"
+	return e.printChange(c)
+}
+
+// putHold writes rec at index; another writer first is exit 1.
+func putHold(ctx context.Context, e *env, rec reaperkv.HoldRecord, index uint64) error {
+	err := e.store.PutHold(ctx, rec, index)
+	if errors.Is(err, store.ErrHoldMoved) {
+		return exitcode.Wrap(exitcode.No, err)
+	}
+	return err
+}
+
+// holdChange is a change of a hold record from old (had: there was one)
+// to rec; the caller says what rec is.
+func holdChange(e *env, old reaperkv.HoldRecord, had bool, rec reaperkv.HoldRecord) Change {
+	c := Change{Changed: true, Key: reaperkv.HoldKey(e.store.Prefix(), rec.Host), New: json.RawMessage(reaperkv.MarshalHold(rec)), By: whoAmI(),
+		subject: "hold of " + rec.Host, oldText: "not held"}
+	if had {
+		c.Old = json.RawMessage(reaperkv.MarshalHold(old))
+		c.oldText = fmt.Sprintf("%s until %s by %s", old.State(e.store.Now()), old.Until.UTC().Format(time.RFC3339), old.By)
+	}
+	return c
 }
 
 // roleOfHost is the role of the reaper's report whose members name host.
@@ -205,15 +226,15 @@ func holdRelease(ctx context.Context, e *env, host string) error {
 	if !rec.Active(now) {
 		return exitcode.Usagef("hold release: %s is not held: its hold is %s", host, rec.State(now))
 	}
+	old := rec
 	rec.Released, rec.ReleasedBy = now, whoAmI()
-	if err := e.store.PutHold(ctx, rec, rec.Index); err != nil {
-		if errors.Is(err, store.ErrHoldMoved) {
-			return exitcode.Wrap(exitcode.No, err)
-		}
+	if err := putHold(ctx, e, rec, rec.Index); err != nil {
 		return err
 	}
-	e.log.Info("hold released; the reaper judges the server as any other again (and replaces it if it still fails)", "host", host)
-	return nil
+	c := holdChange(e, old, true, rec)
+	c.newText = "released by " + rec.ReleasedBy
+	c.note = "the reaper judges the server as any other again, and replaces it if it still fails"
+	return e.printChange(c)
 }
 
 // holdLine is one hold record in `hold list`.
@@ -254,7 +275,7 @@ func holdList(ctx context.Context, e *env) error {
 		if l.Auto {
 			by = "reaper (hold_failures)"
 		}
-		fmt.Fprintf(e.Stdout, "%s\t%s\t%s\tuntil %s\tby %s\t%s\n", l.Host, l.Role, l.State, l.Until.UTC().Format(time.RFC3339), by, l.Reason)
+		fmt.Fprintf(e.Stdout, "%s\t%s\t%s\tuntil %s\tby %s\t%s\n", l.Host, l.Role, l.State, l.Until.UTC().Format(time.RFC3339), oneLine(by), oneLine(l.Reason))
 	}
 	return nil
 }

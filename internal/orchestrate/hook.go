@@ -58,7 +58,8 @@ func hookComplete(ctx context.Context, e *env, role, host, result, by, detail st
 	if by == "" {
 		by = whoAmI()
 	}
-	r, err := e.store.AnswerHook(ctx, role, host, schema.HookAnswer{Result: result, Time: e.store.Now().UTC(), By: by, Detail: detail})
+	ans := schema.HookAnswer{Result: result, Time: e.store.Now().UTC(), By: by, Detail: detail}
+	r, err := e.store.AnswerHook(ctx, role, host, ans)
 	switch {
 	case errors.Is(err, store.ErrNoHook):
 		return exitcode.Usagef("hook complete: no lifecycle hook of role %s waits for %s, nothing written (`orchestrate hook list` shows those that do; one that ended at its deadline, or whose server left, waits no more)", role, host)
@@ -69,8 +70,11 @@ func hookComplete(ctx context.Context, e *env, role, host, result, by, detail st
 	case err != nil:
 		return err
 	}
-	e.log.Info("lifecycle hook answered; the reaper takes it at its next cycle", "role", role, "host", host, "hook", r.Hook, "result", result, "entry", r.Entry)
-	return nil
+	// The store answers only a hook not answered yet (the first answer
+	// stands): the old value is none.
+	return e.printChange(Change{Changed: true, Key: store.HookAnswerKey(e.store.Prefix(), role, host), New: ans, By: by,
+		subject: fmt.Sprintf("on_%s hook of %s (entry %s)", r.Hook, host, r.Entry), oldText: "no answer",
+		newText: result + " by " + by, note: "the reaper takes it at its next cycle"})
 }
 
 // hookView is a waiting hook as `hook list --json` prints it.

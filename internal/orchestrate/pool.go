@@ -6,9 +6,11 @@ import (
 	"io"
 	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/spf13/pflag"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
@@ -23,8 +25,9 @@ var cmdPool = &command{
 	name: "pool", minArgs: 1, maxArgs: 2, usage: "status [ROLE] | flush ROLE", json: true,
 	summary: "Print the reaper's warm pools (status: per role the standbys ready, converging and failed, claims in the last hour, average claim time), or ask the reaper to replace every standby of a role, one at a time, never a serving server (flush).",
 	setup: func(fs *pflag.FlagSet) runFunc {
-		reason := fs.String("reason", "", "why the pool is flushed (recorded with the request)")
-		return func(ctx context.Context, e *env, args []string) error { return runPool(ctx, e, args, *reason) }
+		var cf confirmFlags
+		cf.register(fs, "the flush request (pool status shows it)")
+		return func(ctx context.Context, e *env, args []string) error { return runPool(ctx, e, args, cf) }
 	},
 }
 
@@ -39,7 +42,7 @@ type poolRole struct {
 	AvgClaim       string `json:"avg_claim,omitempty"`
 }
 
-func runPool(ctx context.Context, e *env, args []string, reason string) error {
+func runPool(ctx context.Context, e *env, args []string, cf confirmFlags) error {
 	switch args[0] {
 	case "status":
 		role := ""
@@ -51,7 +54,10 @@ func runPool(ctx context.Context, e *env, args []string, reason string) error {
 		if len(args) != 2 {
 			return exitcode.Usagef("pool flush: name the role")
 		}
-		return poolFlush(ctx, e, args[1], reason)
+		if err := checkReason("pool flush", cf.reason, false); err != nil {
+			return err
+		}
+		return poolFlush(ctx, e, args[1], cf)
 	}
 	return exitcode.Usagef("pool: unknown action %q (want status or flush)", args[0])
 }
@@ -168,7 +174,7 @@ func writePool(w io.Writer, p poolRole, now time.Time) {
 	}
 }
 
-func poolFlush(ctx context.Context, e *env, role, reason string) error {
+func poolFlush(ctx context.Context, e *env, role string, cf confirmFlags) error {
 	if err := schema.ValidName("role", role); err != nil {
 		return exitcode.Usagef("pool flush: %v", err)
 	}
@@ -183,13 +189,28 @@ func poolFlush(ctx context.Context, e *env, role, reason string) error {
 	if !found {
 		return exitcode.Usagef("pool flush: the reaper reports no warm pool for role %q (is warm_pool set for it, and a reaper leading?)", role)
 	}
+	prompt := fmt.Sprintf("This has the reaper replace every standby of role %s's warm pool, one at a time.", role)
+	if err := e.confirm("pool flush", cf.yes, prompt, ""); err != nil {
+		return err
+	}
+	reason := cf.reason
 	if reason == "" {
 		reason = "flushed by hand with orchestrate pool flush"
 	}
 	rec := reaperkv.PoolFlushRecord{Time: e.store.Now().UTC(), By: whoAmI(), Reason: reason}
-	if err := e.store.RequestPoolFlush(ctx, role, rec); err != nil {
+	old, err := e.store.RequestPoolFlush(ctx, role, rec)
+	if err != nil {
 		return err
 	}
-	e.log.Info("pool flush requested: the reaper replaces every standby of the role made before now, one at a time", "role", role, "key", reaperkv.PoolFlushKey(e.store.Prefix(), role))
-	return nil
+	c := Change{Changed: true, Key: reaperkv.PoolFlushKey(e.store.Prefix(), role), Old: storedValue(old), New: rec, By: rec.By, Reason: rec.Reason,
+		subject: "warm pool of role " + role, oldText: "no flush requested",
+		newText: fmt.Sprintf("flush requested by %s (reason: %s)", rec.By, quoteReason(rec.Reason)),
+		note:    "the reaper replaces every standby made before now, one at a time"}
+	if old != nil {
+		c.oldText = "a flush requested already"
+		if prev, err := store.ParsePoolFlush(&api.KVPair{Key: c.Key, Value: old}); err == nil {
+			c.oldText = fmt.Sprintf("a flush requested by %s at %s", prev.By, prev.Time.UTC().Format(time.RFC3339))
+		}
+	}
+	return e.printChange(c)
 }

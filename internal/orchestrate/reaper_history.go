@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"sort"
 	"text/tabwriter"
 	"time"
 
@@ -27,6 +29,9 @@ func runHistory(ctx context.Context, e *env, f historyFilter) error {
 	if err != nil {
 		return err
 	}
+	if rec, _, err := e.store.ArmRecord(ctx); err == nil && rec != nil {
+		h = withArmRecord(h, *rec)
+	}
 	var shown []reaperkv.Activity
 	for _, a := range h {
 		if (f.role == "" || a.Role == f.role) && (f.since == 0 || !a.Time.Before(e.store.Now().Add(-f.since))) {
@@ -38,6 +43,21 @@ func runHistory(ctx context.Context, e *env, f historyFilter) error {
 	}
 	writeHistory(e.Stdout, shown)
 	return nil
+}
+
+// withArmRecord adds the arm record to the history, in time order: an arm
+// or disarm by hand is the operator's, not the reaper's, so its history
+// does not hold it (only the latest, which the record keeps, is shown).
+// The reaper's own first arm is in the history already.
+func withArmRecord(h []reaperkv.Activity, rec reaperkv.ArmRecord) []reaperkv.Activity {
+	for _, a := range h {
+		if a.Kind == reaperkv.ActivityArm && a.Reason == rec.Reason && a.Time.Sub(rec.Time).Abs() < time.Minute {
+			return h
+		}
+	}
+	a := reaperkv.Activity{Time: rec.Time, Kind: reaperkv.ActivityArm, Action: armState(rec) + " by " + rec.By, Reason: rec.Reason, Result: "done"}
+	i := sort.Search(len(h), func(i int) bool { return h[i].Time.After(rec.Time) })
+	return slices.Insert(h, i, a)
 }
 
 // writeHistory prints activities as a table, one a line.

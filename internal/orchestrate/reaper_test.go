@@ -16,7 +16,7 @@ import (
 
 func TestReaperArmDisarm(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
-	mustCode(t, cli(t, a, "", "reaper", "arm", "--reason", "initial build checked by hand"), 0, "reaper arm")
+	mustCode(t, cli(t, a, "", "reaper", "arm", "--yes", "--reason", "initial build checked by hand"), 0, "reaper arm")
 	p, _, err := a.Client.KV().Get("orchestrate/reaper/armed", nil)
 	if err != nil || p == nil {
 		t.Fatalf("armed key: %v %v", p, err)

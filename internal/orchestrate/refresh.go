@@ -28,7 +28,7 @@ var cmdRefresh = &command{
 		fs.IntSliceVar(&o.checkpoints, "checkpoints", nil, "shares of the role on the spec (percent, ascending) at which the refresh waits for `refresh continue`")
 		fs.BoolVar(&o.cancel, "cancel", false, "cancel the role's refresh: replacements in flight finish, no new one starts")
 		fs.BoolVar(&o.rollback, "rollback", false, "roll the role back to the boot spec before its current one")
-		fs.StringVar(&o.reason, "reason", "", "why (recorded with the request and in the reaper's history)")
+		o.confirm.register(fs, "the request (refresh status shows it); a refresh or rollback asks first")
 		return func(ctx context.Context, e *env, args []string) error { return runRefresh(ctx, e, args, o) }
 	},
 }
@@ -37,11 +37,14 @@ type refreshOpts struct {
 	minHealthy       int
 	checkpoints      []int
 	cancel, rollback bool
-	reason           string
+	confirm          confirmFlags
 }
 
 func runRefresh(ctx context.Context, e *env, args []string, o refreshOpts) error {
 	verb := args[0]
+	if err := checkReason("refresh", o.confirm.reason, false); err != nil {
+		return err
+	}
 	switch {
 	case verb == "status":
 		role := ""
@@ -59,7 +62,7 @@ func runRefresh(ctx context.Context, e *env, args []string, o refreshOpts) error
 	case o.cancel && (o.rollback || o.minHealthy != 0 || len(o.checkpoints) > 0):
 		return exitcode.Usagef("refresh: --cancel takes no other option")
 	case o.cancel:
-		return refreshCancel(ctx, e, verb, o.reason)
+		return refreshCancel(ctx, e, verb, o.confirm.reason)
 	}
 	return refreshStart(ctx, e, verb, o)
 }
@@ -73,12 +76,8 @@ func refreshRole(ctx context.Context, e *env, role string) (*reaperkv.RoleReport
 	if err != nil {
 		return nil, err
 	}
-	if st != nil {
-		for i := range st.Roles {
-			if st.Roles[i].Name == role {
-				return &st.Roles[i], nil
-			}
-		}
+	if rr := roleReport(st, role); rr != nil {
+		return rr, nil
 	}
 	return nil, exitcode.Usagef("refresh: the reaper reports no role %q (is it in the reaper's configuration, and a reaper leading?)", role)
 }
@@ -102,19 +101,41 @@ func refreshStart(ctx context.Context, e *env, role string, o refreshOpts) error
 	if o.minHealthy < 0 || o.minHealthy > 100 {
 		return exitcode.Usagef("refresh: --min-healthy-percent %d is not between 1 and 100", o.minHealthy)
 	}
-	if o.reason == "" {
-		o.reason = what + " requested with orchestrate refresh"
+	reason := o.confirm.reason
+	if reason == "" {
+		reason = what + " requested with orchestrate refresh"
 	}
-	rec := reaperkv.RefreshRecord{Time: e.store.Now().UTC(), By: whoAmI(), Reason: o.reason, MinHealthyPercent: o.minHealthy, Checkpoints: o.checkpoints, Rollback: o.rollback}
+	rec := reaperkv.RefreshRecord{Time: e.store.Now().UTC(), By: whoAmI(), Reason: reason, MinHealthyPercent: o.minHealthy, Checkpoints: o.checkpoints, Rollback: o.rollback}
 	if err := rec.Check(); err != nil {
 		return exitcode.Usagef("refresh: %v", err)
 	}
-	if err := e.store.PutRefresh(ctx, role, rec, 0); err != nil {
+	prompt := fmt.Sprintf("This has the reaper replace the servers of role %s not on its boot spec %s (%d now), create-first, in batches.", role, shortSpec(rr.Spec), rr.Drifted+rr.SpecUnknown)
+	if o.rollback {
+		prompt = fmt.Sprintf("This has the reaper roll every server of role %s back to its previous boot spec, create-first, in batches.", role)
+	}
+	if err := e.confirm("refresh", o.confirm.yes, prompt, ""); err != nil {
 		return err
 	}
-	e.log.Info(what+" requested: the reaper replaces the role's servers not on the spec, create-first, in batches", "role", role,
-		"spec", shortSpec(rr.Spec), "drifted", rr.Drifted+rr.SpecUnknown, "key", reaperkv.RefreshKey(e.store.Prefix(), role))
-	return nil
+	old, err := e.store.RequestRefresh(ctx, role, rec)
+	if err != nil {
+		return err
+	}
+	return e.printChange(refreshChange(e, role, old, rec, what+" requested by "+rec.By+" (reason: "+quoteReason(rec.Reason)+")"))
+}
+
+// refreshChange is a change of role's refresh request from old (its value
+// as stored, nil: none) to rec, which newText describes.
+func refreshChange(e *env, role string, old []byte, rec reaperkv.RefreshRecord, newText string) Change {
+	key := reaperkv.RefreshKey(e.store.Prefix(), role)
+	c := Change{Changed: true, Key: key, Old: storedValue(old), New: rec, By: rec.By, Reason: rec.Reason,
+		subject: "refresh of role " + role, oldText: "no request", newText: newText}
+	if old != nil {
+		c.oldText = "a request the reaper cannot read"
+		if _, prev, err := reaperkv.ParseRefresh(schema.RelKey(e.store.Prefix(), key), old, 0); err == nil {
+			c.oldText = fmt.Sprintf("requested by %s at %s, %s", prev.By, prev.Time.UTC().Format(time.RFC3339), stateOr(prev.State, "not seen by the reaper yet"))
+		}
+	}
+	return c
 }
 
 func refreshCancel(ctx context.Context, e *env, role, reason string) error {
@@ -134,6 +155,7 @@ func refreshCancel(ctx context.Context, e *env, role, reason string) error {
 	if !rec.Cancelled.IsZero() {
 		return exitcode.Usagef("refresh --cancel: the refresh of %s was cancelled at %s already", role, rec.Cancelled.Format(time.RFC3339))
 	}
+	old := rec
 	rec.Cancelled = now
 	if reason != "" {
 		rec.Reason = reason
@@ -141,8 +163,17 @@ func refreshCancel(ctx context.Context, e *env, role, reason string) error {
 	if err := e.store.PutRefresh(ctx, role, rec, rec.Index); err != nil {
 		return err
 	}
-	e.log.Info("refresh cancelled: replacements in flight finish, no new one starts until a new request", "role", role)
-	return nil
+	c := refreshChange(e, role, oldValue(ok, old), rec, fmt.Sprintf("cancelled by %s (reason: %s)", whoAmI(), quoteReason(rec.Reason)))
+	c.By, c.note = whoAmI(), "replacements in flight finish, no new one starts until a new request"
+	return e.printChange(c)
+}
+
+// oldValue is a refresh request as it was read (nil when there was none).
+func oldValue(had bool, rec reaperkv.RefreshRecord) []byte {
+	if !had {
+		return nil
+	}
+	return rec.Value()
 }
 
 func refreshContinue(ctx context.Context, e *env, role string) error {
@@ -154,6 +185,7 @@ func refreshContinue(ctx context.Context, e *env, role string) error {
 		return err
 	}
 	rec, ok := recs[role]
+	old := rec
 	switch {
 	case !ok:
 		return exitcode.Usagef("refresh continue: role %s has no refresh request", role)
@@ -167,8 +199,9 @@ func refreshContinue(ctx context.Context, e *env, role string) error {
 	if err := e.store.PutRefresh(ctx, role, rec, rec.Index); err != nil {
 		return err
 	}
-	e.log.Info("refresh continues", "role", role, "checkpoints_passed", rec.Continued, "retries", rec.Retries)
-	return nil
+	c := refreshChange(e, role, old.Value(), rec, fmt.Sprintf("continued (checkpoints passed: %d, failures retried: %d)", rec.Continued, rec.Retries))
+	c.By, c.Reason = whoAmI(), ""
+	return e.printChange(c)
 }
 
 // refreshLine is one role's refresh in `refresh status`.

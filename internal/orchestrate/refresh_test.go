@@ -58,7 +58,7 @@ func TestRefreshCommand(t *testing.T) {
 			t.Fatalf("%s wrote a request", strings.Join(bad, " "))
 		}
 	}
-	mustCode(t, cli(t, a, "", "refresh", "web", "--checkpoints", "25,50", "--min-healthy-percent", "75", "--reason", "image 20261127"), 0, "refresh")
+	mustCode(t, cli(t, a, "", "refresh", "web", "--checkpoints", "25,50", "--min-healthy-percent", "75", "--reason", "image 20261127", "--yes"), 0, "refresh")
 	rec, ok := get()
 	if !ok || rec.MinHealthyPercent != 75 || len(rec.Checkpoints) != 2 || rec.Reason != "image 20261127" || rec.Rollback || rec.Time.IsZero() {
 		t.Fatalf("request %+v", rec)
@@ -92,7 +92,7 @@ func TestRefreshCommand(t *testing.T) {
 	mustCode(t, cli(t, a, "", "refresh", "web", "--cancel"), 2, "cancel twice")
 
 	put("orchestrate/reaper/spec/web", reaperkv.SpecRecord{Current: reaperkv.BootSpecInfo{Digest: "9f86d081884c"}, Previous: &reaperkv.BootSpecInfo{Digest: "60303ae22b99"}})
-	mustCode(t, cli(t, a, "", "refresh", "web", "--rollback"), 0, "rollback")
+	mustCode(t, cli(t, a, "", "refresh", "web", "--rollback", "--yes"), 0, "rollback")
 	if rec, _ := get(); !rec.Rollback || !rec.Cancelled.IsZero() || rec.Continued != 0 {
 		t.Fatalf("a rollback is a new request: %+v", rec)
 	}

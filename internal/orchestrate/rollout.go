@@ -56,15 +56,14 @@ func runRollout(ctx context.Context, e *env, o rolloutOptions, args []string) er
 		return exitcode.Usagef("rollout: %v", err)
 	}
 	if o != (rolloutOptions{}) {
-		change, err := o.change()
-		if err != nil {
-			return exitcode.Usagef("rollout: %v", err)
-		}
-		p, err := e.store.SetRolloutPolicy(ctx, role, change)
+		c, err := setRolloutPolicy(ctx, e, role, o)
 		if err != nil {
 			return err
 		}
-		e.log.Info("rollout policy set", "role", role, "policy", describePolicy(p))
+		// With --json the change is the answer: one JSON document.
+		if err := e.printChange(c); err != nil || e.json {
+			return err
+		}
 	}
 	r, err := e.store.Rollout(ctx, role)
 	if err != nil {
@@ -95,6 +94,29 @@ func unreadableRollout(reps ...rolloutReport) error {
 	return exitcode.Usagef("rollout records hold values orchestrate did not write: %s (counted the safe way meanwhile; the host's next converge rewrites its own)", strings.Join(keys, ", "))
 }
 
+// setRolloutPolicy changes role's policy as o says, and returns the
+// change: the policy the store's check-and-set replaced, and the new.
+func setRolloutPolicy(ctx context.Context, e *env, role string, o rolloutOptions) (Change, error) {
+	change, err := o.change()
+	if err != nil {
+		return Change{}, exitcode.Usagef("rollout: %v", err)
+	}
+	var old store.RolloutPolicy
+	p, err := e.store.SetRolloutPolicy(ctx, role, func(p *store.RolloutPolicy) error {
+		old = *p
+		return change(p)
+	})
+	if err != nil {
+		return Change{}, err
+	}
+	c := Change{Changed: true, Key: store.RolloutPolicyKey(e.store.Prefix(), role), New: p, By: whoAmI(),
+		subject: "rollout policy of " + role, oldText: "none (" + describePolicy(old) + ")", newText: describePolicy(p)}
+	if !old.Time.IsZero() {
+		c.Old, c.oldText = old, describePolicy(old)
+	}
+	return c, nil
+}
+
 func resumeRollout(ctx context.Context, e *env, role, version string) error {
 	if err := schema.ValidName("role", role); err != nil {
 		return exitcode.Usagef("rollout resume: %v", err)
@@ -106,13 +128,15 @@ func resumeRollout(ctx context.Context, e *env, role, version string) error {
 	if err != nil {
 		return err
 	}
+	// Old and new are the rollout's state: the resume record holds no
+	// halt, which the hosts' failures make.
+	c := Change{Changed: halted, Key: store.RolloutResumeKey(e.store.Prefix(), role), Old: "halted", New: "resumed", By: whoAmI(),
+		subject: "rollout of " + role + " to " + version, oldText: "halted", newText: "resumed",
+		note: "failures forgiven: " + orDash(strings.Join(forgiven, ", "))}
 	if !halted {
-		fmt.Fprintf(e.Stdout, "the rollout of %s to %s is not halted; nothing to resume\n", role, version)
-		return nil
+		c.Old, c.New, c.newText, c.note = "not halted", "not halted", "not halted", "nothing to resume"
 	}
-	e.log.Info("rollout resumed", "role", role, "version", version, "forgiven", forgiven)
-	fmt.Fprintf(e.Stdout, "resumed the rollout of %s to %s; failures forgiven: %s\n", role, version, orDash(strings.Join(forgiven, ", ")))
-	return nil
+	return e.printChange(c)
 }
 
 // change turns the flags given into a change of the stored policy.

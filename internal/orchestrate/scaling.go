@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -47,28 +48,23 @@ var cmdReportMetric = &command{
 }
 
 var cmdScale = &command{
-	name: "scale", minArgs: 1, maxArgs: 2, usage: "ROLE N | ROLE --auto",
+	name: "scale", minArgs: 1, maxArgs: 2, usage: "ROLE N | ROLE --auto", json: true,
 	summary: "Set the desired count of ROLE (<prefix>/roles/ROLE/desired). For an autoscaled role the count stands as an override, the autoscaler holding, until `orchestrate scale ROLE --auto` gives it back.",
 	setup: func(fs *pflag.FlagSet) runFunc {
 		auto := fs.Bool("auto", false, "remove the count set by hand: an autoscaled role's count is its autoscaler's again")
-		reason := fs.String("reason", "", "why, recorded with the count")
 		force := fs.Bool("force", false, "set a count outside an autoscaled role's min and max")
+		var cf confirmFlags
+		cf.register(fs, "the count (status shows it); a count below the current one asks first")
 		return func(ctx context.Context, e *env, args []string) error {
 			role := args[0]
+			if err := checkReason("scale", cf.reason, false); err != nil {
+				return err
+			}
 			switch {
 			case *auto && len(args) == 2:
 				return exitcode.Usagef("scale: --auto takes no count")
 			case *auto:
-				had, err := e.store.ClearOverride(ctx, role)
-				if err != nil {
-					return err
-				}
-				if had {
-					e.log.Info("the count set by hand is removed: an autoscaled role's count is its autoscaler's again", "role", role)
-				} else {
-					e.log.Info("no count set by hand to remove", "role", role)
-				}
-				return nil
+				return scaleAuto(ctx, e, role)
 			case len(args) == 1:
 				return exitcode.Usagef("scale: give a count (scale ROLE N) or --auto")
 			}
@@ -76,41 +72,138 @@ var cmdScale = &command{
 			if err != nil || n < 0 {
 				return exitcode.Usagef("scale: count %q is not a non-negative integer", args[1])
 			}
-			if !*force {
-				if err := withinAutoscale(ctx, e, role, n); err != nil {
-					return err
-				}
-			}
-			o := schema.Override{Time: e.store.Now().UTC(), By: whoAmI(), Reason: *reason}
-			if err := e.store.Scale(ctx, role, n, o); err != nil {
-				return err
-			}
-			fmt.Fprintf(e.Stdout, "%s: desired count set to %d\n", role, n)
-			e.log.Info("desired count set", "role", role, "count", n)
-			return nil
+			return scaleTo(ctx, e, role, n, *force, cf)
 		}
 	},
+}
+
+// scaleAuto removes role's count set by hand.
+func scaleAuto(ctx context.Context, e *env, role string) error {
+	old, err := e.store.ClearOverride(ctx, role)
+	if err != nil {
+		return err
+	}
+	c := Change{Changed: old != nil, Key: store.OverrideKey(e.store.Prefix(), role), Old: storedValue(old),
+		subject: "desired count of role " + role, oldText: "set by hand", newText: "the autoscaler's (no count set by hand)"}
+	var o schema.Override
+	if old != nil && json.Unmarshal(old, &o) == nil {
+		c.oldText = fmt.Sprintf("%d set by hand by %s", o.Count, o.By)
+	}
+	return e.printChange(c)
+}
+
+// roleReport is role's part of the reaper's last report (nil: no report,
+// or the role is not in it).
+func roleReport(rep *reaperkv.ReaperReport, role string) *reaperkv.RoleReport {
+	if rep == nil {
+		return nil
+	}
+	for i := range rep.Roles {
+		if rep.Roles[i].Name == role {
+			return &rep.Roles[i]
+		}
+	}
+	return nil
+}
+
+// scaleTo sets role's count to n, asking first when n is below the count
+// it replaces or the servers serving: the reaper then drains and deletes
+// servers. The question is asked inside the store's check-and-set, about
+// the count read there: when another writer moves it while the operator
+// answers, the write is refused rather than made over a count nobody
+// confirmed.
+func scaleTo(ctx context.Context, e *env, role string, n int, force bool, cf confirmFlags) error {
+	rep, err := e.store.ReaperReport(ctx)
+	if err != nil {
+		return err
+	}
+	rr := roleReport(rep, role)
+	if !force {
+		if err := withinAutoscale(rr, n); err != nil {
+			return err
+		}
+	}
+	var asked *store.ScaleBefore
+	guard := func(b store.ScaleBefore) error {
+		why := scaleDownWhy(b, rr, n)
+		switch {
+		case why == "":
+			return nil
+		case asked != nil && asked.Raw != b.Raw:
+			return exitcode.Wrap(exitcode.No, fmt.Errorf("scale: the desired count of %s changed (to %s) while you were asked: nothing written; run the command again", role, oneLine(b.Raw)))
+		case asked != nil:
+			return nil
+		}
+		asked = &b
+		return e.confirm("scale", cf.yes, fmt.Sprintf("This lowers the desired count of role %s %s: the reaper drains and deletes servers to match.", role, why), "")
+	}
+	o := schema.Override{Time: e.store.Now().UTC(), By: whoAmI(), Reason: cf.reason}
+	b, err := e.store.SwapScale(ctx, role, n, o, guard)
+	if err != nil {
+		return err
+	}
+	return e.printChange(scaleChange(e, role, n, o, b, rr))
+}
+
+// scaleDownWhy says how a count of n lowers role (from its count, below
+// its servers serving), or "" when it does not.
+func scaleDownWhy(b store.ScaleBefore, rr *reaperkv.RoleReport, n int) string {
+	cur, known := b.Desired, b.HasDesired
+	if !known && b.Raw == "" && rr != nil {
+		cur, known = rr.Desired, true // no count in Consul: the reaper's
+	}
+	switch {
+	case !known && b.Raw != "":
+		return fmt.Sprintf("to %d (its count in Consul, %s, is no count)", n, strconv.Quote(b.Raw))
+	case known && n < cur:
+		why := fmt.Sprintf("from %d to %d", cur, n)
+		if rr != nil {
+			why += fmt.Sprintf(" (%d serving now)", rr.Healthy)
+		}
+		return why
+	case rr != nil && n < rr.Healthy:
+		return fmt.Sprintf("to %d, below the %d servers serving now", n, rr.Healthy)
+	}
+	return ""
+}
+
+// scaleChange is what a scale changed.
+func scaleChange(e *env, role string, n int, o schema.Override, b store.ScaleBefore, rr *reaperkv.RoleReport) Change {
+	c := Change{Changed: !b.Unchanged(n), Key: store.DesiredKey(e.store.Prefix(), role), New: n, By: o.By, Reason: o.Reason,
+		subject: "desired count of role " + role, oldText: "none", newText: strconv.Itoa(n), note: "set by hand"}
+	switch {
+	case b.HasDesired:
+		c.Old, c.oldText = b.Desired, strconv.Itoa(b.Desired)
+	case b.Raw != "":
+		c.Old, c.oldText = b.Raw, strconv.Quote(b.Raw)+" (no count)"
+	case rr != nil:
+		c.oldText = fmt.Sprintf("none (the reaper's configured %d)", rr.Desired)
+	}
+	if c.Changed && b.Override == nil && rr != nil && rr.Autoscale != nil {
+		c.note += "; was autoscaled"
+	}
+	if o.Reason != "" {
+		c.note += "; reason: " + quoteReason(o.Reason)
+	}
+	return c
 }
 
 // withinAutoscale refuses a count outside an autoscaled role's min and
 // max (as the reaper's last report gives them): a typo (40 for 4) would
 // otherwise have the reaper build servers the operator never meant to pay
 // for. A role the report does not show as autoscaled takes any count.
-func withinAutoscale(ctx context.Context, e *env, role string, n int) error {
-	rep, err := e.store.ReaperReport(ctx)
-	if err != nil || rep == nil {
-		return err
+func withinAutoscale(rr *reaperkv.RoleReport, n int) error {
+	if rr == nil || rr.Autoscale == nil {
+		return nil
 	}
-	for _, r := range rep.Roles {
-		if a := r.Autoscale; r.Name == role && a != nil && (n < a.Min || n > a.Max) {
-			return exitcode.Usagef("scale: role %s is autoscaled between %d and %d: a count of %d is outside; give --force to set it anyway", role, a.Min, a.Max, n)
-		}
+	if a := rr.Autoscale; n < a.Min || n > a.Max {
+		return exitcode.Usagef("scale: role %s is autoscaled between %d and %d: a count of %d is outside; give --force to set it anyway", rr.Name, a.Min, a.Max, n)
 	}
 	return nil
 }
 
 var cmdScaleIn = &command{
-	name: "scale-in", minArgs: 2, maxArgs: -1, usage: "ROLE HOST...",
+	name: "scale-in", minArgs: 2, maxArgs: -1, usage: "ROLE HOST...", json: true,
 	summary: "Remove these hosts from ROLE: lower its desired count by their number and name them, in one transaction, so the reaper drains and deletes exactly them (through the drain handshake, under its safety rules). Every host must be a server of ROLE in the reaper's last report, not protected and not already leaving; otherwise nothing is written (exit 2).",
 	run: func(ctx context.Context, e *env, args []string) error {
 		role, hosts := args[0], args[1:]
@@ -142,9 +235,11 @@ var cmdScaleIn = &command{
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.Stdout, "%s: desired count lowered to %d; the reaper drains and deletes %s\n", role, n, strings.Join(hosts, ", "))
-		e.log.Info("hosts named for scale-in", "role", role, "hosts", strings.Join(hosts, ","), "desired", n)
-		return nil
+		// ScaleIn lowered the count it read, check-and-set, by the hosts'
+		// number.
+		return e.printChange(Change{Changed: true, Key: store.DesiredKey(e.store.Prefix(), role), Old: n + len(hosts), New: n, By: whoAmI(),
+			subject: "desired count of role " + role, oldText: strconv.Itoa(n + len(hosts)), newText: strconv.Itoa(n),
+			note: "the reaper drains and deletes " + strings.Join(hosts, ", ")})
 	},
 }
 
@@ -223,33 +318,57 @@ var cmdDrained = &command{
 }
 
 var cmdProtect = &command{
-	name: "protect", minArgs: 1, maxArgs: 1, usage: "HOST",
+	name: "protect", minArgs: 1, maxArgs: 1, usage: "HOST", json: true,
 	summary: "Exempt HOST from scale-in (<prefix>/protect/HOST); it is still replaced when it fails its checks.",
 	setup: func(fs *pflag.FlagSet) runFunc {
-		reason := fs.String("reason", "", "why, recorded with the protection")
+		reason := fs.String("reason", "", "why, recorded with the protection (one line, at most 500 bytes)")
 		return func(ctx context.Context, e *env, args []string) error {
-			if err := e.store.Protect(ctx, args[0], schema.Protection{Time: e.store.Now().UTC(), By: whoAmI(), Reason: *reason}); err != nil {
+			if err := checkReason("protect", *reason, false); err != nil {
 				return err
 			}
-			e.log.Info("protected from scale-in", "host", args[0])
-			return nil
+			p := schema.Protection{Time: e.store.Now().UTC(), By: whoAmI(), Reason: *reason}
+			old, err := e.store.Protect(ctx, args[0], p)
+			if err != nil {
+				return err
+			}
+			c := protectChange(e, args[0], old)
+			c.Changed, c.New, c.By, c.Reason, c.newText = true, p, p.By, p.Reason, "protected by "+p.By
+			if p.Reason != "" {
+				c.newText += " (reason: " + quoteReason(p.Reason) + ")"
+			}
+			return e.printChange(c)
 		}
 	},
 }
 
 var cmdUnprotect = &command{
-	name: "unprotect", minArgs: 1, maxArgs: 1, usage: "HOST",
+	name: "unprotect", minArgs: 1, maxArgs: 1, usage: "HOST", json: true,
 	summary: "Lift HOST's scale-in protection.",
 	run: func(ctx context.Context, e *env, args []string) error {
-		had, err := e.store.Unprotect(ctx, args[0])
+		old, err := e.store.Unprotect(ctx, args[0])
 		if err != nil {
 			return err
 		}
-		if !had {
-			e.log.Info("was not protected", "host", args[0])
-		}
-		return nil
+		c := protectChange(e, args[0], old)
+		c.Changed, c.newText = old != nil, "not protected"
+		return e.printChange(c)
 	},
+}
+
+// protectChange is a change of host's scale-in protection from old (the
+// record replaced, nil: none); the caller fills in the new.
+func protectChange(e *env, host string, old []byte) Change {
+	c := Change{Key: store.ProtectKey(e.store.Prefix(), host), Old: storedValue(old),
+		subject: "scale-in protection of " + host, oldText: "not protected"}
+	var p schema.Protection
+	switch {
+	case old == nil:
+	case json.Unmarshal(old, &p) == nil:
+		c.oldText = "protected by " + p.By
+	default:
+		c.oldText = "a record orchestrate did not write"
+	}
+	return c
 }
 
 var cmdDrain = &command{

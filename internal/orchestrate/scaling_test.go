@@ -143,7 +143,7 @@ func TestScalingCommands(t *testing.T) {
 	// says what changed.
 	r = cli(t, a, "", "scale-in", "web", "web3", "web1")
 	mustCode(t, r, 0, "scale-in")
-	if !strings.Contains(r.stdout, "web: desired count lowered to 2; the reaper drains and deletes web3, web1") {
+	if !strings.Contains(r.stdout, "desired count of role web: 4 → 2 (the reaper drains and deletes web3, web1)") {
 		t.Fatalf("stdout: %q", r.stdout)
 	}
 	snap, _ = st.Snapshot(ctx)
@@ -356,7 +356,7 @@ func TestScaleOutsideAutoscaleNeedsForce(t *testing.T) {
 	}
 	r := cli(t, a, "", "scale", "web", "12")
 	mustCode(t, r, 0, "scale within bounds")
-	if !strings.Contains(r.stdout, "web: desired count set to 12") {
+	if r.stdout != "desired count of role web: none (the reaper's configured 4) → 12 (set by hand; was autoscaled)\n" {
 		t.Errorf("stdout %q", r.stdout)
 	}
 	mustCode(t, cli(t, a, "", "scale", "web", "40", "--force", "--reason", "load test"), 0, "scale --force")

@@ -19,20 +19,14 @@ import (
 // record only when this check agrees.
 const ConvergePuppetCheck = "orchestrate:puppet"
 
-// RequestPoolFlush writes role's flush request.
-func (s *Store) RequestPoolFlush(ctx context.Context, role string, rec reaperkv.PoolFlushRecord) error {
+// RequestPoolFlush writes role's flush request, and returns the value it
+// replaced (nil: there was none).
+func (s *Store) RequestPoolFlush(ctx context.Context, role string, rec reaperkv.PoolFlushRecord) ([]byte, error) {
 	if err := schema.ValidName("role", role); err != nil {
-		return &InputError{Err: err}
-	}
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("encode the flush request: %w", err)
+		return nil, &InputError{Err: err}
 	}
 	key := reaperkv.PoolFlushKey(s.prefix, role)
-	if _, err := s.kv.Put(&api.KVPair{Key: key, Value: data}, writeOpts(ctx)); err != nil {
-		return fmt.Errorf("write %s: %w", key, err)
-	}
-	return nil
+	return s.swapJSON(ctx, "write "+key, key, rec)
 }
 
 // PoolState is what the KV prefix holds of the warm pools.

@@ -2,11 +2,9 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
@@ -94,15 +92,31 @@ func (snap *Snapshot) ReportingValidation() map[string]bool {
 // rec is a disarm record (the reaper's own write of it goes through its
 // leader-checked transactions).
 func (s *Store) Arm(ctx context.Context, rec reaperkv.ArmRecord) error {
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("encode the arm record: %w", err)
-	}
+	_, err := s.SwapArm(ctx, rec)
+	return err
+}
+
+// SwapArm writes rec as the arm record (an arm or a disarm record), and
+// returns the value it replaced (nil: there was none).
+func (s *Store) SwapArm(ctx context.Context, rec reaperkv.ArmRecord) ([]byte, error) {
 	key := reaperkv.ReaperKey(s.prefix, reaperkv.ReaperArmedKey)
-	if _, err := s.kv.Put(&api.KVPair{Key: key, Value: data}, writeOpts(ctx)); err != nil {
-		return fmt.Errorf("write %s: %w", key, err)
+	return s.swapJSON(ctx, "write "+key, key, rec)
+}
+
+// ArmRecord reads the arm record: nil when there is none; data is its
+// value as stored, and err says why it is no arm record (the gate is then
+// closed).
+func (s *Store) ArmRecord(ctx context.Context) (rec *reaperkv.ArmRecord, data []byte, err error) {
+	key := reaperkv.ReaperKey(s.prefix, reaperkv.ReaperArmedKey)
+	p, err := s.get(ctx, key)
+	if err != nil || p == nil {
+		return nil, nil, err
 	}
-	return nil
+	r, err := reaperkv.ParseArmRecord(p.Value)
+	if err != nil {
+		return nil, p.Value, &InputError{Err: err}
+	}
+	return &r, p.Value, nil
 }
 
 // Disarm closes the reaper's start gate: it writes a disarm record, which

@@ -45,6 +45,20 @@ func (s *Store) Refreshes(ctx context.Context) (map[string]reaperkv.RefreshRecor
 	return recs, specs, nil
 }
 
+// RequestRefresh writes rec as role's new refresh request, replacing
+// whatever stands, and returns the value it replaced (nil: there was
+// none).
+func (s *Store) RequestRefresh(ctx context.Context, role string, rec reaperkv.RefreshRecord) ([]byte, error) {
+	if err := schema.ValidName("role", role); err != nil {
+		return nil, &InputError{Err: err}
+	}
+	if err := rec.Check(); err != nil {
+		return nil, &InputError{Err: fmt.Errorf("refresh request of %s: %w", role, err)}
+	}
+	key := reaperkv.RefreshKey(s.prefix, role)
+	return s.swapOne(ctx, "write "+key, key, rec.Value())
+}
+
 // PutRefresh writes role's refresh request. A new request (index 0)
 // replaces whatever stands; any other is a compare-and-set on the index
 // it was read at (ErrRefreshMoved when it moved).

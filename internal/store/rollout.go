@@ -244,6 +244,14 @@ func (r *Rollout) Ahead(host string, index uint64) []RolloutSlot {
 // rolloutDir is rollout/<role>/ under prefix.
 func rolloutDir(prefix, role string) string { return keyDir(prefix, dirRollout, role) }
 
+// RolloutPolicyKey is rollout/<role>/policy under prefix: the role's
+// rollout policy.
+func RolloutPolicyKey(prefix, role string) string { return rolloutDir(prefix, role) + rolloutPolicy }
+
+// RolloutResumeKey is rollout/<role>/resume under prefix: the operator's
+// resume of the role's halted rollout.
+func RolloutResumeKey(prefix, role string) string { return rolloutDir(prefix, role) + rolloutResume }
+
 // rolloutSlotKey is rollout/<role>/slot/<host> under prefix: host's claim
 // on an update slot of role.
 func rolloutSlotKey(prefix, role, host string) string {

@@ -193,40 +193,90 @@ func ParseMetricValue(s string) (float64, error) {
 // Scale sets roles/<role>/desired to n and records that it was set by hand
 // (roles/<role>/override), in one transaction.
 func (s *Store) Scale(ctx context.Context, role string, n int, o schema.Override) error {
-	if err := schema.ValidName("role", role); err != nil {
-		return &InputError{Err: err}
-	}
-	if n < 0 {
-		return &InputError{Err: fmt.Errorf("desired count %d for role %s is negative", n, role)}
-	}
-	o.Count = n
-	data, _ := json.Marshal(o)
-	ops := api.KVTxnOps{
-		{Verb: api.KVSet, Key: DesiredKey(s.prefix, role), Value: []byte(strconv.Itoa(n))},
-		{Verb: api.KVSet, Key: OverrideKey(s.prefix, role), Value: data},
-	}
-	_, err := s.txn(ctx, ops, "set the desired count of "+role)
+	_, err := s.SwapScale(ctx, role, n, o, nil)
 	return err
 }
 
-// ClearOverride removes roles/<role>/override: an autoscaled role's count
-// is the autoscaler's again. It reports whether there was one.
-func (s *Store) ClearOverride(ctx context.Context, role string) (bool, error) {
+// ScaleBefore is a role's count as a scale found it, and replaced.
+type ScaleBefore struct {
+	// Desired is roles/<role>/desired, when HasDesired; Raw is its value
+	// as stored (a value that is no count: HasDesired false, Raw not
+	// empty).
+	Desired    int
+	HasDesired bool
+	Raw        string
+	// Override is the count set by hand that stood (nil: none, or a value
+	// that is no override record); OverrideRaw its value as stored.
+	Override    *schema.Override
+	OverrideRaw []byte
+}
+
+// Unchanged reports whether a scale to n changes nothing: the count is n
+// and stands set by hand already.
+func (b ScaleBefore) Unchanged(n int) bool {
+	return b.HasDesired && b.Desired == n && b.Override != nil && b.Override.Count == n
+}
+
+// SwapScale sets roles/<role>/desired to n and records that it was set by
+// hand (roles/<role>/override), in one transaction that checks-and-sets
+// both keys at the values it read, and returns them. guard, when given,
+// sees the values read (at each attempt) and may refuse: a count confirmed
+// against one value must not replace another. A scale that changes
+// nothing (ScaleBefore.Unchanged) writes nothing.
+func (s *Store) SwapScale(ctx context.Context, role string, n int, o schema.Override, guard func(ScaleBefore) error) (ScaleBefore, error) {
 	if err := schema.ValidName("role", role); err != nil {
-		return false, &InputError{Err: err}
+		return ScaleBefore{}, &InputError{Err: err}
+	}
+	if n < 0 {
+		return ScaleBefore{}, &InputError{Err: fmt.Errorf("desired count %d for role %s is negative", n, role)}
+	}
+	o.Count = n
+	data, _ := json.Marshal(o)
+	var before ScaleBefore
+	keys := []string{DesiredKey(s.prefix, role), OverrideKey(s.prefix, role)}
+	_, err := s.swap(ctx, "set the desired count of "+role, keys, func(old []*api.KVPair) ([]newValue, error) {
+		before = scaleBefore(old[0], old[1])
+		if guard != nil {
+			if err := guard(before); err != nil {
+				return nil, err
+			}
+		}
+		if before.Unchanged(n) {
+			return []newValue{{}, {}}, nil
+		}
+		return []newValue{setTo([]byte(strconv.Itoa(n))), setTo(data)}, nil
+	})
+	return before, err
+}
+
+// scaleBefore reads a role's desired count and override pairs.
+func scaleBefore(desired, override *api.KVPair) ScaleBefore {
+	var b ScaleBefore
+	if desired != nil {
+		b.Raw = string(desired.Value)
+		if n, err := parseDesired(desired.Value); err == nil {
+			b.Desired, b.HasDesired = n, true
+		}
+	}
+	if override != nil {
+		b.OverrideRaw = override.Value
+		var o schema.Override
+		if json.Unmarshal(override.Value, &o) == nil {
+			b.Override = &o
+		}
+	}
+	return b
+}
+
+// ClearOverride removes roles/<role>/override: an autoscaled role's count
+// is the autoscaler's again. It returns the value it removed (nil: there
+// was none).
+func (s *Store) ClearOverride(ctx context.Context, role string) ([]byte, error) {
+	if err := schema.ValidName("role", role); err != nil {
+		return nil, &InputError{Err: err}
 	}
 	k := OverrideKey(s.prefix, role)
-	p, _, err := s.kv.Get(k, readOpts(ctx))
-	if err != nil {
-		return false, fmt.Errorf("read %s: %w", k, err)
-	}
-	if p == nil {
-		return false, nil
-	}
-	if _, err := s.kv.Delete(k, writeOpts(ctx)); err != nil {
-		return false, fmt.Errorf("delete %s: %w", k, err)
-	}
-	return true, nil
+	return s.swapOne(ctx, "delete "+k, k, nil)
 }
 
 // ScaleIn lowers role's desired count by len(hosts) and names those hosts
@@ -311,35 +361,22 @@ func (s *Store) ScaleIn(ctx context.Context, role string, hosts []string, req sc
 	return 0, fmt.Errorf("scale in %s: %w", role, ErrConflict)
 }
 
-// Protect exempts host from scale-in.
-func (s *Store) Protect(ctx context.Context, host string, p schema.Protection) error {
+// Protect exempts host from scale-in; it returns the protection record it
+// replaced (nil: there was none).
+func (s *Store) Protect(ctx context.Context, host string, p schema.Protection) ([]byte, error) {
 	if err := schema.ValidName("host", host); err != nil {
-		return &InputError{Err: err}
+		return nil, &InputError{Err: err}
 	}
-	data, _ := json.Marshal(p)
 	k := ProtectKey(s.prefix, host)
-	if _, err := s.kv.Put(&api.KVPair{Key: k, Value: data}, writeOpts(ctx)); err != nil {
-		return fmt.Errorf("write %s: %w", k, err)
-	}
-	return nil
+	return s.swapJSON(ctx, "write "+k, k, p)
 }
 
-// Unprotect lifts host's scale-in protection; it reports whether there was
-// one.
-func (s *Store) Unprotect(ctx context.Context, host string) (bool, error) {
+// Unprotect lifts host's scale-in protection; it returns the protection
+// record it removed (nil: there was none).
+func (s *Store) Unprotect(ctx context.Context, host string) ([]byte, error) {
 	if err := schema.ValidName("host", host); err != nil {
-		return false, &InputError{Err: err}
+		return nil, &InputError{Err: err}
 	}
 	k := ProtectKey(s.prefix, host)
-	p, _, err := s.kv.Get(k, readOpts(ctx))
-	if err != nil {
-		return false, fmt.Errorf("read %s: %w", k, err)
-	}
-	if p == nil {
-		return false, nil
-	}
-	if _, err := s.kv.Delete(k, writeOpts(ctx)); err != nil {
-		return false, fmt.Errorf("delete %s: %w", k, err)
-	}
-	return true, nil
+	return s.swapOne(ctx, "delete "+k, k, nil)
 }

@@ -102,6 +102,9 @@ type Store struct {
 	// forgetRead, when set (tests), runs in ForgetHost between its read
 	// of the host's records and its first transaction.
 	forgetRead func()
+	// swapRead, when set (tests), runs in a swap between its read of the
+	// keys and its transaction.
+	swapRead func()
 }
 
 // New returns a Store for prefix (leading and trailing slashes are dropped).
@@ -148,14 +151,27 @@ type StatusValue struct {
 
 // SetCurrentVersion sets the desired version of the whole system.
 func (s *Store) SetCurrentVersion(ctx context.Context, version string) error {
+	_, _, err := s.SwapCurrentVersion(ctx, version)
+	return err
+}
+
+// SwapCurrentVersion sets the desired version of the whole system and
+// returns the value it replaced (had is false when none was set); a
+// version already set is left as it is.
+func (s *Store) SwapCurrentVersion(ctx context.Context, version string) (old string, had bool, err error) {
 	if err := schema.ValidName("version", version); err != nil {
-		return &InputError{Err: err}
+		return "", false, &InputError{Err: err}
 	}
-	_, err := s.kv.Put(&api.KVPair{Key: CurrentVersionKey(s.prefix), Value: []byte(version)}, writeOpts(ctx))
+	pairs, err := s.swap(ctx, "set current_version", []string{CurrentVersionKey(s.prefix)}, func(old []*api.KVPair) ([]newValue, error) {
+		if old[0] != nil && string(old[0].Value) == version {
+			return []newValue{{}}, nil
+		}
+		return []newValue{setTo([]byte(version))}, nil
+	})
 	if err != nil {
-		return fmt.Errorf("set current_version: %w", err)
+		return "", false, err
 	}
-	return nil
+	return string(value(pairs[0])), pairs[0] != nil, nil
 }
 
 // CurrentVersion returns the desired version, or ErrNoCurrentVersion.
