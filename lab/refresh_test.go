@@ -73,7 +73,7 @@ func scenarioRefresh(t *testing.T, l *Lab) map[string]string {
 	for _, r := range l.Size.Roles {
 		p := refreshPercent(r.Count)
 		w.requested(r.Name, serversOf(ss, r.Name), time.Now())
-		out, code := l.orchestrate(ctx, "refresh", r.Name, "--min-healthy-percent", fmt.Sprint(p), "--reason", "lab: new image "+refreshImage)
+		out, code := l.orchestrate(ctx, "refresh", r.Name, "--min-healthy-percent", fmt.Sprint(p), "--reason", "lab: new image "+refreshImage, "--yes")
 		if code != 0 {
 			t.Fatalf("orchestrate refresh %s: exit %d: %s", r.Name, code, out)
 		}

@@ -12,6 +12,9 @@ declare -A need=(
 	[lintian]=lintian
 	[man-db]=man
 	[systemd]=systemd-analyze
+	# `script`, which runs orchestrate on a pseudo-terminal for the
+	# confirmation tests.
+	[bsdutils]=script
 	# The lab's network (lab/netlab, go test -tags lab): the bridge, veths
 	# and network namespaces, and the guard and partitions.
 	[iproute2]=ip

@@ -213,7 +213,7 @@ func (d *demo) rollingStep() error {
 	}
 	d.steps = sc
 	for _, r := range roles {
-		if _, err := d.orch(0, "scale", r.name, strconv.Itoa(r.count)); err != nil {
+		if _, err := d.orch(0, "scale", r.name, strconv.Itoa(r.count), "--yes"); err != nil {
 			return err
 		}
 	}

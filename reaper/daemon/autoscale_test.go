@@ -166,7 +166,7 @@ func TestNamedScaleInRemovesThatHost(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut.String(), "web1 is protected") {
 		t.Fatalf("scale-in of a protected host: exit %d, %s", code, errOut.String())
 	}
-	w.cli("scale", "web", "2")
+	w.cli("scale", "web", "2", "--yes")
 	w.stepUntil(8, "2 servers", func() bool { return len(w.sim.Servers()) == 2 })
 	if w.servers() != "web1,web3" {
 		t.Fatalf("servers %s after scaling to 2, want web1 (protected) and web3 (web2 was the least loaded)", w.servers())

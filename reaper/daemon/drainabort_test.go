@@ -113,7 +113,7 @@ func TestFailedDrainKeepsTheServer(t *testing.T) {
 	t.Parallel()
 	w := newDrainWorld(t, "", 4)
 	w.step()
-	w.cli("scale", "web", "3")
+	w.cli("scale", "web", "3", "--yes")
 	w.drainOf("web4", 3) // the oldest
 	w.cli("drained", "web4", "--failed", "--detail", "instance i-7 cannot be migrated")
 	w.stepUntil(1, "the abort", func() bool { return w.cooloff("web4") != nil })
@@ -155,7 +155,7 @@ func TestUnansweredDrainKeepsTheServer(t *testing.T) {
 	t.Parallel()
 	w := newDrainWorld(t, "", 3)
 	w.step()
-	w.cli("scale", "web", "2")
+	w.cli("scale", "web", "2", "--yes")
 	for _, host := range []string{"web3", "web2", "web1"} {
 		w.drainOf(host, 3)
 		asked := w.clock()
@@ -194,7 +194,7 @@ func TestDrainDeleteWhenConfigured(t *testing.T) {
 			t.Parallel()
 			w := newDrainWorld(t, "    on_drain_failure: delete\n    on_drain_timeout: delete\n", 3)
 			w.step()
-			w.cli("scale", "web", "2")
+			w.cli("scale", "web", "2", "--yes")
 			w.drainOf("web3", 3)
 			asked := w.clock()
 			if tc.failed {
@@ -271,7 +271,7 @@ func TestAbortSurvivesANewLeader(t *testing.T) {
 	stopped := errors.New("the leader stops here")
 	w.withAbortStep(func() error { return stopped })
 	w.step()
-	w.cli("scale", "web", "2")
+	w.cli("scale", "web", "2", "--yes")
 	w.failedDrain("web3", "instance i-7 cannot be migrated")
 	w.step()
 	keys := journalKeys(t, w.c)
@@ -317,7 +317,7 @@ func TestNamedAbortMeetsAHandSetCount(t *testing.T) {
 			w.mu.Lock()
 			w.now = w.now.Add(time.Second) // the operator's command comes after the request
 			w.mu.Unlock()
-			w.cli("scale", "web", "2")
+			w.cli("scale", "web", "2", "--yes")
 		}
 		return nil
 	})
@@ -351,7 +351,7 @@ func TestUnreadableCooloffHoldsItsHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.step()
-	w.cli("scale", "web", "3")
+	w.cli("scale", "web", "3", "--yes")
 	w.drainOf("web3", 3) // not web4, the oldest
 	if held := strings.Join(w.lastPlan.Blocked, "\n"); !strings.Contains(held, "reaper/cooloff/web4: not a record of an aborted drain the reaper wrote") || !strings.Contains(held, "`consul kv delete` it") {
 		t.Fatalf("held back %q", held)

@@ -564,7 +564,7 @@ func TestNovaWarmPoolStopped(t *testing.T) {
 	}
 	testutil.Eventually(t, 120*time.Second, "the pool refilled and stopped", func() bool { pool = stoppedPool(); return pool != nil })
 	var out, errOut strings.Builder
-	args := []string{"pool", "flush", "web", "--consul-addr", e.agent.HTTPAddr, "--prefix", prefix, "--log-level", "warn"}
+	args := []string{"pool", "flush", "web", "--yes", "--consul-addr", e.agent.HTTPAddr, "--prefix", prefix, "--log-level", "warn"}
 	if code := orchestrate.Run(context.Background(), args, orchestrate.IO{Stdout: &out, Stderr: &errOut}); code != 0 {
 		t.Fatalf("orchestrate pool flush: exit %d: %s", code, errOut.String())
 	}
@@ -681,9 +681,9 @@ func TestNovaRefreshAndRollback(t *testing.T) {
 	if keys := journalKeys(t, e.agent.Client); len(keys) != 0 {
 		t.Fatalf("journal %v before any request: drift alone replaces nothing", keys)
 	}
-	cli("refresh", "web", "--min-healthy-percent", "33", "--reason", "new image")
+	cli("refresh", "web", "--min-healthy-percent", "33", "--reason", "new image", "--yes")
 	roll("every server rebuilt from the new image, the request removed", newID, "")
-	cli("refresh", "web", "--rollback", "--min-healthy-percent", "33")
+	cli("refresh", "web", "--rollback", "--min-healthy-percent", "33", "--yes")
 	roll("every server rebuilt from the first image, the role pinned", oldID, reaperkv.RefreshPinned)
 }
 

@@ -95,7 +95,7 @@ func TestAlertGaugesFollowTheFleet(t *testing.T) {
 
 	// A refresh request: its state and what it has left are the state
 	// report's.
-	f.cli("refresh", "web", "--checkpoints", "50", "--reason", "alert gauges")
+	f.cli("refresh", "web", "--checkpoints", "50", "--reason", "alert gauges", "--yes")
 	var want []string
 	testutil.Eventually(t, 20*time.Second, "the refresh in the report and the metrics", func() bool {
 		rep, err := readReport(f.c)

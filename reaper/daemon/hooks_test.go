@@ -108,7 +108,7 @@ func historyHas(h []reaperkv.Activity, kind string, want ...string) bool {
 func TestLaunchHookHoldsANewServer(t *testing.T) {
 	t.Parallel()
 	w := newHookWorld(t, "    on_launch: {timeout: 5m}\n", 2)
-	w.cli("scale", "web", "3")
+	w.cli("scale", "web", "3", "--yes")
 	w.stepUntil(6, "web3's launch hook asked", func() bool { return w.hook("web3") != nil })
 	req := w.hook("web3")
 	if req.Hook != schema.HookLaunch || req.Default != schema.HookAbandon || req.Deadline.Sub(req.Requested) != 5*time.Minute {
@@ -262,7 +262,7 @@ func TestTerminateHook(t *testing.T) {
 			if tc.health {
 				setCritical(t, w.c, "web3")
 			} else {
-				w.cli("scale", "web", "2")
+				w.cli("scale", "web", "2", "--yes")
 			}
 			w.stepUntil(12, "web3's terminate hook asked", func() bool { return w.hook("web3") != nil })
 			if req := w.hook("web3"); req.Hook != schema.HookTerminate || req.AbandonIgnored != tc.health || !hasMaintenance(t, w.c, "web3") {
@@ -303,7 +303,7 @@ func TestTerminateHook(t *testing.T) {
 func TestHookSurvivesANewLeader(t *testing.T) {
 	t.Parallel()
 	w := newHookWorld(t, "    on_launch: {timeout: 5m}\n", 2)
-	w.cli("scale", "web", "3")
+	w.cli("scale", "web", "3", "--yes")
 	w.stepUntil(6, "web3's launch hook asked", func() bool { return w.hook("web3") != nil })
 	req := w.hook("web3")
 	w.step()

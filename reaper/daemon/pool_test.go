@@ -562,7 +562,7 @@ func TestPoolFlushAndStatus(t *testing.T) {
 	w.mu.Lock()
 	w.now = w.now.Add(time.Second) // the request postdates the standbys
 	w.mu.Unlock()
-	if code, out := w.orchestrate("pool", "flush", "web", "--reason", "new image"); code != 0 {
+	if code, out := w.orchestrate("pool", "flush", "web", "--reason", "new image", "--yes"); code != 0 {
 		t.Fatalf("pool flush: exit %d: %s", code, out)
 	}
 	members := strings.Join(w.members(), ",")
