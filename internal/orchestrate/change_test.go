@@ -342,3 +342,34 @@ func TestChangeFromConsulIsEscaped(t *testing.T) {
 		t.Fatalf("stdout %q", r.stdout)
 	}
 }
+
+// With Consul down a write command says nothing changed nowhere: exit 3,
+// nothing on stdout.
+func TestWriteCommandsConsulDown(t *testing.T) {
+	t.Setenv("CONSUL_HTTP_ADDR", "127.0.0.1:1")
+	for _, args := range [][]string{
+		{"trigger-update", "42"}, {"scale", "web", "3", "--yes"}, {"scale", "web", "--auto"}, {"protect", "web1"}, {"unprotect", "web1"},
+		{"reaper", "arm", "--yes", "--reason", "r"}, {"reaper", "disarm"}, {"pool", "flush", "web", "--yes"}, {"refresh", "web", "--yes"},
+	} {
+		var out, errb strings.Builder
+		code := Run(t.Context(), args, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
+		if code != 3 || out.Len() != 0 || !strings.Contains(errb.String(), "connection refused") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out.String(), errb.String())
+		}
+	}
+}
+
+// A count written by hand that is no count is shown quoted and escaped,
+// and a scale over it asks first: it may lower the role.
+func TestScaleOverAHandWrittenCount(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	if _, err := a.Client.KV().Put(&api.KVPair{Key: "orchestrate/roles/web/desired", Value: []byte("lots\x1b[2J")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustCode(t, cli(t, a, "", "scale", "web", "3"), 2, "scale over a value that is no count, without --yes")
+	r := cli(t, a, "", "scale", "web", "3", "--yes")
+	mustCode(t, r, 0, "scale over a value that is no count")
+	if r.stdout != `desired count of role web: "lots\x1b[2J" (no count) → 3 (set by hand)`+"\n" {
+		t.Fatalf("stdout %q", r.stdout)
+	}
+}
