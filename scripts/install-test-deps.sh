@@ -11,6 +11,8 @@ declare -A need=(
 	[puppet-lint]=puppet-lint
 	[lintian]=lintian
 	[man-db]=man
+	# A real terminal for `orchestrate status --watch` (its tmux test).
+	[tmux]=tmux
 	[systemd]=systemd-analyze
 	# The lab's network (lab/netlab, go test -tags lab): the bridge, veths
 	# and network namespaces, and the guard and partitions.

@@ -27,7 +27,10 @@ var cmdStatus = &command{
 		fs.StringVar(&o.host, "host", "", "one host in detail: version, each category's state with detail and time, role, checks, what the reaper thinks of it")
 		fs.BoolVar(&o.problems, "problems", false, "only what is wrong; exit 1 when something is, 0 when nothing is")
 		fs.BoolVar(&o.watch, "watch", false, "redraw when what the screen reads changes in Consul (at most once a second) until interrupted")
-		return func(ctx context.Context, e *env, _ []string) error { return runStatus(ctx, e, *o) }
+		return func(ctx context.Context, e *env, _ []string) error {
+			o.roleGiven = fs.Changed("role")
+			return runStatus(ctx, e, *o)
+		}
 	},
 }
 
@@ -35,11 +38,16 @@ var cmdStatus = &command{
 type statusOptions struct {
 	noCatalog, problems, watch bool
 	roles                      []string
-	host                       string
+	// roleGiven: --role was given, if empty.
+	roleGiven bool
+	host      string
 }
 
 // validate names the first bad flag value.
 func (o statusOptions) validate() error {
+	if o.roleGiven && len(o.roles) == 0 {
+		return exitcode.Usagef("status --role: empty: name a role")
+	}
 	for _, r := range o.roles {
 		if err := schema.ValidName("role", r); err != nil {
 			return exitcode.Usagef("status --role: %v", err)

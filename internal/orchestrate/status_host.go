@@ -76,7 +76,7 @@ func writeHostDetail(s screen, d hostDetail) {
 			s.wrap(4, 3, st.Detail)
 		}
 		if st.LogURL != "" {
-			s.line(4, "log "+st.LogURL)
+			s.chop(4, "log "+st.LogURL)
 		}
 	}
 	for _, c := range d.Checks {

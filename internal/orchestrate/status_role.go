@@ -117,8 +117,8 @@ func (b roleBuilder) addReport(rv *roleView, rr *reaperkv.RoleReport) {
 	for _, a := range rr.DrainAborts {
 		rv.Notes = append(rv.Notes, "drain ABORTED: "+a.String())
 	}
-	if rr.Placement != nil && rr.Placement.GroupProblem != "" {
-		rv.Notes = append(rv.Notes, "server group PROBLEM: "+rr.Placement.GroupProblem)
+	if p := rr.Placement; p != nil && (p.GroupProblem != "" || len(p.ZoneBackoff) > 0) {
+		rv.Notes = append(rv.Notes, placementLines(p)...)
 	}
 	if rf := rr.Refresh; rf != nil {
 		rv.Notes = append(rv.Notes, rf.String())
@@ -252,6 +252,7 @@ func roleIssues(rv roleView, rr *reaperkv.RoleReport) []string {
 		add(len(rr.Held) > 0, "%d held", len(rr.Held))
 		add(len(rr.DrainAborts) > 0, "%d drains aborted", len(rr.DrainAborts))
 		add(rr.Placement != nil && rr.Placement.GroupProblem != "", "server group problem")
+		add(rr.Placement != nil && len(rr.Placement.ZoneBackoff) > 0, "zones backed off")
 	}
 	add(len(rv.Failures) > 0, "%d failed", len(rv.Failures))
 	add(len(rv.Suspects) > 0, "%d suspect", len(rv.Suspects))

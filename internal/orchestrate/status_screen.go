@@ -51,6 +51,18 @@ func (s screen) wrap(indent, maxLines int, text string) {
 	}
 }
 
+// chop writes text whole over as many lines as it takes, cut at the
+// width, not at spaces: a URL stays every character of itself.
+func (s screen) chop(indent int, text string) {
+	r := []rune(oneLine(text))
+	room := max(s.width-indent, 1)
+	for len(r) > 0 {
+		n := min(room, len(r))
+		fmt.Fprintln(s.w, strings.Repeat(" ", indent)+string(r[:n]))
+		r = r[n:]
+	}
+}
+
 // list writes "head: a, b, c +N more" on one line: as many items as fit.
 func (s screen) list(indent int, head string, items []string) {
 	if len(items) == 0 {
@@ -97,7 +109,7 @@ func writeScreen(w io.Writer, rep statusReport, o statusOptions, width int) {
 			continue
 		}
 		fmt.Fprintln(w)
-		writeRole(s, rv, rep.Time)
+		writeRole(s, rv, rep.Time, rep.Reaper.State != nil && rep.Reaper.State.DryRun)
 		printed = true
 	}
 	if o.problems {
@@ -177,7 +189,7 @@ func reaperLine(rr *reaperReport, now time.Time) string {
 }
 
 // writeRole is one role's block.
-func writeRole(s screen, rv roleView, now time.Time) {
+func writeRole(s screen, rv roleView, now time.Time, dryRun bool) {
 	s.line(0, roleHead(rv))
 	if len(rv.Issues) > 0 {
 		s.wrap(2, 2, "problems: "+strings.Join(rv.Issues, ", "))
@@ -196,7 +208,7 @@ func writeRole(s screen, rv roleView, now time.Time) {
 		checks = append(checks, c.Node+" "+c.Name+" "+c.Status)
 	}
 	s.list(2, "checks", checks)
-	writeRoleWork(s, rv, now)
+	writeRoleWork(s, rv, now, dryRun)
 }
 
 // roleHead is a role's first line: its counts.
@@ -232,7 +244,7 @@ func roleHead(rv roleView) string {
 // writeRoleWork is what is at work on the role: the reaper's operations,
 // the rollout, the autoscaler, and what the reaper does next or why it
 // holds.
-func writeRoleWork(s screen, rv roleView, now time.Time) {
+func writeRoleWork(s screen, rv roleView, now time.Time, dryRun bool) {
 	for i, j := range rv.InFlight {
 		if i == 3 {
 			s.line(2, fmt.Sprintf("+%d more in flight", len(rv.InFlight)-i))
@@ -262,9 +274,13 @@ func writeRoleWork(s screen, rv roleView, now time.Time) {
 		s.line(2, "draining "+d)
 	}
 	for _, n := range rv.Notes {
-		s.line(2, n)
+		s.wrap(2, 3, n)
 	}
-	writePlans(s, "next", rv.Next)
+	next := "next"
+	if dryRun {
+		next = "would"
+	}
+	writePlans(s, next, rv.Next)
 	writePlans(s, "held back", rv.HeldBack)
 	if rv.Holds != "" {
 		s.wrap(2, 2, "reaper holds: "+rv.Holds)

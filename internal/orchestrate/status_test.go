@@ -254,3 +254,138 @@ func capacityShortage(c *statusCloud) {
 	c.report.Journal = []reaperkv.JournalEntry{{ID: "web.18a.1", Kind: reaperkv.KindReplace, Role: "web", Reason: "max age 720h", Phase: reaperkv.PhaseBooting,
 		OldName: "web1", NewName: "web4", Started: statusNow.Add(-3 * time.Minute), Updated: statusNow.Add(-2 * time.Minute)}}
 }
+
+// --problems answers: exit 0 and "no problems" on a healthy cloud, exit 1
+// with only the roles that are wrong otherwise.
+func TestStatusProblems(t *testing.T) {
+	c := healthyCloud(t)
+	c.publish()
+	r := c.run("status", "--problems")
+	mustCode(t, r, 0, "status --problems, healthy")
+	if !strings.HasSuffix(r.stdout, "no problems\n") || strings.Contains(r.stdout, "healthy:") {
+		t.Fatalf("status --problems, healthy:\n%s", r.stdout)
+	}
+	partition(c)
+	c.publish()
+	r = c.run("status", "--problems")
+	mustCode(t, r, 1, "status --problems in a partition")
+	if !strings.Contains(r.stdout, "web: serving 1/3") || strings.Contains(r.stdout, "healthy:") {
+		t.Fatalf("status --problems in a partition:\n%s", r.stdout)
+	}
+	mustCode(t, c.run("status"), 0, "status without --problems in a partition")
+}
+
+// --role keeps the roles asked for (repeated or a comma list); a bad or
+// unknown role is exit 2 naming it.
+func TestStatusRole(t *testing.T) {
+	c := healthyCloud(t)
+	haltedRollout(c)
+	c.publish()
+	r := c.run("status", "--role", "db", "--role", "lb")
+	mustCode(t, r, 0, "status --role db --role lb")
+	if !strings.Contains(r.stdout, "healthy: db 3/3, lb 2/2\n") || strings.Contains(r.stdout, "web") {
+		t.Fatalf("status --role db --role lb:\n%s", r.stdout)
+	}
+	r = c.run("status", "--role", "web,db", "--problems")
+	mustCode(t, r, 1, "status --role web,db --problems")
+	if !strings.Contains(r.stdout, "rollout halted") || strings.Contains(r.stdout, "db:") {
+		t.Fatalf("status --role web,db --problems:\n%s", r.stdout)
+	}
+	mustCode(t, c.run("status", "--role", "db", "--problems"), 0, "status --role db --problems")
+	for _, tc := range []struct{ role, want string }{
+		{"nova", "status --role nova: no such role (known: db, lb, web)"},
+		{"we b", "status --role"},
+		{"", "status --role"},
+	} {
+		r := c.run("status", "--role", tc.role)
+		mustCode(t, r, 2, "status --role "+tc.role)
+		if !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+			t.Errorf("status --role %q: stdout %q, stderr %q, want %q", tc.role, r.stdout, r.stderr, tc.want)
+		}
+	}
+}
+
+// --host is one host in detail: its states with detail and time, its
+// checks, and what the reaper thinks of it.
+func TestStatusHost(t *testing.T) {
+	c := healthyCloud(t)
+	partition(c)
+	haltedRollout(c)
+	c.publish()
+	r := c.run("status", "--host", "web2")
+	mustCode(t, r, 0, "status --host web2")
+	golden(t, "host-web2", r.stdout)
+	r = c.run("status", "--host", "web2", "--json")
+	mustCode(t, r, 0, "status --host web2 --json")
+	var d hostDetail
+	if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Schema != 1 || d.Role != "web" || d.Status[store.CategoryPuppet].State != store.StateFailed || len(d.Checks) != 1 || len(d.Reaper) == 0 {
+		t.Fatalf("status --host web2 --json = %+v", d)
+	}
+	for _, args := range [][]string{{"--host", "web9"}, {"--host", "web 2"}, {"--host", "web2", "--role", "web"}} {
+		r := c.run(append([]string{"status"}, args...)...)
+		mustCode(t, r, 2, strings.Join(args, " "))
+		if r.stdout != "" || !strings.Contains(r.stderr, "--host") {
+			t.Errorf("status %v: stdout %q, stderr %q", args, r.stdout, r.stderr)
+		}
+	}
+}
+
+// --json is schema 1: every list [] and every map {} when empty, never
+// null, in the raw bytes.
+func TestStatusJSON(t *testing.T) {
+	c := newStatusCloud(t)
+	r := c.run("status", "--json")
+	mustCode(t, r, 0, "status --json of an empty cloud")
+	if strings.Contains(r.stdout, "null") {
+		t.Fatalf("status --json has a null:\n%s", r.stdout)
+	}
+	for _, want := range []string{`"schema": 1`, `"roles": []`, `"alerts": []`, `"problems": []`, `"rollouts": []`, `"capacity": {}`, `"checks": []`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status --json lacks %s:\n%s", want, r.stdout)
+		}
+	}
+	c = healthyCloud(t)
+	capacityShortage(c)
+	c.publish()
+	r = c.run("status", "--json")
+	mustCode(t, r, 0, "status --json")
+	if strings.Contains(r.stdout, "null") {
+		t.Fatalf("status --json has a null:\n%s", r.stdout)
+	}
+	var rep statusReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Schema != 1 || rep.Datacenter != "dc1" || rep.CurrentVersion != "v42" || !rep.Time.Equal(statusNow) || rep.ProblemCount != 1 ||
+		len(rep.Roles) != 3 || rep.Roles[0].Name != "db" || rep.Roles[0].State != roleProblem || rep.Roles[0].Capacity == nil ||
+		rep.Roles[1].Name != "web" || rep.Roles[1].State != roleBusy || len(rep.Roles[1].InFlight) != 1 || rep.Roles[2].State != roleHealthy ||
+		rep.Summary.Hosts != 9 || rep.Reaper.State == nil {
+		t.Fatalf("status --json = %+v", rep)
+	}
+}
+
+// Text from Consul reaches the terminal escaped, never raw, wherever the
+// screen shows it; Consul unreachable is exit 3.
+func TestStatusHostileAndUnreachable(t *testing.T) {
+	c := healthyCloud(t)
+	hostile := "boom\x1b]0;owned\x07\x1b[2J\r\n\u202e\u009b31m"
+	c.report.Paused, c.report.PauseReason, c.report.Leader = true, hostile, "boot1"+hostile
+	c.report.Blocked = []string{"web: " + hostile}
+	c.report.Errors = []string{hostile}
+	c.status("db1", store.CategoryValidation, store.StateFailed, hostile)
+	c.publish()
+	for _, args := range [][]string{{"status"}, {"status", "--host", "db1"}, {"status", "--problems"}} {
+		r := c.run(args...)
+		if strings.ContainsAny(r.stdout, "\x1b\x07\r\u202e\u009b") || !strings.Contains(r.stdout, `\x1b[2J`) {
+			t.Errorf("%v printed control characters raw, or not at all:\n%q", args, r.stdout)
+		}
+	}
+	t.Setenv("CONSUL_HTTP_ADDR", "127.0.0.1:1")
+	var out, errb bytes.Buffer
+	if code := Run(context.Background(), []string{"status"}, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb}); code != 3 {
+		t.Fatalf("status with Consul unreachable: exit %d\n%s", code, errb.String())
+	}
+}

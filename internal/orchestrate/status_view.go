@@ -293,7 +293,7 @@ func (r *statusReport) onlyProblems() {
 func alerts(in *statusInput, now time.Time) []string {
 	out := []string{}
 	if n := len(in.snap.Problems); n > 0 {
-		out = append(out, fmt.Sprintf("%d keys hold values orchestrate did not write (named on stderr)", n))
+		out = append(out, fmt.Sprintf("%d %s values orchestrate did not write (named on stderr)", n, plural(n, "key holds", "keys hold")))
 	}
 	if in.rollErr != nil {
 		out = append(out, "a rollout record cannot be read (named on stderr)")
@@ -309,7 +309,7 @@ func alerts(in *statusInput, now time.Time) []string {
 	}
 	st := rr.State
 	if !st.Armed {
-		out = append(out, "reaper NOT ARMED: "+orDash(st.NotArmedReason))
+		out = append(out, "reaper NOT ARMED: "+orDash(strings.TrimPrefix(st.NotArmedReason, "not armed: ")))
 	}
 	if st.Paused {
 		out = append(out, "reaper PAUSED: "+orDash(st.PauseReason))
