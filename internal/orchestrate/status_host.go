@@ -84,9 +84,11 @@ func writeHostDetail(s screen, d hostDetail) {
 	}
 	if len(d.Reaper) == 0 {
 		s.line(2, "reaper: says nothing of it")
+		return
 	}
+	s.line(2, "reaper:")
 	for _, r := range d.Reaper {
-		s.wrap(2, 2, "reaper: "+r)
+		s.wrap(4, 3, r)
 	}
 }
 
@@ -96,7 +98,7 @@ func reaperOnHost(in *statusInput, host string, now time.Time) []string {
 	out := []string{}
 	sc := in.snap.Scaling
 	if d, ok := sc.Drains[host]; ok {
-		out = append(out, "draining: "+drainLine(host, d, now))
+		out = append(out, "draining "+drainLine("", d, now))
 	}
 	if p, ok := sc.Protected[host]; ok {
 		out = append(out, fmt.Sprintf("protected from scale-in by %s: %s", p.By, p.Reason))

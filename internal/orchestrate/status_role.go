@@ -112,7 +112,7 @@ func (b roleBuilder) addReport(rv *roleView, rr *reaperkv.RoleReport) {
 		}
 	}
 	for _, h := range rr.Held {
-		rv.Notes = append(rv.Notes, "HELD for a human: "+h.String())
+		rv.Notes = append(rv.Notes, fmt.Sprintf("HELD for a human (%d of max_held %d): %s", len(rr.Held), rr.MaxHeld, h.String()))
 	}
 	for _, a := range rr.DrainAborts {
 		rv.Notes = append(rv.Notes, "drain ABORTED: "+a.String())
@@ -326,11 +326,11 @@ func (b roleBuilder) holds(rv roleView) string {
 func drainLine(host string, d schema.DrainRecord, now time.Time) string {
 	ans := "no answer yet, deadline in " + until(now, d.Deadline)
 	if a := d.Answer; a != nil && a.Drained {
-		ans = "drained (" + a.By + ")"
+		ans = fmt.Sprintf("drained (%s at %s)", a.By, a.Time.UTC().Format(time.RFC3339))
 	} else if a != nil {
 		ans = "moving the work away FAILED (" + a.By + ": " + a.Detail + ")"
 	}
-	return fmt.Sprintf("%s (%s): %s", host, d.Reason, ans)
+	return strings.TrimSpace(fmt.Sprintf("%s (%s): %s", host, d.Reason, ans))
 }
 
 // plural is one when n is 1, else many.

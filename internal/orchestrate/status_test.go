@@ -389,3 +389,25 @@ func TestStatusHostileAndUnreachable(t *testing.T) {
 		t.Fatalf("status with Consul unreachable: exit %d\n%s", code, errb.String())
 	}
 }
+
+// The README and docs/orchestrate.md show the golden screens as they are.
+func TestStatusDocsShowTheGoldens(t *testing.T) {
+	for doc, screens := range map[string][]string{
+		"../../README.md":           {"partition"},
+		"../../docs/orchestrate.md": {"capacity", "host-web2"},
+	} {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range screens {
+			g, err := os.ReadFile(filepath.Join("testdata", "status", name+".golden"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(text), "```\n"+string(g)+"```") {
+				t.Errorf("%s does not show testdata/status/%s.golden as it is", doc, name)
+			}
+		}
+	}
+}
