@@ -316,6 +316,9 @@ func (b roleBuilder) holds(rv roleView) string {
 	if rv.Capacity != nil {
 		return "capacity exhausted (above)"
 	}
+	if b := budgetSpent(rv.HeldBack); b != "" {
+		return "budget spent: " + b
+	}
 	if rv.Rollout != nil && rv.Rollout.Halted != "" {
 		return "rollout halted: `orchestrate rollout resume " + rv.Name + "` lifts it"
 	}
@@ -331,6 +334,24 @@ func drainLine(host string, d schema.DrainRecord, now time.Time) string {
 		ans = "moving the work away FAILED (" + a.By + ": " + a.Detail + ")"
 	}
 	return strings.TrimSpace(fmt.Sprintf("%s (%s): %s", host, d.Reason, ans))
+}
+
+// budgetLimits are the reaper's budgets, as its held-back lines name
+// them when one is spent.
+var budgetLimits = []string{"max_actions_per_hour", "max_creates_per_cycle"}
+
+// budgetSpent is the spent budget a held-back line names, from its name
+// to "reached" ("" when none is).
+func budgetSpent(heldBack []string) string {
+	for _, line := range heldBack {
+		for _, limit := range budgetLimits {
+			if i := strings.Index(line, limit); i >= 0 {
+				text, _, _ := strings.Cut(line[i:], " reached")
+				return text + " reached"
+			}
+		}
+	}
+	return ""
 }
 
 // plural is one when n is 1, else many.

@@ -273,6 +273,14 @@ func TestStatusProblems(t *testing.T) {
 		t.Fatalf("status --problems in a partition:\n%s", r.stdout)
 	}
 	mustCode(t, c.run("status"), 0, "status without --problems in a partition")
+
+	// A spent budget holds the role's replacements.
+	c.report.Paused = false
+	c.report.Blocked = []string{"web: replacement of web2 (unhealthy) waits: max_actions_per_hour (6) reached"}
+	c.publish()
+	if r = c.run("status", "--role", "web"); !strings.Contains(r.stdout, "  reaper holds: budget spent: max_actions_per_hour (6) reached\n") {
+		t.Fatalf("status --role web with the budget spent:\n%s", r.stdout)
+	}
 }
 
 // --role keeps the roles asked for (repeated or a comma list); a bad or
