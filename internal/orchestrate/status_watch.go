@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,7 +86,7 @@ func watchStatus(ctx context.Context, e *env, o statusOptions) error {
 	// Warnings would tear the screen: the alerts on it say the same.
 	quiet := *e
 	quiet.Stderr = io.Discard
-	d := &redrawer{w: e.Stdout, tty: term.IsTerminal(e.Stdout)}
+	d := &redrawer{w: e.Stdout, errw: e.Stderr, tty: term.IsTerminal(e.Stdout), json: e.json}
 	for {
 		err := d.draw(ctx, &quiet, o, cs)
 		if d.drawn == 1 && exitcode.Code(err) == exitcode.Usage && len(d.screen) == 0 {
@@ -178,15 +179,17 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // redrawer puts screens on the output: over the last on a terminal,
 // after a separator line otherwise.
 type redrawer struct {
-	w      io.Writer
-	tty    bool
+	w, errw io.Writer
+	tty     bool
+	// json: a stream of documents, one per change, nothing between them
+	// (Consul's absence is said on stderr).
+	json   bool
 	drawn  int
 	screen []byte // the last screen drawn from Consul's answers
 }
 
 // draw reads and draws the screen; when Consul does not answer, the last
-// screen stays under a line saying so.
-// The error is drawStatus's.
+// screen stays under a line saying so. The error is drawStatus's.
 func (d *redrawer) draw(ctx context.Context, e *env, o statusOptions, cs *consulState) error {
 	width := term.Width(d.w)
 	var buf bytes.Buffer
@@ -197,13 +200,23 @@ func (d *redrawer) draw(ctx context.Context, e *env, o statusOptions, cs *consul
 	var out bytes.Buffer
 	s := screen{w: &out, width: width}
 	failure, since := cs.get()
-	if err != nil && exitcode.Code(err) == exitcode.Unavailable {
-		failure, since = err, time.Now()
-	} else if err == nil || buf.Len() > 0 {
+	switch {
+	case err != nil && exitcode.Code(err) == exitcode.Unavailable:
+		if failure == nil {
+			failure, since = err, time.Now()
+		}
+	case err == nil || buf.Len() > 0:
 		d.screen = buf.Bytes()
 	}
+	line := ""
 	if failure != nil {
-		s.wrap(0, 3, fmt.Sprintf("! Consul is not answering since %s (retrying): %v", since.UTC().Format("15:04:05 UTC"), failure))
+		line = fmt.Sprintf("! Consul is not answering since %s (retrying): %v", since.UTC().Format("15:04:05 UTC"), failure)
+	}
+	if d.json {
+		return d.drawJSON(buf.Bytes(), line, err)
+	}
+	if line != "" {
+		s.wrap(0, 3, line)
 	}
 	out.Write(d.screen)
 	if err != nil && exitcode.Code(err) == exitcode.Usage && buf.Len() == 0 {
@@ -216,6 +229,17 @@ func (d *redrawer) draw(ctx context.Context, e *env, o statusOptions, cs *consul
 		fmt.Fprintln(d.w, sep[:width])
 	}
 	d.w.Write(out.Bytes())
+	d.drawn++
+	return err
+}
+
+// drawJSON writes a new document, or Consul's absence on stderr.
+func (d *redrawer) drawJSON(doc []byte, failure string, err error) error {
+	if failure != "" {
+		fmt.Fprintf(d.errw, "orchestrate: %s\n", oneLine(strings.TrimPrefix(failure, "! ")))
+		return err
+	}
+	d.w.Write(doc)
 	d.drawn++
 	return err
 }

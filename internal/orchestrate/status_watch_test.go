@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -190,5 +191,41 @@ func TestStatusWatchNotATerminal(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("status --watch did not end with its context")
+	}
+}
+
+// --watch --json is a stream of documents, one per change, nothing
+// between them.
+func TestStatusWatchJSON(t *testing.T) {
+	c := healthyCloud(t)
+	c.publish()
+	t.Setenv("CONSUL_HTTP_ADDR", c.a.HTTPAddr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- Run(ctx, []string{"status", "--watch", "--json"}, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
+	}()
+	testutil.Eventually(t, 10*time.Second, "the first document", func() bool { return strings.Contains(out.String(), `"schema": 1`) })
+	if err := c.st.SetDesired(context.Background(), "db", 4); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "a second document", func() bool { return strings.Count(out.String(), `"schema": 1`) == 2 })
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	dec := json.NewDecoder(strings.NewReader(out.String()))
+	var docs []statusReport
+	for dec.More() {
+		var rep statusReport
+		if err := dec.Decode(&rep); err != nil {
+			t.Fatalf("document %d: %v\n%s", len(docs)+1, err, out.String())
+		}
+		docs = append(docs, rep)
+	}
+	if len(docs) != 2 || docs[0].Roles[0].Desired != 3 || docs[1].Roles[0].Name != "db" || docs[1].Roles[0].Desired != 4 {
+		t.Fatalf("documents %+v", docs)
 	}
 }
