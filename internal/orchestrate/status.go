@@ -127,6 +127,9 @@ func statusExit(e *env, rep statusReport, in *statusInput, o statusOptions) erro
 	if err := unreadableRollout(rep.Rollouts...); err != nil {
 		return err
 	}
+	if err := in.reaper.err; err != nil && fault.IsInput(err) {
+		return exitcode.Wrap(exitcode.Usage, err)
+	}
 	if o.problems && rep.ProblemCount > 0 {
 		return answerNo()
 	}
@@ -181,7 +184,7 @@ func gatherStatus(ctx context.Context, e *env, o statusOptions) (*statusInput, e
 		return nil, err
 	}
 	// The reaper is optional: a report that cannot be read is shown on
-	// the screen, not an exit code.
+	// the screen (and one the reaper did not write is exit 2, after it).
 	in.reaper = loadReaperReport(ctx, e)
 	return in, nil
 }

@@ -391,6 +391,17 @@ func TestStatusHostileAndUnreachable(t *testing.T) {
 			t.Errorf("%v printed control characters raw, or not at all:\n%q", args, r.stdout)
 		}
 	}
+	// A report the reaper did not write: the screen says so, exit 2
+	// naming the key.
+	if _, err := c.a.Client.KV().Put(&api.KVPair{Key: "orchestrate/reaper/state", Value: []byte("{\"roles\": 3}")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := c.run("status")
+	mustCode(t, r, 2, "status with a report the reaper did not write")
+	if !strings.Contains(r.stdout, "! reaper report unreadable: orchestrate/reaper/state holds a value the reaper\n") ||
+		!strings.Contains(r.stdout, "healthy: db, lb, web") || !strings.Contains(r.stderr, "orchestrate/reaper/state") {
+		t.Fatalf("status with a corrupt report:\nstdout %s\nstderr %s", r.stdout, r.stderr)
+	}
 	t.Setenv("CONSUL_HTTP_ADDR", "127.0.0.1:1")
 	var out, errb bytes.Buffer
 	if code := Run(context.Background(), []string{"status"}, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb}); code != 3 {
