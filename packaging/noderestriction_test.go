@@ -254,11 +254,16 @@ func TestNodeRestrictionMigrateCommand(t *testing.T) {
 	}
 	status := func(what string) string {
 		t.Helper()
-		r := w.run(t, reader, "orchestrate", "status", "--no-catalog")
+		r := w.run(t, reader, "orchestrate", "status", "--no-catalog", "--host", "web1")
 		must(t, what, r, 0, "")
-		for _, want := range []string{"web1  v1", "web2  v1", "failed SUSPECT", "drained (drain handler on web2 at 2026-11-20T10:06:00Z)"} {
-			if !strings.Contains(r.stdout, want) {
-				t.Errorf("%s: no %q in\n%s", what, want, r.stdout)
+		if !strings.Contains(r.stdout, "version v1") {
+			t.Errorf("%s: web1 not on v1 in\n%s", what, r.stdout)
+		}
+		r2 := w.run(t, reader, "orchestrate", "status", "--no-catalog", "--host", "web2")
+		must(t, what, r2, 0, "")
+		for _, want := range []string{"version v1", "failed SUSPECT", "drained (drain handler on web2 at 2026-11-20T10:06:00Z)"} {
+			if !strings.Contains(r2.stdout, want) {
+				t.Errorf("%s: no %q in\n%s", what, want, r2.stdout)
 			}
 		}
 		return r.stderr

@@ -11,6 +11,8 @@ declare -A need=(
 	[puppet-lint]=puppet-lint
 	[lintian]=lintian
 	[man-db]=man
+	# A real terminal for `orchestrate status --watch` (its tmux test).
+	[tmux]=tmux
 	[systemd]=systemd-analyze
 	# `script`, which runs orchestrate on a pseudo-terminal for the
 	# confirmation tests.

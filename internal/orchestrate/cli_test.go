@@ -76,7 +76,7 @@ func TestStatusTableAndJSON(t *testing.T) {
 
 	r := cli(t, a, "", "status")
 	mustCode(t, r, 0, "status")
-	for _, want := range []string{"HOST", "PUPPET", "VALIDATION", "h1", "h2", "agent-node", "failed",
+	for _, want := range []string{"failed: h2 validation", "check_api failed",
 		"hosts on desired version 1/3, failed 1, not reporting 1"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("status output lacks %q:\n%s", want, r.stdout)
@@ -91,7 +91,10 @@ func TestStatusTableAndJSON(t *testing.T) {
 	if rep.CurrentVersion != "v2" || rep.Summary.Hosts != 3 || rep.Summary.OnDesired != 1 || rep.Summary.Failed != 1 || rep.Summary.NotReporting != 1 {
 		t.Fatalf("status --json summary = %+v", rep)
 	}
-	r = cli(t, a, "", "status", "--no-catalog")
+	if len(rep.Hosts) != 3 || rep.Hosts[0].Host != "agent-node" || rep.Hosts[1].Host != "h1" {
+		t.Fatalf("status --json hosts = %+v", rep.Hosts)
+	}
+	r = cli(t, a, "", "status", "--no-catalog", "--json")
 	if strings.Contains(r.stdout, "agent-node") {
 		t.Errorf("--no-catalog still lists the catalog node:\n%s", r.stdout)
 	}
@@ -229,7 +232,7 @@ func TestCorruptValuesAreReportedNotFatal(t *testing.T) {
 	}
 	r := cli(t, a, "", "status")
 	mustCode(t, r, 2, "status with a corrupt value")
-	if !strings.Contains(r.stderr, "orchestrate/status/puppet/failed/h9") || !strings.Contains(r.stdout, "h1") {
+	if !strings.Contains(r.stderr, "orchestrate/status/puppet/failed/h9") || !strings.Contains(r.stdout, "failed: h9 puppet") {
 		t.Fatalf("status must name the corrupt key and still print the table:\nstdout %s\nstderr %s", r.stdout, r.stderr)
 	}
 	r = cli(t, a, "", "get-failures")

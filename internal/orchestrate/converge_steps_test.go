@@ -277,7 +277,7 @@ func TestConvergeSuspectAfterMaxAttempts(t *testing.T) {
 		t.Fatalf("suspects = %v, want node1", got)
 	}
 	st := cli(t, e.a, "", "status", "--no-catalog")
-	if !strings.Contains(st.stdout, "failed SUSPECT") || !strings.Contains(st.stdout, "suspect 1") {
+	if !strings.Contains(st.stdout, "suspect: node1") || !strings.Contains(st.stdout, "suspect 1") {
 		t.Fatalf("status does not list the suspect:\n%s", st.stdout)
 	}
 	// A success clears it: the next record replaces the failed one.

@@ -117,7 +117,8 @@ func TestConvergeSwiftLogOnFailure(t *testing.T) {
 	if !strings.Contains(r.stdout, "\tlog "+url) {
 		t.Fatalf("get-failures does not print the log's URL:\n%s", r.stdout)
 	}
-	r = cli(t, n.a, "", "status", "--no-catalog")
+	t.Setenv("COLUMNS", "300") // the whole URL on one line
+	r = cli(t, n.a, "", "status", "--no-catalog", "--host", "node1")
 	if !strings.Contains(r.stdout, "    log "+url) {
 		t.Fatalf("status does not print the log's URL:\n%s", r.stdout)
 	}

@@ -48,7 +48,7 @@ func TestStatusShowsReaperState(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
 	r := cli(t, a, "", "status")
 	mustCode(t, r, 0, "status without a reaper")
-	if !strings.Contains(r.stdout, "reaper: no state yet") {
+	if !strings.Contains(r.stdout, "reaper: no report") {
 		t.Fatalf("status without a reaper:\n%s", r.stdout)
 	}
 	st := reaperkv.ReaperReport{
@@ -68,6 +68,16 @@ func TestStatusShowsReaperState(t *testing.T) {
 	r = cli(t, a, "", "status")
 	mustCode(t, r, 0, "status")
 	for _, want := range []string{
+		"reaper: leader boot1-42-abc, NOT ARMED, DRY RUN", "! reaper NOT ARMED: web has 2 of 3 servers healthy with validation",
+		"web: serving 2/3", "1 unhealthy", "would: create web web4", "held back: replacement of web2 (unhealthy) waits: not armed",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = cli(t, a, "", "reaper", "status")
+	mustCode(t, r, 0, "reaper status")
+	for _, want := range []string{
 		"reaper: leader boot1-42-abc", "DRY RUN, NOT ARMED",
 		"not armed: web has 2 of 3 servers healthy with validation success",
 		"role web: desired 3, servers 3, healthy 2 (healthy 2, unhealthy 1)",
@@ -75,7 +85,7 @@ func TestStatusShowsReaperState(t *testing.T) {
 		"ROLE BACKOFF", "role web: creates held back until", "400 Invalid flavorRef",
 	} {
 		if !strings.Contains(r.stdout, want) {
-			t.Errorf("status lacks %q:\n%s", want, r.stdout)
+			t.Errorf("reaper status lacks %q:\n%s", want, r.stdout)
 		}
 	}
 	r = cli(t, a, "", "status", "--json")
@@ -134,6 +144,7 @@ func TestReaperStatusExitCodes(t *testing.T) {
 // spec shows nothing.
 func TestStatusShowsDrift(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
+	t.Setenv("COLUMNS", "300") // status fits its lines to the width: each whole
 	st := reaperkv.ReaperReport{
 		Time: time.Now(), Leader: "boot1-42-abc", Armed: true, Interval: 30 * time.Second,
 		Roles: []reaperkv.RoleReport{
@@ -175,6 +186,7 @@ func TestStatusShowsDrift(t *testing.T) {
 // group, and what is wrong with the group.
 func TestStatusShowsPlacement(t *testing.T) {
 	a := consultest.Start(t, consultest.Options{})
+	t.Setenv("COLUMNS", "300") // status fits its lines to the width: each whole
 	until := time.Date(2026, 3, 1, 12, 5, 0, 0, time.UTC)
 	st := reaperkv.ReaperReport{
 		Time: time.Now(), Leader: "boot1-42-abc", Armed: true, Interval: 30 * time.Second,

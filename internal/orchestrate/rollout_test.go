@@ -535,6 +535,7 @@ func TestConvergeWaitsForOlderLayoutSlots(t *testing.T) {
 	if ran := e.ran(t); len(ran) != 0 {
 		t.Fatalf("steps ran under an older halt: %v", ran)
 	}
+	t.Setenv("COLUMNS", "200") // the reason on one line
 	if r = cli(t, a, "", "status", "--no-catalog"); !strings.Contains(r.stdout, "HALTED: 2 hosts failed v2 (web7, web8), more than max_failures 1 (halted by an older orchestrate)") {
 		t.Fatalf("status under an older halt:\n%s", r.stdout)
 	}

@@ -153,7 +153,7 @@ func TestScalingCommands(t *testing.T) {
 	// The status shows what the platform needs to see.
 	putDrain(t, a, "web3", time.Now().Add(time.Hour))
 	status := cli(t, a, "", "status", "--no-catalog").stdout
-	for _, want := range []string{"role web: named for scale-in: web1, web3", "draining web3 (role web, surplus)", "no answer yet"} {
+	for _, want := range []string{"named for scale-in: web1, web3", "draining web3 (surplus)", "no answer yet"} {
 		if !strings.Contains(status, want) {
 			t.Fatalf("status lacks %q:\n%s", want, status)
 		}

@@ -1,108 +1,207 @@
 package orchestrate
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/spf13/pflag"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/fault"
 	"github.com/jiocloud/orchestrate/internal/store"
-	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/term"
 )
 
 var cmdStatus = &command{
 	name: "status", minArgs: 0, maxArgs: 0, json: true,
-	summary: "Print every host's version and state per category, with a summary line.",
+	summary: "The cloud at a glance: the desired version, the reaper, and per role what is wrong, what the reaper does next and why it holds; healthy roles on one line. --problems: only what is wrong, exit 1 when something is, 0 when nothing is. --host H: one host in detail. --watch: redraw when Consul changes.",
 	setup: func(fs *pflag.FlagSet) runFunc {
-		noCatalog := fs.Bool("no-catalog", false, "list only hosts found in KV, not also Consul catalog nodes that never reported")
-		return func(ctx context.Context, e *env, _ []string) error { return runStatus(ctx, e, *noCatalog) }
+		o := &statusOptions{}
+		fs.BoolVar(&o.noCatalog, "no-catalog", false, "read only KV: not the Consul catalog (nodes that never reported, checks, the datacenter)")
+		fs.StringSliceVar(&o.roles, "role", nil, "only ROLE (repeatable, or a comma list)")
+		fs.StringVar(&o.host, "host", "", "one host in detail: version, each category's state with detail and time, role, checks, what the reaper thinks of it")
+		fs.BoolVar(&o.problems, "problems", false, "only what is wrong; exit 1 when something is, 0 when nothing is")
+		fs.BoolVar(&o.watch, "watch", false, "redraw when what the screen reads changes in Consul (at most once a second) until interrupted")
+		return func(ctx context.Context, e *env, _ []string) error {
+			o.roleGiven = fs.Changed("role")
+			return runStatus(ctx, e, *o)
+		}
 	},
 }
 
-// statusReport is `orchestrate status --json`.
-type statusReport struct {
-	CurrentVersion string          `json:"current_version"`
-	Hosts          []hostReport    `json:"hosts"`
-	Summary        statusSummary   `json:"summary"`
-	Problems       []store.Problem `json:"problems,omitempty"`
-	Reaper         *reaperReport   `json:"reaper,omitempty"`
-	// Rollouts are the roles' rollouts of the current version.
-	Rollouts []rolloutReport `json:"rollouts,omitempty"`
-	// Scaling is what KV holds for scaling, for the platform and the
-	// operator: exhausted capacity, counts set by hand, protected hosts,
-	// drains in progress and hosts named for scale-in.
-	Scaling scalingView `json:"scaling"`
+// statusOptions are status's flags.
+type statusOptions struct {
+	noCatalog, problems, watch bool
+	roles                      []string
+	// roleGiven: --role was given, if empty.
+	roleGiven bool
+	host      string
 }
 
-// scalingView is the scaling part of the status (nodes' metric reports
-// left out: each is under its host's records, hosts/<host>/metrics/).
-type scalingView struct {
-	Capacity  map[string]schema.CapacityRecord            `json:"capacity"`
-	Overrides map[string]schema.Override                  `json:"overrides"`
-	Protected map[string]schema.Protection                `json:"protected"`
-	Drains    map[string]schema.DrainRecord               `json:"drains"`
-	ScaleIn   map[string]map[string]schema.ScaleInRequest `json:"scale_in"`
-}
-
-// writeScaling prints the scaling lines of the status, when there are any.
-func writeScaling(w io.Writer, v scalingView) {
-	for _, role := range sortedKeys(v.Capacity) {
-		c := v.Capacity[role]
-		fmt.Fprintf(w, "capacity of role %s EXHAUSTED since %s (%s): %s\n", role, c.Since.UTC().Format(time.RFC3339), c.Class, oneLine(c.Reason))
+// validate names the first bad flag value.
+func (o statusOptions) validate() error {
+	if o.roleGiven && len(o.roles) == 0 {
+		return exitcode.Usagef("status --role: empty: name a role")
 	}
-	for _, role := range sortedKeys(v.Overrides) {
-		o := v.Overrides[role]
-		fmt.Fprintf(w, "role %s: count %d set by hand by %s at %s (an autoscaled role holds it until `orchestrate scale %s --auto`)\n", role, o.Count, oneLine(o.By), o.Time.UTC().Format(time.RFC3339), role)
-	}
-	for _, role := range sortedKeys(v.ScaleIn) {
-		fmt.Fprintf(w, "role %s: named for scale-in: %s\n", role, strings.Join(sortedKeys(v.ScaleIn[role]), ", "))
-	}
-	for _, h := range sortedKeys(v.Protected) {
-		fmt.Fprintf(w, "protected from scale-in: %s (by %s: %s)\n", h, oneLine(v.Protected[h].By), oneLine(v.Protected[h].Reason))
-	}
-	for _, h := range sortedKeys(v.Drains) {
-		d := v.Drains[h]
-		ans := "no answer yet"
-		if a := d.Answer; a != nil && a.Drained {
-			ans = fmt.Sprintf("drained (%s at %s)", oneLine(a.By), a.Time.UTC().Format(time.RFC3339))
-		} else if a != nil {
-			ans = fmt.Sprintf("moving the work away FAILED (%s: %s)", oneLine(a.By), oneLine(a.Detail))
+	for _, r := range o.roles {
+		if err := schema.ValidName("role", r); err != nil {
+			return exitcode.Usagef("status --role: %v", err)
 		}
-		fmt.Fprintf(w, "draining %s (role %s, %s): requested %s, answer by %s (%s); %s\n", h, d.Role, oneLine(d.Reason), d.Requested.UTC().Format(time.RFC3339), d.Deadline.UTC().Format(time.RFC3339), drainEnds(d), ans)
 	}
-}
-
-// drainEnds says what a drain's failed answer, and no answer by its
-// deadline, lead to (a request written before it said so: delete).
-func drainEnds(d schema.DrainRecord) string {
-	keeps := func(v string) string {
-		if v == reaperkv.DrainAbort {
-			return "the server stays"
+	if o.host != "" {
+		if err := schema.ValidName("host", o.host); err != nil {
+			return exitcode.Usagef("status --host: %v", err)
 		}
-		return "deleted"
+		if len(o.roles) > 0 {
+			return exitcode.Usagef("status: --host and --role do not go together (a host's detail names its role)")
+		}
 	}
-	return "failed: " + keeps(d.OnFailure) + "; no answer: " + keeps(d.OnTimeout)
+	return nil
 }
 
+// statusSchema is the version of `status --json`'s schema: raised when a
+// field changes meaning or goes; new fields do not raise it.
+const statusSchema = 1
+
+func runStatus(ctx context.Context, e *env, o statusOptions) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if now := clockFrom(ctx); now != nil {
+		e.store.Now = now
+	}
+	if o.watch {
+		return watchStatus(ctx, e, o)
+	}
+	var out bytes.Buffer
+	err := drawStatus(ctx, e, o, &out, term.Width(e.Stdout))
+	if _, werr := e.Stdout.Write(out.Bytes()); werr != nil && err == nil {
+		err = werr
+	}
+	return err
+}
+
+// drawStatus reads what the screen shows and writes it (text or JSON) to
+// w, fitted to width; warnings go to e.Stderr. The error carries the exit
+// code: 2 for values orchestrate did not write, 1 with --problems when
+// something is wrong, 3 when Consul could not be read.
+func drawStatus(ctx context.Context, e *env, o statusOptions, w io.Writer, width int) error {
+	in, err := gatherStatus(ctx, e, o)
+	if err != nil {
+		return err
+	}
+	rep := buildStatus(in, e.store.Now())
+	if o.host != "" {
+		return drawHost(e, rep, in, o.host, w, width)
+	}
+	if err := rep.filterRoles(o.roles); err != nil {
+		return err
+	}
+	if o.problems {
+		rep.onlyProblems()
+	}
+	if e.json {
+		if err := e.withStdout(w).printJSON(rep); err != nil {
+			return err
+		}
+	} else {
+		writeScreen(w, rep, o, width)
+	}
+	return statusExit(e, rep, in, o)
+}
+
+// statusExit is the exit code of a drawn status: input errors first (the
+// screen stands, the values are named on stderr), then --problems' answer.
+func statusExit(e *env, rep statusReport, in *statusInput, o statusOptions) error {
+	if n := len(in.snap.Problems); n > 0 {
+		return exitcode.Usagef("%d keys under %s/ hold values orchestrate did not write (listed above)", n, e.store.Prefix())
+	}
+	if in.rollErr != nil {
+		return exitcode.Wrap(exitcode.Usage, in.rollErr)
+	}
+	if err := unreadableRollout(rep.Rollouts...); err != nil {
+		return err
+	}
+	if err := in.reaper.err; err != nil && fault.IsInput(err) {
+		return exitcode.Wrap(exitcode.Usage, err)
+	}
+	if o.problems && rep.ProblemCount > 0 {
+		return answerNo()
+	}
+	return nil
+}
+
+// withStdout is e writing its output to w.
+func (e *env) withStdout(w io.Writer) *env {
+	c := *e
+	c.Stdout = w
+	return &c
+}
+
+// statusInput is everything one screen reads, in one pass.
+type statusInput struct {
+	snap    *store.Snapshot
+	catalog catalogView
+	rolls   map[string]*store.Rollout
+	// rollErr is a rollout record that cannot be read: shown like a
+	// corrupt status key, the rest of the status stands.
+	rollErr error
+	reaper  *reaperReport
+}
+
+// gatherStatus reads the snapshot, the catalog, the rollouts and the
+// reaper's report.
+func gatherStatus(ctx context.Context, e *env, o statusOptions) (*statusInput, error) {
+	snap, err := e.store.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	in := &statusInput{snap: snap, catalog: catalogView{Nodes: map[string]bool{}, Checks: map[string][]nodeCheck{}}}
+	if !o.noCatalog {
+		if in.catalog, err = readCatalog(ctx, e); err != nil {
+			return nil, err
+		}
+	}
+	if in.catalog.Datacenter == "" {
+		in.catalog.Datacenter = agentDatacenter(e.client)
+	}
+	reportProblems(e, snap)
+	if n := len(snap.OldLayout); n > 0 {
+		fmt.Fprintf(e.Stderr, "orchestrate: note: %d records are still in the layout before node restriction (read where a host wrote none of its own yet): `orchestrate migrate` moves them\n", n)
+	}
+	in.rolls, err = e.store.Rollouts(ctx)
+	switch {
+	case err == nil:
+	case fault.IsInput(err):
+		fmt.Fprintf(e.Stderr, "orchestrate: warning: %v\n", err)
+		in.rollErr = err
+	default:
+		return nil, err
+	}
+	// The reaper is optional: a report that cannot be read is shown on
+	// the screen (and one the reaper did not write is exit 2, after it).
+	in.reaper = loadReaperReport(ctx, e)
+	return in, nil
+}
+
+// hostReport is one host in `status --json`'s hosts.
 type hostReport struct {
 	Host      string                  `json:"host"`
+	Role      string                  `json:"role"`
 	Version   string                  `json:"version"`
 	OnDesired bool                    `json:"on_desired"`
 	InCatalog bool                    `json:"in_catalog"`
 	Status    map[string]store.Status `json:"status"`
+	// Checks are the host's Consul checks that do not pass.
+	Checks []nodeCheck `json:"checks"`
 }
 
+// statusSummary counts the hosts on the screen.
 type statusSummary struct {
 	Hosts         int `json:"hosts"`
 	OnDesired     int `json:"on_desired"`
@@ -111,183 +210,56 @@ type statusSummary struct {
 	NotReporting  int `json:"not_reporting"`
 	CorruptValues int `json:"corrupt_values"`
 	// Silent and Orphaned count the reaper's silent and orphaned hosts,
-	// from its last report when it is fresh (listed in its section).
+	// from its last report when it is fresh.
 	Silent   int `json:"silent"`
 	Orphaned int `json:"orphaned"`
 }
 
-func runStatus(ctx context.Context, e *env, noCatalog bool) error {
-	snap, err := e.store.Snapshot(ctx)
-	if err != nil {
-		return err
-	}
-	catalog := map[string]bool{}
-	if !noCatalog {
-		nodes, meta, err := e.client.Catalog().Nodes((&api.QueryOptions{}).WithContext(ctx))
-		if err != nil {
-			return fmt.Errorf("list catalog nodes: %w", err)
-		}
-		// A node the token may not read would be missing from the table,
-		// as if it had never joined.
-		if meta != nil && meta.ResultsFilteredByACLs {
-			return exitcode.Wrap(exitcode.Unavailable, errors.New("list catalog nodes: some nodes are hidden from this token by Consul's ACLs: it needs node_prefix \"\" read (or use --no-catalog)"))
-		}
-		for _, n := range nodes {
-			catalog[n.Node] = true
-		}
-	}
-	rep := buildStatus(snap, catalog)
-	reportProblems(e, snap)
-	if n := len(snap.OldLayout); n > 0 {
-		fmt.Fprintf(e.Stderr, "orchestrate: note: %d records are still in the layout before node restriction (read where a host wrote none of its own yet): `orchestrate migrate` moves them\n", n)
-	}
-	rolls, rollErr := e.store.Rollouts(ctx)
-	switch {
-	case rollErr == nil:
-		rep.Rollouts = rolloutReports(rolls, snap.CurrentVersion)
-	case fault.IsInput(rollErr):
-		// Shown like a corrupt status key: the rest of the status stands.
-		fmt.Fprintf(e.Stderr, "orchestrate: warning: %v\n", rollErr)
-	default:
-		return rollErr
-	}
-	defer printReaperStatus(e, rep.withReaper(ctx, e))
-	rep.Summary.Silent, rep.Summary.Orphaned = hostMarkCounts(rep.Reaper)
-	if e.json {
-		if err := e.printJSON(rep); err != nil {
-			return err
-		}
-	} else {
-		writeStatusTable(e.Stdout, rep, snap.Categories(), e.store.Now())
-	}
-	if len(snap.Problems) > 0 {
-		return exitcode.Usagef("%d keys under %s/ hold values orchestrate did not write (listed above)", len(snap.Problems), e.store.Prefix())
-	}
-	if rollErr != nil {
-		return exitcode.Wrap(exitcode.Usage, rollErr)
-	}
-	return unreadableRollout(rep.Rollouts...)
-}
-
-func buildStatus(snap *store.Snapshot, catalog map[string]bool) statusReport {
+// hostReports lists every host (in KV and, with the catalog, every
+// node), sorted, and counts them.
+func hostReports(in *statusInput, roleOf map[string]string) ([]hostReport, statusSummary) {
 	names := map[string]bool{}
-	for n := range snap.Hosts {
+	for n := range in.snap.Hosts {
 		names[n] = true
 	}
-	for n := range catalog {
+	for n := range in.catalog.Nodes {
 		names[n] = true
 	}
-	sorted := make([]string, 0, len(names))
-	for n := range names {
-		sorted = append(sorted, n)
-	}
-	sort.Strings(sorted)
-	rep := statusReport{CurrentVersion: snap.CurrentVersion, Hosts: []hostReport{}, Problems: snap.Problems}
+	sorted := sortedKeys(names)
+	out := make([]hostReport, 0, len(sorted))
+	var sum statusSummary
 	for _, n := range sorted {
-		hr := hostReport{Host: n, InCatalog: catalog[n], Status: map[string]store.Status{}}
-		if h := snap.Hosts[n]; h != nil {
-			hr.Version = h.Version
-			hr.Status = h.Status
+		hr := hostReport{Host: n, Role: roleOf[n], InCatalog: in.catalog.Nodes[n], Status: map[string]store.Status{}, Checks: orEmpty(in.catalog.Checks[n])}
+		if h := in.snap.Hosts[n]; h != nil {
+			hr.Version, hr.Status = h.Version, h.Status
 		}
-		hr.OnDesired = hr.Version != "" && hr.Version == snap.CurrentVersion
-		rep.Hosts = append(rep.Hosts, hr)
-		rep.Summary.Hosts++
-		if hr.OnDesired {
-			rep.Summary.OnDesired++
-		}
-		if hr.Version == "" {
-			rep.Summary.NotReporting++
-		}
-		for _, st := range hr.Status {
-			if st.State == store.StateFailed {
-				rep.Summary.Failed++
-				break
-			}
-		}
-		if st, ok := hr.Status[store.CategoryPuppet]; ok && st.State == store.StateFailed && st.Suspect {
-			rep.Summary.Suspect++
-		}
+		hr.OnDesired = hr.Version != "" && hr.Version == in.snap.CurrentVersion
+		out = append(out, hr)
+		sum.add(hr)
 	}
-	rep.Summary.CorruptValues = len(snap.Problems)
-	sc := snap.Scaling
-	rep.Scaling = scalingView{Capacity: sc.Capacity, Overrides: sc.Overrides, Protected: sc.Protected, Drains: sc.Drains, ScaleIn: sc.ScaleIn}
-	return rep
+	sum.CorruptValues = len(in.snap.Problems)
+	sum.Silent, sum.Orphaned = hostMarkCounts(in.reaper)
+	return out, sum
 }
 
-func writeStatusTable(w io.Writer, rep statusReport, categories []string, now time.Time) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	header := []string{"HOST", "VERSION", "DESIRED"}
-	for _, c := range categories {
-		header = append(header, strings.ToUpper(c))
+// add counts one host.
+func (s *statusSummary) add(h hostReport) {
+	s.Hosts++
+	if h.OnDesired {
+		s.OnDesired++
 	}
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
-	for _, h := range rep.Hosts {
-		version, desired := h.Version, "no"
-		if version == "" {
-			version = "-"
-		}
-		if h.OnDesired {
-			desired = "yes"
-		}
-		row := []string{h.Host, version, desired}
-		for _, c := range categories {
-			st, ok := h.Status[c]
-			switch {
-			case !ok:
-				row = append(row, "-")
-			case st.Corrupt:
-				row = append(row, strings.TrimSpace(st.State+" (unreadable)"))
-			case st.Suspect && st.State == store.StateFailed:
-				row = append(row, "failed SUSPECT "+age(now, st.Time))
-			default:
-				row = append(row, st.State+" "+age(now, st.Time))
-			}
-		}
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	if h.Version == "" {
+		s.NotReporting++
 	}
-	tw.Flush()
-	// Failed and pending states with their details, so the table says why.
-	first := true
-	for _, h := range rep.Hosts {
-		for _, c := range categories {
-			st, ok := h.Status[c]
-			if !ok || (st.State != store.StateFailed && st.State != store.StatePending) {
-				continue
-			}
-			if first {
-				fmt.Fprintln(w, "\nfailed or pending:")
-				first = false
-			}
-			detail := oneLine(st.Detail)
-			if st.Corrupt {
-				detail = "(stored value unreadable)"
-			}
-			fmt.Fprintf(w, "  %s %s %s %s ago: %s\n", h.Host, c, st.State, age(now, st.Time), truncate(detail, 300))
-			if st.LogURL != "" {
-				fmt.Fprintf(w, "    log %s\n", oneLine(st.LogURL))
-			}
+	for _, c := range sortedKeys(h.Status) {
+		if h.Status[c].State == store.StateFailed {
+			s.Failed++
+			break
 		}
 	}
-	want := rep.CurrentVersion
-	if want == "" {
-		want = "(none set)"
+	if st, ok := h.Status[store.CategoryPuppet]; ok && st.State == store.StateFailed && st.Suspect {
+		s.Suspect++
 	}
-	fmt.Fprintf(w, "\ndesired version %s: hosts on desired version %d/%d, failed %d, not reporting %d",
-		want, rep.Summary.OnDesired, rep.Summary.Hosts, rep.Summary.Failed, rep.Summary.NotReporting)
-	if rep.Summary.Suspect > 0 {
-		// Suspects failed the configuration that must always pass; a
-		// reaper role with replace_suspect replaces them.
-		fmt.Fprintf(w, ", suspect %d", rep.Summary.Suspect)
-	}
-	if s := rep.Summary; s.Silent > 0 || s.Orphaned > 0 {
-		// The reaper's judgement (listed in its section below).
-		fmt.Fprintf(w, ", silent %d, orphaned %d", s.Silent, s.Orphaned)
-	}
-	fmt.Fprintln(w)
-	for _, r := range rep.Rollouts {
-		writeRollout(w, r)
-	}
-	writeScaling(w, rep.Scaling)
 }
 
 // age is a short human duration since t: 42s, 5m, 3h, 4d.
@@ -310,13 +282,10 @@ func age(now, t time.Time) string {
 	}
 }
 
-// truncate shortens s to at most n bytes, on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+// joinLimit joins at most n of items and says how many more there are.
+func joinLimit(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
+	return fmt.Sprintf("%s +%d more", strings.Join(items[:n], ", "), len(items)-n)
 }

@@ -549,8 +549,8 @@ func TestPoolFlushAndStatus(t *testing.T) {
 	if len(st) != 1 || st[0].Report == nil || st[0].Report.States[reaperkv.StandbyReady] != 2 || len(st[0].Standbys) != 2 {
 		t.Fatalf("pool status: %s", out)
 	}
-	if code, out := w.orchestrate("status"); code != 0 || !strings.Contains(out, "warm pool (standbys, not counted above): 2 ready of 2") {
-		t.Errorf("orchestrate status: exit %d, no warm pool line: %s", code, out)
+	if code, out := w.orchestrate("reaper", "status"); code != 0 || !strings.Contains(out, "warm pool (standbys, not counted above): 2 ready of 2") {
+		t.Errorf("orchestrate reaper status: exit %d, no warm pool line: %s", code, out)
 	}
 	if code, out := w.orchestrate("pool", "flush", "db"); code != 2 || !strings.Contains(out, `no warm pool for role "db"`) {
 		t.Errorf("pool flush of a role without a pool: exit %d: %s", code, out)

@@ -1,0 +1,177 @@
+package orchestrate
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jiocloud/orchestrate/internal/exitcode"
+	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
+)
+
+// hostDetail is `status --host H --json` (schema 1).
+type hostDetail struct {
+	Schema         int       `json:"schema"`
+	Time           time.Time `json:"time"`
+	Host           string    `json:"host"`
+	Role           string    `json:"role"`
+	Version        string    `json:"version"`
+	DesiredVersion string    `json:"desired_version"`
+	OnDesired      bool      `json:"on_desired"`
+	InCatalog      bool      `json:"in_catalog"`
+	// Status maps each category to the host's state in it.
+	Status map[string]store.Status `json:"status"`
+	Checks []nodeCheck             `json:"checks"`
+	// Reaper is what the reaper's report and records say of the host,
+	// one line each.
+	Reaper []string `json:"reaper"`
+}
+
+// drawHost writes one host's detail; a host nothing knows is exit 2.
+func drawHost(e *env, rep statusReport, in *statusInput, host string, w io.Writer, width int) error {
+	d := hostDetail{Schema: statusSchema, Time: rep.Time, Host: host, DesiredVersion: rep.CurrentVersion,
+		Status: map[string]store.Status{}, Checks: []nodeCheck{}, Reaper: reaperOnHost(in, host, rep.Time)}
+	found := len(d.Reaper) > 0
+	for _, h := range rep.Hosts {
+		if h.Host == host {
+			found = true
+			d.Role, d.Version, d.OnDesired, d.InCatalog, d.Status, d.Checks = h.Role, h.Version, h.OnDesired, h.InCatalog, h.Status, h.Checks
+		}
+	}
+	if !found {
+		return exitcode.Usagef("status --host %s: no such host (not in KV, the catalog, nor the reaper's report)", host)
+	}
+	if e.json {
+		return e.withStdout(w).printJSON(d)
+	}
+	writeHostDetail(screen{w: w, width: width}, d)
+	return nil
+}
+
+// writeHostDetail is a host's detail in text.
+func writeHostDetail(s screen, d hostDetail) {
+	ver := orDash(d.Version)
+	if !d.OnDesired {
+		ver += " (desired " + orDash(d.DesiredVersion) + ")"
+	}
+	where := "not in the catalog"
+	if d.InCatalog {
+		where = "in the catalog"
+	}
+	s.line(0, fmt.Sprintf("%s · role %s · version %s · %s", d.Host, orDash(d.Role), ver, where))
+	for _, c := range sortedKeys(d.Status) {
+		st := d.Status[c]
+		state := st.State
+		switch {
+		case st.Corrupt:
+			state += " (stored value unreadable)"
+		case st.Suspect && st.State == store.StateFailed:
+			state += " SUSPECT"
+		}
+		s.line(2, fmt.Sprintf("%s %s %s ago (%s, version %s)", c, state, age(d.Time, st.Time), st.Time.UTC().Format(time.RFC3339), orDash(st.Version)))
+		if st.Detail != "" {
+			s.wrap(4, 3, st.Detail)
+		}
+		if st.LogURL != "" {
+			s.chop(4, "log "+st.LogURL)
+		}
+	}
+	for _, c := range d.Checks {
+		s.line(2, fmt.Sprintf("check %s (%s) %s", c.Name, c.ID, c.Status))
+	}
+	if len(d.Reaper) == 0 {
+		s.line(2, "reaper: says nothing of it")
+		return
+	}
+	s.line(2, "reaper:")
+	for _, r := range d.Reaper {
+		s.wrap(4, 3, r)
+	}
+}
+
+// reaperOnHost is what the reaper's report and the scaling records say
+// of host, one line each.
+func reaperOnHost(in *statusInput, host string, now time.Time) []string {
+	out := []string{}
+	sc := in.snap.Scaling
+	if d, ok := sc.Drains[host]; ok {
+		out = append(out, "draining "+drainLine("", d, now))
+	}
+	if p, ok := sc.Protected[host]; ok {
+		out = append(out, fmt.Sprintf("protected from scale-in by %s: %s", p.By, p.Reason))
+	}
+	for _, role := range sortedKeys(sc.ScaleIn) {
+		if _, ok := sc.ScaleIn[role][host]; ok {
+			out = append(out, "named for scale-in of "+role)
+		}
+	}
+	st := reportState(in.reaper)
+	if st == nil {
+		return out
+	}
+	for _, r := range st.Roles {
+		out = append(out, roleOnHost(r, host, now)...)
+	}
+	for _, j := range st.Journal {
+		if j.OldName == host || j.NewName == host {
+			out = append(out, "in flight: "+journalLine(j))
+		}
+	}
+	for _, p := range st.Planned {
+		if slices.Contains(strings.Fields(p), host) {
+			out = append(out, "next: "+p)
+		}
+	}
+	for _, b := range st.Blocked {
+		if mentions(b, host) {
+			out = append(out, "held back: "+b)
+		}
+	}
+	return out
+}
+
+// mentions reports whether line names host as a word.
+func mentions(line, host string) bool {
+	return slices.Contains(strings.FieldsFunc(line, func(r rune) bool { return strings.ContainsRune(" ,:;()", r) }), host)
+}
+
+// roleOnHost is what role r's part of the report says of host.
+func roleOnHost(r reaperkv.RoleReport, host string, now time.Time) []string {
+	out := []string{}
+	state := ""
+	for _, s := range r.Attention {
+		if s.Name == host {
+			state = s.State
+		}
+	}
+	switch {
+	case state != "":
+		out = append(out, fmt.Sprintf("a server of role %s, %s", r.Name, state))
+	case slices.Contains(r.Members, host):
+		out = append(out, fmt.Sprintf("a server of role %s, healthy", r.Name))
+	}
+	for _, m := range r.Silent {
+		if m.Host == host {
+			out = append(out, fmt.Sprintf("SILENT: its records last moved %s ago (%s)", age(now, m.Since), m.Since.UTC().Format(time.RFC3339)))
+		}
+	}
+	for _, m := range r.Orphaned {
+		if m.Host == host {
+			out = append(out, fmt.Sprintf("ORPHANED: records and no server since %s; removed at %s", m.Since.UTC().Format(time.RFC3339), m.Until.UTC().Format(time.RFC3339)))
+		}
+	}
+	for _, h := range r.Held {
+		if h.Host == host {
+			out = append(out, "HELD for a human: "+h.String())
+		}
+	}
+	for _, a := range r.DrainAborts {
+		if a.Host == host {
+			out = append(out, "drain ABORTED: "+a.String())
+		}
+	}
+	return out
+}
