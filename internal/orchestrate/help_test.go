@@ -229,4 +229,3 @@ func manText(t *testing.T, man, page string) string {
 	}
 	return string(out)
 }
-
