@@ -83,6 +83,14 @@ func TestPackageContents(t *testing.T) {
 	for _, b := range binaries {
 		want[paths.BinDir+"/"+b] = "-rwxr-xr-x root/root"
 		want["/usr/share/man/man1/"+b+".1.gz"] = "-rw-r--r-- root/root"
+		want["/usr/share/man/man1/"+b+"-completion.1.gz"] = "-rw-r--r-- root/root"
+		for _, f := range completionFiles(b) {
+			want[f] = "-rw-r--r-- root/root"
+		}
+	}
+	// One page per subcommand, git's way.
+	for _, p := range []string{"orchestrate-status", "orchestrate-verify-hosts", "orchestrate-reaper", "reaper-identity"} {
+		want["/usr/share/man/man1/"+p+".1.gz"] = "-rw-r--r-- root/root"
 	}
 	for _, u := range units {
 		want[paths.UnitDir+"/"+u] = "-rw-r--r-- root/root"
@@ -112,7 +120,7 @@ func TestPackageContents(t *testing.T) {
 	for _, f := range docPages(t) {
 		want[paths.DocDir+"/docs/"+f+".gz"] = "-rw-r--r-- root/root"
 	}
-	allowed := regexp.MustCompile(`^/(usr/bin/|usr/share/(man/man1|doc/orchestrate|orchestrate/(acl|prometheus|grafana)|lintian/overrides|puppet/modules/orchestrate)/|usr/lib/sysusers\.d/|lib/systemd/system/|etc/orchestrate/)`)
+	allowed := regexp.MustCompile(`^/(usr/bin/|usr/share/(man/man1|bash-completion/completions|zsh/vendor-completions|fish/vendor_completions\.d|doc/orchestrate|orchestrate/(acl|prometheus|grafana)|lintian/overrides|puppet/modules/orchestrate)/|usr/lib/sysusers\.d/|lib/systemd/system/|etc/orchestrate/)`)
 	got := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(run(t, "dpkg-deb", "--contents", pkg.path)))
 	for sc.Scan() {
@@ -156,28 +164,88 @@ func TestLintian(t *testing.T) {
 	}
 }
 
-// The packaged binaries say the package's version and the commit, and their
-// man pages render without a warning from man.
+// completionFiles are where the package puts binary's completion scripts,
+// where bash-completion, zsh and fish look for them.
+func completionFiles(binary string) []string {
+	return []string{
+		"/usr/share/bash-completion/completions/" + binary,
+		"/usr/share/zsh/vendor-completions/_" + binary,
+		"/usr/share/fish/vendor_completions.d/" + binary + ".fish",
+	}
+}
+
+// The packaged binaries say the package's version and the commit; their
+// man pages are every page the binary writes (help --man-dir), and each
+// renders without a warning from man and has every section.
 func TestPackagedBinaries(t *testing.T) {
 	testutil.RequireTool(t, "dpkg-deb", "dpkg")
 	man := testutil.RequireTool(t, "man", "man-db")
 	pkg, _ := packages(t)
 	root := extract(t, pkg.path)
 	commit := strings.TrimSpace(run(t, "git", "rev-parse", "HEAD"))
+	manDir := filepath.Join(root, "usr/share/man/man1")
+	var pages []string
 	for _, b := range binaries {
-		got := strings.TrimSpace(run(t, filepath.Join(root, "usr/bin", b), "--version"))
+		bin := filepath.Join(root, "usr/bin", b)
+		got := strings.TrimSpace(run(t, bin, "--version"))
 		if want := fmt.Sprintf("%s %s (commit %s, go", b, pkg.version, commit); !strings.HasPrefix(got, want) {
 			t.Errorf("%s --version = %q, want it to start %q", b, got, want)
 		}
-		cmd := exec.Command(man, "--warnings", "-E", "UTF-8", "-l", filepath.Join(root, "usr/share/man/man1", b+".1.gz"))
+		written := t.TempDir()
+		run(t, bin, "help", "--man-dir", written)
+		ws, _ := filepath.Glob(filepath.Join(written, "*.1"))
+		for _, w := range ws {
+			pages = append(pages, filepath.Base(w)+".gz")
+		}
+	}
+	shipped, _ := filepath.Glob(filepath.Join(manDir, "*.1.gz"))
+	for i, s := range shipped {
+		shipped[i] = filepath.Base(s)
+	}
+	sort.Strings(pages)
+	if strings.Join(shipped, " ") != strings.Join(pages, " ") {
+		t.Errorf("the package's man pages %v, the binaries write %v", shipped, pages)
+	}
+	for _, p := range shipped {
+		cmd := exec.Command(man, "--warnings", "-E", "UTF-8", "-l", filepath.Join(manDir, p))
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		cmd.Env = append(os.Environ(), "MANWIDTH=80")
 		if err := cmd.Run(); err != nil || stderr.Len() > 0 {
-			t.Errorf("man -l %s.1.gz: %v\n%s", b, err, stderr.String())
+			t.Errorf("man -l %s: %v\n%s", p, err, stderr.String())
 		}
-		if !strings.Contains(stdout.String(), b+" --version") || !strings.Contains(stdout.String(), "EXIT STATUS") {
-			t.Errorf("man page of %s lacks its --version or EXIT STATUS section:\n%s", b, stdout.String())
+		for _, sec := range []string{"NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXIT STATUS", "EXAMPLES", "SEE ALSO"} {
+			if !strings.Contains(stdout.String(), "\n"+sec+"\n") {
+				t.Errorf("man page %s has no %s section", p, sec)
+			}
+		}
+	}
+}
+
+// The packaged completion scripts are what the binaries write, and bash
+// loads its script the way bash-completion does on demand: by the
+// command's name, from /usr/share/bash-completion/completions.
+func TestPackagedCompletion(t *testing.T) {
+	testutil.RequireTool(t, "dpkg-deb", "dpkg")
+	bash := testutil.RequireTool(t, "bash", "bash")
+	pkg, _ := packages(t)
+	root := extract(t, pkg.path)
+	for _, b := range binaries {
+		bin := filepath.Join(root, "usr/bin", b)
+		for i, shell := range []string{"bash", "zsh", "fish"} {
+			f := completionFiles(b)[i]
+			got, err := os.ReadFile(filepath.Join(root, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := run(t, bin, "completion", shell); string(got) != want {
+				t.Errorf("%s is not `%s completion %s`", f, b, shell)
+			}
+		}
+		script := filepath.Join(root, completionFiles(b)[0])
+		out, err := exec.Command(bash, "-c", "source "+script+"; COMP_WORDS=("+b+" --he); COMP_CWORD=1; _"+strings.ReplaceAll(b, "-", "_")+"; echo ${COMPREPLY[@]}").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "--help" {
+			t.Errorf("%s: completing %q gave %q (%v), want --help", script, b+" --he", out, err)
 		}
 	}
 }
