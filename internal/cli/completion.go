@@ -54,11 +54,7 @@ func compModel(p *Program) ([]compCmd, error) {
 		if !ok {
 			return nil, fmt.Errorf("completion: no help for %q", sub)
 		}
-		c := compCmd{name: sub, summary: h.Summary, args: h.Args, flags: []compFlag{{names: []string{"--help", "-h"}, usage: "print this help"}}}
-		if sub == "" {
-			c.flags = append(c.flags, compFlag{names: []string{VersionFlag}, usage: "print the version"})
-		}
-		c.flags = append(c.flags, compFlags(h.Flags)...)
+		c := compCmd{name: sub, summary: h.Summary, args: h.Args, flags: compFlags(h)}
 		if err := c.check(); err != nil {
 			return nil, err
 		}
@@ -67,15 +63,17 @@ func compModel(p *Program) ([]compCmd, error) {
 	return cmds, nil
 }
 
-// compFlags lists fs's visible flags for completion.
-func compFlags(fs *pflag.FlagSet) []compFlag {
+// compFlags lists h's flags for completion.
+func compFlags(h *Help) []compFlag {
 	var out []compFlag
-	for _, r := range flagRows(fs) {
+	for _, r := range h.helpRows() {
 		f := compFlag{names: []string{"--" + r.long}, valued: r.arg != "", usage: r.usage}
 		if r.short != "" {
 			f.names = append(f.names, "-"+r.short)
 		}
-		f.values = fs.Lookup(r.long).Annotations[valuesAnnotation]
+		if fl := lookup(h.Flags, r.long); fl != nil {
+			f.values = fl.Annotations[valuesAnnotation]
+		}
 		out = append(out, f)
 	}
 	return out
@@ -168,4 +166,12 @@ func WriteCompletion(w io.Writer, p *Program, shell string) error {
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
+}
+
+// lookup is fs's flag name; nil when fs is nil or has none.
+func lookup(fs *pflag.FlagSet, name string) *pflag.Flag {
+	if fs == nil {
+		return nil
+	}
+	return fs.Lookup(name)
 }

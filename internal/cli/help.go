@@ -109,6 +109,18 @@ func flagRows(fs *pflag.FlagSet) []flagRow {
 	return rows
 }
 
+// helpRows are h's flags as both renderings list them: the FlagSet's, and
+// --help and (for the program itself) --version, which every binary answers
+// outside it.
+func (h *Help) helpRows() []flagRow {
+	rows := flagRows(h.Flags)
+	rows = append(rows, flagRow{short: "h", long: "help", usage: "print this help"})
+	if !strings.Contains(h.Name, " ") {
+		rows = append(rows, flagRow{long: "version", usage: "print the version, the commit and the Go version it was built with"})
+	}
+	return rows
+}
+
 // defaultText is a flag's default as help shows it, "" when it is the
 // zero value or the usage already says it.
 func defaultText(f *pflag.Flag) string {

@@ -30,7 +30,7 @@ func WriteMan(w io.Writer, h *Help, source string) error {
 	}
 	manParagraphs(&b, "DESCRIPTION", h.Description)
 	manList(&b, "COMMANDS", h.Commands, true)
-	if rows := flagRows(h.Flags); len(rows) > 0 {
+	if rows := h.helpRows(); len(rows) > 0 {
 		b.WriteString(".SH OPTIONS\n")
 		for _, r := range rows {
 			term := "\\fB\\-\\-" + Roff(r.long) + "\\fR"

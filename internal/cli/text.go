@@ -30,7 +30,7 @@ func WriteHelp(w io.Writer, h *Help, width int) error {
 		section("Commands")
 		writeColumns(&b, h.Commands, width)
 	}
-	if rows := flagRows(h.Flags); len(rows) > 0 {
+	if rows := h.helpRows(); len(rows) > 0 {
 		section("Flags")
 		items := make([]Item, len(rows))
 		for i, r := range rows {
