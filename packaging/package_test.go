@@ -242,10 +242,73 @@ func TestPackagedCompletion(t *testing.T) {
 				t.Errorf("%s is not `%s completion %s`", f, b, shell)
 			}
 		}
-		script := filepath.Join(root, completionFiles(b)[0])
-		out, err := exec.Command(bash, "-c", "source "+script+"; COMP_WORDS=("+b+" --he); COMP_CWORD=1; _"+strings.ReplaceAll(b, "-", "_")+"; echo ${COMPREPLY[@]}").CombinedOutput()
-		if err != nil || strings.TrimSpace(string(out)) != "--help" {
-			t.Errorf("%s: completing %q gave %q (%v), want --help", script, b+" --he", out, err)
+		fn := "_" + strings.ReplaceAll(b, "-", "_")
+		load := "source /usr/share/bash-completion/bash_completion; __load_completion " + b + "; complete -p " + b + "; COMP_WORDS=(" + b + " --he); COMP_CWORD=1; " + fn + "; echo ${COMPREPLY[@]}"
+		cmd := exec.Command(bash, "-c", load)
+		cmd.Env = append(os.Environ(), "XDG_DATA_DIRS="+filepath.Join(root, "usr/share"))
+		out, err := cmd.CombinedOutput()
+		if want := "complete -o default -F " + fn + " " + b + "\n--help\n"; err != nil || string(out) != want {
+			t.Errorf("bash-completion loading %s's script from the package: %q (%v), want %q", b, out, err, want)
+		}
+	}
+}
+
+// zsh and fish find the packaged scripts where Debian's zsh and fish look
+// for a package's: zsh's compinit registers _orchestrate from the
+// vendor-completions directory of its $fpath, fish's complete -C loads
+// orchestrate.fish from vendor_completions.d.
+func TestPackagedCompletionZshFish(t *testing.T) {
+	testutil.RequireTool(t, "dpkg-deb", "dpkg")
+	zsh := testutil.RequireTool(t, "zsh", "zsh")
+	fish := testutil.RequireTool(t, "fish", "fish")
+	pkg, _ := packages(t)
+	root := extract(t, pkg.path)
+	zdir := filepath.Join(root, "usr/share/zsh/vendor-completions")
+	out, err := exec.Command(zsh, "-f", "-c", "fpath=("+zdir+" $fpath); autoload -U compinit; compinit -u -D; print $_comps[orchestrate] $_comps[service-blocker]").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "_orchestrate _service-blocker" {
+		t.Errorf("zsh compinit with %s: %q (%v), want _orchestrate _service-blocker", zdir, out, err)
+	}
+	fdir := filepath.Join(root, "usr/share/fish/vendor_completions.d")
+	// fish loads a command's completion once the command is on $PATH.
+	cmd := exec.Command(fish, "--no-config", "-c", "set fish_complete_path "+fdir+" $fish_complete_path; complete -C 'orchestrate sta' | cut -f1; complete -C 'service-blocker --mode ' | cut -f1")
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(root, "usr/bin")+":"+os.Getenv("PATH"))
+	out, err = cmd.CombinedOutput()
+	if err != nil || string(out) != "standby\nstatus\naddressable\nfunctional\n" {
+		t.Errorf("fish with %s: %q (%v)", fdir, out, err)
+	}
+}
+
+// Every help of the packaged binaries, each program's and each
+// subcommand's (one a man page), fits 80 and 60 columns.
+func TestPackagedHelpFits(t *testing.T) {
+	testutil.RequireTool(t, "dpkg-deb", "dpkg")
+	pkg, _ := packages(t)
+	root := extract(t, pkg.path)
+	pages, _ := filepath.Glob(filepath.Join(root, "usr/share/man/man1/*.1.gz"))
+	for _, p := range pages {
+		page := strings.TrimSuffix(filepath.Base(p), ".1.gz")
+		var bin string
+		for _, b := range binaries {
+			if page == b || strings.HasPrefix(page, b+"-") {
+				bin = b
+			}
+		}
+		args := []string{"--help"}
+		if sub := strings.TrimPrefix(page, bin); sub != "" {
+			args = []string{sub[1:], "--help"}
+		}
+		for _, width := range []int{80, 60} {
+			cmd := exec.Command(filepath.Join(root, "usr/bin", bin), args...)
+			cmd.Env = append(os.Environ(), fmt.Sprintf("COLUMNS=%d", width))
+			out, err := cmd.Output()
+			if err != nil || !strings.Contains(string(out), "Examples:") {
+				t.Errorf("%s %v: %v\n%s", bin, args, err, out)
+			}
+			for _, l := range strings.Split(string(out), "\n") {
+				if len([]rune(l)) > width {
+					t.Errorf("%s %v at %d columns: %q", bin, args, width, l)
+				}
+			}
 		}
 	}
 }
