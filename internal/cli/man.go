@@ -19,6 +19,9 @@ func WriteMan(w io.Writer, h *Help, source string) error {
 	var b strings.Builder
 	name := ManName(h.Name)
 	fmt.Fprintf(&b, ".TH %s 1 \"\" %s \"User Commands\"\n", roffArg(strings.ToUpper(name)), roffArg(source))
+	// No hyphenation, ragged right: a flag or $VARIABLE is never cut in
+	// two, so what the page shows can be copied.
+	b.WriteString(".nh\n.ad l\n")
 	b.WriteString(".SH NAME\n" + Roff(name) + " \\- " + Roff(h.Summary) + "\n")
 	b.WriteString(".SH SYNOPSIS\n")
 	for i, s := range h.Synopsis {
@@ -40,7 +43,9 @@ func WriteMan(w io.Writer, h *Help, source string) error {
 			if r.arg != "" {
 				term += " \\fI" + Roff(r.arg) + "\\fR"
 			}
-			b.WriteString(".TP\n" + term + "\n" + Roff(r.usage) + "\n")
+			// .br: the description under the flag even when the flag is
+			// narrower than the indent (--auto).
+			b.WriteString(".TP\n" + term + "\n.br\n" + Roff(r.usage) + "\n")
 		}
 	}
 	manList(&b, "EXIT STATUS", h.ExitStatus(), false)
