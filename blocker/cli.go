@@ -21,23 +21,6 @@ import (
 	"github.com/jiocloud/orchestrate/internal/cli"
 )
 
-const usageText = `usage: service-blocker [flags] SERVICE[@DC][:N] [SERVICE[@DC][:N] ...]
-
-Waits until at least N endpoints (default --count) of every SERVICE resolve in
-Consul DNS (--mode addressable), or also pass all their health checks and
-accept a TCP connection on their SRV port (--mode functional). SERVICE@DC asks
-datacenter DC (default --datacenter, else the agent's). While waiting it holds
-one blocking query per SERVICE on the agent's HTTP API and asks DNS again the
-moment Consul reports a change; without a usable HTTP API (or with
---no-watch) it polls DNS. Exits 0 when all are met and prints the endpoints;
-1 on timeout, naming each service still short; 2 on a usage error; 3 when the
-DNS server (or, where health counts, the HTTP API) never answered for the
-whole timeout, and at once when Consul's ACLs refuse the token the health
-that counts (the message names the permission).
-
-Flags:
-`
-
 // Run runs `service-blocker args...` and returns the process exit code.
 // Endpoints go to stdout; progress lines, logs and errors to stderr.
 func Run(ctx context.Context, args []string, stdio cli.IO) int {
@@ -62,29 +45,14 @@ type options struct {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if done, err := program().Meta(args, stdout); done {
+		return err
+	}
 	var o options
-	fs := pflag.NewFlagSet("service-blocker", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.SortFlags = false
-	fs.StringVar(&o.dns, "dns", paths.ConsulDNSAddr, "DNS server to query, host:port (the local Consul agent's DNS)")
-	fs.StringVar(&o.domain, "domain", "consul.", "Consul DNS domain")
-	fs.StringVar(&o.tag, "tag", "", "only instances with this tag (queries TAG.SERVICE.service[.DC].DOMAIN)")
-	fs.StringVar(&o.mode, "mode", string(Addressable), "addressable: an endpoint counts when Consul DNS returns it; functional: all its checks must also pass (HTTP API) and it must accept a TCP connection on its SRV port")
-	fs.DurationVar(&o.cfg.ConnectTimeout, "connect-timeout", DefaultConnectTimeout, "TCP connect timeout per endpoint in functional mode")
-	fs.BoolVar(&o.passingOnly, "passing-only", false, "addressable mode: count only instances whose checks all pass, from the agent's HTTP API (Consul DNS also returns warning instances); functional mode always does")
-	fs.BoolVar(&o.noWatch, "no-watch", false, "do not hold a blocking query on the agent's HTTP API: poll DNS with backoff (health, where it counts, is asked at each poll)")
-	fs.DurationVar(&o.cfg.Timeout, "timeout", DefaultTimeout, "give up after this long (0: wait for ever)")
-	fs.DurationVar(&o.cfg.Interval, "interval", DefaultInterval, "first pause between polls (while watching: between TCP probes and retries); doubles while nothing changes")
-	fs.DurationVar(&o.cfg.MaxInterval, "max-interval", DefaultMaxInterval, "longest pause between polls; while watching, DNS is still asked this often")
-	fs.IntVar(&o.count, "count", 1, "endpoints needed for a SERVICE given without :N")
-	fs.BoolVarP(&o.quiet, "quiet", "q", false, "no progress lines on stderr")
-	fs.BoolVar(&o.asJSON, "json", false, "print the result as JSON on stdout")
-	o.conn.AddFlags(fs)
-	o.log.AddFlags(fs)
+	fs := o.flagSet()
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprint(stdout, usageText+fs.FlagUsages())
-			return nil
+			return program().PrintHelp(stdout, "")
 		}
 		return exitcode.Usagef("%v (see service-blocker --help)", err)
 	}
@@ -132,6 +100,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	default:
 		return exitcode.Wrap(exitcode.No, waitErr)
 	}
+}
+
+// flagSet is service-blocker's command line, bound to o.
+func (o *options) flagSet() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("service-blocker", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SortFlags = false
+	fs.StringVar(&o.dns, "dns", paths.ConsulDNSAddr, "DNS server to query, host:port (the local Consul agent's DNS)")
+	fs.StringVar(&o.domain, "domain", "consul.", "Consul DNS domain")
+	fs.StringVar(&o.tag, "tag", "", "only instances with this tag (queries TAG.SERVICE.service[.DC].DOMAIN)")
+	fs.StringVar(&o.mode, "mode", string(Addressable), "addressable: an endpoint counts when Consul DNS returns it; functional: all its checks must also pass (HTTP API) and it must accept a TCP connection on its SRV port")
+	fs.DurationVar(&o.cfg.ConnectTimeout, "connect-timeout", DefaultConnectTimeout, "TCP connect timeout per endpoint in functional mode")
+	fs.BoolVar(&o.passingOnly, "passing-only", false, "addressable mode: count only instances whose checks all pass, from the agent's HTTP API (Consul DNS also returns warning instances); functional mode always does")
+	fs.BoolVar(&o.noWatch, "no-watch", false, "do not hold a blocking query on the agent's HTTP API: poll DNS with backoff (health, where it counts, is asked at each poll)")
+	fs.DurationVar(&o.cfg.Timeout, "timeout", DefaultTimeout, "give up after this long (0: wait for ever)")
+	fs.DurationVar(&o.cfg.Interval, "interval", DefaultInterval, "first pause between polls (while watching: between TCP probes and retries); doubles while nothing changes")
+	fs.DurationVar(&o.cfg.MaxInterval, "max-interval", DefaultMaxInterval, "longest pause between polls; while watching, DNS is still asked this often")
+	fs.IntVar(&o.count, "count", 1, "endpoints needed for a SERVICE given without :N")
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "no progress lines on stderr")
+	fs.BoolVar(&o.asJSON, "json", false, "print the result as JSON on stdout")
+	o.conn.AddFlags(fs)
+	o.log.AddFlags(fs)
+	cli.SetValues(fs, "mode", string(Addressable), string(Functional))
+	return fs
 }
 
 // config turns flags and arguments into a valid Config, or an error naming

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -207,14 +206,14 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 }
 
 func run(ctx context.Context, args []string, stdio IO) error {
+	if done, err := program().Meta(args, stdio.Stdout); done {
+		return err
+	}
 	var c Config
-	fs := pflag.NewFlagSet("hiera-services", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	c.AddFlags(fs)
+	fs := newFlagSet(&c)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintf(stdio.Stdout, "usage: hiera-services [flags]\n\n%s\n\n%s", summary, fs.FlagUsages())
-			return nil
+			return program().PrintHelp(stdio.Stdout, "")
 		}
 		return exitcode.Usagef("%v", err)
 	}
@@ -266,23 +265,3 @@ func run(ctx context.Context, args []string, stdio IO) error {
 	}
 	return f.watch(ctx)
 }
-
-const summary = `Renders Puppet's hiera data (services.yaml and dependency state) from the
-Consul catalog through consul-template, and writes it only when it changed.
-
-Once (default): render, write if changed, run --exec if due (below), exit; the
-Consul watch handler mode (the watch's JSON on stdin is read and ignored;
-overlapping runs take turns on --lock-file). --watch: stay running and
-re-render on every catalog change.
-
---publish: run the datacenter's catalog change feed instead (one at a time,
-under a Consul lock): --watch on every node then reads again only the
-services that changed, instead of asking every service it uses.
-
---exec runs when what this node reads changed since it last ran: the whole
-file, or with --reads (--reads-regex) the keys of the services named, of the
-dependencies and of --expect-service, and the dependency state. It waits a
-random delay within --splay first; changes meanwhile join that one run.
-
-Exit codes: 0 done, 1 the --exec command failed, 2 bad flags, template or
-dependencies file, 3 Consul could not be reached (the file is left as it was).`

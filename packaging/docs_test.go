@@ -47,7 +47,7 @@ func TestNamedDocumentsAreShipped(t *testing.T) {
 	testutil.RequireTool(t, "dpkg-deb", "dpkg")
 	pkg, _ := packages(t)
 	root := extract(t, pkg.path)
-	docPath := regexp.MustCompile(regexp.QuoteMeta(paths.DocDir) + `/[^\s"]+`)
+	docPath := regexp.MustCompile(regexp.QuoteMeta(paths.DocDir) + `/[^\s",]+`)
 	named := map[string][]string{} // document: who names it
 	for _, u := range units {
 		b, err := os.ReadFile(filepath.Join(root, paths.UnitDir, u))
@@ -72,7 +72,8 @@ func TestNamedDocumentsAreShipped(t *testing.T) {
 		}
 	}
 	for _, b := range binaries {
-		page := gunzip(t, filepath.Join(root, "usr/share/man/man1", b+".1.gz"))
+		// Roff writes a hyphen \- (and names in \fB...\fR).
+		page := strings.ReplaceAll(gunzip(t, filepath.Join(root, "usr/share/man/man1", b+".1.gz")), `\-`, "-")
 		_, seeAlso, ok := strings.Cut(page, ".SH SEE ALSO\n")
 		if !ok {
 			t.Fatalf("man page of %s has no SEE ALSO", b)

@@ -83,6 +83,14 @@ func TestPackageContents(t *testing.T) {
 	for _, b := range binaries {
 		want[paths.BinDir+"/"+b] = "-rwxr-xr-x root/root"
 		want["/usr/share/man/man1/"+b+".1.gz"] = "-rw-r--r-- root/root"
+		want["/usr/share/man/man1/"+b+"-completion.1.gz"] = "-rw-r--r-- root/root"
+		for _, f := range completionFiles(b) {
+			want[f] = "-rw-r--r-- root/root"
+		}
+	}
+	// One page per subcommand, git's way.
+	for _, p := range []string{"orchestrate-status", "orchestrate-verify-hosts", "orchestrate-reaper", "reaper-identity"} {
+		want["/usr/share/man/man1/"+p+".1.gz"] = "-rw-r--r-- root/root"
 	}
 	for _, u := range units {
 		want[paths.UnitDir+"/"+u] = "-rw-r--r-- root/root"
@@ -112,7 +120,7 @@ func TestPackageContents(t *testing.T) {
 	for _, f := range docPages(t) {
 		want[paths.DocDir+"/docs/"+f+".gz"] = "-rw-r--r-- root/root"
 	}
-	allowed := regexp.MustCompile(`^/(usr/bin/|usr/share/(man/man1|doc/orchestrate|orchestrate/(acl|prometheus|grafana)|lintian/overrides|puppet/modules/orchestrate)/|usr/lib/sysusers\.d/|lib/systemd/system/|etc/orchestrate/)`)
+	allowed := regexp.MustCompile(`^/(usr/bin/|usr/share/(man/man1|bash-completion/completions|zsh/vendor-completions|fish/vendor_completions\.d|doc/orchestrate|orchestrate/(acl|prometheus|grafana)|lintian/overrides|puppet/modules/orchestrate)/|usr/lib/sysusers\.d/|lib/systemd/system/|etc/orchestrate/)`)
 	got := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(run(t, "dpkg-deb", "--contents", pkg.path)))
 	for sc.Scan() {
@@ -156,28 +164,157 @@ func TestLintian(t *testing.T) {
 	}
 }
 
-// The packaged binaries say the package's version and the commit, and their
-// man pages render without a warning from man.
+// completionFiles are where the package puts binary's completion scripts,
+// where bash-completion, zsh and fish look for them.
+func completionFiles(binary string) []string {
+	return []string{
+		"/usr/share/bash-completion/completions/" + binary,
+		"/usr/share/zsh/vendor-completions/_" + binary,
+		"/usr/share/fish/vendor_completions.d/" + binary + ".fish",
+	}
+}
+
+// The packaged binaries say the package's version and the commit; their
+// man pages are every page the binary writes (help --man-dir), and each
+// renders without a warning from man and has every section.
 func TestPackagedBinaries(t *testing.T) {
 	testutil.RequireTool(t, "dpkg-deb", "dpkg")
 	man := testutil.RequireTool(t, "man", "man-db")
 	pkg, _ := packages(t)
 	root := extract(t, pkg.path)
 	commit := strings.TrimSpace(run(t, "git", "rev-parse", "HEAD"))
+	manDir := filepath.Join(root, "usr/share/man/man1")
+	var pages []string
 	for _, b := range binaries {
-		got := strings.TrimSpace(run(t, filepath.Join(root, "usr/bin", b), "--version"))
+		bin := filepath.Join(root, "usr/bin", b)
+		got := strings.TrimSpace(run(t, bin, "--version"))
 		if want := fmt.Sprintf("%s %s (commit %s, go", b, pkg.version, commit); !strings.HasPrefix(got, want) {
 			t.Errorf("%s --version = %q, want it to start %q", b, got, want)
 		}
-		cmd := exec.Command(man, "--warnings", "-E", "UTF-8", "-l", filepath.Join(root, "usr/share/man/man1", b+".1.gz"))
+		written := t.TempDir()
+		run(t, bin, "help", "--man-dir", written)
+		ws, _ := filepath.Glob(filepath.Join(written, "*.1"))
+		for _, w := range ws {
+			pages = append(pages, filepath.Base(w)+".gz")
+		}
+	}
+	shipped, _ := filepath.Glob(filepath.Join(manDir, "*.1.gz"))
+	for i, s := range shipped {
+		shipped[i] = filepath.Base(s)
+	}
+	sort.Strings(pages)
+	if strings.Join(shipped, " ") != strings.Join(pages, " ") {
+		t.Errorf("the package's man pages %v, the binaries write %v", shipped, pages)
+	}
+	for _, p := range shipped {
+		cmd := exec.Command(man, "--warnings", "-E", "UTF-8", "-l", filepath.Join(manDir, p))
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		cmd.Env = append(os.Environ(), "MANWIDTH=80")
 		if err := cmd.Run(); err != nil || stderr.Len() > 0 {
-			t.Errorf("man -l %s.1.gz: %v\n%s", b, err, stderr.String())
+			t.Errorf("man -l %s: %v\n%s", p, err, stderr.String())
 		}
-		if !strings.Contains(stdout.String(), b+" --version") || !strings.Contains(stdout.String(), "EXIT STATUS") {
-			t.Errorf("man page of %s lacks its --version or EXIT STATUS section:\n%s", b, stdout.String())
+		for _, sec := range []string{"NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXIT STATUS", "EXAMPLES", "SEE ALSO"} {
+			if !strings.Contains(stdout.String(), "\n"+sec+"\n") {
+				t.Errorf("man page %s has no %s section", p, sec)
+			}
+		}
+	}
+}
+
+// The packaged completion scripts are what the binaries write, and bash
+// loads its script the way bash-completion does on demand: by the
+// command's name, from /usr/share/bash-completion/completions.
+func TestPackagedCompletion(t *testing.T) {
+	testutil.RequireTool(t, "dpkg-deb", "dpkg")
+	bash := testutil.RequireTool(t, "bash", "bash")
+	if _, err := os.Stat("/usr/share/bash-completion/bash_completion"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and no bash-completion (make test-deps installs it): %v", err)
+		}
+		t.Skipf("skipping: no bash-completion (make test-deps, or apt-get install bash-completion): %v", err)
+	}
+	pkg, _ := packages(t)
+	root := extract(t, pkg.path)
+	for _, b := range binaries {
+		bin := filepath.Join(root, "usr/bin", b)
+		for i, shell := range []string{"bash", "zsh", "fish"} {
+			f := completionFiles(b)[i]
+			got, err := os.ReadFile(filepath.Join(root, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := run(t, bin, "completion", shell); string(got) != want {
+				t.Errorf("%s is not `%s completion %s`", f, b, shell)
+			}
+		}
+		fn := "_" + strings.ReplaceAll(b, "-", "_")
+		load := "source /usr/share/bash-completion/bash_completion; __load_completion " + b + "; complete -p " + b + "; COMP_WORDS=(" + b + " --he); COMP_CWORD=1; " + fn + "; echo ${COMPREPLY[@]}"
+		cmd := exec.Command(bash, "-c", load)
+		cmd.Env = append(os.Environ(), "XDG_DATA_DIRS="+filepath.Join(root, "usr/share"))
+		out, err := cmd.CombinedOutput()
+		if want := "complete -o default -F " + fn + " " + b + "\n--help\n"; err != nil || string(out) != want {
+			t.Errorf("bash-completion loading %s's script from the package: %q (%v), want %q", b, out, err, want)
+		}
+	}
+}
+
+// zsh and fish find the packaged scripts where Debian's zsh and fish look
+// for a package's: zsh's compinit registers _orchestrate from the
+// vendor-completions directory of its $fpath, fish's complete -C loads
+// orchestrate.fish from vendor_completions.d.
+func TestPackagedCompletionZshFish(t *testing.T) {
+	testutil.RequireTool(t, "dpkg-deb", "dpkg")
+	zsh := testutil.RequireTool(t, "zsh", "zsh")
+	fish := testutil.RequireTool(t, "fish", "fish")
+	pkg, _ := packages(t)
+	root := extract(t, pkg.path)
+	zdir := filepath.Join(root, "usr/share/zsh/vendor-completions")
+	out, err := exec.Command(zsh, "-f", "-c", "fpath=("+zdir+" $fpath); autoload -U compinit; compinit -u -D; print $_comps[orchestrate] $_comps[service-blocker]").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "_orchestrate _service-blocker" {
+		t.Errorf("zsh compinit with %s: %q (%v), want _orchestrate _service-blocker", zdir, out, err)
+	}
+	fdir := filepath.Join(root, "usr/share/fish/vendor_completions.d")
+	// fish loads a command's completion once the command is on $PATH.
+	cmd := exec.Command(fish, "--no-config", "-c", "set fish_complete_path "+fdir+" $fish_complete_path; complete -C 'orchestrate sta' | cut -f1; complete -C 'service-blocker --mode ' | cut -f1")
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(root, "usr/bin")+":"+os.Getenv("PATH"))
+	out, err = cmd.CombinedOutput()
+	if err != nil || string(out) != "standby\nstatus\naddressable\nfunctional\n" {
+		t.Errorf("fish with %s: %q (%v)", fdir, out, err)
+	}
+}
+
+// Every help of the packaged binaries, each program's and each
+// subcommand's (one a man page), fits 80 and 60 columns.
+func TestPackagedHelpFits(t *testing.T) {
+	testutil.RequireTool(t, "dpkg-deb", "dpkg")
+	pkg, _ := packages(t)
+	root := extract(t, pkg.path)
+	pages, _ := filepath.Glob(filepath.Join(root, "usr/share/man/man1/*.1.gz"))
+	for _, p := range pages {
+		page := strings.TrimSuffix(filepath.Base(p), ".1.gz")
+		var bin string
+		for _, b := range binaries {
+			if page == b || strings.HasPrefix(page, b+"-") {
+				bin = b
+			}
+		}
+		args := []string{"--help"}
+		if sub := strings.TrimPrefix(page, bin); sub != "" {
+			args = []string{sub[1:], "--help"}
+		}
+		for _, width := range []int{80, 60} {
+			cmd := exec.Command(filepath.Join(root, "usr/bin", bin), args...)
+			cmd.Env = append(os.Environ(), fmt.Sprintf("COLUMNS=%d", width))
+			out, err := cmd.Output()
+			if err != nil || !strings.Contains(string(out), "Examples:") {
+				t.Errorf("%s %v: %v\n%s", bin, args, err, out)
+			}
+			for _, l := range strings.Split(string(out), "\n") {
+				if len([]rune(l)) > width {
+					t.Errorf("%s %v at %d columns: %q", bin, args, width, l)
+				}
+			}
 		}
 	}
 }

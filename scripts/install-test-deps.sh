@@ -4,7 +4,8 @@
 # consul`; this script covers Debian packages.
 set -euo pipefail
 
-# Debian packages the tests run for real, and a command each provides.
+# Debian packages the tests run for real, and a command each provides (or,
+# for a package without one, an absolute path of a file it installs).
 declare -A need=(
 	[puppet]=puppet
 	[prometheus]=prometheus
@@ -36,11 +37,20 @@ declare -A need=(
 	[swift-object]=swift-object-server
 	[python3-swiftclient]=swift
 	[memcached]=memcached
+	# Shell completion (orchestrate completion bash|zsh|fish), run for real
+	# by the shells themselves: bash-completion's loader, zsh's compinit,
+	# fish's complete -C.
+	[bash-completion]=/usr/share/bash-completion/bash_completion
+	[zsh]=zsh
+	[fish]=fish
 )
 
 missing=()
 for pkg in "${!need[@]}"; do
-	command -v "${need[$pkg]}" >/dev/null 2>&1 || missing+=("$pkg")
+	case ${need[$pkg]} in
+	/*) [ -e "${need[$pkg]}" ] || missing+=("$pkg") ;;
+	*) command -v "${need[$pkg]}" >/dev/null 2>&1 || missing+=("$pkg") ;;
+	esac
 done
 if [ ${#missing[@]} -eq 0 ]; then
 	exit 0

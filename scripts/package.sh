@@ -25,29 +25,33 @@ export DEB_VERSION SOURCE_DATE_EPOCH
 
 stage=build/package
 rm -rf "$stage"
-mkdir -p "$stage/bin" "$stage/man" "$stage/doc/docs" "$stage/doc/examples" "$stage/doc/puppet" "$DIST"
+mkdir -p "$stage/bin" "$stage/man" "$stage/completion/bash" "$stage/completion/zsh" "$stage/completion/fish" "$stage/doc/docs" "$stage/doc/examples" "$stage/doc/puppet" "$DIST"
 
-# The shipped binaries, cmd/<name>, each with its man page's summary (the
-# Makefile's BINARIES). cmd/demo and cmd/benchtable are the project's own
-# programs, run by make demo and make bench, and are not shipped.
-binaries='hiera-services render Puppet hiera data from the Consul catalog
-orchestrate versions, per-host status and the node update loop over Consul KV
-reaper keep every role at its count of healthy machines through OpenStack Nova
-service-blocker wait until enough endpoints of a service exist in Consul'
-# $pkgs is their package paths, one word each (expanded unquoted below).
-pkgs=$(printf '%s\n' "$binaries" | while read -r bin _; do echo "./cmd/$bin"; done)
+# The shipped binaries, cmd/<name> (the Makefile's BINARIES). cmd/demo and
+# cmd/benchtable are the project's own programs, run by make demo and make
+# bench, and are not shipped.
+binaries='hiera-services orchestrate reaper service-blocker'
+pkgs=$(for bin in $binaries; do echo "./cmd/$bin"; done)
 
 # Static, position-independent (static-pie: ASLR without a C toolchain or a
 # libc dependency), stripped binaries stamped with the version.
 ldflags="-s -w -X github.com/jiocloud/orchestrate/internal/cli.version=$VERSION -X github.com/jiocloud/orchestrate/internal/cli.commit=$COMMIT"
 CGO_ENABLED=0 "$GO" build -trimpath -buildmode=pie -ldflags "$ldflags" -o "$stage/bin/" $pkgs
 
-# Man pages from each binary's own --help.
-while read -r bin summary; do
-	packaging/manpage.sh "$stage/bin/$bin" "$summary" | gzip -9n >"$stage/man/$bin.1.gz"
-done <<LIST
-$binaries
-LIST
+# Man pages and shell completion scripts, written by the binaries
+# themselves from the help and FlagSets they parse, so neither drifts:
+# NAME.1 and, for subcommands, NAME-SUB.1 (orchestrate-status.1). Run with
+# an empty environment, so that no default from it ($ORCHESTRATE_PREFIX)
+# lands in a page.
+for bin in $binaries; do
+	env -i "$stage/bin/$bin" help --man-dir "$stage/man"
+	env -i "$stage/bin/$bin" completion bash >"$stage/completion/bash/$bin"
+	env -i "$stage/bin/$bin" completion zsh >"$stage/completion/zsh/_$bin"
+	env -i "$stage/bin/$bin" completion fish >"$stage/completion/fish/$bin.fish"
+done
+for page in "$stage"/man/*.1; do
+	gzip -9n "$page"
+done
 
 # Documents (compressed, as Debian policy asks of anything but copyright):
 # the front page, the pages it links to in docs/ (the man pages and the

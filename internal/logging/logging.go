@@ -4,6 +4,7 @@ package logging
 
 import (
 	"fmt"
+	"github.com/jiocloud/orchestrate/internal/cli"
 	"io"
 	"log/slog"
 	"strings"
@@ -23,6 +24,8 @@ type Options struct {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Level, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.Format, "log-format", "text", "log format: text or json")
+	cli.SetValues(fs, "log-level", "debug", "info", "warn", "error")
+	cli.SetValues(fs, "log-format", "text", "json")
 }
 
 // New returns a logger writing to w, or a usage error naming the bad flag.

@@ -110,35 +110,27 @@ func (e *silentError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 func answerNo() error { return exitcode.Wrap(exitcode.No, &silentError{code: exitcode.No}) }
 
 func run(ctx context.Context, args []string, stdio IO) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stdio.Stdout)
-		if len(args) == 0 {
-			return exitcode.Usagef("no subcommand given")
+	p := program()
+	if len(args) == 0 {
+		if err := p.PrintHelp(stdio.Stdout, ""); err != nil {
+			return err
 		}
-		return nil
+		return exitcode.Usagef("no subcommand given")
 	}
-	var cmd *command
-	for _, c := range commands() {
-		if c.name == args[0] {
-			cmd = c
-		}
+	if args[0] == "-h" || args[0] == "--help" {
+		return p.PrintHelp(stdio.Stdout, "")
 	}
+	if done, err := p.Meta(args, stdio.Stdout); done {
+		return err
+	}
+	cmd := findCommand(args[0])
 	if cmd == nil {
-		return exitcode.Usagef("unknown subcommand %q (see orchestrate --help)", args[0])
+		return exitcode.Usagef("unknown subcommand %q (see orchestrate --help)", bincli.Printable(args[0]))
 	}
-
-	fs := pflag.NewFlagSet("orchestrate "+cmd.name, pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var common commonFlags
-	common.register(fs, cmd)
-	runCmd := cmd.run
-	if cmd.setup != nil {
-		runCmd = cmd.setup(fs)
-	}
+	fs, common, runCmd := newFlagSet(cmd)
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintf(stdio.Stdout, "usage: orchestrate %s [flags] %s\n\n%s\n\n%s", cmd.name, cmd.usage, cmd.summary, fs.FlagUsages())
-			return nil
+			return p.PrintHelp(stdio.Stdout, cmd.name)
 		}
 		return exitcode.Usagef("%s: %v", cmd.name, err)
 	}
@@ -156,6 +148,31 @@ func run(ctx context.Context, args []string, stdio IO) error {
 		return err
 	}
 	return runCmd(ctx, e, fs.Args())
+}
+
+// findCommand is the subcommand called name, nil when there is none.
+func findCommand(name string) *command {
+	for _, c := range commands() {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// newFlagSet is cmd's command line: the common flags and its own, and the
+// function that runs it with their values. Help and completion read the
+// same FlagSet, so they never drift from what the command parses.
+func newFlagSet(cmd *command) (*pflag.FlagSet, *commonFlags, runFunc) {
+	fs := pflag.NewFlagSet("orchestrate "+cmd.name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	common := &commonFlags{}
+	common.register(fs, cmd)
+	runCmd := cmd.run
+	if cmd.setup != nil {
+		runCmd = cmd.setup(fs)
+	}
+	return fs, common, runCmd
 }
 
 // commonFlags are the flags every subcommand takes, and those its kind
@@ -237,17 +254,58 @@ func defaultHost(c *api.Client, log *slog.Logger) (string, error) {
 	return h, nil
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: orchestrate SUBCOMMAND [flags] [args]")
-	fmt.Fprintln(w, "\nVersions and build status of a cloud, over Consul KV.")
-	fmt.Fprintln(w, "\nSubcommands:")
+// program is orchestrate as its help, man pages and completion scripts
+// see it: the command table, each command's FlagSet and help.go's texts.
+func program() *bincli.Program {
+	cmds := commands()
+	names := make([]string, len(cmds))
+	for i, c := range cmds {
+		names[i] = c.name
+	}
+	sort.Strings(names)
+	return &bincli.Program{Name: "orchestrate", Help: commandHelp, Subcommands: names}
+}
+
+// commandHelp is the help of subcommand sub, or of orchestrate for "".
+func commandHelp(sub string) (*bincli.Help, bool) {
+	if sub == "" {
+		return topLevelHelp(), true
+	}
+	cmd := findCommand(sub)
+	if cmd == nil {
+		return nil, false
+	}
+	fs, _, _ := newFlagSet(cmd)
+	t := helps[cmd.name]
+	name := "orchestrate " + cmd.name
+	return &bincli.Help{
+		Name:        name,
+		Summary:     t.short,
+		Synopsis:    []string{strings.TrimSpace(name + " [flags] " + cmd.usage)},
+		Description: append([]string{cmd.summary}, t.more...),
+		Flags:       fs,
+		Exit:        t.exit,
+		Examples:    helpExamples(t.examples),
+		SeeAlso:     append([]string{"orchestrate(1)"}, t.seeAlso...),
+		Args:        t.args,
+	}, true
+}
+
+// topLevelHelp is `orchestrate --help`: the subcommands, in order.
+func topLevelHelp() *bincli.Help {
 	cmds := commands()
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
-	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-18s %s\n", strings.TrimSpace(c.name+" "+c.usage), "")
-		fmt.Fprintf(w, "      %s\n", c.summary)
+	items := make([]bincli.Item, len(cmds))
+	for i, c := range cmds {
+		items[i] = bincli.Item{Term: c.name, Text: helps[c.name].short}
 	}
-	fmt.Fprintln(w, "\nEvery subcommand takes --consul-addr, --token-file, --prefix; see `orchestrate SUBCOMMAND --help`.")
-	fmt.Fprintln(w, "`orchestrate --version` prints the version.")
-	fmt.Fprintln(w, "Exit codes: 0 yes/done, 1 no, 2 usage or input error, 3 Consul unreachable or refused.")
+	return &bincli.Help{
+		Name:        "orchestrate",
+		Summary:     topHelp.short,
+		Synopsis:    []string{"orchestrate SUBCOMMAND [flags] [args]"},
+		Description: topHelp.more,
+		Commands:    items,
+		Examples:    helpExamples(topHelp.examples),
+		SeeAlso:     topHelp.seeAlso,
+	}
 }

@@ -18,16 +18,6 @@ import (
 	"github.com/spf13/pflag"
 )
 
-const usageText = `usage: reaper --config FILE [flags]
-
-Keeps every role at its desired count of healthy, young machines through
-OpenStack Nova, under a Consul session lock (several copies may run; one
-acts). Dry run unless the config says dry_run: false or --dry-run=false.
-reaper --version prints the version; reaper identity --help how to set up
-node_identity in Consul.
-
-`
-
 // Run runs `reaper args...` until ctx ends and returns the exit code.
 func Run(ctx context.Context, args []string, stdio cli.IO) int {
 	return RunWithCloud(ctx, args, stdio, nil)
@@ -102,17 +92,10 @@ type cmdLine struct {
 // parse reads the command line; help is true when --help was asked for
 // (and printed).
 func (o *cmdLine) parse(args []string, stdout io.Writer) (help bool, err error) {
-	fs := pflag.NewFlagSet("reaper", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o.conn.AddFlags(fs)
-	o.logOpts.AddFlags(fs)
-	fs.StringVar(&o.configPath, "config", "", "YAML configuration file (required)")
-	fs.BoolVar(&o.checkOnly, "check-config", false, "validate the configuration and exit")
-	o.over.addFlags(fs)
+	fs := o.flagSet()
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprint(stdout, usageText+fs.FlagUsages())
-			return true, nil
+			return true, program().PrintHelp(stdout, "")
 		}
 		return false, exitcode.Usagef("%v", err)
 	}
@@ -124,6 +107,18 @@ func (o *cmdLine) parse(args []string, stdout io.Writer) (help bool, err error) 
 	}
 	o.fs = fs
 	return false, nil
+}
+
+// flagSet registers the reaper's flags, bound to o.
+func (o *cmdLine) flagSet() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("reaper", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.conn.AddFlags(fs)
+	o.logOpts.AddFlags(fs)
+	fs.StringVar(&o.configPath, "config", "", "YAML configuration file (required)")
+	fs.BoolVar(&o.checkOnly, "check-config", false, "validate the configuration and exit")
+	o.over.addFlags(fs)
+	return fs
 }
 
 // config loads the file, applies the flags and validates the result.
@@ -142,6 +137,9 @@ func (o *cmdLine) config() (*reaper.Config, error) {
 func run(ctx context.Context, args []string, stdio cli.IO, cloud reaper.Cloud) error {
 	if len(args) > 0 && args[0] == "identity" {
 		return runIdentity(ctx, args[1:], stdio)
+	}
+	if done, err := program().Meta(args, stdio.Stdout); done {
+		return err
 	}
 	var o cmdLine
 	help, err := o.parse(args, stdio.Stdout)

@@ -22,20 +22,6 @@ import (
 	"github.com/spf13/pflag"
 )
 
-const identityUsage = `usage: reaper identity --config FILE [--node-policy FILE] [--extra N] [--apply]
-
-Sets up what node_identity needs in Consul, once, with a management token
-(CONSUL_HTTP_TOKEN_FILE or --token-file): the JWT auth method that trusts
-the reaper's public key (node_identity.key_file), its binding rules, the
-shared role every node's token carries (--node-policy), and one policy per
-server name the reaper may build (orchestrate-host-<name>): for each role,
-names 1 to its count (the larger of desired and autoscale max) plus its
-warm pool, max_in_flight and --extra. Without --apply it prints what it
-would write; with it, it writes it (idempotent: run it again after
-raising a role's max). The reaper itself needs no ACL rights for this.
-
-`
-
 // hostNames are the server names of role the operator pre-authorises:
 // the role's largest count, its warm pool and in-flight replacements,
 // and extra for names skipped while an old one's records linger.
@@ -62,19 +48,33 @@ type identityPlan struct {
 	hosts            [][2]string // name, rules
 }
 
+// identityOpts are reaper identity's flags.
+type identityOpts struct {
+	conn               consulclient.Options
+	config, nodePolicy string
+	extra              int
+	apply              bool
+}
+
+// identityFlags registers reaper identity's flags on fs.
+func identityFlags(fs *pflag.FlagSet) *identityOpts {
+	o := &identityOpts{}
+	o.conn.AddFlags(fs)
+	fs.StringVar(&o.config, "config", paths.ReaperConfig, "the reaper's configuration (roles, node_identity)")
+	fs.StringVar(&o.nodePolicy, "node-policy", paths.NodePolicy, "the shared read-only policy of every node (the package's node.hcl)")
+	fs.IntVar(&o.extra, "extra", 5, "names per role beyond its count, warm pool and max_in_flight (a name is skipped while its old records linger)")
+	fs.BoolVar(&o.apply, "apply", false, "write it to Consul (needs a token with acl write); without, print it")
+	return o
+}
+
 func runIdentity(ctx context.Context, args []string, stdio cli.IO) error {
-	var conn consulclient.Options
 	fs := pflag.NewFlagSet("reaper identity", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	conn.AddFlags(fs)
-	config := fs.String("config", paths.ReaperConfig, "the reaper's configuration (roles, node_identity)")
-	nodePolicy := fs.String("node-policy", paths.NodePolicy, "the shared read-only policy of every node (the package's node.hcl)")
-	extra := fs.Int("extra", 5, "names per role beyond its count, warm pool and max_in_flight (a name is skipped while its old records linger)")
-	apply := fs.Bool("apply", false, "write it to Consul (needs a token with acl write); without, print it")
+	o := identityFlags(fs)
+	config, nodePolicy, extra, apply := &o.config, &o.nodePolicy, &o.extra, &o.apply
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprint(stdio.Stdout, identityUsage+fs.FlagUsages())
-			return nil
+			return program().PrintHelp(stdio.Stdout, "identity")
 		}
 		return exitcode.Usagef("identity: %v", err)
 	}
@@ -98,7 +98,7 @@ func runIdentity(ctx context.Context, args []string, stdio cli.IO) error {
 		fmt.Fprintf(stdio.Stdout, "(nothing written: give --apply with a token that may write ACLs)\n")
 		return nil
 	}
-	client, err := conn.Client()
+	client, err := o.conn.Client()
 	if err != nil {
 		return err
 	}
