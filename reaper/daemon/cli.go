@@ -85,6 +85,8 @@ func (o *overrides) apply(fs *pflag.FlagSet, cfg *reaper.Config) {
 	for name, f := range set {
 		if fs.Changed(name) {
 			f()
+			// An error about the value names the flag, not the file.
+			cfg.Source.SetBy(strings.ReplaceAll(name, "-", "_"), "--"+name)
 		}
 	}
 }
@@ -130,11 +132,11 @@ func (o *cmdLine) parse(args []string, stdout io.Writer) (help bool, err error) 
 func (o *cmdLine) config() (*reaper.Config, error) {
 	cfg, err := LoadConfig(o.configPath)
 	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Usage, fmt.Errorf("config: %w", err))
+		return nil, exitcode.Wrap(exitcode.Usage, err)
 	}
 	o.over.apply(o.fs, cfg)
 	if err := CheckConfig(cfg); err != nil {
-		return nil, exitcode.Wrap(exitcode.Usage, fmt.Errorf("config %s: %w", o.configPath, err))
+		return nil, exitcode.Wrap(exitcode.Usage, err)
 	}
 	return cfg, nil
 }

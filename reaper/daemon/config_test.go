@@ -16,9 +16,9 @@ import (
 func TestConfigFileErrorsNameTheField(t *testing.T) {
 	cases := []struct{ name, old, yaml, want string }{
 		{name: "prometheus unknown client field", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://127.0.0.1:9090', query: up, tls_confg: {}}}}", want: "tls_confg"},
-		{name: "prometheus unknown client field, in the configuration's words", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://127.0.0.1:9090', query: up, tls_confg: {}}}}", want: "roles[web].autoscale.metric.prometheus: unknown key tls_confg (not one of Prometheus' HTTP client settings)"},
+		{name: "prometheus unknown client field, in the configuration's words", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://127.0.0.1:9090', query: up, tls_confg: {}}}}", want: "roles[0].autoscale.metric.prometheus: unknown key tls_confg (not one of Prometheus' HTTP client settings)"},
 		{name: "missing user data", old: "      tags: [orchestrate]", yaml: "      tags: [orchestrate]\n      user_data_file: /nonexistent/ud", want: "user_data_file"},
-		{name: "user data Nova would refuse", old: "      tags: [orchestrate]", yaml: "      tags: [orchestrate]\n      user_data_file: /dev/zero", want: "roles[web].boot.user_data_file: larger than 49149 bytes"},
+		{name: "user data Nova would refuse", old: "      tags: [orchestrate]", yaml: "      tags: [orchestrate]\n      user_data_file: /dev/zero", want: "roles[0].boot.user_data_file: /dev/zero is larger than 49149 bytes"},
 		{name: "missing web config", old: "interval: 10s", yaml: "interval: 10s\nlisten: 0.0.0.0:9469\nweb_config_file: /nonexistent/web.yml", want: "web_config_file /nonexistent/web.yml"},
 	}
 	for _, tc := range cases {
@@ -182,7 +182,7 @@ func TestLogsConfig(t *testing.T) {
 		{"a missing key file", ni + logs("container_url: "+url+", temp_url_key_file: "+key+".none"), "logs.temp_url_key_file"},
 		{"a grant of a second", ni + logs("container_url: "+url+", temp_url_key_file: "+key+", grant_lifetime: 1s"), "logs.grant_lifetime"},
 		{"renewal after the end", ni + logs("container_url: "+url+", temp_url_key_file: "+key+", grant_lifetime: 1h, renew_before: 2h"), "logs.renew_before"},
-		{"an unknown field", ni + logs("container_url: "+url+", key: x"), "field key not found"},
+		{"an unknown field", ni + logs("container_url: "+url+", key: x"), `unknown field "key" in logs`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := reaper.ParseConfig(strings.NewReader(reapertest.GoodYAML + tc.text))
