@@ -757,6 +757,12 @@ func (c *Config) validateBrakes() error {
 	return nil
 }
 
+// MaxRoleSize bounds a role's desired and min_healthy counts: no Nova
+// project holds ten thousand servers of one role, so a larger number is a
+// typo (a count pasted twice, a byte size) that would have the reaper
+// create servers in batches until the quota stops it.
+const MaxRoleSize = 10_000
+
 // RoleField is how errors name the i-th role: as the YAML path to it,
 // roles[i] (from 0), which the configuration's loader places at its line.
 func RoleField(i int) string { return fmt.Sprintf("roles[%d]", i) }
@@ -797,11 +803,11 @@ func (r *Role) validate(field string) error {
 		}
 		r.nameRE = re
 	}
-	if r.Desired < 0 {
-		return fmt.Errorf("%s.desired: must not be negative, got %d", field, r.Desired)
+	if r.Desired < 0 || r.Desired > MaxRoleSize {
+		return fmt.Errorf("%s.desired: must be between 0 and %d, got %d", field, MaxRoleSize, r.Desired)
 	}
-	if r.MinHealthy < 0 {
-		return fmt.Errorf("%s.min_healthy: must not be negative, got %d", field, r.MinHealthy)
+	if r.MinHealthy < 0 || r.MinHealthy > MaxRoleSize {
+		return fmt.Errorf("%s.min_healthy: must be between 0 and %d, got %d", field, MaxRoleSize, r.MinHealthy)
 	}
 	for _, f := range []struct {
 		name string
