@@ -26,10 +26,10 @@ func TestSuggest(t *testing.T) {
 
 func TestParseDuration(t *testing.T) {
 	for in, want := range map[string]string{
-		"3 days": `"3 days" is not a duration (use 72h)`,
-		"1w":     `"1w" is not a duration (use 168h)`,
-		"30":     `"30" is not a duration (use 30s, with its unit)`,
-		"often":  `"often" is not a duration (use a number and a unit: 90s, 10m, 72h)`,
+		"3 days":  `"3 days" is not a duration (use 72h)`,
+		"1w":      `"1w" is not a duration (use 168h)`,
+		"30":      `"30" is not a duration (use 30s, with its unit)`,
+		"often":   `"often" is not a duration (use a number and a unit: 90s, 10m, 72h)`,
 		"\x1b[2J": `"\x1b[2J" is not a duration (use a number and a unit: 90s, 10m, 72h)`,
 	} {
 		if _, err := ParseDuration(in); err == nil || err.Error() != want {
