@@ -43,7 +43,7 @@ Flags:
 func Run(ctx context.Context, args []string, stdio cli.IO) int {
 	err := run(ctx, args, stdio.Stdout, stdio.Stderr)
 	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "service-blocker: %v\n", err)
+		fmt.Fprintf(stdio.Stderr, "service-blocker: %s\n", exitcode.Message(err))
 	}
 	return exitcode.Code(err)
 }

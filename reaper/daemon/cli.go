@@ -40,7 +40,7 @@ func RunWithCloud(ctx context.Context, args []string, stdio cli.IO, cloud reaper
 	if err == nil {
 		return exitcode.OK
 	}
-	fmt.Fprintf(stdio.Stderr, "reaper: %v\n", err)
+	fmt.Fprintf(stdio.Stderr, "reaper: %s\n", exitcode.Message(err))
 	return exitcode.Code(err)
 }
 
