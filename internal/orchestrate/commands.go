@@ -38,14 +38,19 @@ var cmdCurrentVersion = &command{
 	summary: "Print the desired version; exit 1 when none is set.",
 	run: func(ctx context.Context, e *env, args []string) error {
 		v, err := e.store.CurrentVersion(ctx)
-		if errors.Is(err, store.ErrNoCurrentVersion) {
-			return exitcode.Wrap(exitcode.No, err)
-		}
-		if err != nil {
+		unset := errors.Is(err, store.ErrNoCurrentVersion)
+		if err != nil && !unset {
 			return err
 		}
 		if e.json {
-			return e.printJSON(map[string]string{"current_version": v})
+			// The same shape whether set or not (docs/json.md).
+			if err := e.printJSON(map[string]any{"current_version": v, "set": !unset}); err != nil || !unset {
+				return err
+			}
+			return answerNo()
+		}
+		if unset {
+			return exitcode.Wrap(exitcode.No, err)
 		}
 		fmt.Fprintln(e.Stdout, v)
 		return nil
@@ -58,9 +63,18 @@ var cmdPendingUpdate = &command{
 	run: func(ctx context.Context, e *env, args []string) error {
 		want, err := e.store.CurrentVersion(ctx)
 		if errors.Is(err, store.ErrNoCurrentVersion) {
+			if e.json {
+				// The same shape as with a version (docs/json.md).
+				if err := e.printJSON(map[string]any{"host": e.host, "current_version": "", "running_versions": []string{}, "pending": false}); err != nil {
+					return err
+				}
+			}
 			if e.handler {
 				e.log.Info("no current_version is set: nothing pending")
 				return nil
+			}
+			if e.json {
+				return answerNo()
 			}
 			return exitcode.Wrap(exitcode.No, err)
 		}
