@@ -97,21 +97,65 @@ func remote(err error) bool {
 // an error of reaching Consul (exit 3) says so and what to check: "cannot
 // reach Consul at 127.0.0.1:8500: connection refused (is the agent
 // running?)", "Consul refused the token: permission denied (the token
-// needs key:write on orchestrate/roles/web)". The context before the
-// transport's own words (what was being read or written) is kept; the
-// URL, the HTTP verb and the token's accessor ID are not.
+// needs key:write on orchestrate/roles/web)". The context around the
+// transport's own words (what was being read or written, a hint about
+// the policy) is kept; the URL, the HTTP verb and the token's accessor ID
+// are not.
 func Message(err error) string {
 	msg := err.Error()
 	var ue *url.Error
 	var se api.StatusError
 	switch {
-	case errors.As(err, &se):
-		return strings.TrimSuffix(msg, se.Error()) + statusMessage(se)
-	case errors.As(err, &ue):
-		return strings.TrimSuffix(msg, ue.Error()) + reachMessage(ue)
+	case errors.As(err, &se) && strings.Contains(msg, se.Error()):
+		return strings.Replace(msg, se.Error(), statusMessage(se), 1)
+	case errors.As(err, &ue) && strings.Contains(msg, ue.Error()):
+		return strings.Replace(msg, ue.Error(), reachMessage(ue), 1)
 	}
-	return msg
+	// A transaction's refusals come as text in its answer, not as a
+	// status.
+	return refused(msg)
 }
+
+// refused says the ACL refusals in msg once: "Consul refused the token:
+// permission denied (the token needs key:write on A and B)", in place of
+// the first refusal through the last.
+func refused(msg string) string {
+	locs := refusal.FindAllStringSubmatchIndex(msg, -1)
+	if len(locs) == 0 {
+		return msg
+	}
+	var needs []string
+	by := map[string][]string{}
+	for _, l := range locs {
+		perm := msg[l[2]:l[3]]
+		if _, seen := by[perm]; !seen {
+			needs = append(needs, perm)
+			by[perm] = nil
+		}
+		if l[4] >= 0 {
+			by[perm] = append(by[perm], msg[l[4]:l[5]])
+		}
+	}
+	for i, perm := range needs {
+		if len(by[perm]) > 0 {
+			needs[i] = perm + " on " + listed(by[perm])
+		}
+	}
+	phrase := "Consul refused the token: permission denied (the token needs " + strings.Join(needs, ", and ") + ")"
+	return msg[:locs[0][0]] + phrase + msg[locs[len(locs)-1][1]:]
+}
+
+// listed writes items as "a", "a and b", "a, b and c".
+func listed(items []string) string {
+	if len(items) == 1 {
+		return items[0]
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
+// refusal finds Consul's ACL refusal in text: the permission lacking, and
+// the resource, without the token's accessor ID.
+var refusal = regexp.MustCompile(`Permission denied: token with AccessorID '[^']*' lacks permission '([^']+)'(?: on "([^"]*)")?`)
 
 // reachMessage says why Consul could not be reached at the URL's host.
 func reachMessage(ue *url.Error) string {
@@ -150,9 +194,6 @@ func innermost(err error) string {
 	}
 }
 
-// lacks finds what an ACL refusal says the token lacks.
-var lacks = regexp.MustCompile(`lacks permission '([^']+)' on "([^"]*)"`)
-
 // statusMessage says what Consul's HTTP status means for the operator.
 func statusMessage(se api.StatusError) string {
 	body := se.Body
@@ -160,8 +201,8 @@ func statusMessage(se api.StatusError) string {
 	case se.Code == http.StatusForbidden && strings.Contains(body, "ACL not found"):
 		return "Consul refused the token: it knows no such token (check --token-file or CONSUL_HTTP_TOKEN_FILE)"
 	case se.Code == http.StatusForbidden:
-		if m := lacks.FindStringSubmatch(body); m != nil {
-			return fmt.Sprintf("Consul refused the token: permission denied (the token needs %s on %s)", m[1], m[2])
+		if refusal.MatchString(body) {
+			return refused(refusal.FindString(body))
 		}
 		return "Consul refused the token: permission denied (see docs/acl.md for the policy each command needs)"
 	case se.Code == http.StatusTooManyRequests:

@@ -63,3 +63,16 @@ func TestMessage(t *testing.T) {
 		})
 	}
 }
+
+// A transaction's refusals, which Consul gives as text, are said once,
+// without the accessor ID.
+func TestRefused(t *testing.T) {
+	const in = `migrate web1: transaction rolled back: Permission denied: token with AccessorID 'ab19' lacks permission 'key:write' on "a/1"; Permission denied: token with AccessorID 'ab19' lacks permission 'key:write' on "a/2"; Permission denied: token with AccessorID 'ab19' lacks permission 'key:read' on "b"`
+	const want = `migrate web1: transaction rolled back: Consul refused the token: permission denied (the token needs key:write on a/1 and a/2, and key:read on b)`
+	if got := refused(in); got != want {
+		t.Errorf("refused:\n got %s\nwant %s", got, want)
+	}
+	if got := refused("nothing refused"); got != "nothing refused" {
+		t.Errorf("refused changed a message without a refusal: %q", got)
+	}
+}
