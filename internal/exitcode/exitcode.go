@@ -199,7 +199,7 @@ func statusMessage(se api.StatusError) string {
 	body := se.Body
 	switch {
 	case se.Code == http.StatusForbidden && strings.Contains(body, "ACL not found"):
-		return "Consul refused the token: it knows no such token (check --token-file or CONSUL_HTTP_TOKEN_FILE)"
+		return "Consul refused the token: ACL not found, no such token (check --token-file or CONSUL_HTTP_TOKEN_FILE)"
 	case se.Code == http.StatusForbidden:
 		if refusal.MatchString(body) {
 			return refused(refusal.FindString(body))

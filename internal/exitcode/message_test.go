@@ -42,7 +42,7 @@ func TestMessage(t *testing.T) {
 	}{
 		{"agent not running", put(client("127.0.0.1:1", secret)), "cannot reach Consul at 127.0.0.1:1: connection refused (is the agent running"},
 		{"token lacks write", put(client(a.HTTPAddr, tok.SecretID)), `Consul refused the token: permission denied (the token needs key:write on orchestrate/roles/web/desired)`},
-		{"unknown token", put(client(a.HTTPAddr, "00000000-1111-2222-3333-444444444444")), "Consul refused the token: it knows no such token"},
+		{"unknown token", put(client(a.HTTPAddr, "00000000-1111-2222-3333-444444444444")), "Consul refused the token: ACL not found, no such token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.err == nil {
