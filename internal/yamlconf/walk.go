@@ -128,6 +128,25 @@ type fields struct {
 	inlineMap reflect.Type
 }
 
+// Keys are the keys a YAML mapping decoded into v (a struct, or a
+// pointer to one) may hold, sorted: its fields' yaml tags, inline ones
+// included.
+func Keys(v any) []string {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	keys := []string{}
+	if t.Kind() != reflect.Struct {
+		return keys
+	}
+	for k := range structFields(t).byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 func structFields(t reflect.Type) fields {
 	f := fields{byKey: map[string]reflect.Type{}}
 	for i := range t.NumField() {
