@@ -23,9 +23,9 @@ import (
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/fileutil"
 	"github.com/jiocloud/orchestrate/internal/hieradata"
-	"github.com/jiocloud/orchestrate/internal/yamlconf"
 	"github.com/jiocloud/orchestrate/internal/logship"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/yamlconf"
 	"github.com/jiocloud/orchestrate/watch"
 )
 
