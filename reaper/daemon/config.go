@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/prometheus/exporter-toolkit/web"
 	"gopkg.in/yaml.v3"
 
 	"github.com/jiocloud/orchestrate/internal/fileutil"
+	"github.com/jiocloud/orchestrate/internal/yamlconf"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/prometheus"
 )
@@ -93,7 +95,20 @@ func checkWebConfig(c *reaper.Config) error {
 	if c.WebConfigFile == "" {
 		return nil
 	}
+	// The toolkit's own decoding names Go types; the file is walked first
+	// so that a misspelt key or a wrong kind of value is named in YAML's
+	// words, at its line.
+	data, err := fileutil.ReadInput(c.WebConfigFile, maxConfigFile)
+	if err != nil {
+		return fmt.Errorf("web_config_file: %w", err)
+	}
+	if _, err := yamlconf.Decode(c.WebConfigFile, data, &web.Config{}); err != nil {
+		return fmt.Errorf("web_config_file: %w", err)
+	}
 	if err := web.Validate(c.WebConfigFile); err != nil {
+		if msg, ok := strings.CutPrefix(err.Error(), "crypto/bcrypt: "); ok {
+			return fmt.Errorf("web_config_file %s: basic_auth_users: a password is not a bcrypt hash (htpasswd -nBC 10 USER makes one): %s", c.WebConfigFile, msg)
+		}
 		return fmt.Errorf("web_config_file %s: %w", c.WebConfigFile, err)
 	}
 	if c.Listen == "" || c.ListenLoopback() {
