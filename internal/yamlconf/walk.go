@@ -2,8 +2,9 @@ package yamlconf
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -136,15 +137,10 @@ func Keys(v any) []string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	keys := []string{}
 	if t.Kind() != reflect.Struct {
-		return keys
+		return []string{}
 	}
-	for k := range structFields(t).byKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return slices.Sorted(maps.Keys(structFields(t).byKey))
 }
 
 func structFields(t reflect.Type) fields {
@@ -178,12 +174,7 @@ func structFields(t reflect.Type) fields {
 // does: a key written at the wrong level (user_data_file under a role,
 // not its boot).
 func (f fields) holder(key string) string {
-	names := make([]string, 0, len(f.byKey))
-	for name := range f.byKey {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(f.byKey)) {
 		t := f.byKey[name]
 		for t.Kind() == reflect.Pointer {
 			t = t.Elem()
@@ -252,10 +243,7 @@ func (w *walker) checkMerge(v *yaml.Node, t reflect.Type, path string) error {
 }
 
 func (w *walker) unknown(k *yaml.Node, path string, f fields) error {
-	keys := make([]string, 0, len(f.byKey))
-	for key := range f.byKey {
-		keys = append(keys, key)
-	}
+	keys := slices.Collect(maps.Keys(f.byKey))
 	where := " at the top level"
 	if path != "" {
 		where = " in " + path
@@ -318,10 +306,8 @@ func listNoun(path string) string {
 // enough to be the word meant (at most 2 edits, or a third of its
 // length); "" when none is. Ties go to the first in sorted order.
 func Suggest(word string, options []string) string {
-	sorted := append([]string(nil), options...)
-	sort.Strings(sorted)
 	best, bestD := "", -1
-	for _, o := range sorted {
+	for _, o := range slices.Sorted(slices.Values(options)) {
 		if d := Distance(strings.ToLower(word), o); bestD < 0 || d < bestD {
 			best, bestD = o, d
 		}
