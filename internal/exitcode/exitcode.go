@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/fault"
+	"github.com/jiocloud/orchestrate/internal/term"
 )
 
 // Exit codes shared by every binary.
@@ -101,7 +102,14 @@ func remote(err error) bool {
 // transport's own words (what was being read or written, a hint about
 // the policy) is kept; the URL, the HTTP verb and the token's accessor ID
 // are not.
+//
+// The message is one line, any control character in it escaped
+// (term.OneLine): an error may quote what a remote side or a node wrote.
 func Message(err error) string {
+	return term.OneLine(message(err))
+}
+
+func message(err error) string {
 	msg := err.Error()
 	var ue *url.Error
 	var se api.StatusError

@@ -1,6 +1,8 @@
 package exitcode
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -74,5 +76,19 @@ func TestRefused(t *testing.T) {
 	}
 	if got := refused("nothing refused"); got != "nothing refused" {
 		t.Errorf("refused changed a message without a refusal: %q", got)
+	}
+}
+
+// An error is printed as one line whatever it quotes: a newline or a
+// terminal escape in it (from a remote side's body, a KV value) is shown
+// escaped.
+func TestMessageOneLine(t *testing.T) {
+	err := fmt.Errorf("read orchestrate/x: %w", api.StatusError{Code: 500, Body: "boom\x1b[2J\nforged line"})
+	msg := Message(err)
+	if strings.ContainsAny(msg, "\x1b\n") || !strings.Contains(msg, `boom\x1b[2J`) {
+		t.Errorf("Message = %q, want one line with the escape shown", msg)
+	}
+	if got := Message(errors.New("value \"a\x1b]0;pwned\x07\"\nnext")); strings.ContainsAny(got, "\x1b\x07\n") {
+		t.Errorf("Message = %q, want control characters escaped", got)
 	}
 }

@@ -9,16 +9,14 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/term"
 )
 
 var cmdTriggerUpdate = &command{
@@ -375,30 +373,5 @@ func orEmpty[T any](s []T) []T {
 }
 
 // oneLine makes a string read from Consul (a node's detail, a reason, a
-// name of who did it) safe for one line of a terminal: white space runs
-// become one space, and every other control or format character (an
-// escape sequence, a bidirectional override) is shown escaped, so a
-// record a node wrote cannot move the cursor, hide text or redraw the
-// operator's screen. Invalid UTF-8 is shown escaped too.
-func oneLine(s string) string {
-	var b strings.Builder
-	for _, f := range strings.Fields(s) {
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		for i := 0; i < len(f); {
-			r, n := utf8.DecodeRuneInString(f[i:])
-			switch {
-			case r == utf8.RuneError && n == 1:
-				fmt.Fprintf(&b, "\\x%02x", f[i])
-			case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
-				q := strconv.QuoteRuneToASCII(r)
-				b.WriteString(q[1 : len(q)-1])
-			default:
-				b.WriteString(f[i : i+n])
-			}
-			i += n
-		}
-	}
-	return b.String()
-}
+// name of who did it) safe for one line of a terminal (term.OneLine).
+func oneLine(s string) string { return term.OneLine(s) }
