@@ -100,7 +100,8 @@ func tabIndented(data []byte, n int) int {
 func decodeError(file string, err error) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) || len(te.Errors) == 0 {
-		return inputError(&Error{File: file, Msg: "a value does not fit its field"})
+		// Such as "document contains excessive aliasing": no Go type.
+		return inputError(&Error{File: file, Msg: "not accepted: " + strings.TrimPrefix(err.Error(), "yaml: ")})
 	}
 	line := 0
 	if m := yamlLine.FindStringSubmatch(te.Errors[0]); m != nil {

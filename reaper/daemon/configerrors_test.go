@@ -31,6 +31,20 @@ func edit(t *testing.T, old, new string) string {
 	return text
 }
 
+// aliasBomb is a "billion laughs": nine levels of ten aliases each, under
+// the one key that takes any value (Prometheus' inline HTTP settings).
+var aliasBomb = func() string {
+	var b strings.Builder
+	b.WriteString("roles:\n  - name: web\n    desired: 2\n    boot: {flavor: f, image: i}\n")
+	b.WriteString("    autoscale:\n      target: 0.5\n      min: 1\n      max: 3\n      metric:\n        source: prometheus\n")
+	b.WriteString("        prometheus:\n          url: http://127.0.0.1:9090\n          query: up\n")
+	b.WriteString("          a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 9; i++ {
+		fmt.Fprintf(&b, "          a%d: &a%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d, ", i-1), 10), ", "))
+	}
+	return b.String()
+}()
+
 // Every configuration error, whatever is wrong, reaches the operator the
 // same way through the binary's real loading path (reaper --check-config):
 // one line on stderr, prefixed "reaper: ", naming the file, the line where
@@ -74,6 +88,7 @@ func TestConfigErrorsNameFileLineAndField(t *testing.T) {
 		{name: "a list at the top", text: "- web\n", line: 1, want: "want a mapping of settings"},
 		{name: "two documents", text: "interval: 10s\n---\nroles: []\n", line: 2, want: "a second YAML document"},
 		{name: "an empty file", text: "", field: "roles", want: "at least one role"},
+		{name: "aliases that repeat themselves", text: aliasBomb, want: "excessive aliasing"},
 		{name: "a file that is a directory", path: dir, want: "is a directory, not a file"},
 		{name: "a missing file", path: filepath.Join(dir, "absent.yaml"), want: "no such file"},
 	}
