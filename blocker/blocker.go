@@ -158,8 +158,9 @@ type Status struct {
 	// Answered says a poll for this service ever completed (DNS answered,
 	// and the HTTP API too where health counts).
 	Answered bool `json:"answered"`
-	// LastError is the most recent failure of a poll, if the last one failed.
-	LastError string `json:"last_error,omitempty"`
+	// LastError is the most recent failure of a poll, if the last one
+	// failed; "" when it did not.
+	LastError string `json:"last_error"`
 }
 
 // Result is the outcome of Wait, one Status per requirement in the order
@@ -169,6 +170,21 @@ type Result struct {
 	Met      bool          `json:"met"`
 	Elapsed  time.Duration `json:"-"`
 	Services []Status      `json:"services"`
+}
+
+// stable is r in the JSON shape docs/json.md documents: a service with
+// no endpoint has "endpoints": [], never null, and no service is
+// "services": [].
+func (r Result) stable() Result {
+	services := make([]Status, 0, len(r.Services))
+	for _, st := range r.Services {
+		if st.Endpoints == nil {
+			st.Endpoints = []Endpoint{}
+		}
+		services = append(services, st)
+	}
+	r.Services = services
+	return r
 }
 
 // ErrTimeout is returned (wrapped, naming what is short) when the timeout

@@ -213,6 +213,13 @@ func TestJSONOutput(t *testing.T) {
 	if res.Met || res.Services[0].Found != 2 || res.Services[0].Met {
 		t.Fatalf("result %+v", res)
 	}
+
+	// A service with no endpoint has "endpoints": [], never null
+	// (docs/json.md).
+	r = runCLI(t, "--dns", a.DNSAddr, "--consul-addr", a.HTTPAddr, "--timeout", "500ms", "--json", "nothere:1")
+	if r.code != 1 || !strings.Contains(r.stdout, `"endpoints": []`) || strings.Contains(r.stdout, "null") {
+		t.Fatalf("exit %d, want 1 and no null:\n%s", r.code, r.stdout)
+	}
 }
 
 func TestTags(t *testing.T) {

@@ -26,7 +26,7 @@ import (
 func Run(ctx context.Context, args []string, stdio cli.IO) int {
 	err := run(ctx, args, stdio.Stdout, stdio.Stderr)
 	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "service-blocker: %v\n", err)
+		fmt.Fprintf(stdio.Stderr, "service-blocker: %s\n", exitcode.Message(err))
 	}
 	return exitcode.Code(err)
 }
@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := enc.Encode(res.stable()); err != nil {
 			return fmt.Errorf("write result: %w", err)
 		}
 	} else if waitErr == nil {

@@ -201,7 +201,7 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 	if err == nil {
 		return exitcode.OK
 	}
-	fmt.Fprintf(stdio.Stderr, "hiera-services: %v\n", err)
+	fmt.Fprintf(stdio.Stderr, "hiera-services: %s\n", exitcode.Message(err))
 	return exitcode.Code(err)
 }
 

@@ -25,7 +25,9 @@ func TestParseDependencies(t *testing.T) {
 		{name: "empty file", in: "", want: Dependencies{}},
 		{name: "only a comment", in: "# nothing yet\n", want: Dependencies{}},
 		{name: "empty mapping value", in: "mysql: {}\n", want: Dependencies{{Service: "mysql"}}},
-		{name: "syntax error", in: "mysql: {addressable: 1\n", wantErr: "1: did not find expected ',' or '}'"},
+		{name: "syntax error", in: "mysql: {addressable: 1\n", wantErr: "1: not valid YAML: did not find expected ',' or '}'"},
+		{name: "tab indentation", in: "mysql:\n\tfunctional: 1\n", wantErr: "2: a tab indents this line"},
+		{name: "misspelt key", in: "mysql: {functonal: 1}\n", wantErr: `1: service "mysql": unknown key "functonal": did you mean "functional"?`},
 		{name: "not a mapping", in: "- mysql\n", wantErr: "1: want a mapping"},
 		{name: "unknown key", in: "mysql: {addressable: 1}\nkeystone: {healthy: 1}\n", wantErr: `2: service "keystone": unknown key "healthy"`},
 		{name: "negative", in: "mysql: {functional: -1}\n", wantErr: "1: service \"mysql\": functional: -1 is out of range"},
@@ -35,6 +37,7 @@ func TestParseDependencies(t *testing.T) {
 		{name: "bad service name", in: "\"my.sql\": {functional: 1}\n", wantErr: `1: service name "my.sql" has characters`},
 		{name: "duplicate service", in: "mysql: {functional: 1}\nmysql: {functional: 2}\n", wantErr: "2: service \"mysql\" declared twice (first on line 1)"},
 		{name: "duplicate count", in: "mysql: {functional: 1, functional: 2}\n", wantErr: "functional given twice"},
+		{name: "a number where a mapping goes", in: "mysql: 3\n", wantErr: `1: service "mysql": want {addressable: N, functional: N}, got the number 3`},
 		{name: "huge", in: "mysql: {functional: 99999999999}\n", wantErr: "out of range"},
 	}
 	for _, tc := range tests {

@@ -84,10 +84,10 @@ func TestACLNodePolicy(t *testing.T) {
 		args    []string
 		refused string
 	}{
-		{"status write", tokenOpts{hostDrop: own}, []string{"orchestrate", "update-status", "--host", "web1", "puppet", "failed"}, "lacks permission 'key:write'"},
-		{"version write", tokenOpts{hostDrop: own}, []string{"orchestrate", "report-version", "--host", "web1", "v4"}, "lacks permission 'key:write'"},
-		{"metric write", tokenOpts{hostDrop: own}, []string{"orchestrate", "report-metric", "--role", "web", "--host", "web1", "load", "0.7"}, "lacks permission 'key:write'"},
-		{"drain answer write", tokenOpts{hostDrop: own}, []string{"orchestrate", "drained", "--failed", "web1"}, "Permission denied"},
+		{"status write", tokenOpts{hostDrop: own}, []string{"orchestrate", "update-status", "--host", "web1", "puppet", "failed"}, "the token needs key:write"},
+		{"version write", tokenOpts{hostDrop: own}, []string{"orchestrate", "report-version", "--host", "web1", "v4"}, "the token needs key:write"},
+		{"metric write", tokenOpts{hostDrop: own}, []string{"orchestrate", "report-metric", "--role", "web", "--host", "web1", "load", "0.7"}, "the token needs key:write"},
+		{"drain answer write", tokenOpts{hostDrop: own}, []string{"orchestrate", "drained", "--failed", "web1"}, "Consul refused the token: permission denied (the token needs key:write on orchestrate/hosts/web1/drain)"},
 		{"key read", tokenOpts{drop: `key_prefix "orchestrate/"`}, []string{"orchestrate", "current-version"}, "key:read"},
 		{"agent read", tokenOpts{drop: `agent_prefix ""`}, []string{"orchestrate", "update-status", "puppet", "success"}, "agent:read"},
 		{"service read", noService, []string{"hiera-services", "--out", filepath.Join(t.TempDir(), "s.yaml")}, "service_prefix"},
@@ -118,8 +118,8 @@ func TestACLOperatorPolicy(t *testing.T) {
 	}
 	must(t, "get-failures", w.run(t, tok, "orchestrate", "get-failures"), 1, "")
 	must(t, "reaper status", w.run(t, tok, "orchestrate", "reaper", "status"), 0, "")
-	must(t, "trigger-update", w.run(t, tok, "orchestrate", "trigger-update", "v9"), 3, "lacks permission 'key:write'")
-	must(t, "update-status", w.run(t, tok, "orchestrate", "update-status", "--host", "web1", "puppet", "success"), 3, "lacks permission 'key:write'")
+	must(t, "trigger-update", w.run(t, tok, "orchestrate", "trigger-update", "v9"), 3, "the token needs key:write")
+	must(t, "update-status", w.run(t, tok, "orchestrate", "update-status", "--host", "web1", "puppet", "success"), 3, "the token needs key:write")
 
 	tok = w.token(t, policyText(t, "operator.hcl", `node_prefix ""`))
 	must(t, "status without node read", w.run(t, tok, "orchestrate", "status"), 3, `node_prefix`)

@@ -38,8 +38,8 @@ func TestNodeRestrictionHookAnswers(t *testing.T) {
 	t.Parallel()
 	w, web1 := hookWorld(t)
 	before := w.kvDump(t)
-	must(t, "web1 answering its own launch hook", w.run(t, web1, "orchestrate", "hook", "complete", "web", "web1", "continue"), 3, "lacks permission 'key:write'")
-	must(t, "web1 answering web2's launch hook", w.run(t, web1, "orchestrate", "hook", "complete", "web", "web2", "abandon"), 3, "lacks permission 'key:write'")
+	must(t, "web1 answering its own launch hook", w.run(t, web1, "orchestrate", "hook", "complete", "web", "web1", "continue"), 3, "the token needs key:write")
+	must(t, "web1 answering web2's launch hook", w.run(t, web1, "orchestrate", "hook", "complete", "web", "web2", "abandon"), 3, "the token needs key:write")
 	kv := w.clientOf(t, web1).KV()
 	for _, k := range []string{"orchestrate/hook-answer/web/web1", "orchestrate/hook-answer/web/web2", "orchestrate/hook/web/web2"} {
 		_, err := kv.Put(&api.KVPair{Key: k, Value: []byte(`{"entry":"web.web2.9","hook":"launch","result":"continue","time":"2026-11-25T12:00:00Z","by":"web1"}`)}, nil)
@@ -48,11 +48,11 @@ func TestNodeRestrictionHookAnswers(t *testing.T) {
 		}
 	}
 	reader := w.token(t, policyText(t, "operator.hcl", ""))
-	must(t, "the read-only operator answering", w.run(t, reader, "orchestrate", "hook", "complete", "web", "web2", "continue"), 3, "lacks permission 'key:write'")
+	must(t, "the read-only operator answering", w.run(t, reader, "orchestrate", "hook", "complete", "web", "web2", "continue"), 3, "the token needs key:write")
 	noRule := w.token(t, policyText(t, "hook-handler.hcl", `key_prefix "orchestrate/hook-answer/"`))
-	must(t, "a handler without its answer rule", w.run(t, noRule, "orchestrate", "hook", "complete", "web", "web2", "continue"), 3, "lacks permission 'key:write'")
+	must(t, "a handler without its answer rule", w.run(t, noRule, "orchestrate", "hook", "complete", "web", "web2", "continue"), 3, "the token needs key:write")
 	dbOnly := w.token(t, strings.Replace(policyText(t, "hook-handler.hcl", ""), `"orchestrate/hook-answer/"`, `"orchestrate/hook-answer/db/"`, 1))
-	must(t, "a handler confined to role db answering web's", w.run(t, dbOnly, "orchestrate", "hook", "complete", "web", "web2", "continue"), 3, "lacks permission 'key:write'")
+	must(t, "a handler confined to role db answering web's", w.run(t, dbOnly, "orchestrate", "hook", "complete", "web", "web2", "continue"), 3, "the token needs key:write")
 	w.sameKV(t, "the refused answers", before)
 }
 

@@ -73,7 +73,7 @@ func TestNodeRestrictionCommandMatrix(t *testing.T) {
 				return out
 			}
 			before := w.kvDump(t)
-			must(t, tc.name+" for web2", w.run(t, a, "orchestrate", with("web2")...), 3, "lacks permission 'key:write'")
+			must(t, tc.name+" for web2", w.run(t, a, "orchestrate", with("web2")...), 3, "the token needs key:write")
 			w.sameKV(t, tc.name+" for web2", before)
 			must(t, tc.name+" for web1", w.run(t, a, "orchestrate", with("web1")...), 0, "")
 		})
@@ -176,9 +176,9 @@ func TestNodeRestrictionAttacks(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Permission denied") {
 		t.Errorf("web1 forging web2's suspect failure: %v, want Permission denied", err)
 	}
-	must(t, "web1 setting web2's version", w.run(t, a, "orchestrate", "report-version", "--host", "web2", "v2"), 3, "lacks permission 'key:write'")
-	must(t, "web1 forging web2's load", w.run(t, a, "orchestrate", "report-metric", "--host", "web2", "--role", "web", "load", "1000"), 3, "lacks permission 'key:write'")
-	must(t, "web1 answering web2's drain", w.run(t, a, "orchestrate", "drained", "web2"), 3, "lacks permission 'key:write'")
+	must(t, "web1 setting web2's version", w.run(t, a, "orchestrate", "report-version", "--host", "web2", "v2"), 3, "the token needs key:write")
+	must(t, "web1 forging web2's load", w.run(t, a, "orchestrate", "report-metric", "--host", "web2", "--role", "web", "load", "1000"), 3, "the token needs key:write")
+	must(t, "web1 answering web2's drain", w.run(t, a, "orchestrate", "drained", "web2"), 3, "the token needs key:write")
 	_, err = w.clientOf(t, a).KV().Put(&api.KVPair{Key: store.DrainKey("orchestrate", "web2"),
 		Value: []byte(`{"requested":"2026-01-01T00:00:00Z","role":"web","entry":"forged","reason":"forged","deadline":"2099-01-01T00:00:00Z"}`)}, nil)
 	if err == nil || !strings.Contains(err.Error(), "Permission denied") {
@@ -277,8 +277,8 @@ func TestNodeRestrictionMigrateCommand(t *testing.T) {
 		t.Errorf("migrate --check:\n%s", r.stdout)
 	}
 	before := w.kvDump(t)
-	must(t, "migrate with a node's token", w.run(t, web1, "orchestrate", "migrate"), 3, "Permission denied")
-	must(t, "migrate with the read-only operator token", w.run(t, reader, "orchestrate", "migrate"), 3, "Permission denied")
+	must(t, "migrate with a node's token", w.run(t, web1, "orchestrate", "migrate"), 3, "Consul refused the token: permission denied (the token needs key:write on ")
+	must(t, "migrate with the read-only operator token", w.run(t, reader, "orchestrate", "migrate"), 3, "Consul refused the token: permission denied (the token needs key:write on ")
 	w.sameKV(t, "refused migrations", before)
 
 	sess, _, err := w.admin.Session().Create(&api.SessionEntry{Behavior: api.SessionBehaviorDelete, TTL: "60s"}, nil)

@@ -1,7 +1,6 @@
 package reaper
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/yamlconf"
 	"gopkg.in/yaml.v3"
 )
 
@@ -24,12 +24,12 @@ type Duration time.Duration
 // UnmarshalYAML reads a duration string.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	var s string
-	if err := n.Decode(&s); err != nil {
-		return fmt.Errorf("line %d: want a duration such as 90s or 10m", n.Line)
+	if n.Kind != yaml.ScalarNode || n.Decode(&s) != nil {
+		return fmt.Errorf("want a duration such as 90s, 10m or 72h, got %s", yamlconf.Describe(n))
 	}
-	v, err := time.ParseDuration(s)
+	v, err := yamlconf.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration such as 90s or 10m", n.Line, s)
+		return err
 	}
 	*d = Duration(v)
 	return nil
@@ -137,6 +137,10 @@ type Config struct {
 	// Logs, when set, gives every server the reaper builds a write-only
 	// grant to upload its failure logs to Swift, and renews it (logs.go).
 	Logs *Logs `yaml:"logs"`
+
+	// Source is the file the configuration was read from, which places
+	// the errors of Validate at their line (nil when built in code).
+	Source *yamlconf.Doc `yaml:"-"`
 }
 
 // CloudConfig selects OpenStack credentials.
@@ -488,11 +492,18 @@ func Decode(r io.Reader, c *Config) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+	return DecodeFile("", data, c)
+}
+
+// DecodeFile reads the configuration in data, the contents of file, over
+// c. Its errors, and those of Validate through c.Source, name the file,
+// the line and the field as the YAML writes it.
+func DecodeFile(file string, data []byte, c *Config) (*Config, error) {
+	doc, err := yamlconf.Decode(file, data, c)
+	if err != nil {
 		return nil, err
 	}
+	c.Source = doc
 	for i := range c.Roles {
 		c.Roles[i].ApplyDefaults()
 	}
@@ -629,7 +640,15 @@ func listenHost(hostPort string) (string, error) {
 // the regexes and fills in what the values imply. It reads no file: the
 // files a configuration names (user data, the web configuration, the node
 // identity key) are read and checked by daemon.CheckConfig.
+//
+// Its errors start with the field's path as the YAML writes it
+// (roles[1].min_healthy) and, for a configuration read from a file
+// (Source), name the file and the field's line.
 func (c *Config) Validate() error {
+	return c.Source.Annotate(c.validate())
+}
+
+func (c *Config) validate() error {
 	c.Prefix = strings.Trim(c.Prefix, "/")
 	if err := schema.ValidPrefix(c.Prefix); err != nil {
 		return fmt.Errorf("prefix: %w", err)
@@ -652,12 +671,12 @@ func (c *Config) Validate() error {
 	if err := c.validateRoles(); err != nil {
 		return err
 	}
-	for _, r := range c.Roles {
+	for i, r := range c.Roles {
 		if r.SilentAfter < 2*c.HeartbeatInterval {
-			return fmt.Errorf("roles[%s].silent_after: %s is shorter than twice heartbeat_interval %s: one late heartbeat would make a host silent", r.Name, r.SilentAfter.D(), c.HeartbeatInterval.D())
+			return fmt.Errorf("%s.silent_after: %s is shorter than twice heartbeat_interval %s: one late heartbeat would make a host silent", RoleField(i), r.SilentAfter.D(), c.HeartbeatInterval.D())
 		}
 		if r.OrphanGrace < r.AbsentGrace {
-			return fmt.Errorf("roles[%s].orphan_grace: %s is shorter than absent_grace %s, the time a server may be missing from a Nova list", r.Name, r.OrphanGrace.D(), r.AbsentGrace.D())
+			return fmt.Errorf("%s.orphan_grace: %s is shorter than absent_grace %s, the time a server may be missing from a Nova list", RoleField(i), r.OrphanGrace.D(), r.AbsentGrace.D())
 		}
 	}
 	return nil
@@ -738,9 +757,19 @@ func (c *Config) validateBrakes() error {
 	return nil
 }
 
+// MaxRoleSize bounds a role's desired and min_healthy counts: no Nova
+// project holds ten thousand servers of one role, so a larger number is a
+// typo (a count pasted twice, a byte size) that would have the reaper
+// create servers in batches until the quota stops it.
+const MaxRoleSize = 10_000
+
+// RoleField is how errors name the i-th role: as the YAML path to it,
+// roles[i] (from 0), which the configuration's loader places at its line.
+func RoleField(i int) string { return fmt.Sprintf("roles[%d]", i) }
+
 // validateRoles: at least one role, each valid (its drain_timeout
 // defaulting to drain_period) and named once. A role is named in errors by
-// its name, or by its index when it has none.
+// its place in the list (RoleField).
 func (c *Config) validateRoles() error {
 	if len(c.Roles) == 0 {
 		return errors.New("roles: at least one role is needed")
@@ -748,10 +777,7 @@ func (c *Config) validateRoles() error {
 	seen := map[string]bool{}
 	for i := range c.Roles {
 		r := &c.Roles[i]
-		field := fmt.Sprintf("roles[%d]", i)
-		if r.Name != "" {
-			field = fmt.Sprintf("roles[%s]", r.Name)
-		}
+		field := RoleField(i)
 		if r.DrainTimeout == 0 {
 			r.DrainTimeout = c.DrainPeriod
 		}
@@ -777,11 +803,11 @@ func (r *Role) validate(field string) error {
 		}
 		r.nameRE = re
 	}
-	if r.Desired < 0 {
-		return fmt.Errorf("%s.desired: must not be negative, got %d", field, r.Desired)
+	if r.Desired < 0 || r.Desired > MaxRoleSize {
+		return fmt.Errorf("%s.desired: must be between 0 and %d, got %d", field, MaxRoleSize, r.Desired)
 	}
-	if r.MinHealthy < 0 {
-		return fmt.Errorf("%s.min_healthy: must not be negative, got %d", field, r.MinHealthy)
+	if r.MinHealthy < 0 || r.MinHealthy > MaxRoleSize {
+		return fmt.Errorf("%s.min_healthy: must be between 0 and %d, got %d", field, MaxRoleSize, r.MinHealthy)
 	}
 	for _, f := range []struct {
 		name string

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/yamlconf"
 	"gopkg.in/yaml.v3"
 )
 
@@ -48,7 +49,7 @@ type Hook struct {
 // are checked here).
 func (h *Hook) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: a lifecycle hook (on_launch, on_terminate) is a mapping such as {timeout: 10m, default_result: abandon}, got %q", n.Line, n.Value)
+		return fmt.Errorf("want a mapping such as {timeout: 10m, default_result: abandon}, got %s", yamlconf.Describe(n))
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -59,7 +60,7 @@ func (h *Hook) UnmarshalYAML(n *yaml.Node) error {
 		case "default_result":
 			err = v.Decode(&h.DefaultResult)
 		default:
-			return fmt.Errorf("line %d: field %s not found in a lifecycle hook (timeout, default_result)", k.Line, k.Value)
+			return fmt.Errorf("unknown field %q in a lifecycle hook (timeout, default_result)", k.Value)
 		}
 		if err != nil {
 			return err

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/jiocloud/orchestrate/internal/yamlconf"
 )
 
 // A role's anti_affinity: how Nova spreads its servers over hosts, through
@@ -43,7 +45,7 @@ type ZoneList []string
 func (z *ZoneList) UnmarshalYAML(n *yaml.Node) error {
 	var zones []string
 	if err := n.Decode(&zones); err != nil {
-		return fmt.Errorf("line %d: availability_zones: want a list of zone names, e.g. [az1, az2]", n.Line)
+		return fmt.Errorf("want a list of zone names such as [az1, az2], got %s", yamlconf.Describe(n))
 	}
 	*z = zones
 	return nil

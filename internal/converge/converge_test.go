@@ -26,8 +26,8 @@ func TestReadDependencies(t *testing.T) {
 	if met, _, err := readDependencies(write("none.yaml", "\"services::db::port\": [3306]\n")); err != nil || !met {
 		t.Fatalf("no dependency keys must read as met: %v %v", met, err)
 	}
-	if _, _, err := readDependencies(write("bad.yaml", "\"orchestrate::dependencies_met\": maybe\n")); err == nil {
-		t.Fatal("a non-boolean dependencies_met was accepted")
+	if _, _, err := readDependencies(write("bad.yaml", "\"orchestrate::dependencies_met\": maybe\n")); err == nil || !strings.Contains(err.Error(), `bad.yaml:1: orchestrate::dependencies_met: want true or false, got the string "maybe"`) {
+		t.Fatalf("a non-boolean dependencies_met: %v, want it named at its line without a Go type", err)
 	}
 	// A device that never ends (or a FIFO that would block) is no hiera
 	// data; a file beyond the limit is refused at the limit, not read

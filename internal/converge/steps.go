@@ -25,6 +25,7 @@ import (
 	"github.com/jiocloud/orchestrate/internal/hieradata"
 	"github.com/jiocloud/orchestrate/internal/logship"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/yamlconf"
 	"github.com/jiocloud/orchestrate/watch"
 )
 
@@ -289,19 +290,19 @@ func readDependencies(path string) (met bool, unmet []string, err error) {
 	case err != nil:
 		return false, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	var doc map[string]any
+	var doc map[string]yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return false, nil, fmt.Errorf("%s: %w", path, err)
+		return false, nil, yamlconf.SyntaxError(path, data, err)
 	}
 	v, ok := doc[hieradata.KeyDependenciesMet]
 	if !ok {
 		return true, nil, nil
 	}
-	met, ok = v.(bool)
-	if !ok {
-		return false, nil, fmt.Errorf("%s: %s is %T, not a boolean", path, hieradata.KeyDependenciesMet, v)
+	if v.Decode(&met) != nil {
+		return false, nil, fmt.Errorf("%s:%d: %s: want true or false, got %s", path, v.Line, hieradata.KeyDependenciesMet, yamlconf.Describe(&v))
 	}
-	if list, ok := doc[hieradata.KeyUnmetDependencies].([]any); ok {
+	var list []any
+	if n, ok := doc[hieradata.KeyUnmetDependencies]; ok && n.Decode(&list) == nil {
 		for _, x := range list {
 			unmet = append(unmet, fmt.Sprint(x))
 		}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/jiocloud/orchestrate/internal/fault"
 )
 
 // ErrTooLarge is returned by ReadLimited for a file over its limit.
@@ -28,6 +31,31 @@ func ReadLimited(path string, max int) ([]byte, error) {
 	}
 	if len(data) > max {
 		return nil, fmt.Errorf("larger than %d bytes: %w", max, ErrTooLarge)
+	}
+	return data, nil
+}
+
+// ReadInput reads an operator's input file (a configuration) of at most
+// max bytes. Its errors are input errors (fault.InputError: exit 2) that
+// name the file and say what is wrong with it in a sentence (missing, a
+// directory, unreadable, too large), without the system call's name.
+func ReadInput(path string, max int) ([]byte, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return nil, fault.Inputf("%s: is a directory, not a file", path)
+	}
+	data, err := ReadLimited(path, max)
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fault.Inputf("%s: no such file", path)
+	case errors.Is(err, fs.ErrPermission):
+		return nil, fault.Inputf("%s: permission denied (run as a user that may read it)", path)
+	case errors.Is(err, ErrTooLarge):
+		return nil, fault.Inputf("%s: larger than %d bytes", path, max)
+	case errors.As(err, &pe):
+		return nil, fault.Inputf("%s: %w", path, pe.Err)
+	case err != nil:
+		return nil, fault.Inputf("%s: %w", path, err)
 	}
 	return data, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/fault"
 	"github.com/jiocloud/orchestrate/internal/fileutil"
+	"github.com/jiocloud/orchestrate/internal/yamlconf"
 	"gopkg.in/yaml.v3"
 )
 
@@ -78,12 +79,11 @@ func lineErrorf(n *yaml.Node, format string, args ...any) error {
 func ParseDependencies(data []byte) (Dependencies, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		// yaml.v3's messages read "yaml: line N: problem".
-		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			return nil, fmt.Errorf("%v", te)
+		var ye *yamlconf.Error
+		if errors.As(yamlconf.SyntaxError("", data, err), &ye) {
+			return nil, &lineError{line: max(ye.Line, 1), msg: ye.Msg}
 		}
-		return nil, fmt.Errorf("%s", trimYAMLPrefix(err.Error()))
+		return nil, err
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return Dependencies{}, nil // an empty file declares nothing
@@ -93,14 +93,14 @@ func ParseDependencies(data []byte) (Dependencies, error) {
 		return Dependencies{}, nil
 	}
 	if root.Kind != yaml.MappingNode {
-		return nil, lineErrorf(root, "want a mapping of service name to {addressable: N, functional: N}, got %s", kindName(root))
+		return nil, lineErrorf(root, "want a mapping of service name to {addressable: N, functional: N}, got %s", yamlconf.Describe(root))
 	}
 	seen := map[string]int{}
 	var deps Dependencies
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		if k.Kind != yaml.ScalarNode || (k.Tag != "!!str" && k.Tag != "!!int") {
-			return nil, lineErrorf(k, "service name must be a string, got %s", kindName(k))
+			return nil, lineErrorf(k, "service name must be a string, got %s", yamlconf.Describe(k))
 		}
 		name := k.Value
 		if err := ValidServiceName(name); err != nil {
@@ -112,13 +112,13 @@ func ParseDependencies(data []byte) (Dependencies, error) {
 		seen[name] = k.Line
 		req := Requirement{Service: name}
 		if v.Kind != yaml.MappingNode {
-			return nil, lineErrorf(v, "service %q: want {addressable: N, functional: N}, got %s", name, kindName(v))
+			return nil, lineErrorf(v, "service %q: want {addressable: N, functional: N}, got %s", name, yamlconf.Describe(v))
 		}
 		fields := map[string]bool{}
 		for j := 0; j+1 < len(v.Content); j += 2 {
 			fk, fv := v.Content[j], v.Content[j+1]
 			if fk.Kind != yaml.ScalarNode {
-				return nil, lineErrorf(fk, "service %q: want keys addressable and functional, got %s", name, kindName(fk))
+				return nil, lineErrorf(fk, "service %q: want keys addressable and functional, got %s", name, yamlconf.Describe(fk))
 			}
 			if fields[fk.Value] {
 				return nil, lineErrorf(fk, "service %q: %s given twice", name, fk.Value)
@@ -131,7 +131,7 @@ func ParseDependencies(data []byte) (Dependencies, error) {
 			case "functional":
 				dst = &req.Functional
 			default:
-				return nil, lineErrorf(fk, "service %q: unknown key %q (want addressable or functional)", name, fk.Value)
+				return nil, unknownKey(fk, name)
 			}
 			n, err := count(fv)
 			if err != nil {
@@ -147,7 +147,7 @@ func ParseDependencies(data []byte) (Dependencies, error) {
 
 func count(n *yaml.Node) (int, error) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-		return 0, fmt.Errorf("want a whole number, got %s", kindName(n))
+		return 0, fmt.Errorf("want a whole number, got %s", yamlconf.Describe(n))
 	}
 	v, err := strconv.ParseInt(n.Value, 0, 64)
 	if err != nil {
@@ -159,31 +159,12 @@ func count(n *yaml.Node) (int, error) {
 	return int(v), nil
 }
 
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	case yaml.ScalarNode:
-		switch n.Tag {
-		case "!!null":
-			return "nothing"
-		case "!!str":
-			return fmt.Sprintf("the string %q", n.Value)
-		default:
-			return fmt.Sprintf("%s %q", n.Tag[2:], n.Value)
-		}
+// unknownKey names a key that is neither addressable nor functional,
+// and the one meant when it is near one.
+func unknownKey(k *yaml.Node, service string) error {
+	msg := fmt.Sprintf("service %q: unknown key %q (want addressable or functional)", service, k.Value)
+	if s := yamlconf.Suggest(k.Value, []string{"addressable", "functional"}); s != "" {
+		msg = fmt.Sprintf("service %q: unknown key %q: did you mean %q?", service, k.Value, s)
 	}
-	return "something else"
-}
-
-func trimYAMLPrefix(s string) string {
-	const p = "yaml: line "
-	if len(s) > len(p) && s[:len(p)] == p {
-		return s[len(p):] // "N: problem"
-	}
-	return "1: " + s
+	return &lineError{line: k.Line, msg: msg}
 }

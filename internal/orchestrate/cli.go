@@ -96,7 +96,7 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 	code := exitcode.Code(err)
 	var silent *silentError
 	if !errors.As(err, &silent) {
-		fmt.Fprintf(stdio.Stderr, "orchestrate: %v\n", err)
+		fmt.Fprintf(stdio.Stderr, "orchestrate: %s\n", exitcode.Message(err))
 	}
 	return code
 }

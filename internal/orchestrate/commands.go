@@ -9,16 +9,14 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/store"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
+	"github.com/jiocloud/orchestrate/internal/term"
 )
 
 var cmdTriggerUpdate = &command{
@@ -43,14 +41,19 @@ var cmdCurrentVersion = &command{
 	summary: "Print the desired version; exit 1 when none is set.",
 	run: func(ctx context.Context, e *env, args []string) error {
 		v, err := e.store.CurrentVersion(ctx)
-		if errors.Is(err, store.ErrNoCurrentVersion) {
-			return exitcode.Wrap(exitcode.No, err)
-		}
-		if err != nil {
+		unset := errors.Is(err, store.ErrNoCurrentVersion)
+		if err != nil && !unset {
 			return err
 		}
 		if e.json {
-			return e.printJSON(map[string]string{"current_version": v})
+			// The same shape whether set or not (docs/json.md).
+			if err := e.printJSON(map[string]any{"current_version": v, "set": !unset}); err != nil || !unset {
+				return err
+			}
+			return answerNo()
+		}
+		if unset {
+			return exitcode.Wrap(exitcode.No, err)
 		}
 		fmt.Fprintln(e.Stdout, v)
 		return nil
@@ -63,9 +66,18 @@ var cmdPendingUpdate = &command{
 	run: func(ctx context.Context, e *env, args []string) error {
 		want, err := e.store.CurrentVersion(ctx)
 		if errors.Is(err, store.ErrNoCurrentVersion) {
+			if e.json {
+				// The same shape as with a version (docs/json.md).
+				if err := e.printJSON(map[string]any{"host": e.host, "current_version": "", "running_versions": []string{}, "pending": false}); err != nil {
+					return err
+				}
+			}
 			if e.handler {
 				e.log.Info("no current_version is set: nothing pending")
 				return nil
+			}
+			if e.json {
+				return answerNo()
 			}
 			return exitcode.Wrap(exitcode.No, err)
 		}
@@ -366,30 +378,5 @@ func orEmpty[T any](s []T) []T {
 }
 
 // oneLine makes a string read from Consul (a node's detail, a reason, a
-// name of who did it) safe for one line of a terminal: white space runs
-// become one space, and every other control or format character (an
-// escape sequence, a bidirectional override) is shown escaped, so a
-// record a node wrote cannot move the cursor, hide text or redraw the
-// operator's screen. Invalid UTF-8 is shown escaped too.
-func oneLine(s string) string {
-	var b strings.Builder
-	for _, f := range strings.Fields(s) {
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		for i := 0; i < len(f); {
-			r, n := utf8.DecodeRuneInString(f[i:])
-			switch {
-			case r == utf8.RuneError && n == 1:
-				fmt.Fprintf(&b, "\\x%02x", f[i])
-			case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
-				q := strconv.QuoteRuneToASCII(r)
-				b.WriteString(q[1 : len(q)-1])
-			default:
-				b.WriteString(f[i : i+n])
-			}
-			i += n
-		}
-	}
-	return b.String()
-}
+// name of who did it) safe for one line of a terminal (term.OneLine).
+func oneLine(s string) string { return term.OneLine(s) }

@@ -55,16 +55,20 @@ func runReaper(ctx context.Context, e *env, args []string, cf confirmFlags) erro
 		return swapArm(ctx, e, rec)
 	case "status":
 		rr := loadReaperReport(ctx, e)
-		if e.json {
-			if err := e.printJSON(rr); err != nil {
-				return err
+		if !e.json {
+			if rr.err != nil {
+				return rr.err // printed once, by Run
 			}
-		} else {
 			writeReaperStatus(e.Stdout, rr, true)
+			return nil
 		}
-		// Consul unreachable maps to 3, a value the reaper did not write
-		// to 2 (exitcode.Code).
-		return rr.err
+		if err := e.printJSON(rr); err != nil || rr.err == nil {
+			return err
+		}
+		// The JSON holds the error: only its exit code is left (Consul
+		// unreachable 3, a value the reaper did not write 2).
+		code := exitcode.Code(rr.err)
+		return exitcode.Wrap(code, &silentError{code: code})
 	}
 	return exitcode.Usagef("reaper: unknown action %q (want arm, disarm, status or history)", args[0])
 }

@@ -8,35 +8,56 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/exitcode"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
-// reaperReport is the reaper's part of `orchestrate status`: what its
-// leader saw and planned in its last cycle (<prefix>/reaper/state).
+// reaperReport is the reaper's part of `orchestrate status`, and `orchestrate
+// reaper status --json` (docs/json.md): what its leader saw and planned in
+// its last cycle (<prefix>/reaper/state). Every field is always present:
+// with no report yet, Report is false and State holds zero values.
 type reaperReport struct {
-	State *reaperkv.ReaperReport `json:"state,omitempty"`
+	// Schema is the version of this shape (docs/json.md).
+	Schema int `json:"schema"`
+	// Report is false while no reaper has led a cycle under the prefix.
+	Report bool                   `json:"report"`
+	State  *reaperkv.ReaperReport `json:"state"`
 	// Stale: the state is older than three intervals plus a minute, so no
 	// leader is running cycles.
 	Stale bool   `json:"stale"`
-	Age   string `json:"age,omitempty"`
-	Error string `json:"error,omitempty"`
+	Age   string `json:"age"`
+	Error string `json:"error"`
 	// err is the read error behind Error, for `reaper status`'s exit code.
 	err error
 }
 
+// reaperReportSchema is the version of reaperReport's JSON shape.
+const reaperReportSchema = 1
+
 // loadReaperReport reads the reaper state; problems go into the report,
 // not the exit code: the reaper is optional.
 func loadReaperReport(ctx context.Context, e *env) *reaperReport {
+	rr := &reaperReport{Schema: reaperReportSchema, State: &reaperkv.ReaperReport{}}
 	st, err := e.store.ReaperReport(ctx)
 	if err != nil {
-		return &reaperReport{Error: err.Error(), err: err}
+		rr.Error, rr.err = exitcode.Message(err), err
+		return rr.normal()
 	}
-	rr := &reaperReport{State: st}
 	if st != nil {
+		rr.Report, rr.State = true, st
 		age := e.store.Now().Sub(st.Time)
 		rr.Age = age.Round(time.Second).String()
 		rr.Stale = age > 3*st.Interval+time.Minute
 	}
+	return rr.normal()
+}
+
+// normal gives the state's lists and maps their empty value, so JSON has
+// [] and {} where there is nothing, never null.
+func (rr *reaperReport) normal() *reaperReport {
+	st := rr.State
+	st.Roles = orEmpty(st.Roles)
+	st.Planned = orEmpty(st.Planned)
 	return rr
 }
 
@@ -66,7 +87,7 @@ func writeReaperStatus(w io.Writer, rr *reaperReport, history bool) {
 		return
 	}
 	st := rr.State
-	if st == nil {
+	if !rr.Report {
 		fmt.Fprintln(w, "reaper: no state yet (no reaper has led a cycle under this prefix)")
 		return
 	}

@@ -125,6 +125,13 @@ func TestReaperStatusExitCodes(t *testing.T) {
 			if code != 3 {
 				t.Errorf("%v: exit %d, want 3\nstdout: %s\nstderr: %s", args, code, out.String(), errb.String())
 			}
+			// The error is said once, in the exit code's words: on stderr
+			// (text), or in the JSON's error field (--json).
+			const want = "cannot reach Consul at 127.0.0.1:1: connection refused"
+			said := out.String() + errb.String()
+			if strings.Count(said, want) != 1 || strings.Contains(said, "dial tcp") {
+				t.Errorf("%v: want %q said once, without the transport's words\nstdout: %s\nstderr: %s", args, want, out.String(), errb.String())
+			}
 		}
 	})
 	t.Run("corrupt", func(t *testing.T) {

@@ -30,7 +30,7 @@ func RunWithCloud(ctx context.Context, args []string, stdio cli.IO, cloud reaper
 	if err == nil {
 		return exitcode.OK
 	}
-	fmt.Fprintf(stdio.Stderr, "reaper: %v\n", err)
+	fmt.Fprintf(stdio.Stderr, "reaper: %s\n", exitcode.Message(err))
 	return exitcode.Code(err)
 }
 
@@ -75,6 +75,8 @@ func (o *overrides) apply(fs *pflag.FlagSet, cfg *reaper.Config) {
 	for name, f := range set {
 		if fs.Changed(name) {
 			f()
+			// An error about the value names the flag, not the file.
+			cfg.Source.SetBy(strings.ReplaceAll(name, "-", "_"), "--"+name)
 		}
 	}
 }
@@ -125,11 +127,11 @@ func (o *cmdLine) flagSet() *pflag.FlagSet {
 func (o *cmdLine) config() (*reaper.Config, error) {
 	cfg, err := LoadConfig(o.configPath)
 	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Usage, fmt.Errorf("config: %w", err))
+		return nil, exitcode.Wrap(exitcode.Usage, err)
 	}
 	o.over.apply(o.fs, cfg)
 	if err := CheckConfig(cfg); err != nil {
-		return nil, exitcode.Wrap(exitcode.Usage, fmt.Errorf("config %s: %w", o.configPath, err))
+		return nil, exitcode.Wrap(exitcode.Usage, err)
 	}
 	return cfg, nil
 }

@@ -52,9 +52,9 @@ func TestRunUsageErrors(t *testing.T) {
 		{name: "bad interval flag", args: []string{"--config", good, "--interval", "-1s"}, want: "interval"},
 		{name: "zones with the boot spec's zone", args: []string{"--config", writeConfig(t, strings.Replace(cliConfig, "boot: {flavor: m1, image: debian}",
 			"availability_zones: [az1, az2]\n    boot: {flavor: m1, image: debian, availability_zone: az1}", 1)), "--check-config"},
-			want: "roles[web].availability_zones: set with boot.availability_zone"},
+			want: "roles[0].availability_zones: set with boot.availability_zone"},
 		{name: "anti-affinity unknown", args: []string{"--config", writeConfig(t, cliConfig+"    anti_affinity: always\n"), "--check-config"},
-			want: "roles[web].anti_affinity"},
+			want: "roles[0].anti_affinity"},
 		{name: "no openstack credentials", args: []string{"--config", good},
 			env: map[string]string{"OS_CLOUD": "", "OS_AUTH_URL": "", "CONSUL_HTTP_ADDR": "127.0.0.1:1"}, want: "OpenStack credentials"},
 	}

@@ -1,14 +1,17 @@
 package daemon
 
 import (
-	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/prometheus/exporter-toolkit/web"
 	"gopkg.in/yaml.v3"
 
 	"github.com/jiocloud/orchestrate/internal/fileutil"
+	"github.com/jiocloud/orchestrate/internal/yamlconf"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/prometheus"
 )
@@ -17,28 +20,29 @@ import (
 const maxConfigFile = 1 << 20
 
 // LoadConfig reads and parses the file at path, over the defaults
-// (ORCHESTRATE_PREFIX, when set, is the default prefix).
+// (ORCHESTRATE_PREFIX, when set, is the default prefix). Its errors name
+// the file, the line and the field (internal/yamlconf).
 func LoadConfig(path string) (*reaper.Config, error) {
-	data, err := fileutil.ReadLimited(path, maxConfigFile)
+	data, err := fileutil.ReadInput(path, maxConfigFile)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	def := reaper.DefaultConfig()
 	if p := os.Getenv("ORCHESTRATE_PREFIX"); p != "" {
 		def.Prefix = p
 	}
-	c, err := reaper.Decode(bytes.NewReader(data), def)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
+	return reaper.DecodeFile(path, data, def)
 }
 
 // CheckConfig validates c (reaper.Config.Validate) and then reads and
 // checks the files it names: the web configuration that protects /metrics,
 // each role's user data, the node identity key. It names the first bad
-// field.
+// field, at its line of the configuration file when c was read from one.
 func CheckConfig(c *reaper.Config) error {
+	return c.Source.Annotate(checkConfig(c))
+}
+
+func checkConfig(c *reaper.Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
@@ -46,14 +50,14 @@ func CheckConfig(c *reaper.Config) error {
 		return err
 	}
 	for i := range c.Roles {
-		if err := readUserData(fmt.Sprintf("roles[%s]", c.Roles[i].Name), &c.Roles[i]); err != nil {
+		if err := readUserData(reaper.RoleField(i), &c.Roles[i]); err != nil {
 			return err
 		}
 	}
 	for i := range c.Roles {
 		if a := c.Roles[i].Autoscale; a != nil && a.Metric.Prometheus != nil {
 			if _, err := prometheus.HTTPConfig(a.Metric.Prometheus); err != nil {
-				return fmt.Errorf("roles[%s].autoscale.metric.prometheus: %w", c.Roles[i].Name, err)
+				return fmt.Errorf("%s.autoscale.metric.prometheus: %w", reaper.RoleField(i), err)
 			}
 		}
 	}
@@ -63,15 +67,23 @@ func CheckConfig(c *reaper.Config) error {
 	return validateLogs(c)
 }
 
-// readUserData reads the role's user-data file into its boot spec.
+// readUserData reads the role's user-data file into its boot spec: a file
+// that cannot be read is named with why; one too large for Nova says how
+// large it may be.
 func readUserData(field string, r *reaper.Role) error {
 	b := &r.Boot
 	if b.UserDataFile == "" {
 		return nil
 	}
 	data, err := fileutil.ReadLimited(b.UserDataFile, reaper.MaxUserData)
-	if err != nil {
-		return fmt.Errorf("%s.boot.user_data_file: %w (Nova takes at most 65,535 bytes of base64)", field, err)
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, fileutil.ErrTooLarge):
+		return fmt.Errorf("%s.boot.user_data_file: %s is larger than %d bytes, the most Nova takes (65,535 bytes of base64)", field, b.UserDataFile, reaper.MaxUserData)
+	case errors.As(err, &pe):
+		return fmt.Errorf("%s.boot.user_data_file: %s: %w", field, b.UserDataFile, pe.Err)
+	case err != nil:
+		return fmt.Errorf("%s.boot.user_data_file: %s: %w", field, b.UserDataFile, err)
 	}
 	b.UserData = data
 	return nil
@@ -83,7 +95,20 @@ func checkWebConfig(c *reaper.Config) error {
 	if c.WebConfigFile == "" {
 		return nil
 	}
+	// The toolkit's own decoding names Go types; the file is walked first
+	// so that a misspelt key or a wrong kind of value is named in YAML's
+	// words, at its line.
+	data, err := fileutil.ReadInput(c.WebConfigFile, maxConfigFile)
+	if err != nil {
+		return fmt.Errorf("web_config_file: %w", err)
+	}
+	if _, err := yamlconf.Decode(c.WebConfigFile, data, &web.Config{}); err != nil {
+		return fmt.Errorf("web_config_file: %w", err)
+	}
 	if err := web.Validate(c.WebConfigFile); err != nil {
+		if msg, ok := strings.CutPrefix(err.Error(), "crypto/bcrypt: "); ok {
+			return fmt.Errorf("web_config_file %s: basic_auth_users: a password is not a bcrypt hash (htpasswd -nBC 10 USER makes one): %s", c.WebConfigFile, msg)
+		}
 		return fmt.Errorf("web_config_file %s: %w", c.WebConfigFile, err)
 	}
 	if c.Listen == "" || c.ListenLoopback() {

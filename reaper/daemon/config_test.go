@@ -11,15 +11,29 @@ import (
 	"github.com/jiocloud/orchestrate/reaper/reapertest"
 )
 
+// webFile writes a Prometheus web configuration for a test.
+func webFile(t *testing.T, text string) string {
+	path := filepath.Join(t.TempDir(), "web.yml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // The configuration's files (user data, the web configuration, the node
 // identity key) are read and checked by CheckConfig: a bad one is named.
 func TestConfigFileErrorsNameTheField(t *testing.T) {
 	cases := []struct{ name, old, yaml, want string }{
 		{name: "prometheus unknown client field", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://127.0.0.1:9090', query: up, tls_confg: {}}}}", want: "tls_confg"},
-		{name: "prometheus unknown client field, in the configuration's words", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://127.0.0.1:9090', query: up, tls_confg: {}}}}", want: "roles[web].autoscale.metric.prometheus: unknown key tls_confg (not one of Prometheus' HTTP client settings)"},
+		{name: "prometheus unknown client field, in the configuration's words", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://127.0.0.1:9090', query: up, tls_confg: {}}}}", want: `roles[0].autoscale.metric.prometheus: unknown key tls_confg: did you mean "tls_config"?`},
+		{name: "prometheus client field near none", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://127.0.0.1:9090', query: up, colour: red}}}", want: "roles[0].autoscale.metric.prometheus: unknown key colour (not one of Prometheus' HTTP client settings)"},
+		{name: "prometheus client value of the wrong kind", old: "    desired: 3", yaml: "    desired: 3\n    autoscale: {target: 0.5, min: 2, max: 4, metric: {source: prometheus, prometheus: {url: 'http://127.0.0.1:9090', query: up, follow_redirects: maybe}}}", want: `roles[0].autoscale.metric.prometheus: "maybe" is not the kind of value its setting takes`},
 		{name: "missing user data", old: "      tags: [orchestrate]", yaml: "      tags: [orchestrate]\n      user_data_file: /nonexistent/ud", want: "user_data_file"},
-		{name: "user data Nova would refuse", old: "      tags: [orchestrate]", yaml: "      tags: [orchestrate]\n      user_data_file: /dev/zero", want: "roles[web].boot.user_data_file: larger than 49149 bytes"},
-		{name: "missing web config", old: "interval: 10s", yaml: "interval: 10s\nlisten: 0.0.0.0:9469\nweb_config_file: /nonexistent/web.yml", want: "web_config_file /nonexistent/web.yml"},
+		{name: "user data Nova would refuse", old: "      tags: [orchestrate]", yaml: "      tags: [orchestrate]\n      user_data_file: /dev/zero", want: "roles[0].boot.user_data_file: /dev/zero is larger than 49149 bytes"},
+		{name: "web config with a misspelt key", old: "interval: 10s", yaml: "interval: 10s\nlisten: 0.0.0.0:9469\nweb_config_file: " + webFile(t, "tls_server_config:\n  cert_fil: /x\n"), want: `web.yml:2: unknown field "cert_fil" in tls_server_config: did you mean "cert_file"?`},
+		{name: "web config with a number for the users", old: "interval: 10s", yaml: "interval: 10s\nlisten: 0.0.0.0:9469\nweb_config_file: " + webFile(t, "basic_auth_users: 3\n"), want: "web.yml:1: basic_auth_users: want a mapping (key: value), got the number 3"},
+		{name: "web config with a password that is no hash", old: "interval: 10s", yaml: "interval: 10s\nlisten: 0.0.0.0:9469\nweb_config_file: " + webFile(t, "basic_auth_users: {admin: secret}\n"), want: "basic_auth_users: a password is not a bcrypt hash"},
+		{name: "missing web config", old: "interval: 10s", yaml: "interval: 10s\nlisten: 0.0.0.0:9469\nweb_config_file: /nonexistent/web.yml", want: "line 5: web_config_file: /nonexistent/web.yml: no such file"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -182,7 +196,7 @@ func TestLogsConfig(t *testing.T) {
 		{"a missing key file", ni + logs("container_url: "+url+", temp_url_key_file: "+key+".none"), "logs.temp_url_key_file"},
 		{"a grant of a second", ni + logs("container_url: "+url+", temp_url_key_file: "+key+", grant_lifetime: 1s"), "logs.grant_lifetime"},
 		{"renewal after the end", ni + logs("container_url: "+url+", temp_url_key_file: "+key+", grant_lifetime: 1h, renew_before: 2h"), "logs.renew_before"},
-		{"an unknown field", ni + logs("container_url: "+url+", key: x"), "field key not found"},
+		{"an unknown field", ni + logs("container_url: "+url+", key: x"), `unknown field "key" in logs`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := reaper.ParseConfig(strings.NewReader(reapertest.GoodYAML + tc.text))

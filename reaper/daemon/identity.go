@@ -48,19 +48,19 @@ func validateIdentity(c *reaper.Config) error {
 		r := &c.Roles[i]
 		for _, n := range []int{1, 99999} {
 			if err := nodeid.ValidHost(r.ServerName(n)); err != nil {
-				return fmt.Errorf("roles[%s].boot.name_template: with node_identity every server name must be a Consul node identity: %w", r.Name, err)
+				return fmt.Errorf("%s.boot.name_template: with node_identity every server name must be a Consul node identity: %w", reaper.RoleField(i), err)
 			}
 		}
 		if ud := r.Boot.UserData; len(ud) > 0 {
 			if _, err := nodeid.PartType(ud); err != nil {
-				return fmt.Errorf("roles[%s].boot.user_data_file: with node_identity the reaper appends the token's part to it, but it %w", r.Name, err)
+				return fmt.Errorf("%s.boot.user_data_file: with node_identity the reaper appends the token's part to it, but it %w", reaper.RoleField(i), err)
 			}
 			room := tokenPartSize
 			if c.Logs != nil {
 				room += grantPartSize
 			}
 			if len(ud) > reaper.MaxUserData-room {
-				return fmt.Errorf("roles[%s].boot.user_data_file: %d bytes leaves no room for the node token's part (at most %d with node_identity)", r.Name, len(ud), reaper.MaxUserData-room)
+				return fmt.Errorf("%s.boot.user_data_file: %d bytes leaves no room for the node token's part (at most %d with node_identity)", reaper.RoleField(i), len(ud), reaper.MaxUserData-room)
 			}
 		}
 	}

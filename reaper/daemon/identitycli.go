@@ -107,12 +107,13 @@ func runIdentity(ctx context.Context, args []string, stdio cli.IO) error {
 
 // planIdentity loads the configuration and renders what Consul needs.
 func planIdentity(config, nodePolicy string, extra int) (*identityPlan, *reaper.Config, error) {
+	// Both name the file (and the line) already.
 	cfg, err := LoadConfig(config)
 	if err != nil {
-		return nil, nil, fmt.Errorf("config: %w", err)
+		return nil, nil, err
 	}
 	if err := CheckConfig(cfg); err != nil {
-		return nil, nil, fmt.Errorf("config %s: %w", config, err)
+		return nil, nil, err
 	}
 	if cfg.NodeIdentity == nil {
 		return nil, nil, fmt.Errorf("config %s has no node_identity: nothing to set up", config)

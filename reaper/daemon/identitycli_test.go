@@ -56,7 +56,7 @@ node_identity: {key_file: `+keyFile+`}
 	// A token that may not write ACLs: exit 3, nothing written.
 	pol, _, _ := a.Client.ACL().PolicyCreate(&api.ACLPolicy{Name: "kv", Rules: `key_prefix "" { policy = "write" }`}, nil)
 	tok, _, _ := a.Client.ACL().TokenCreate(&api.ACLToken{Policies: []*api.ACLTokenPolicyLink{{ID: pol.ID}}}, nil)
-	if code, out := run(tok.SecretID, "--apply"); code != 3 || !strings.Contains(out, "lacks permission 'acl:") || strings.Contains(out, tok.SecretID) {
+	if code, out := run(tok.SecretID, "--apply"); code != 3 || !strings.Contains(out, "the token needs acl:") || strings.Contains(out, tok.SecretID) {
 		t.Fatalf("apply without acl write: exit %d:\n%q", code, out)
 	}
 	if code, out := run(identityMgmt, "--apply"); code != 0 || !strings.Contains(out, "10 host policies up to date") {

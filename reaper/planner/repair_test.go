@@ -380,11 +380,11 @@ func TestRepairConfig(t *testing.T) {
 		{steps: []string{"rerun"}},
 		{steps: []string{"rerun", "reboot"}},
 		{steps: []string{"rerun", "reboot", "rebuild"}},
-		{steps: []string{"reboot"}, err: "roles[web].repair: [reboot] is not a prefix of [rerun, reboot, rebuild]"},
+		{steps: []string{"reboot"}, err: "roles[0].repair: [reboot] is not a prefix of [rerun, reboot, rebuild]"},
 		{steps: []string{"rerun", "rebuild"}, err: "is not a prefix"},
 		{steps: []string{"rerun", "rerun"}, err: "is not a prefix"},
 		{steps: []string{"rerun", "reboot", "rebuild", "rebuild"}, err: "is not a prefix"},
-		{steps: []string{"restart"}, err: `roles[web].repair[0]: "restart" is no repair step (want rerun, reboot, rebuild)`},
+		{steps: []string{"restart"}, err: `roles[0].repair[0]: "restart" is no repair step (want rerun, reboot, rebuild)`},
 	} {
 		c := reaper.DefaultConfig()
 		c.Roles = []reaper.Role{{Name: "web", Desired: 1, Repair: tc.steps, Boot: reaper.BootSpec{Flavor: "m1", Image: "debian"}}}

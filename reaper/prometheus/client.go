@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jiocloud/orchestrate/internal/yamlconf"
 	"github.com/jiocloud/orchestrate/reaper"
 	"github.com/jiocloud/orchestrate/reaper/planner"
 	promconfig "github.com/prometheus/common/config"
@@ -207,6 +208,10 @@ func HTTPConfig(src *reaper.PrometheusSource) (promconfig.HTTPClientConfig, erro
 	return hc, nil
 }
 
+// wrongKind finds the value yaml names in "cannot unmarshal !!str `x`
+// into T" (whose T is a Go type, never shown).
+var wrongKind = regexp.MustCompile("cannot unmarshal !!\\w+ `([^`]*)` into")
+
 // unknownField finds the key yaml names in "field X not found in type T".
 var unknownField = regexp.MustCompile(`field (\S+) not found in type`)
 
@@ -221,7 +226,15 @@ func decodeError(err error) error {
 	var why []string
 	for _, e := range te.Errors {
 		if m := unknownField.FindStringSubmatch(e); m != nil {
-			why = append(why, fmt.Sprintf("unknown key %s (not one of Prometheus' HTTP client settings)", m[1]))
+			msg := fmt.Sprintf("unknown key %s (not one of Prometheus' HTTP client settings)", m[1])
+			if s := yamlconf.Suggest(m[1], yamlconf.Keys(promconfig.HTTPClientConfig{})); s != "" {
+				msg = fmt.Sprintf("unknown key %s: did you mean %q?", m[1], s)
+			}
+			why = append(why, msg)
+			continue
+		}
+		if m := wrongKind.FindStringSubmatch(e); m != nil {
+			why = append(why, fmt.Sprintf("%q is not the kind of value its setting takes", m[1]))
 			continue
 		}
 		_, msg, _ := strings.Cut(e, ": ")
