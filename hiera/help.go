@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jiocloud/orchestrate/internal/cli"
+	"github.com/jiocloud/orchestrate/internal/paths"
 )
 
 // newFlagSet is hiera-services' command line, bound to c.
@@ -44,7 +45,7 @@ func help(sub string) (*cli.Help, bool) {
 			3: "Consul could not be reached or refused (the file is left as it was)",
 		},
 		Examples: []cli.Example{
-			{Comment: "Render once, as a Consul watch handler does", Command: "hiera-services --out /etc/puppet/hieradata/services.yaml --dependencies /etc/orchestrate/dependencies.yaml"},
+			{Comment: "Render once, as a Consul watch handler does", Command: "hiera-services --out " + paths.HieraData + " --dependencies " + paths.Dependencies},
 			{Comment: "Stay running; run the eventual Puppet step when what this node reads changed", Command: "hiera-services --watch --reads mysql,rabbitmq --exec 'orchestrate converge --eventual-only'"},
 			{Comment: "Serve the datacenter's change feed (one node at a time runs it)", Command: "hiera-services --publish"},
 		},

@@ -168,9 +168,9 @@ func TestLintian(t *testing.T) {
 // where bash-completion, zsh and fish look for them.
 func completionFiles(binary string) []string {
 	return []string{
-		"/usr/share/bash-completion/completions/" + binary,
-		"/usr/share/zsh/vendor-completions/_" + binary,
-		"/usr/share/fish/vendor_completions.d/" + binary + ".fish",
+		paths.BashCompletionDir + "/" + binary,
+		paths.ZshCompletionDir + "/_" + binary,
+		paths.FishCompletionDir + "/" + binary + ".fish",
 	}
 }
 

@@ -156,7 +156,7 @@ var helps = map[string]cmdHelp{
 	},
 	"drain": {
 		short:    "the node's drain handler",
-		examples: []ex{{"Run by a key watch on the node", "orchestrate drain --handler --drain-cmd /usr/local/bin/move-work-away"}},
+		examples: []ex{{"Run by a key watch on a load balancer: stop taking traffic, then answer drained", "orchestrate drain --handler --drain-cmd 'systemctl stop haproxy'"}},
 	},
 	"converge": {
 		short: "the node's update loop: update, Puppet, validation, report",

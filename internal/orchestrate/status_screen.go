@@ -167,7 +167,7 @@ func reaperLine(rr *reaperReport, now time.Time) string {
 	switch {
 	case rr == nil || rr.Error != "":
 		return "reaper: report unreadable"
-	case rr.State == nil:
+	case !rr.Report:
 		return "reaper: no report (no reaper has led a cycle under this prefix)"
 	}
 	st := rr.State

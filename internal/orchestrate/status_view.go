@@ -162,7 +162,7 @@ func stateRank(s string) int {
 
 // reportState is the reaper's report, nil when there is none to read.
 func reportState(rr *reaperReport) *reaperkv.ReaperReport {
-	if rr == nil {
+	if rr == nil || !rr.Report {
 		return nil
 	}
 	return rr.State
@@ -302,7 +302,7 @@ func alerts(in *statusInput, now time.Time) []string {
 	switch {
 	case rr.Error != "":
 		return append(out, "reaper report unreadable: "+rr.Error)
-	case rr.State == nil:
+	case !rr.Report:
 		return out
 	case rr.Stale:
 		out = append(out, fmt.Sprintf("reaper report %s old: no leader is running cycles; the counts below are from then", age(now, rr.State.Time)))

@@ -244,6 +244,9 @@ func TestPackageDestinations(t *testing.T) {
 		"packaging/sysusers.conf":                       "/usr/lib/sysusers.d/" + paths.User + ".conf",
 		"packaging/lintian/orchestrate":                 "/usr/share/lintian/overrides/orchestrate",
 		"build/package/man/*.1.gz":                      "/usr/share/man/man1/",
+		"build/package/completion/bash/*":               paths.BashCompletionDir + "/",
+		"build/package/completion/zsh/*":                paths.ZshCompletionDir + "/",
+		"build/package/completion/fish/*":               paths.FishCompletionDir + "/",
 	}
 	seen := map[string]bool{}
 	for _, c := range cfg.Contents {

@@ -131,6 +131,12 @@ const (
 	PuppetModuleDir = "/usr/share/puppet/modules/orchestrate"
 	// DocDir holds the documents and examples.
 	DocDir = "/usr/share/doc/orchestrate"
+	// BashCompletionDir, ZshCompletionDir and FishCompletionDir hold the
+	// binaries' completion scripts (NAME, _NAME and NAME.fish), where
+	// Debian's bash-completion, zsh and fish look for a package's own.
+	BashCompletionDir = "/usr/share/bash-completion/completions"
+	ZshCompletionDir  = "/usr/share/zsh/vendor-completions"
+	FishCompletionDir = "/usr/share/fish/vendor_completions.d"
 	// UnitDir is where the package puts its systemd units.
 	UnitDir = "/lib/systemd/system"
 	// HieraServicesUnit runs hiera-services --watch.
