@@ -211,7 +211,7 @@ func TestStatusWatchJSON(t *testing.T) {
 	if err := c.st.SetDesired(context.Background(), "db", 4); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 10*time.Second, "a second document", func() bool { return strings.Count(out.String(), `"schema": 1`) == 2 })
+	testutil.Eventually(t, 10*time.Second, "a second document", func() bool { return strings.Count(out.String(), "\n}\n") == 2 })
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
