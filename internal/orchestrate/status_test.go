@@ -414,6 +414,14 @@ func TestStatusHostileAndUnreachable(t *testing.T) {
 		!strings.Contains(r.stdout, "healthy: db, lb, web") || !strings.Contains(r.stderr, "orchestrate/reaper/state") {
 		t.Fatalf("status with a corrupt report:\nstdout %s\nstderr %s", r.stdout, r.stderr)
 	}
+	for _, args := range [][]string{{"status"}, {"reaper", "status"}} {
+		r := c.run(args...)
+		out := r.stdout + r.stderr
+		if !strings.Contains(out, "orchestrate/reaper/state holds a value the reaper did not write: field roles: want a list, got a number") ||
+			strings.Contains(out, "reaperkv") || strings.Contains(out, "[]") {
+			t.Errorf("%v with a corrupt report does not say what is wrong in the value's terms:\n%s", args, out)
+		}
+	}
 	t.Setenv("CONSUL_HTTP_ADDR", "127.0.0.1:1")
 	var out, errb bytes.Buffer
 	if code := Run(context.Background(), []string{"status"}, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb}); code != 3 {
