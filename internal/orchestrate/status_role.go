@@ -193,7 +193,7 @@ func planText(a reaperkv.PlanAction) string {
 		parts = append(parts, "("+a.Reason+")")
 	}
 	s := strings.Join(parts, " ")
-	if why := cmp.Or(a.WhyText, string(a.Why)); a.Held {
+	if why := cmp.Or(a.WhyText, string(a.Why), "(no reason given)"); a.Held {
 		s += " waits: " + why
 	}
 	return s
