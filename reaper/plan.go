@@ -357,6 +357,9 @@ type Plan struct {
 	Actions []Action `json:"actions"`
 	// Blocked lists what the reaper would do but a safety rule stops.
 	Blocked []string `json:"blocked,omitempty"`
+	// Held is Blocked as data, line for line: each step held back, its
+	// role, host and rule, and why.
+	Held []reaperkv.PlanAction `json:"held,omitempty"`
 	// Memory is for the next cycle.
 	Memory Memory `json:"-"`
 	// NextDeadline is the earliest instant after the plan's Now at which

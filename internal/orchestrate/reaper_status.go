@@ -27,6 +27,10 @@ type reaperReport struct {
 	Stale bool   `json:"stale"`
 	Age   string `json:"age"`
 	Error string `json:"error"`
+	// PlanByRole: the report lists its actions as data (state.actions),
+	// which status assigns to roles; false for a report of a reaper older
+	// than that, whose planned and blocked lines status shows unassigned.
+	PlanByRole bool `json:"plan_by_role"`
 	// err is the read error behind Error, for `reaper status`'s exit code.
 	err error
 }
@@ -44,7 +48,7 @@ func loadReaperReport(ctx context.Context, e *env) *reaperReport {
 		return rr.normal()
 	}
 	if st != nil {
-		rr.Report, rr.State = true, st
+		rr.Report, rr.State, rr.PlanByRole = true, st, st.Actions != nil
 		age := e.store.Now().Sub(st.Time)
 		rr.Age = age.Round(time.Second).String()
 		rr.Stale = age > 3*st.Interval+time.Minute
@@ -58,6 +62,7 @@ func (rr *reaperReport) normal() *reaperReport {
 	st := rr.State
 	st.Roles = orEmpty(st.Roles)
 	st.Planned = orEmpty(st.Planned)
+	st.Actions = orEmpty(st.Actions)
 	return rr
 }
 

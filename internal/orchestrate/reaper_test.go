@@ -57,8 +57,11 @@ func TestStatusShowsReaperState(t *testing.T) {
 		Roles: []reaperkv.RoleReport{{Name: "web", Desired: 3, Count: 3, Healthy: 2,
 			States:    map[string]int{reaperkv.ServerHealthy: 2, reaperkv.ServerUnhealthy: 1},
 			Attention: []reaperkv.ServerReport{{Name: "web2", ID: "u2", State: reaperkv.ServerUnhealthy}}}},
-		Planned:     []string{"create web web4 (replace web2 (unhealthy))"},
-		Blocked:     []string{"web: replacement of web2 (unhealthy) waits: not armed"},
+		Planned: []string{"create web web4 (replace web2 (unhealthy))"},
+		Blocked: []string{"web: replacement of web2 (unhealthy) waits: not armed"},
+		Actions: []reaperkv.PlanAction{{Op: "create", Role: "web", Host: "web4", Reason: "replace web2 (unhealthy)", Text: "create web web4 (replace web2 (unhealthy))"},
+			{Op: reaperkv.PlanReplace, Role: "web", Host: "web2", Reason: "unhealthy", Held: true, Why: reaperkv.HoldDisarmed, WhyText: "not armed",
+				Text: "web: replacement of web2 (unhealthy) waits: not armed"}},
 		RoleBackoff: map[string]reaperkv.RoleBackoff{"web": {Until: time.Now().Add(time.Minute), Reason: "400 Invalid flavorRef"}},
 	}
 	data, _ := json.Marshal(st)
@@ -69,7 +72,7 @@ func TestStatusShowsReaperState(t *testing.T) {
 	mustCode(t, r, 0, "status")
 	for _, want := range []string{
 		"reaper: leader boot1-42-abc, NOT ARMED, DRY RUN", "! reaper NOT ARMED: web has 2 of 3 servers healthy with validation",
-		"web: serving 2/3", "1 unhealthy", "would: create web web4", "held back: replacement of web2 (unhealthy) waits: not armed",
+		"web: serving 2/3", "1 unhealthy", "would: create web4 (replace web2 (unhealthy))", "held back: replace web2 (unhealthy) waits: not armed",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("status lacks %q:\n%s", want, r.stdout)

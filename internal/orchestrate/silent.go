@@ -27,7 +27,7 @@ func silentFailures(ctx context.Context, e *env) []store.Failure {
 	case rr.Error != "":
 		fmt.Fprintf(e.Stderr, "orchestrate: warning: silent hosts unknown: %s\n", rr.Error)
 		return nil
-	case rr.State == nil:
+	case !rr.Report:
 		return nil
 	case rr.Stale:
 		fmt.Fprintf(e.Stderr, "orchestrate: warning: silent hosts unknown: the reaper's report is %s old (no leader is running cycles)\n", rr.Age)
@@ -83,7 +83,7 @@ func writeHostMarks(w io.Writer, r reaperkv.RoleReport) {
 
 // hostMarkCounts counts the silent and orphaned hosts of a fresh report.
 func hostMarkCounts(rr *reaperReport) (silent, orphaned int) {
-	if rr == nil || rr.State == nil || rr.Stale {
+	if rr == nil || !rr.Report || rr.Stale {
 		return 0, 0
 	}
 	for _, r := range rr.State.Roles {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/exitcode"
@@ -120,22 +119,20 @@ func reaperOnHost(in *statusInput, host string, now time.Time) []string {
 			out = append(out, "in flight: "+journalLine(j))
 		}
 	}
-	for _, p := range st.Planned {
-		if slices.Contains(strings.Fields(p), host) {
-			out = append(out, "next: "+p)
+	for _, a := range st.Actions {
+		if a.Host != host {
+			continue
 		}
-	}
-	for _, b := range st.Blocked {
-		if mentions(b, host) {
-			out = append(out, "held back: "+b)
+		head := "next: "
+		if a.Held {
+			head = "held back: "
 		}
+		if a.Role != "" {
+			head += a.Role + ": "
+		}
+		out = append(out, head+planText(a))
 	}
 	return out
-}
-
-// mentions reports whether line names host as a word.
-func mentions(line, host string) bool {
-	return slices.Contains(strings.FieldsFunc(line, func(r rune) bool { return strings.ContainsRune(" ,:;()", r) }), host)
 }
 
 // roleOnHost is what role r's part of the report says of host.

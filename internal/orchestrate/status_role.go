@@ -1,6 +1,7 @@
 package orchestrate
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -153,9 +154,10 @@ func rolloutBusy(r *rolloutReport) bool {
 	return r != nil && len(r.InUse)+len(r.Fresh)+r.Pending > 0
 }
 
-// addPlans adds the reaper's operations in flight, planned and held back
-// for the role. Planned actions read "OP ROLE SERVER (REASON)" and held
-// back ones "ROLE: ..." or "ENTRY-ID: ..." (the reaper's words).
+// addPlans adds the reaper's operations in flight, and its actions
+// planned and held back, for the role: those the report gives the role,
+// or a host of the role (a report from a reaper older than the actions
+// list gives none: its lines are shown under the reaper, unassigned).
 func (b roleBuilder) addPlans(rv *roleView) {
 	if b.st == nil {
 		return
@@ -165,36 +167,36 @@ func (b roleBuilder) addPlans(rv *roleView) {
 			rv.InFlight = append(rv.InFlight, journalLine(j))
 		}
 	}
-	for _, p := range b.st.Planned {
-		if f := strings.Fields(p); len(f) > 1 && f[1] == rv.Name {
-			rv.Next = append(rv.Next, p)
+	for _, a := range b.st.Actions {
+		if a.Role != rv.Name && (a.Role != "" || a.Host == "" || b.roleOf[a.Host] != rv.Name) {
+			continue
 		}
-	}
-	for _, bl := range b.st.Blocked {
-		if b.blockedRole(bl) == rv.Name {
-			rv.HeldBack = append(rv.HeldBack, strings.TrimPrefix(bl, rv.Name+": "))
+		rv.Actions = append(rv.Actions, a)
+		if a.Held {
+			rv.HeldBack = append(rv.HeldBack, planText(a))
+		} else {
+			rv.Next = append(rv.Next, planText(a))
 		}
 	}
 }
 
-// blockedRole is the role a held-back line is about ("" when none).
-func (b roleBuilder) blockedRole(line string) string {
-	head, _, ok := strings.Cut(line, ": ")
-	if !ok {
-		return ""
-	}
-	for _, j := range b.st.Journal {
-		if j.ID == head {
-			return j.Role
+// planText is an action on one line, its role left out: "replace web2
+// (unhealthy)", and "... waits: paused" when it is held back.
+func planText(a reaperkv.PlanAction) string {
+	parts := []string{}
+	for _, p := range []string{a.Op, a.Host} {
+		if p != "" {
+			parts = append(parts, p)
 		}
 	}
-	if r := b.reportOf(head); r != nil {
-		return head
+	if a.Reason != "" {
+		parts = append(parts, "("+a.Reason+")")
 	}
-	if r, _, ok := strings.Cut(head, "."); ok && b.reportOf(r) != nil {
-		return r // an entry no longer in the journal: ROLE.<time>.<seq>
+	s := strings.Join(parts, " ")
+	if why := cmp.Or(a.WhyText, string(a.Why), "(no reason given)"); a.Held {
+		s += " waits: " + why
 	}
-	return b.roleOf[head]
+	return s
 }
 
 // journalLine is one operation in flight: "replace db2 -> db4, draining".
@@ -316,7 +318,7 @@ func (b roleBuilder) holds(rv roleView) string {
 	if rv.Capacity != nil {
 		return "capacity exhausted (above)"
 	}
-	if b := budgetSpent(rv.HeldBack); b != "" {
+	if b := budgetSpent(rv.Actions); b != "" {
 		return "budget spent: " + b
 	}
 	if rv.Rollout != nil && rv.Rollout.Halted != "" {
@@ -336,19 +338,13 @@ func drainLine(host string, d schema.DrainRecord, now time.Time) string {
 	return strings.TrimSpace(fmt.Sprintf("%s (%s): %s", host, d.Reason, ans))
 }
 
-// budgetLimits are the reaper's budgets, as its held-back lines name
-// them when one is spent.
-var budgetLimits = []string{"max_actions_per_hour", "max_creates_per_cycle"}
-
-// budgetSpent is the spent budget a held-back line names, from its name
-// to "reached" ("" when none is).
-func budgetSpent(heldBack []string) string {
-	for _, line := range heldBack {
-		for _, limit := range budgetLimits {
-			if i := strings.Index(line, limit); i >= 0 {
-				text, _, _ := strings.Cut(line[i:], " reached")
-				return text + " reached"
-			}
+// budgetSpent is the spent budget (max_actions_per_hour or
+// max_creates_per_cycle) that holds one of actions back, in the reaper's
+// words ("" when none does).
+func budgetSpent(actions []reaperkv.PlanAction) string {
+	for _, a := range actions {
+		if a.Held && a.Why.IsBudget() {
+			return a.WhyText
 		}
 	}
 	return ""

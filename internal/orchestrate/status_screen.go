@@ -6,7 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+	"unicode"
+
+	"golang.org/x/text/width"
 )
 
 // screen writes lines fitted to a width. Every line goes through oneLine,
@@ -39,7 +41,7 @@ func (s screen) wrap(indent, maxLines int, text string) {
 		}
 		take, used := 0, 0
 		for take < len(words) {
-			l := utf8.RuneCountInString(words[take])
+			l := cells(words[take])
 			if take > 0 && used+1+l > room {
 				break
 			}
@@ -54,12 +56,12 @@ func (s screen) wrap(indent, maxLines int, text string) {
 // chop writes text whole over as many lines as it takes, cut at the
 // width, not at spaces: a URL stays every character of itself.
 func (s screen) chop(indent int, text string) {
-	r := []rune(oneLine(text))
+	rest := oneLine(text)
 	room := max(s.width-indent, 1)
-	for len(r) > 0 {
-		n := min(room, len(r))
-		fmt.Fprintln(s.w, strings.Repeat(" ", indent)+string(r[:n]))
-		r = r[n:]
+	for rest != "" {
+		var head string
+		head, rest = cut(rest, room)
+		fmt.Fprintln(s.w, strings.Repeat(" ", indent)+head)
 	}
 }
 
@@ -76,7 +78,7 @@ func (s screen) list(indent int, head string, items []string) {
 			more = ""
 		}
 		next := text + ", " + oneLine(items[i])
-		if utf8.RuneCountInString(next+more) > room {
+		if cells(next+more) > room {
 			text += fmt.Sprintf(" +%d more", len(items)-i)
 			break
 		}
@@ -85,13 +87,51 @@ func (s screen) list(indent int, head string, items []string) {
 	s.line(indent, text)
 }
 
-// fit cuts s to n runes, the last an ellipsis, when it is longer.
+// fit cuts s to n columns, the last an ellipsis, when it is wider.
 func fit(s string, n int) string {
-	if n < 1 || utf8.RuneCountInString(s) <= n {
+	if n < 1 || cells(s) <= n {
 		return s
 	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
+	head, _ := cut(s, n-1)
+	return head + "…"
+}
+
+// cut splits s after as many runes as fit in n columns (at least one, so
+// a character wider than n still makes progress).
+func cut(s string, n int) (head, rest string) {
+	used := 0
+	for i, r := range s {
+		c := runeCells(r)
+		if used+c > n && i > 0 {
+			return s[:i], s[i:]
+		}
+		used += c
+	}
+	return s, ""
+}
+
+// cells is how many terminal columns s takes.
+func cells(s string) int {
+	n := 0
+	for _, r := range s {
+		n += runeCells(r)
+	}
+	return n
+}
+
+// runeCells is the columns a rune takes: two for an East Asian wide or
+// fullwidth character (CJK, most emoji), none for a combining mark or a
+// format character (a zero-width joiner), one otherwise. Control
+// characters never get here: oneLine escapes them first.
+func runeCells(r rune) int {
+	if unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf) {
+		return 0
+	}
+	switch width.LookupRune(r).Kind() {
+	case width.EastAsianWide, width.EastAsianFullwidth:
+		return 2
+	}
+	return 1
 }
 
 // writeScreen is the status in text: the header, the alerts, the roles
@@ -147,6 +187,7 @@ func writeHeader(s screen, rep statusReport) {
 	}
 	s.line(0, fmt.Sprintf("%s · desired version %s · %s", dc, want, rep.Time.UTC().Format("2006-01-02 15:04:05 UTC")))
 	s.line(0, reaperLine(rep.Reaper, rep.Time))
+	writeUnassignedPlans(s, rep.Reaper)
 	for _, a := range rep.Alerts {
 		s.wrap(0, 3, "! "+a)
 	}
@@ -167,7 +208,7 @@ func reaperLine(rr *reaperReport, now time.Time) string {
 	switch {
 	case rr == nil || rr.Error != "":
 		return "reaper: report unreadable"
-	case !rr.Report:
+	case rr.State == nil || !rr.Report:
 		return "reaper: no report (no reaper has led a cycle under this prefix)"
 	}
 	st := rr.State
@@ -186,6 +227,26 @@ func reaperLine(rr *reaperReport, now time.Time) string {
 		stale = " STALE"
 	}
 	return fmt.Sprintf("reaper: leader %s, %s, report %s old%s", st.Leader, strings.Join(flags, ", "), age(now, st.Time), stale)
+}
+
+// legacyPlanNote says why a report's plan is shown under the reaper, not
+// under its roles.
+const legacyPlanNote = "(reaper older than this orchestrate: its plan is not assigned to roles)"
+
+// writeUnassignedPlans shows, under the reaper's line, the planned and
+// held-back lines of a report that lists no actions as data (a reaper
+// older than the actions list): status no longer reads roles out of text.
+func writeUnassignedPlans(s screen, rr *reaperReport) {
+	if rr == nil || rr.State == nil || !rr.Report || rr.PlanByRole || len(rr.State.Planned)+len(rr.State.Blocked) == 0 {
+		return
+	}
+	next := "next"
+	if rr.State.DryRun {
+		next = "would"
+	}
+	s.line(2, legacyPlanNote)
+	writePlans(s, next, rr.State.Planned)
+	writePlans(s, "held back", rr.State.Blocked)
 }
 
 // writeRole is one role's block.

@@ -46,8 +46,16 @@ func newStatusCloud(t *testing.T) *statusCloud {
 		t.Fatal(err)
 	}
 	c.report = reaperkv.ReaperReport{Time: statusNow.Add(-20 * time.Second), Leader: "boot1-4711", Interval: 30 * time.Second,
-		Armed: true, Planned: []string{}}
+		Armed: true, Planned: []string{}, Actions: []reaperkv.PlanAction{}}
 	return c
+}
+
+// holdBack adds an action the reaper holds back to the report, as the
+// reaper writes it: the line in blocked and the action as data.
+func (c *statusCloud) holdBack(a reaperkv.PlanAction, line string) {
+	a.Held, a.Text = true, line
+	c.report.Blocked = append(c.report.Blocked, line)
+	c.report.Actions = append(c.report.Actions, a)
 }
 
 // role adds a role of desired count with its hosts, each in the catalog
@@ -151,7 +159,7 @@ func golden(t *testing.T, name, got string) {
 		t.Errorf("%s differs from %s:\n--- got\n%s--- want\n%s", name, path, got, want)
 	}
 	for i, line := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
-		if n := len([]rune(line)); n > 80 {
+		if n := cells(line); n > 80 {
 			t.Errorf("%s line %d is %d columns wide: %q", name, i+1, n, line)
 		}
 	}
@@ -205,7 +213,8 @@ func partition(c *statusCloud) {
 		rr.States = map[string]int{reaperkv.ServerHealthy: rr.Healthy, reaperkv.ServerUnhealthy: len(r.bad)}
 		for _, h := range r.bad {
 			rr.Attention = append(rr.Attention, reaperkv.ServerReport{Name: h, ID: "id-" + h, State: reaperkv.ServerUnhealthy})
-			c.report.Blocked = append(c.report.Blocked, r.role+": replacement of "+h+" (unhealthy) waits: paused")
+			c.holdBack(reaperkv.PlanAction{Op: reaperkv.PlanReplace, Role: r.role, Host: h, Reason: "unhealthy", Why: reaperkv.HoldPaused, WhyText: "paused"},
+				r.role+": replacement of "+h+" (unhealthy) waits: paused")
 		}
 	}
 }
@@ -247,7 +256,8 @@ func capacityShortage(c *statusCloud) {
 	db.Desired, db.Capacity = 5, &capRec
 	db.Pool = &reaperkv.PoolReport{Size: 2, States: map[string]int{}, Why: "the warm pool's backoff holds (a quota or capacity error)"}
 	c.report.RoleBackoff = map[string]reaperkv.RoleBackoff{"db": {Until: statusNow.Add(4 * time.Minute), Reason: "Quota exceeded for cores"}}
-	c.report.Blocked = append(c.report.Blocked, "db: 2 below desired 5; creates wait: the create backoff holds (quota, capacity or a failed create)")
+	c.holdBack(reaperkv.PlanAction{Op: "create", Role: "db", Reason: "2 below desired 5", Why: reaperkv.HoldBackoff, WhyText: "the create backoff holds (quota, capacity or a failed create)"},
+		"db: 2 below desired 5; creates wait: the create backoff holds (quota, capacity or a failed create)")
 	web := c.roleReport("web")
 	web.Autoscale = &reaperkv.AutoscaleReport{Source: "consul", Metric: "cpu", Target: 60, Min: 2, Max: 6,
 		Last: &reaperkv.ScaleDecision{Time: statusNow.Add(-20 * time.Second), Desired: 3, Recommended: 3, New: 3, Result: reaperkv.ResultHold, Reason: "hold: cpu 52 near target 60"}}
@@ -275,8 +285,9 @@ func TestStatusProblems(t *testing.T) {
 	mustCode(t, c.run("status"), 0, "status without --problems in a partition")
 
 	// A spent budget holds the role's replacements.
-	c.report.Paused = false
-	c.report.Blocked = []string{"web: replacement of web2 (unhealthy) waits: max_actions_per_hour (6) reached"}
+	c.report.Paused, c.report.Blocked, c.report.Actions = false, nil, []reaperkv.PlanAction{}
+	c.holdBack(reaperkv.PlanAction{Op: reaperkv.PlanReplace, Role: "web", Host: "web2", Reason: "unhealthy", Why: reaperkv.HoldBudgetHour, WhyText: "max_actions_per_hour (6) reached"},
+		"web: replacement of web2 (unhealthy) waits: max_actions_per_hour (6) reached")
 	c.publish()
 	if r = c.run("status", "--role", "web"); !strings.Contains(r.stdout, "  reaper holds: budget spent: max_actions_per_hour (6) reached\n") {
 		t.Fatalf("status --role web with the budget spent:\n%s", r.stdout)
@@ -381,7 +392,8 @@ func TestStatusHostileAndUnreachable(t *testing.T) {
 	c := healthyCloud(t)
 	hostile := "boom\x1b]0;owned\x07\x1b[2J\r\n\u202e\u009b31m"
 	c.report.Paused, c.report.PauseReason, c.report.Leader = true, hostile, "boot1"+hostile
-	c.report.Blocked = []string{"web: " + hostile}
+	c.holdBack(reaperkv.PlanAction{Op: hostile, Role: "web", Host: "web2", Reason: hostile, Why: reaperkv.HoldWhy(hostile), WhyText: hostile}, "web: "+hostile)
+	c.report.Actions = append(c.report.Actions, reaperkv.PlanAction{Op: "delete", Role: hostile, Host: hostile, Reason: hostile, Text: hostile})
 	c.report.Errors = []string{hostile}
 	c.status("db1", store.CategoryValidation, store.StateFailed, hostile)
 	c.publish()
@@ -401,6 +413,14 @@ func TestStatusHostileAndUnreachable(t *testing.T) {
 	if !strings.Contains(r.stdout, "! reaper report unreadable: orchestrate/reaper/state holds a value the reaper\n") ||
 		!strings.Contains(r.stdout, "healthy: db, lb, web") || !strings.Contains(r.stderr, "orchestrate/reaper/state") {
 		t.Fatalf("status with a corrupt report:\nstdout %s\nstderr %s", r.stdout, r.stderr)
+	}
+	for _, args := range [][]string{{"status"}, {"reaper", "status"}} {
+		r := c.run(args...)
+		out := r.stdout + r.stderr
+		if !strings.Contains(out, "orchestrate/reaper/state holds a value the reaper did not write: field roles: want a list, got a number") ||
+			strings.Contains(out, "reaperkv") || strings.Contains(out, "[]") {
+			t.Errorf("%v with a corrupt report does not say what is wrong in the value's terms:\n%s", args, out)
+		}
 	}
 	t.Setenv("CONSUL_HTTP_ADDR", "127.0.0.1:1")
 	var out, errb bytes.Buffer
@@ -427,6 +447,78 @@ func TestStatusDocsShowTheGoldens(t *testing.T) {
 			if !strings.Contains(string(text), "```\n"+string(g)+"```") {
 				t.Errorf("%s does not show testdata/status/%s.golden as it is", doc, name)
 			}
+		}
+	}
+}
+
+// A report from a reaper older than the actions list (no "actions" key)
+// is not read for roles: its planned and held-back lines are shown under
+// the reaper's line, with a note, and under no role.
+func TestStatusOlderReaperReport(t *testing.T) {
+	c := healthyCloud(t)
+	partition(c)
+	c.report.Planned = []string{"create web web4 (2 of desired 3)"}
+	data, err := json.Marshal(c.report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(data, &raw); err != nil {
+		t.Fatal(err)
+	}
+	delete(raw, "actions")
+	c.put(reaperkv.ReaperKey(schema.DefaultPrefix, reaperkv.ReaperStateKey), raw)
+	r := c.run("status")
+	mustCode(t, r, 0, "status with an older reaper's report")
+	head, roles, _ := strings.Cut(r.stdout, "\n\n")
+	for _, want := range []string{"\n  " + legacyPlanNote + "\n", "\n  next: create web web4 (2 of desired 3)\n",
+		"\n  held back: db: replacement of db2 (unhealthy) waits: paused (+4 more:"} {
+		if !strings.Contains(head, want) {
+			t.Errorf("the reaper's part lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(roles, "held back") || strings.Contains(roles, "next:") {
+		t.Errorf("an older report's lines are assigned to roles:\n%s", r.stdout)
+	}
+	r = c.run("status", "--json")
+	if !strings.Contains(r.stdout, `"plan_by_role": false`) || !strings.Contains(r.stdout, `"actions": []`) {
+		t.Errorf("status --json of an older report: want plan_by_role false and actions []:\n%s", r.stdout)
+	}
+	c.publish() // the same report from a reaper that writes its actions
+	if r = c.run("status"); strings.Contains(r.stdout, legacyPlanNote) || !strings.Contains(r.stdout, "  held back: replace web2 (unhealthy) waits: paused") {
+		t.Errorf("a current report is shown as an older one:\n%s", r.stdout)
+	}
+}
+
+// Double-width characters (CJK, emoji) take two columns: a screen with
+// them fits 80 columns as one without them does.
+func TestStatusWideCharacters(t *testing.T) {
+	wide := "数据库-🚀-ウェブ-サーバー"
+	act := reaperkv.PlanAction{Op: "replace", Role: wide, Host: wide + "2", Reason: "unhealthy: " + wide + wide, Held: true,
+		Why: reaperkv.HoldPaused, WhyText: "paused"}
+	rv := newRoleView(wide + wide)
+	rv.State, rv.Issues, rv.HeldBack, rv.Actions = roleProblem, []string{"serving 1 of 3 " + wide}, []string{planText(act)}, []reaperkv.PlanAction{act}
+	rv.InFlight = []string{"replace " + wide + strings.Repeat("界", 60)}
+	healthy := newRoleView(wide)
+	healthy.State = roleHealthy
+	rep := statusReport{Time: statusNow, Datacenter: wide, CurrentVersion: wide, Alerts: []string{strings.Repeat(wide, 8)},
+		Roles: []roleView{rv, healthy, healthy, healthy, healthy, healthy}, Unassigned: newRoleView(""), Reaper: &reaperReport{}}
+	var out bytes.Buffer
+	writeScreen(&out, rep, statusOptions{}, 80)
+	for i, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		if n := cells(line); n > 80 {
+			t.Errorf("line %d is %d columns wide: %q", i+1, n, line)
+		}
+	}
+	if !strings.Contains(out.String(), wide) {
+		t.Errorf("the wide name is not shown:\n%s", out.String())
+	}
+	for _, tc := range []struct {
+		s    string
+		want int
+	}{{"web2", 4}, {"数据库", 6}, {"🚀", 2}, {"e\u0301", 1}, {"ｗｅｂ", 6}} {
+		if got := cells(tc.s); got != tc.want {
+			t.Errorf("cells(%q) = %d, want %d", tc.s, got, tc.want)
 		}
 	}
 }

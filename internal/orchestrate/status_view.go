@@ -98,12 +98,16 @@ type roleView struct {
 	Next     []string `json:"next"`
 	HeldBack []string `json:"held_back"`
 	Holds    string   `json:"holds,omitempty"`
+	// Actions are Next and HeldBack as the reaper reported them, as data
+	// (docs/json.md, reaper status: actions).
+	Actions []reaperkv.PlanAction `json:"actions"`
 }
 
 // newRoleView is a role with nothing known yet, its lists empty.
 func newRoleView(name string) roleView {
 	return roleView{Name: name, Issues: []string{}, Hosts: []string{}, InFlight: []string{}, Suspects: []string{}, Silent: []string{},
-		Failures: []store.Failure{}, Checks: []nodeCheck{}, Drains: []string{}, Notes: []string{}, Next: []string{}, HeldBack: []string{}}
+		Failures: []store.Failure{}, Checks: []nodeCheck{}, Drains: []string{}, Notes: []string{}, Next: []string{}, HeldBack: []string{},
+		Actions: []reaperkv.PlanAction{}}
 }
 
 // autoscaleView is an autoscaled role's policy and last decision.
@@ -162,7 +166,7 @@ func stateRank(s string) int {
 
 // reportState is the reaper's report, nil when there is none to read.
 func reportState(rr *reaperReport) *reaperkv.ReaperReport {
-	if rr == nil || !rr.Report {
+	if rr == nil {
 		return nil
 	}
 	return rr.State
@@ -302,7 +306,7 @@ func alerts(in *statusInput, now time.Time) []string {
 	switch {
 	case rr.Error != "":
 		return append(out, "reaper report unreadable: "+rr.Error)
-	case !rr.Report:
+	case rr.State == nil || !rr.Report:
 		return out
 	case rr.Stale:
 		out = append(out, fmt.Sprintf("reaper report %s old: no leader is running cycles; the counts below are from then", age(now, rr.State.Time)))

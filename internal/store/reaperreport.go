@@ -21,7 +21,7 @@ func (s *Store) ReaperReport(ctx context.Context) (*reaperkv.ReaperReport, error
 	}
 	var st reaperkv.ReaperReport
 	if err := json.Unmarshal(p.Value, &st); err != nil {
-		return nil, &InputError{Err: fmt.Errorf("%s holds a value the reaper did not write: %w", key, err)}
+		return nil, &InputError{Err: fmt.Errorf("%s holds a value the reaper did not write: %s", key, jsonProblem(err))}
 	}
 	return &st, nil
 }

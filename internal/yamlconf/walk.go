@@ -56,7 +56,7 @@ func (w *walker) check(n *yaml.Node, t reflect.Type, path string) error {
 		return nil
 	}
 	if n.Kind != yaml.ScalarNode {
-		return w.fail(n, path, "%s: want %s, got %s", path, noun(t), describe(n))
+		return w.fail(n, path, "%s: want %s, got %s", path, Noun(t), describe(n))
 	}
 	return w.tryDecode(n, t, path)
 }
@@ -74,11 +74,11 @@ func (w *walker) tryDecode(n *yaml.Node, t reflect.Type, path string) error {
 			msg = msg[len(m[0]):]
 		}
 		if _, isType := err.(*yaml.TypeError); isType {
-			msg = "want " + noun(t) + ", got " + describe(n)
+			msg = "want " + Noun(t) + ", got " + describe(n)
 		}
 		return w.fail(n, path, "%s: %s", path, msg)
 	}
-	return w.fail(n, path, "%s: want %s, got %s", path, noun(t), describe(n))
+	return w.fail(n, path, "%s: want %s, got %s", path, Noun(t), describe(n))
 }
 
 func (w *walker) checkSlice(n *yaml.Node, t reflect.Type, path string) error {
@@ -271,8 +271,9 @@ func orTop(path string) string {
 	return path
 }
 
-// noun says what a field of type t takes, in the file's words.
-func noun(t reflect.Type) string {
+// Noun says what a field of type t takes, in the words of a YAML file
+// ("a whole number", "a list", "a mapping (key: value)").
+func Noun(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.Bool:
 		return "true or false"

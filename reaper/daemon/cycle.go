@@ -285,7 +285,8 @@ func (r *Reaper) cycleSkipped(ctx context.Context, t *leaderTerm, start time.Tim
 	t.lastCycleErr = err.Error()
 	r.metrics.cycleSkipped(r.cfg.IsDryRun(), r.status.sinceCycleStart(), r.now())
 	r.status.endCycle([]string{err.Error()})
-	st := &reaperkv.ReaperReport{Time: start, Leader: r.id, DryRun: r.cfg.IsDryRun(), Interval: r.cfg.Interval.D(), Errors: []string{"cycle skipped: " + err.Error()}}
+	st := &reaperkv.ReaperReport{Time: start, Leader: r.id, DryRun: r.cfg.IsDryRun(), Interval: r.cfg.Interval.D(),
+		Planned: []string{}, Actions: []reaperkv.PlanAction{}, Errors: []string{"cycle skipped: " + err.Error()}}
 	if perr := r.journal.PutState(ctx, t.session, st); perr != nil {
 		r.log.Debug("write state", "err", perr)
 	}
@@ -317,8 +318,7 @@ func (r *Reaper) state(t *leaderTerm, p *reaper.Plan, journal []reaper.Entry, no
 		Time: now, Leader: r.id, DryRun: r.cfg.IsDryRun(), Interval: r.cfg.Interval.D(),
 		Armed: p.Armed, NotArmedReason: p.NotArmedReason, Paused: p.Paused, PauseReason: p.PauseReason,
 		Roles: p.Roles, Unassigned: p.Unassigned, Blocked: p.Blocked, Journal: journal, Errors: errs,
-		Planned: []string{},
-		Terms:   t.termsNow(r.id, now),
+		Terms: t.termsNow(r.id, now),
 	}
 	r.noteChurn(st.Terms)
 	if now.Before(t.quota.until) {
@@ -354,16 +354,28 @@ func (r *Reaper) state(t *leaderTerm, p *reaper.Plan, journal []reaper.Entry, no
 			st.Roles[i].Capacity = &c
 		}
 	}
-	for _, a := range p.Actions {
-		if a.Op != reaper.OpMaintain {
-			st.Planned = append(st.Planned, a.String())
-		}
-	}
-	for _, c := range p.Scale {
-		st.Planned = append(st.Planned, c.String())
-	}
+	st.Planned, st.Actions = plannedActions(p)
 	if len(st.Blocked) > maxBlockedReported {
 		st.Blocked = append(st.Blocked[:maxBlockedReported], fmt.Sprintf("... and %d more", len(p.Blocked)-maxBlockedReported))
 	}
+	st.Actions = append(st.Actions, p.Held[:min(len(p.Held), maxBlockedReported)]...)
 	return st
+}
+
+// plannedActions is the plan's actions (maintenance re-asserted aside)
+// and desired counts changed, as the report's lines and as data.
+func plannedActions(p *reaper.Plan) ([]string, []reaperkv.PlanAction) {
+	lines, acts := []string{}, []reaperkv.PlanAction{}
+	for _, a := range p.Actions {
+		if a.Op == reaper.OpMaintain {
+			continue
+		}
+		lines = append(lines, a.String())
+		acts = append(acts, reaperkv.PlanAction{Op: string(a.Op), Role: a.Entry.Role, Host: a.Target(), Reason: a.Reason, Text: a.String()})
+	}
+	for _, c := range p.Scale {
+		lines = append(lines, c.String())
+		acts = append(acts, reaperkv.PlanAction{Op: reaperkv.PlanScale, Role: c.Role, Reason: fmt.Sprintf("from %d to %d: %s", c.From, c.To, c.Reason), Text: c.String()})
+	}
+	return lines, acts
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
-	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -82,22 +81,22 @@ const maxHoldsRecorded = 10
 // lasts is recorded once; one that ends and comes back, again. At most
 // maxHoldsRecorded a cycle, the rest counted in one more activity.
 func (r *Reaper) noteHolds(t *leaderTerm, plan *reaper.Plan) {
-	now := make(map[string]bool, len(plan.Blocked))
-	var begun []string
-	for _, line := range plan.Blocked {
-		key := holdKey(line)
+	now := make(map[string]bool, len(plan.Held))
+	var begun []reaperkv.PlanAction
+	for _, a := range plan.Held {
+		key := holdKey(a.Text)
 		if !t.holds[key] && !now[key] {
-			begun = append(begun, line)
+			begun = append(begun, a)
 		}
 		now[key] = true
 	}
 	t.holds = now
-	for i, line := range begun {
+	for i, a := range begun {
 		if i == maxHoldsRecorded {
 			r.record(t, reaperkv.Activity{Kind: reaperkv.ActivityHold, Action: fmt.Sprintf("and %d more holds (reaper status lists them)", len(begun)-i), Result: "held"})
 			break
 		}
-		r.record(t, reaperkv.Activity{Kind: reaperkv.ActivityHold, Role: holdRole(line), Action: line, Result: "held"})
+		r.record(t, reaperkv.Activity{Kind: reaperkv.ActivityHold, Role: a.Role, Action: a.Text, Result: "held"})
 	}
 }
 
@@ -129,19 +128,4 @@ func digitsOut(s string) string {
 		b.WriteRune(c)
 	}
 	return b.String()
-}
-
-// holdRole is the role a blocked line is about: it starts with the role's
-// name or with a journal entry's ID (the role, a dot, ...), then a colon;
-// "" when it names none.
-func holdRole(line string) string {
-	head, _, ok := strings.Cut(line, ":")
-	if !ok {
-		return ""
-	}
-	role, _, _ := strings.Cut(head, ".")
-	if schema.ValidName("role", role) != nil {
-		return ""
-	}
-	return role
 }

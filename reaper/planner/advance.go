@@ -53,13 +53,13 @@ func (pl *planner) advance(rs *roleServers, e *reaper.Entry) {
 		// removed with it): its remaining steps are idempotent.
 		pl.add(reaper.OpClaim, next, "finish the recorded claim of "+e.NewName)
 	case reaperkv.PhaseRollback:
-		if why := pl.deleteWaits(e, e.NewName, newS); why != "" {
-			pl.block("%s: rollback of %s waits: %s", e.ID, e.NewName, why)
+		if why := pl.deleteWaits(e, e.NewName, newS); why.holds() {
+			pl.block(entryStep(e, reaper.OpRollback, e.NewName), why, "%s: rollback of %s waits: %s", e.ID, e.NewName, why)
 			return
 		}
 		pl.add(reaper.OpRollback, next, "finish the recorded rollback")
 	default:
-		pl.block("%s: unknown phase %q: left alone", e.ID, e.Phase)
+		pl.block(entryStep(e, "", ""), held(reaperkv.HoldProblem, "unknown phase %q: left alone", e.Phase), "%s: unknown phase %q: left alone", e.ID, e.Phase)
 	}
 }
 
@@ -77,7 +77,8 @@ func (pl *planner) advanceCreating(rs *roleServers, e *reaper.Entry, next reaper
 			// A create attempt whose outcome is unknown may still make
 			// a server; dropping the entry would leave that server free,
 			// over the role's count. It is adopted (then rolled back).
-			pl.block("%s: %s is healthy again, but create attempt %d of %s may still make a server: the entry waits for it until %s", e.ID, e.OldName, e.Attempts, e.NewName, until.UTC().Format(time.RFC3339))
+			pl.block(entryStep(e, reaper.OpFinish, e.NewName), waiting("create attempt %d of %s may still make a server: waiting for it until %s", e.Attempts, e.NewName, until.UTC().Format(time.RFC3339)),
+				"%s: %s is healthy again, but create attempt %d of %s may still make a server: the entry waits for it until %s", e.ID, e.OldName, e.Attempts, e.NewName, until.UTC().Format(time.RFC3339))
 			return
 		}
 		pl.add(reaper.OpFinish, next, e.OldName+" is healthy again; its replacement is not created")
@@ -87,22 +88,23 @@ func (pl *planner) advanceCreating(rs *roleServers, e *reaper.Entry, next reaper
 		// No create was tried, so no server can appear for the entry:
 		// a ready standby is claimed instead (a delete-first
 		// replacement whose old server is gone).
-		if why := pl.gate(rs, need{claim: true, unpaused: surge}); why != "" {
-			pl.block("%s: claim of a standby for %s waits: %s", e.ID, e.NewName, why)
+		if why := pl.gate(rs, need{claim: true, unpaused: surge}); why.holds() {
+			pl.block(entryStep(e, reaper.OpClaim, e.NewName), why, "%s: claim of a standby for %s waits: %s", e.ID, e.NewName, why)
 			return
 		}
 		pl.claim(rs, &next, standby)
 		pl.add(reaper.OpClaim, next, "claim standby "+standby.Name+" instead of creating "+e.NewName)
 		return
 	}
-	if why := pl.gate(rs, need{create: true, unpaused: surge, pool: e.Standby}); why != "" {
-		pl.block("%s: create of %s waits: %s", e.ID, e.NewName, why)
+	if why := pl.gate(rs, need{create: true, unpaused: surge, pool: e.Standby}); why.holds() {
+		pl.block(entryStep(e, reaper.OpCreate, e.NewName), why, "%s: create of %s waits: %s", e.ID, e.NewName, why)
 		return
 	}
 	if at := e.Updated.Add(pl.retryDelay(e.Attempts)); e.Attempts > 0 && pl.in.Now.Before(at) {
 		// The last attempt failed without saying whether Nova made the
 		// server: it may still appear (and is adopted, above).
-		pl.block("%s: create of %s retried after %s (attempt %d failed)", e.ID, e.NewName, at.UTC().Format(time.RFC3339), e.Attempts)
+		pl.block(entryStep(e, reaper.OpCreate, e.NewName), waiting("retried after %s (attempt %d failed)", at.UTC().Format(time.RFC3339), e.Attempts),
+			"%s: create of %s retried after %s (attempt %d failed)", e.ID, e.NewName, at.UTC().Format(time.RFC3339), e.Attempts)
 		return
 	}
 	pl.replaceZone(rs, &next)
@@ -129,7 +131,8 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 	case newS == nil && pl.nodeLives(rs, e.NewName):
 		// Missing from a list that may be partial: finishing would make
 		// it a free server of the role, over its count.
-		pl.block("%s: %s is missing from the Nova list but its Consul node passes its checks: the list may be incomplete; waiting", e.ID, e.NewName)
+		pl.block(entryStep(e, reaper.OpFinish, e.NewName), held(reaperkv.HoldInDoubt, "%s is missing from the Nova list but its Consul node passes its checks: the list may be incomplete", e.NewName),
+			"%s: %s is missing from the Nova list but its Consul node passes its checks: the list may be incomplete; waiting", e.ID, e.NewName)
 	case newS == nil:
 		pl.add(reaper.OpFinish, next, "the new server "+e.NewName+" is gone; the role is judged afresh")
 	case newS.Status == reaper.StatusError && newS.Fault == "" && pl.in.Now.Sub(pl.since(pl.in.Memory.Faultless, pl.plan.Memory.Faultless, newS.Name)) < faultWait:
@@ -137,7 +140,8 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 		// conductor does both in turn): a rollback now would miss "No
 		// valid host" and take capacity for a broken server.
 		pl.wakeAfter(pl.plan.Memory.Faultless[newS.Name], faultWait)
-		pl.block("%s: %s is in ERROR with no fault yet; waiting up to %s for Nova's fault", e.ID, e.NewName, faultWait)
+		pl.block(entryStep(e, reaper.OpRollback, e.NewName), waiting("in ERROR with no fault yet; waiting up to %s for Nova's fault", faultWait),
+			"%s: %s is in ERROR with no fault yet; waiting up to %s for Nova's fault", e.ID, e.NewName, faultWait)
 	case newS.Status == reaper.StatusError:
 		next.Phase = reaperkv.PhaseRollback
 		next.Fault = newS.Fault
@@ -150,8 +154,8 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 		// Its first boot reported failed: a failed create, rolled back
 		// (the role's creates back off) rather than waited for until
 		// boot_timeout.
-		if why := pl.gate(rs, need{unpaused: true, victim: newS}); why != "" {
-			pl.block("%s: rollback of %s waits: %s", e.ID, e.NewName, why)
+		if why := pl.gate(rs, need{unpaused: true, victim: newS}); why.holds() {
+			pl.block(entryStep(e, reaper.OpRollback, e.NewName), why, "%s: rollback of %s waits: %s", e.ID, e.NewName, why)
 			return
 		}
 		next.Phase = reaperkv.PhaseRollback
@@ -162,8 +166,8 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 	case !pl.serves(rs, newS) && pl.recovered(rs, e, oldS) != "":
 		// The server it replaces came back before the new one served:
 		// the new one is the one deleted, never the one that came back.
-		if why := pl.gate(rs, need{unpaused: true, victim: newS}); why != "" {
-			pl.block("%s: rollback of %s waits: %s", e.ID, e.NewName, why)
+		if why := pl.gate(rs, need{unpaused: true, victim: newS}); why.holds() {
+			pl.block(entryStep(e, reaper.OpRollback, e.NewName), why, "%s: rollback of %s waits: %s", e.ID, e.NewName, why)
 			return
 		}
 		next.Phase = reaperkv.PhaseRollback
@@ -172,8 +176,8 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 		pl.advanceServing(rs, e, next, oldS)
 	case !e.Claimed.IsZero() && pl.in.Now.Sub(e.Claimed) >= rs.role.WarmPool.ClaimWait():
 		// A claimed standby that does not serve is a failed create.
-		if why := pl.gate(rs, need{unpaused: true, victim: newS}); why != "" {
-			pl.block("%s: rollback of claimed standby %s waits: %s", e.ID, e.NewName, why)
+		if why := pl.gate(rs, need{unpaused: true, victim: newS}); why.holds() {
+			pl.block(entryStep(e, reaper.OpRollback, e.NewName), why, "%s: rollback of claimed standby %s waits: %s", e.ID, e.NewName, why)
 			return
 		}
 		next.Phase = reaperkv.PhaseRollback
@@ -187,8 +191,8 @@ func (pl *planner) advanceBooting(rs *roleServers, e *reaper.Entry, next reaper.
 			pl.add(reaper.OpFinish, next, e.NewName+" did not check in within boot_timeout; judged as unaccounted from now on")
 			return
 		}
-		if why := pl.gate(rs, need{unpaused: true, victim: newS}); why != "" {
-			pl.block("%s: rollback of %s waits: %s", e.ID, e.NewName, why)
+		if why := pl.gate(rs, need{unpaused: true, victim: newS}); why.holds() {
+			pl.block(entryStep(e, reaper.OpRollback, e.NewName), why, "%s: rollback of %s waits: %s", e.ID, e.NewName, why)
 			return
 		}
 		next.Phase = reaperkv.PhaseRollback
@@ -234,8 +238,8 @@ func (pl *planner) advanceServing(rs *roleServers, e *reaper.Entry, next reaper.
 		pl.add(reaper.OpFinish, next, why+" and "+e.NewName+" serves: both kept")
 		return
 	}
-	if why := pl.gate(rs, need{armed: true, unpaused: true, budget: true, victim: oldS}); why != "" {
-		pl.block("%s: drain of %s waits: %s", e.ID, e.OldName, why)
+	if why := pl.gate(rs, need{armed: true, unpaused: true, budget: true, victim: oldS}); why.holds() {
+		pl.block(entryStep(e, reaper.OpDrain, e.OldName), why, "%s: drain of %s waits: %s", e.ID, e.OldName, why)
 		return
 	}
 	served()
@@ -254,8 +258,8 @@ func (pl *planner) advanceStandby(rs *roleServers, e *reaper.Entry, next reaper.
 	case newS.Status == reaper.StatusActive:
 		pl.add(reaper.OpFinish, next, "standby "+e.NewName+" is ACTIVE: converging in the warm pool")
 	case newS.Status == reaper.StatusError || pl.in.Now.Sub(newS.Created) >= rs.role.BootTimeout.D():
-		if why := pl.gate(rs, need{unpaused: true}); why != "" {
-			pl.block("%s: rollback of standby %s waits: %s", e.ID, e.NewName, why)
+		if why := pl.gate(rs, need{unpaused: true}); why.holds() {
+			pl.block(entryStep(e, reaper.OpRollback, e.NewName), why, "%s: rollback of standby %s waits: %s", e.ID, e.NewName, why)
 			return
 		}
 		next.Phase, next.Fault = reaperkv.PhaseRollback, newS.Fault
@@ -286,9 +290,9 @@ func (pl *planner) advanceDraining(rs *roleServers, e *reaper.Entry, next reaper
 		pl.add(reaper.OpMaintain, next, "draining")
 		return
 	}
-	if why := pl.holdDelete(rs, e, oldS); why != "" {
-		pl.block("%s: delete of %s waits: %s", e.ID, e.OldName, why)
-		pl.add(reaper.OpMaintain, next, "still draining ("+why+")")
+	if why := pl.holdDelete(rs, e, oldS); why.holds() {
+		pl.block(entryStep(e, reaper.OpDelete, e.OldName), why, "%s: delete of %s waits: %s", e.ID, e.OldName, why)
+		pl.add(reaper.OpMaintain, next, "still draining ("+why.text+")")
 		return
 	}
 	var why string
@@ -344,12 +348,12 @@ func (pl *planner) advanceDeleting(rs *roleServers, e *reaper.Entry, next reaper
 		pl.add(reaper.OpRestore, next, why+": kept")
 		return
 	}
-	if why := pl.holdDelete(rs, e, oldS); why != "" {
-		pl.block("%s: delete of %s waits: %s", e.ID, e.OldName, why)
+	if why := pl.holdDelete(rs, e, oldS); why.holds() {
+		pl.block(entryStep(e, reaper.OpDelete, e.OldName), why, "%s: delete of %s waits: %s", e.ID, e.OldName, why)
 		return
 	}
-	if why := pl.deleteWaits(e, e.OldName, oldS); why != "" {
-		pl.block("%s: delete of %s waits: %s", e.ID, e.OldName, why)
+	if why := pl.deleteWaits(e, e.OldName, oldS); why.holds() {
+		pl.block(entryStep(e, reaper.OpDelete, e.OldName), why, "%s: delete of %s waits: %s", e.ID, e.OldName, why)
 		return
 	}
 	why := "finish the recorded delete"
@@ -362,14 +366,14 @@ func (pl *planner) advanceDeleting(rs *roleServers, e *reaper.Entry, next reaper
 // deleteWaits says why the delete of an entry's server s is not asked of
 // Nova this cycle, or "": the cloud refused it (backoff), or Nova accepted
 // it and still lists the server, less than cloud_timeout ago.
-func (pl *planner) deleteWaits(e *reaper.Entry, name string, s *reaper.Server) string {
+func (pl *planner) deleteWaits(e *reaper.Entry, name string, s *reaper.Server) hold {
 	if until := pl.in.DeleteBackoff[e.ID]; pl.in.Now.Before(until) {
-		return fmt.Sprintf("the cloud refused or did not carry out the delete of %s; asked again after %s (it does not count against max_in_flight meanwhile)", name, until.UTC().Format(time.RFC3339))
+		return held(reaperkv.HoldBackoff, "the cloud refused or did not carry out the delete of %s; asked again after %s (it does not count against max_in_flight meanwhile)", name, until.UTC().Format(time.RFC3339))
 	}
 	if s != nil && !e.DeleteAsked.IsZero() && !pl.deleteStalled(*e) {
-		return fmt.Sprintf("Nova accepted the delete of %s %s ago and still lists it (status %s); looked at again each cycle, asked again after cloud_timeout", name, pl.in.Now.Sub(e.DeleteAsked).Round(time.Second), s.Status)
+		return waiting("Nova accepted the delete of %s %s ago and still lists it (status %s); looked at again each cycle, asked again after cloud_timeout", name, pl.in.Now.Sub(e.DeleteAsked).Round(time.Second), s.Status)
 	}
-	return ""
+	return hold{}
 }
 
 // deleteStalled: the entry is deleting (or rolling back) a server whose
@@ -384,16 +388,19 @@ func (pl *planner) deleteStalled(e reaper.Entry) bool {
 // now, asked on this cycle's data: disarmed or paused since the drain
 // began, or the server missing from the Nova list while its Consul node
 // lives (the list may be incomplete: that is no evidence it is gone).
-func (pl *planner) holdDelete(rs *roleServers, e *reaper.Entry, oldS *reaper.Server) string {
-	if why := pl.gate(rs, need{armed: true, unpaused: true}); why != "" {
+func (pl *planner) holdDelete(rs *roleServers, e *reaper.Entry, oldS *reaper.Server) hold {
+	if why := pl.gate(rs, need{armed: true, unpaused: true}); why.holds() {
 		return why
 	}
 	// Once Nova accepted the delete, the server leaving the list is its
 	// doing (the delete's own look tells gone from hidden).
 	if oldS == nil && e.DeleteAsked.IsZero() && pl.nodeLives(rs, e.OldName) {
-		return e.OldName + " is missing from the Nova list but its Consul node passes its checks: the list may be incomplete"
+		return held(reaperkv.HoldInDoubt, "%s is missing from the Nova list but its Consul node passes its checks: the list may be incomplete", e.OldName)
 	}
-	return pl.unknown(oldS)
+	if u := pl.unknown(oldS); u != "" {
+		return held(reaperkv.HoldUnknownState, "%s", u)
+	}
+	return hold{}
 }
 
 // nodeLives: the Consul node name checks in for its role and passes (the

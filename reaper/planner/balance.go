@@ -103,7 +103,8 @@ func (pl *planner) inFlight(rs *roleServers) int {
 func (pl *planner) scaleOut(rs *roleServers, count, want int) {
 	r := rs.role
 	if rs.doubt != "" {
-		pl.block("%s: %d below desired %d, but %s; no create", r.Name, want-count, want, rs.doubt)
+		pl.block(planStep{op: string(reaper.OpCreate), role: r.Name, reason: fmt.Sprintf("%d below desired %d", want-count, want)}, held(reaperkv.HoldInDoubt, "%s", rs.doubt),
+			"%s: %d below desired %d, but %s; no create", r.Name, want-count, want, rs.doubt)
 		return
 	}
 	if term := pl.in.Now.Sub(pl.in.TermStart); term < r.AbsentGrace.D() && count > 0 {
@@ -111,13 +112,16 @@ func (pl *planner) scaleOut(rs *roleServers, count, want int) {
 		// Found by the soak: a new leader, a list that left a server out
 		// and that server's node briefly gone from the catalog made a
 		// second server of the same name.
-		pl.block("%s: %d below desired %d, but this leader began %s ago and remembers no earlier list: a server its lists leave out is absent, not gone, for absent_grace %s; no create", r.Name, want-count, want, term.Round(time.Second), r.AbsentGrace.D())
+		pl.block(planStep{op: string(reaper.OpCreate), role: r.Name, reason: fmt.Sprintf("%d below desired %d", want-count, want)},
+			held(reaperkv.HoldInDoubt, "this leader began %s ago and remembers no earlier list: a server its lists leave out is absent, not gone, for absent_grace %s", term.Round(time.Second), r.AbsentGrace.D()),
+			"%s: %d below desired %d, but this leader began %s ago and remembers no earlier list: a server its lists leave out is absent, not gone, for absent_grace %s; no create", r.Name, want-count, want, term.Round(time.Second), r.AbsentGrace.D())
 		return
 	}
 	for i := count; i < want; i++ {
 		standby := pl.readyStandby(rs)
-		if why := pl.gate(rs, need{create: standby == nil, claim: standby != nil}); why != "" {
-			pl.block("%s: %d below desired %d; creates wait: %s", r.Name, want-i, want, why)
+		if why := pl.gate(rs, need{create: standby == nil, claim: standby != nil}); why.holds() {
+			pl.block(planStep{op: string(reaper.OpCreate), role: r.Name, reason: fmt.Sprintf("%d below desired %d", want-i, want)}, why,
+				"%s: %d below desired %d; creates wait: %s", r.Name, want-i, want, why)
 			return
 		}
 		e := pl.newEntry(r, reaperkv.KindCreate, fmt.Sprintf("%d of desired %d", count, want))
@@ -146,18 +150,22 @@ func (pl *planner) scaleIn(rs *roleServers, count, want int) {
 	order, skipped = pl.notCooling(rs, order, skipped)
 	order = pl.spreadScaleIn(rs, order)
 	if len(order) < surplus && len(skipped) > 0 {
-		pl.block("%s: %d surplus server(s), %d that may leave: %s", r.Name, surplus, len(order), strings.Join(skipped, ", "))
+		pl.block(planStep{op: reaperkv.PlanScaleIn, role: r.Name, reason: fmt.Sprintf("%d surplus server(s)", surplus)},
+			held(reaperkv.HoldWaiting, "%d that may leave: %s", len(order), strings.Join(skipped, ", ")),
+			"%s: %d surplus server(s), %d that may leave: %s", r.Name, surplus, len(order), strings.Join(skipped, ", "))
 	}
 	for _, v := range order {
 		if surplus == 0 {
 			return
 		}
 		if flying >= pl.in.Config.MaxInFlight {
-			pl.block("%s: %d surplus server(s) wait: max_in_flight %d", r.Name, surplus, pl.in.Config.MaxInFlight)
+			pl.block(planStep{op: reaperkv.PlanScaleIn, role: r.Name, reason: fmt.Sprintf("%d surplus server(s)", surplus)}, held(reaperkv.HoldInFlight, "max_in_flight %d", pl.in.Config.MaxInFlight),
+				"%s: %d surplus server(s) wait: max_in_flight %d", r.Name, surplus, pl.in.Config.MaxInFlight)
 			return
 		}
-		if why := pl.gate(rs, need{armed: true, unpaused: true, budget: true, victim: v}); why != "" {
-			pl.block("%s: scale in of %s waits: %s", r.Name, v.Name, why)
+		if why := pl.gate(rs, need{armed: true, unpaused: true, budget: true, victim: v}); why.holds() {
+			pl.block(planStep{op: reaperkv.PlanScaleIn, role: r.Name, host: v.Name, reason: fmt.Sprintf("surplus: %d over desired %d", count-want, want)}, why,
+				"%s: scale in of %s waits: %s", r.Name, v.Name, why)
 			return
 		}
 		why := fmt.Sprintf("surplus (%s): %d over desired %d", pl.statesOf[v.ID], count-want, want)
@@ -189,7 +197,8 @@ func (pl *planner) replaceBad(rs *roleServers) bool {
 	flying := pl.inFlight(rs)
 	for _, s := range pl.worstFirst(bad) {
 		if flying >= pl.in.Config.MaxInFlight {
-			pl.block("%s: replacement of %s waits: max_in_flight %d", rs.role.Name, s.Name, pl.in.Config.MaxInFlight)
+			pl.block(planStep{op: reaperkv.PlanReplace, role: rs.role.Name, host: s.Name, reason: string(pl.statesOf[s.ID])}, held(reaperkv.HoldInFlight, "max_in_flight %d", pl.in.Config.MaxInFlight),
+				"%s: replacement of %s waits: max_in_flight %d", rs.role.Name, s.Name, pl.in.Config.MaxInFlight)
 			return false
 		}
 		// Repair before replace: the role's ladder first, where a step
@@ -233,7 +242,8 @@ func (pl *planner) replaceExpired(rs *roleServers) bool {
 		}
 	}
 	if oldest == nil && len(cooling) > 0 {
-		pl.block("%s: max-age retirement waits: %s", r.Name, strings.Join(cooling, "; "))
+		pl.block(planStep{op: reaperkv.PlanRetire, role: r.Name, reason: string(reaper.StateExpired)}, waiting("%s", strings.Join(cooling, "; ")),
+			"%s: max-age retirement waits: %s", r.Name, strings.Join(cooling, "; "))
 	}
 	if oldest != nil {
 		pl.replace(rs, oldest, reaper.StateExpired)
@@ -253,7 +263,8 @@ func (pl *planner) replaceDrifted(rs *roleServers) {
 	r, rr := rs.role, pl.refresh[rs.role.Name]
 	if !rr.replacing {
 		if rr.hold != "" && pl.offSpec(rs, rr.spec) > 0 {
-			pl.block("%s: refresh holds: %s", r.Name, rr.hold)
+			pl.block(planStep{op: reaperkv.PlanRefresh, role: r.Name, reason: string(reaper.StateDrifted)}, held(reaperkv.HoldRefreshHalted, "%s", rr.hold),
+				"%s: refresh holds: %s", r.Name, rr.hold)
 		}
 		return
 	}
@@ -273,13 +284,14 @@ func (pl *planner) replaceDrifted(rs *roleServers) {
 		drifted = append(drifted, s)
 	}
 	if len(drifted) == 0 && len(cooling) > 0 {
-		pl.block("%s: refresh waits: %s", r.Name, strings.Join(cooling, "; "))
+		pl.block(planStep{op: reaperkv.PlanRefresh, role: r.Name, reason: string(reaper.StateDrifted)}, waiting("%s", strings.Join(cooling, "; ")),
+			"%s: refresh waits: %s", r.Name, strings.Join(cooling, "; "))
 	}
 	if len(drifted) == 0 {
 		return
 	}
 	if why := pl.atCheckpoint(rs, rr); why != "" {
-		pl.block("%s: refresh %s", r.Name, why)
+		pl.block(planStep{op: reaperkv.PlanRefresh, role: r.Name, reason: string(reaper.StateDrifted)}, waiting("%s", why), "%s: refresh %s", r.Name, why)
 		return
 	}
 	sort.Slice(drifted, func(i, j int) bool {
@@ -312,8 +324,9 @@ func (pl *planner) replaceAs(rs *roleServers, s *reaper.Server, why reaper.Serve
 	} else if standby = pl.readyStandby(rs); standby != nil {
 		n.create, n.claim = false, true
 	}
-	if gate := pl.gate(rs, n); gate != "" {
-		pl.block("%s: replacement of %s (%s) waits: %s%s", r.Name, s.Name, why, gate, prefixed("; ", ladder))
+	if gate := pl.gate(rs, n); gate.holds() {
+		pl.block(planStep{op: reaperkv.PlanReplace, role: r.Name, host: s.Name, reason: string(why)}, gate,
+			"%s: replacement of %s (%s) waits: %s%s", r.Name, s.Name, why, gate, prefixed("; ", ladder))
 		return false
 	}
 	var e reaper.Entry

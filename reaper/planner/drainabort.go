@@ -99,7 +99,8 @@ func (pl *planner) coolingOff() {
 	}
 	sort.Slice(pl.plan.CooloffEnded, func(i, j int) bool { return pl.plan.CooloffEnded[i].Host < pl.plan.CooloffEnded[j].Host })
 	for _, host := range sortedHosts(pl.in.DrainAbortProblems) {
-		pl.block("%s: the host is not chosen for a scale-in or a max-age retirement while the record stands (`consul kv delete` it)", pl.in.DrainAbortProblems[host])
+		pl.block(planStep{op: reaperkv.PlanScaleIn, host: host}, held(reaperkv.HoldProblem, "%s", pl.in.DrainAbortProblems[host]),
+			"%s: the host is not chosen for a scale-in or a max-age retirement while the record stands (`consul kv delete` it)", pl.in.DrainAbortProblems[host])
 	}
 }
 

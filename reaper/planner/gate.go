@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 	"github.com/jiocloud/orchestrate/reaper"
 )
 
@@ -33,49 +34,76 @@ type need struct {
 	victim *reaper.Server
 }
 
-// gate says why a step with these needs may not start now, or "" when it
-// may. Every step of the planner asks it, so each safety rule is written
-// once.
-func (pl *planner) gate(rs *roleServers, n need) string {
-	switch {
-	case n.armed && !pl.plan.Armed:
-		return "not armed"
-	case n.unpaused && pl.plan.Paused:
-		return "paused" // the reason is in the plan, once
-	case n.armed && rs.doubt != "":
-		return rs.doubt
-	case pl.unknown(n.victim) != "":
-		return pl.unknown(n.victim)
-	case n.create && pl.backedOff(rs.role.Name):
-		return "the create backoff holds (quota, capacity or a failed create)"
-	case (n.create || n.claim) && pl.in.Now.Before(pl.in.LaunchBackoff[rs.role.Name]):
-		return fmt.Sprintf("a launch of the role was abandoned by its on_launch hook: creates and claims wait until %s", pl.in.LaunchBackoff[rs.role.Name].UTC().Format(time.RFC3339))
-	case n.create && pl.zonesClosed(rs) != "":
-		return pl.zonesClosed(rs)
-	case n.create && pl.in.ServerGroupProblems[rs.role.Name] != "":
-		return "the role's server group record cannot be read: " + pl.in.ServerGroupProblems[rs.role.Name]
-	case n.pool && pl.in.Now.Before(pl.in.PoolBackoffUntil):
-		return "the warm pool's backoff holds (a quota or capacity error)"
-	case (n.create || n.claim) && pl.plan.Partial > 0:
-		// A partial record may be a server of this role whose node is
-		// not in sight either (a blip, a new leader with no memory of
-		// the list): a create could double the role, reuse its name.
-		return fmt.Sprintf("Nova listed %d partial record(s): whose they are is unknown", pl.plan.Partial)
-	case (n.create || n.pool) && pl.creates >= pl.in.Config.MaxCreatesPerCycle:
-		return fmt.Sprintf("max_creates_per_cycle (%d) reached: the rest in the next cycles", pl.in.Config.MaxCreatesPerCycle)
-	case n.budget && pl.budget <= 0:
-		return fmt.Sprintf("max_actions_per_hour (%d) reached", pl.in.Config.MaxActionsPerHour)
+// hold is why a step may not start now: the rule, as data, and in words.
+// The zero hold lets the step start.
+type hold struct {
+	why  reaperkv.HoldWhy
+	text string
+}
+
+// holds says whether the step is held back.
+func (h hold) holds() bool { return h.why != "" }
+
+// String is the hold in words.
+func (h hold) String() string { return h.text }
+
+// held is a hold for why, in the words of format.
+func held(why reaperkv.HoldWhy, format string, args ...any) hold {
+	return hold{why: why, text: fmt.Sprintf(format, args...)}
+}
+
+// gate says why a step with these needs may not start now, or the zero
+// hold when it may. Every step of the planner asks it, so each safety
+// rule is written once.
+func (pl *planner) gate(rs *roleServers, n need) hold {
+	if h := pl.gateRun(rs, n); h.holds() {
+		return h
 	}
 	if n.victim != nil && pl.serves(rs, n.victim) {
 		h := pl.servingCount(rs)
 		if h <= 1 {
-			return "it is the role's last healthy server"
+			return held(reaperkv.HoldLastHealthy, "it is the role's last healthy server")
 		}
 		if h-1 < rs.role.MinHealthy {
-			return fmt.Sprintf("the role would go below min_healthy %d", rs.role.MinHealthy)
+			return held(reaperkv.HoldMinHealthy, "the role would go below min_healthy %d", rs.role.MinHealthy)
 		}
 	}
-	return ""
+	return hold{}
+}
+
+// gateRun is the gate's rules about the reaper's run, the cloud and the
+// budgets (the victim's role's floors aside).
+func (pl *planner) gateRun(rs *roleServers, n need) hold {
+	switch {
+	case n.armed && !pl.plan.Armed:
+		return held(reaperkv.HoldDisarmed, "not armed")
+	case n.unpaused && pl.plan.Paused:
+		return held(reaperkv.HoldPaused, "paused") // the reason is in the plan, once
+	case n.armed && rs.doubt != "":
+		return held(reaperkv.HoldInDoubt, "%s", rs.doubt)
+	case pl.unknown(n.victim) != "":
+		return held(reaperkv.HoldUnknownState, "%s", pl.unknown(n.victim))
+	case n.create && pl.backedOff(rs.role.Name):
+		return held(reaperkv.HoldBackoff, "the create backoff holds (quota, capacity or a failed create)")
+	case (n.create || n.claim) && pl.in.Now.Before(pl.in.LaunchBackoff[rs.role.Name]):
+		return held(reaperkv.HoldLaunchBackoff, "a launch of the role was abandoned by its on_launch hook: creates and claims wait until %s", pl.in.LaunchBackoff[rs.role.Name].UTC().Format(time.RFC3339))
+	case n.create && pl.zonesClosed(rs) != "":
+		return held(reaperkv.HoldCapacity, "%s", pl.zonesClosed(rs))
+	case n.create && pl.in.ServerGroupProblems[rs.role.Name] != "":
+		return held(reaperkv.HoldCapacity, "the role's server group record cannot be read: %s", pl.in.ServerGroupProblems[rs.role.Name])
+	case n.pool && pl.in.Now.Before(pl.in.PoolBackoffUntil):
+		return held(reaperkv.HoldBackoff, "the warm pool's backoff holds (a quota or capacity error)")
+	case (n.create || n.claim) && pl.plan.Partial > 0:
+		// A partial record may be a server of this role whose node is
+		// not in sight either (a blip, a new leader with no memory of
+		// the list): a create could double the role, reuse its name.
+		return held(reaperkv.HoldPartialList, "Nova listed %d partial record(s): whose they are is unknown", pl.plan.Partial)
+	case (n.create || n.pool) && pl.creates >= pl.in.Config.MaxCreatesPerCycle:
+		return held(reaperkv.HoldBudgetCycle, "max_creates_per_cycle (%d) reached: the rest in the next cycles", pl.in.Config.MaxCreatesPerCycle)
+	case n.budget && pl.budget <= 0:
+		return held(reaperkv.HoldBudgetHour, "max_actions_per_hour (%d) reached", pl.in.Config.MaxActionsPerHour)
+	}
+	return hold{}
 }
 
 // serves says whether s is in service: its state serves (its role's own

@@ -33,7 +33,8 @@ type heldServer struct {
 func (pl *planner) honourHolds(roles []*roleServers) {
 	now := pl.in.Now
 	for _, host := range sortedHosts(pl.in.HoldProblems) {
-		pl.block("%s: %s; it holds nothing (`orchestrate hold release %s`, or `orchestrate hold` again, writes a good one)", host, pl.in.HoldProblems[host], host)
+		pl.block(planStep{op: reaperkv.PlanHold, host: host}, held(reaperkv.HoldProblem, "%s", pl.in.HoldProblems[host]),
+			"%s: %s; it holds nothing (`orchestrate hold release %s`, or `orchestrate hold` again, writes a good one)", host, pl.in.HoldProblems[host], host)
 	}
 	for _, rs := range roles {
 		var want []*reaper.Server
@@ -43,7 +44,8 @@ func (pl *planner) honourHolds(roles []*roleServers) {
 				continue
 			}
 			if rec.Time.After(now.Add(reaperkv.MaxHoldSkew)) {
-				pl.block("%s: hold of %s not honoured: it is dated %s, %s ahead of the reaper's clock (a clock that far off, or a record not written now)", rs.role.Name, s.Name, rec.Time.UTC().Format(time.RFC3339), rec.Time.Sub(now).Round(time.Second))
+				pl.block(planStep{op: reaperkv.PlanHold, role: rs.role.Name, host: s.Name, reason: rec.Reason}, held(reaperkv.HoldProblem, "dated %s ahead of the reaper's clock", rec.Time.Sub(now).Round(time.Second)),
+					"%s: hold of %s not honoured: it is dated %s, %s ahead of the reaper's clock (a clock that far off, or a record not written now)", rs.role.Name, s.Name, rec.Time.UTC().Format(time.RFC3339), rec.Time.Sub(now).Round(time.Second))
 				continue
 			}
 			want = append(want, s)
@@ -55,11 +57,12 @@ func (pl *planner) honourHolds(roles []*roleServers) {
 		for _, s := range want {
 			rec := pl.in.Holds[s.Name]
 			if n := len(rs.held); n >= rs.role.HeldCap() {
-				pl.block("%s: hold of %s not honoured: the role holds %d of its max_held %d%s", rs.role.Name, s.Name, n, rs.role.HeldCap(), prefixed(": ", heldNames(rs.held)))
+				pl.block(planStep{op: reaperkv.PlanHold, role: rs.role.Name, host: s.Name, reason: rec.Reason}, held(reaperkv.HoldMaxHeld, "the role holds %d of its max_held %d", n, rs.role.HeldCap()),
+					"%s: hold of %s not honoured: the role holds %d of its max_held %d%s", rs.role.Name, s.Name, n, rs.role.HeldCap(), prefixed(": ", heldNames(rs.held)))
 				continue
 			}
-			if why := pl.holdTakesService(rs, s); why != "" {
-				pl.block("%s: hold of %s waits: %s", rs.role.Name, s.Name, why)
+			if why := pl.holdTakesService(rs, s); why.holds() {
+				pl.block(planStep{op: reaperkv.PlanHold, role: rs.role.Name, host: s.Name, reason: rec.Reason}, why, "%s: hold of %s waits: %s", rs.role.Name, s.Name, why)
 				continue
 			}
 			pl.holdServer(rs, s, rec)
@@ -81,9 +84,9 @@ func (pl *planner) holdOf(s *reaper.Server) (reaperkv.HoldRecord, bool) {
 // worse, or "": a server that serves leaves service when held, so it may
 // not be the role's last serving server, nor take it below min_healthy.
 // One that does not serve (the usual case: a failure) may always be held.
-func (pl *planner) holdTakesService(rs *roleServers, s *reaper.Server) string {
+func (pl *planner) holdTakesService(rs *roleServers, s *reaper.Server) hold {
 	if !pl.serves(rs, s) {
-		return ""
+		return hold{}
 	}
 	n := pl.servingCount(rs)
 	if pl.inEntry[s.ID] != reaper.StateDeleting && !pl.hookHeld[s.ID] {
@@ -91,11 +94,11 @@ func (pl *planner) holdTakesService(rs *roleServers, s *reaper.Server) string {
 	}
 	switch {
 	case n < 1:
-		return "it is the role's last serving server (a hold takes it out of service)"
+		return held(reaperkv.HoldLastHealthy, "it is the role's last serving server (a hold takes it out of service)")
 	case n < rs.role.MinHealthy:
-		return fmt.Sprintf("holding it, which takes it out of service, would leave the role %d serving, below min_healthy %d", n, rs.role.MinHealthy)
+		return held(reaperkv.HoldMinHealthy, "holding it, which takes it out of service, would leave the role %d serving, below min_healthy %d", n, rs.role.MinHealthy)
 	}
-	return ""
+	return hold{}
 }
 
 // holdServer makes s held for this plan: its state, out of the free servers,
@@ -141,8 +144,8 @@ func (pl *planner) holdFailures(roles []*roleServers) {
 			if auto >= r.HoldFailures || len(rs.held) >= r.HeldCap() {
 				break
 			}
-			if why := pl.gate(rs, need{armed: true, unpaused: true}); why != "" {
-				pl.block("%s: hold_failures: hold of %s waits: %s", r.Name, s.Name, why)
+			if why := pl.gate(rs, need{armed: true, unpaused: true}); why.holds() {
+				pl.block(planStep{op: reaperkv.PlanHold, role: r.Name, host: s.Name, reason: "hold_failures: " + string(st)}, why, "%s: hold_failures: hold of %s waits: %s", r.Name, s.Name, why)
 				break
 			}
 			rec := reaperkv.HoldRecord{Host: s.Name, ID: s.ID, Role: r.Name, Reason: fmt.Sprintf("%s (%s)", r.HoldReason, st),

@@ -51,8 +51,8 @@ func (pl *planner) hookResult(e *reaper.Entry) (st reaperkv.HookState, why strin
 		bad = "; ignored, not an answer: " + p
 	}
 	if pl.in.Now.Before(h.Deadline) {
-		return st, fmt.Sprintf("%s: %s of %s waits for its on_%s hook: an answer (`orchestrate hook complete %s %s continue|abandon`) or %s at %s%s",
-			e.ID, kind, host, kind, e.Role, host, h.Default, h.Deadline.UTC().Format(time.RFC3339), bad)
+		return st, fmt.Sprintf("%s of %s waits for its on_%s hook: an answer (`orchestrate hook complete %s %s continue|abandon`) or %s at %s%s",
+			kind, host, kind, e.Role, host, h.Default, h.Deadline.UTC().Format(time.RFC3339), bad)
 	}
 	st.Result, st.By, st.Time = h.Default, "timeout", pl.in.Now
 	st.Detail = "no answer by " + h.Deadline.UTC().Format(time.RFC3339) + bad
@@ -81,7 +81,7 @@ func (pl *planner) advanceLaunchHook(rs *roleServers, e *reaper.Entry, next reap
 			pl.advanceBooting(rs, e, next, newS, oldS)
 			return
 		}
-		pl.block("%s", waits)
+		pl.block(entryStep(e, reaper.OpHookResult, e.NewName), waiting("%s", waits), "%s: %s", e.ID, waits)
 		return
 	}
 	next.LaunchHook = &st
@@ -94,11 +94,11 @@ func (pl *planner) advanceLaunchHook(rs *roleServers, e *reaper.Entry, next reap
 	// pause, a Nova list in doubt, a server in an unknown state); not by
 	// min_healthy, which never counted it (it never served for the role).
 	why := pl.gate(rs, need{armed: true, unpaused: true})
-	if why == "" {
-		why = pl.unknown(newS)
+	if u := pl.unknown(newS); !why.holds() && u != "" {
+		why = held(reaperkv.HoldUnknownState, "%s", u)
 	}
-	if why != "" {
-		pl.block("%s: %s: rollback of %s waits: %s", e.ID, resultText(schema.HookLaunch, st), e.NewName, why)
+	if why.holds() {
+		pl.block(entryStep(e, reaper.OpRollback, e.NewName), why, "%s: %s: rollback of %s waits: %s", e.ID, resultText(schema.HookLaunch, st), e.NewName, why)
 		return
 	}
 	next.Phase = reaperkv.PhaseRollback
@@ -121,7 +121,7 @@ func (pl *planner) advanceTerminateHook(rs *roleServers, e *reaper.Entry, next r
 	}
 	st, waits := pl.hookResult(e)
 	if waits != "" {
-		pl.block("%s", waits)
+		pl.block(entryStep(e, reaper.OpHookResult, e.OldName), waiting("%s", waits), "%s: %s", e.ID, waits)
 		pl.add(reaper.OpMaintain, next, "waiting for its on_terminate hook")
 		return
 	}

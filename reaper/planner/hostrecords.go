@@ -104,11 +104,13 @@ func (pl *planner) forgetOrphans(rs *roleServers, hosts []string) []reaperkv.Hos
 			continue
 		}
 		if n := pl.in.TooManyRecords[host]; n > 0 {
-			pl.block("%s: the records of orphaned host %s are not removed: it has %d of them, more than one transaction removes (written by hand? an operator's to look at)", rs.role.Name, host, n)
+			pl.block(planStep{op: string(reaper.OpForget), role: rs.role.Name, host: host, reason: "orphaned records"}, held(reaperkv.HoldProblem, "%d records, more than one transaction removes", n),
+				"%s: the records of orphaned host %s are not removed: it has %d of them, more than one transaction removes (written by hand? an operator's to look at)", rs.role.Name, host, n)
 			continue
 		}
-		if why := pl.gate(rs, need{armed: true, unpaused: true}); why != "" {
-			pl.block("%s: removal of the records of orphaned host %s (no server in Nova since %s) waits: %s", rs.role.Name, host, since.UTC().Format(time.RFC3339), why)
+		if why := pl.gate(rs, need{armed: true, unpaused: true}); why.holds() {
+			pl.block(planStep{op: string(reaper.OpForget), role: rs.role.Name, host: host, reason: "orphaned records"}, why,
+				"%s: removal of the records of orphaned host %s (no server in Nova since %s) waits: %s", rs.role.Name, host, since.UTC().Format(time.RFC3339), why)
 			continue
 		}
 		e := pl.newEntry(rs.role, reaperkv.KindDelete, "orphaned records: no server in Nova, no Consul node, for orphan_grace "+rs.role.OrphanGrace.D().String())

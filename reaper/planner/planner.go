@@ -162,7 +162,7 @@ func Plan(in reaper.Input) *reaper.Plan {
 	pl.coolingOff()
 	pl.sweepHooks()
 	for _, p := range in.PoolFlushProblems {
-		pl.block("%s: no flush carried out for it (`consul kv delete` it, or run orchestrate pool flush again)", p)
+		pl.block(planStep{op: reaperkv.PlanFlush}, held(reaperkv.HoldProblem, "%s", p), "%s: no flush carried out for it (`consul kv delete` it, or run orchestrate pool flush again)", p)
 	}
 	for _, rs := range roles {
 		pl.autoscale(rs)
@@ -340,7 +340,7 @@ func (pl *planner) assignEntries(roles []*roleServers) {
 		pl.launching(e)
 		rs := findRole(roles, e.Role)
 		if rs == nil {
-			pl.block("journal entry %s names role %q, which is not configured: left alone", e.ID, e.Role)
+			pl.block(entryStep(e, "", ""), held(reaperkv.HoldProblem, "role %q is not configured", e.Role), "journal entry %s names role %q, which is not configured: left alone", e.ID, e.Role)
 			continue
 		}
 		rs.entries = append(rs.entries, e)
@@ -542,9 +542,30 @@ func (pl *planner) add(op reaper.Op, e reaper.Entry, reason string) {
 	pl.plan.Actions = append(pl.plan.Actions, reaper.Action{Op: op, Entry: e, Reason: reason})
 }
 
-// block records why something the plan would do is not done.
-func (b *building) block(format string, args ...any) {
-	b.plan.Blocked = append(b.plan.Blocked, fmt.Sprintf(format, args...))
+// planStep names a step of the plan for the report: what it does (a
+// reaper.Op, or a reaperkv.Plan* name), to which role and host, and the
+// rule that chose it.
+type planStep struct {
+	op, role, host, reason string
+}
+
+// entryStep is the step op of journal entry e, about host.
+func entryStep(e *reaper.Entry, op reaper.Op, host string) planStep {
+	return planStep{op: string(op), role: e.Role, host: host, reason: e.Reason}
+}
+
+// waiting is a hold no gate decides: a grace, a timeout or an answer runs.
+func waiting(format string, args ...any) hold {
+	return held(reaperkv.HoldWaiting, format, args...)
+}
+
+// block records why something the plan would do is not done: the line in
+// the plan's Blocked, and the step, with the hold h, in its Held.
+func (b *building) block(s planStep, h hold, format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	b.plan.Blocked = append(b.plan.Blocked, line)
+	b.plan.Held = append(b.plan.Held, reaperkv.PlanAction{Op: s.op, Role: s.role, Host: s.host, Reason: s.reason,
+		Held: true, Why: h.why, WhyText: h.text, Text: line})
 }
 
 func (pl *planner) newEntry(r *reaper.Role, kind reaperkv.EntryKind, reason string) reaper.Entry {

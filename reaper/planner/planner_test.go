@@ -1020,6 +1020,7 @@ func TestPlan(t *testing.T) {
 			if strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
 				t.Errorf("actions = %q, want %q\nblocked: %q", got, tc.want, p.Blocked)
 			}
+			checkHeld(t, p, tc.wantBlocked)
 			if tc.wantBlocked != "" && !strings.Contains(strings.Join(p.Blocked, "\n"), tc.wantBlocked) {
 				t.Errorf("blocked = %q, want a line with %q", p.Blocked, tc.wantBlocked)
 			}
@@ -1306,5 +1307,30 @@ func TestDeletedNameIsQuarantined(t *testing.T) {
 			OldName: "web3", OldID: "id-web3", Started: t0.Add(-10 * time.Minute), Updated: t0.Add(-10 * time.Minute)}}})
 	if _, ok := p.Memory.Deleted["web3"]; !ok || ops(p)[0] != "delete web3" {
 		t.Fatalf("actions %v, deleted %v: want web3's delete to quarantine its name", ops(p), p.Memory.Deleted)
+	}
+}
+
+// holdWhys are the holds the table's wantBlocked words mean.
+var holdWhys = map[string]reaperkv.HoldWhy{"max_in_flight": reaperkv.HoldInFlight, "max_actions_per_hour": reaperkv.HoldBudgetHour,
+	"last healthy": reaperkv.HoldLastHealthy, "min_healthy": reaperkv.HoldMinHealthy, "not armed": reaperkv.HoldDisarmed,
+	"backoff": reaperkv.HoldBackoff, "paused": reaperkv.HoldPaused}
+
+// checkHeld checks the plan's Held against its Blocked: one action per
+// line, the same text, each with a hold and the role or host it is
+// about; and,
+// for a wantBlocked the table names, an action held for that reason.
+func checkHeld(t *testing.T, p *reaper.Plan, wantBlocked string) {
+	t.Helper()
+	if len(p.Held) != len(p.Blocked) {
+		t.Fatalf("%d held actions for %d blocked lines: %+v", len(p.Held), len(p.Blocked), p.Held)
+	}
+	for i, a := range p.Held {
+		if a.Text != p.Blocked[i] || !a.Held || a.Why == "" || a.WhyText == "" || (a.Role == "" && a.Host == "") {
+			t.Errorf("held action %d = %+v for the line %q", i, a, p.Blocked[i])
+		}
+	}
+	why, ok := holdWhys[wantBlocked]
+	if ok && !slices.ContainsFunc(p.Held, func(a reaperkv.PlanAction) bool { return a.Why == why }) {
+		t.Errorf("no action held for %s: %+v", why, p.Held)
 	}
 }

@@ -305,7 +305,7 @@ func (pl *planner) refill(rs *roleServers, have, creating int, short string) {
 		return // one at a time; not held back
 	}
 	if why == "" {
-		why = pl.gate(rs, need{create: true, pool: true})
+		why = pl.gate(rs, need{create: true, pool: true}).text
 	}
 	if why != "" {
 		rs.pool.Why = why
@@ -322,8 +322,8 @@ func (pl *planner) refill(rs *roleServers, have, creating int, short string) {
 // nothing, so it spends no budget and needs no min_healthy, but a
 // disarmed or paused reaper deletes nothing.
 func (pl *planner) deleteStandby(rs *roleServers, s *reaper.Server, why string) {
-	if g := pl.gate(rs, need{armed: true, unpaused: true, victim: s}); g != "" {
-		pl.block("%s: delete of standby %s waits: %s", rs.role.Name, s.Name, g)
+	if g := pl.gate(rs, need{armed: true, unpaused: true, victim: s}); g.holds() {
+		pl.block(planStep{op: string(reaper.OpDelete), role: rs.role.Name, host: s.Name, reason: why}, g, "%s: delete of standby %s waits: %s", rs.role.Name, s.Name, g)
 		return
 	}
 	e := pl.newEntry(rs.role, reaperkv.KindDelete, why)

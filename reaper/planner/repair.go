@@ -112,8 +112,9 @@ func (pl *planner) agentDown(node string) bool {
 // cycle, as for a replacement).
 func (pl *planner) startRepair(rs *roleServers, s *reaper.Server, step string, passed []reaperkv.RepairStep) bool {
 	st := pl.statesOf[s.ID]
-	if why := pl.gate(rs, need{armed: true, unpaused: true, budget: step != reaper.RepairRerun, victim: s}); why != "" {
-		pl.block("%s: repair of %s (%s) by %s waits: %s", rs.role.Name, s.Name, st, step, why)
+	if why := pl.gate(rs, need{armed: true, unpaused: true, budget: step != reaper.RepairRerun, victim: s}); why.holds() {
+		pl.block(planStep{op: reaperkv.PlanRepair, role: rs.role.Name, host: s.Name, reason: string(st) + ": " + step}, why,
+			"%s: repair of %s (%s) by %s waits: %s", rs.role.Name, s.Name, st, step, why)
 		return false
 	}
 	e := pl.newEntry(rs.role, reaperkv.KindRepair, string(st))
@@ -164,11 +165,12 @@ func (pl *planner) advanceRepair(rs *roleServers, e *reaper.Entry, next reaper.E
 	}
 	switch {
 	case s == nil && pl.nodeLives(rs, e.OldName):
-		pl.block("%s: %s is missing from the Nova list but its Consul node passes its checks: the list may be incomplete; its repair waits", e.ID, e.OldName)
+		pl.block(entryStep(e, reaperkv.PlanRepair, e.OldName), held(reaperkv.HoldInDoubt, "%s is missing from the Nova list but its Consul node passes its checks: the list may be incomplete", e.OldName),
+			"%s: %s is missing from the Nova list but its Consul node passes its checks: the list may be incomplete; its repair waits", e.ID, e.OldName)
 	case s == nil:
 		pl.endRepair(next, reaperkv.RepairAbandoned, e.OldName+" is gone from the Nova list; the role is judged afresh")
 	case pl.unknown(s) != "":
-		pl.block("%s: %s waits: %s", e.ID, rp.Step, pl.unknown(s))
+		pl.block(entryStep(e, reaperkv.PlanRepair, e.OldName), held(reaperkv.HoldUnknownState, "%s", pl.unknown(s)), "%s: %s waits: %s", e.ID, rp.Step, pl.unknown(s))
 	case pl.serves(rs, s) && s.Status == reaper.StatusActive:
 		pl.plan.Memory.LastRepair[s.ID] = reaper.RepairMark{Step: rp.Step, At: pl.in.Now}
 		pl.endRepair(next, reaperkv.RepairRepaired, fmt.Sprintf("%s serves again: repaired by %s", s.Name, rp.Step))
@@ -224,8 +226,8 @@ func (pl *planner) escalate(rs *roleServers, e *reaper.Entry, next reaper.Entry,
 		}
 		return
 	}
-	if gate := pl.gate(rs, need{armed: true, unpaused: true, budget: true, victim: s}); gate != "" {
-		pl.block("%s: %s; its %s waits: %s", e.ID, why, step, gate)
+	if gate := pl.gate(rs, need{armed: true, unpaused: true, budget: true, victim: s}); gate.holds() {
+		pl.block(entryStep(e, reaperkv.PlanRepair, e.OldName), gate, "%s: %s; its %s waits: %s", e.ID, why, step, gate)
 		return
 	}
 	pl.beginStep(rs, &next, s, step, []reaperkv.RepairStep{ended}, why)
@@ -259,8 +261,9 @@ func (pl *planner) scaleInRepairing(rs *roleServers, count, want, surplus int) (
 			break
 		}
 		s := pl.byID[e.OldID]
-		if why := pl.gate(rs, need{armed: true, unpaused: true, budget: true, victim: s}); why != "" {
-			pl.block("%s: scale in of %s (in its repair ladder) waits: %s", rs.role.Name, e.OldName, why)
+		if why := pl.gate(rs, need{armed: true, unpaused: true, budget: true, victim: s}); why.holds() {
+			pl.block(planStep{op: reaperkv.PlanScaleIn, role: rs.role.Name, host: e.OldName, reason: fmt.Sprintf("surplus: %d over desired %d", count-want, want)}, why,
+				"%s: scale in of %s (in its repair ladder) waits: %s", rs.role.Name, e.OldName, why)
 			return surplus, false
 		}
 		next := *e

@@ -158,8 +158,9 @@ func (pl *planner) deregisterDead(rs *roleServers) {
 			pl.wakeAfter(since, rs.role.BootTimeout.D())
 			continue
 		}
-		if why := pl.gate(rs, need{armed: true, unpaused: true}); why != "" {
-			pl.block("%s: deregistration of dead node %s (no server in Nova) waits: %s", rs.role.Name, node, why)
+		if why := pl.gate(rs, need{armed: true, unpaused: true}); why.holds() {
+			pl.block(planStep{op: string(reaper.OpDeregister), role: rs.role.Name, host: node, reason: "dead node without a server in Nova"}, why,
+				"%s: deregistration of dead node %s (no server in Nova) waits: %s", rs.role.Name, node, why)
 			continue
 		}
 		e := pl.newEntry(rs.role, reaperkv.KindDelete, "dead node without a server in Nova")
@@ -174,8 +175,9 @@ func (pl *planner) deregisterDead(rs *roleServers) {
 // planned this cycle, so the next one sees one server per entry.
 func (pl *planner) deleteDuplicates(rs *roleServers) bool {
 	for _, s := range rs.duplicates {
-		if why := pl.gate(rs, need{armed: true, unpaused: true, victim: s}); why != "" {
-			pl.block("%s: deletion of %s, a second server of entry %s, waits: %s", rs.role.Name, s.Name, s.Metadata[reaper.MetaJournal], why)
+		if why := pl.gate(rs, need{armed: true, unpaused: true, victim: s}); why.holds() {
+			pl.block(planStep{op: string(reaper.OpDeleteDuplicate), role: rs.role.Name, host: s.Name, reason: "a second server made for entry " + s.Metadata[reaper.MetaJournal]}, why,
+				"%s: deletion of %s, a second server of entry %s, waits: %s", rs.role.Name, s.Name, s.Metadata[reaper.MetaJournal], why)
 			continue
 		}
 		e := pl.newEntry(rs.role, reaperkv.KindDelete, "a second server made for entry "+s.Metadata[reaper.MetaJournal])

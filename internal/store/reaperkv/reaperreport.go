@@ -331,7 +331,11 @@ type ReaperReport struct {
 	Unassigned    int                    `json:"unassigned_servers"`
 	Planned       []string               `json:"planned"`
 	Blocked       []string               `json:"blocked,omitempty"`
-	Journal       []JournalEntry         `json:"journal,omitempty"`
+	// Actions are Planned and Blocked as data, in that order: always
+	// present ([]) from a reaper that writes them. A report without it
+	// (nil after decoding) is from an older reaper.
+	Actions []PlanAction   `json:"actions"`
+	Journal []JournalEntry `json:"journal,omitempty"`
 	// Errors lists what went wrong in the cycle (cloud or Consul).
 	Errors []string `json:"errors,omitempty"`
 	// Terms are the starts of leaderships in the last hour (this one
@@ -393,4 +397,102 @@ func (r *RefreshReport) String() string {
 		s += ": " + r.Why
 	}
 	return s
+}
+
+// HoldWhy is why the reaper holds back an action, as a word a program can
+// branch on: the gate's reasons (reaper/planner/gate.go), max_in_flight,
+// and the waits no gate decides.
+type HoldWhy string
+
+// Why an action is held back.
+const (
+	// HoldDisarmed: the action destroys something and the reaper is not
+	// armed.
+	HoldDisarmed HoldWhy = "disarmed"
+	// HoldPaused: the partition pause holds (too much of the fleet or a
+	// role looks unhealthy at once).
+	HoldPaused HoldWhy = "paused"
+	// HoldInDoubt: the role's part of the Nova list is in doubt.
+	HoldInDoubt HoldWhy = "in_doubt"
+	// HoldUnknownState: Nova reports the server in a state the reaper does
+	// not know.
+	HoldUnknownState HoldWhy = "unknown_state"
+	// HoldBackoff: the create backoff holds (quota, capacity or a failed
+	// create), or the warm pools' own.
+	HoldBackoff HoldWhy = "backoff"
+	// HoldLaunchBackoff: a launch of the role was abandoned by its
+	// on_launch hook.
+	HoldLaunchBackoff HoldWhy = "launch_backoff"
+	// HoldCapacity: every zone the role may use is out of capacity, or
+	// its server group record cannot be read.
+	HoldCapacity HoldWhy = "capacity"
+	// HoldPartialList: Nova listed partial records.
+	HoldPartialList HoldWhy = "partial_list"
+	// HoldBudgetCycle: max_creates_per_cycle is reached.
+	HoldBudgetCycle HoldWhy = "budget_cycle"
+	// HoldBudgetHour: max_actions_per_hour is reached.
+	HoldBudgetHour HoldWhy = "budget_hour"
+	// HoldLastHealthy: the server is its role's last healthy one.
+	HoldLastHealthy HoldWhy = "last_healthy"
+	// HoldMinHealthy: the role would go below min_healthy.
+	HoldMinHealthy HoldWhy = "min_healthy"
+	// HoldInFlight: max_in_flight operations are already open.
+	HoldInFlight HoldWhy = "in_flight"
+	// HoldMaxHeld: the role holds max_held servers already.
+	HoldMaxHeld HoldWhy = "max_held"
+	// HoldRefreshHalted: the role's instance refresh failed or was
+	// cancelled, and waits for an operator.
+	HoldRefreshHalted HoldWhy = "refresh_halted"
+	// HoldWaiting: a grace, a timeout, a cool-off or an answer runs.
+	HoldWaiting HoldWhy = "waiting"
+	// HoldProblem: a record the step needs cannot be read or is not the
+	// reaper's to act on; an operator's to look at.
+	HoldProblem HoldWhy = "problem"
+)
+
+// IsBudget says whether the hold is a spent budget (max_actions_per_hour
+// or max_creates_per_cycle).
+func (w HoldWhy) IsBudget() bool {
+	return w == HoldBudgetHour || w == HoldBudgetCycle
+}
+
+// Op names in PlanAction beside the reaper's operations (reaper.Op).
+const (
+	// PlanScale is a desired count the autoscaler changes.
+	PlanScale = ActivityScale
+	// PlanReplace, PlanRepair, PlanScaleIn, PlanHold, PlanRefresh and
+	// PlanRetire name a step held back before it has an operation: a
+	// replacement, a repair step, a scale-in, a hold of a server, an
+	// instance refresh, a max-age retirement.
+	PlanReplace = "replace"
+	PlanRepair  = "repair"
+	PlanScaleIn = "scale-in"
+	PlanHold    = "hold"
+	PlanRefresh = "refresh"
+	PlanRetire  = "retire"
+	// PlanFlush is a warm pool flush request held back.
+	PlanFlush = "pool-flush"
+)
+
+// PlanAction is one action of the reaper's last cycle, planned or held
+// back, as data: what `orchestrate status` assigns to roles and hosts.
+type PlanAction struct {
+	// Op is the reaper's operation (create, delete, drain, rollback,
+	// deregister, ...; reaper.Op), scale for a desired count the
+	// autoscaler changes, or for a step held back before it has one, the
+	// Plan* name of the step.
+	Op   string `json:"op"`
+	Role string `json:"role"`
+	// Host is the server the action is about ("" when none: a create not
+	// yet named, a role's count).
+	Host string `json:"host,omitempty"`
+	// Reason is the rule that chose the action (unhealthy, surplus, ...).
+	Reason string `json:"reason"`
+	// Held: a rule holds the action back; Why says which, WhyText in
+	// words.
+	Held    bool    `json:"held"`
+	Why     HoldWhy `json:"why,omitempty"`
+	WhyText string  `json:"why_text,omitempty"`
+	// Text is the action's line as in the report's planned or blocked.
+	Text string `json:"text"`
 }

@@ -1,0 +1,69 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/jiocloud/orchestrate/internal/yamlconf"
+)
+
+// jsonProblem says what is wrong with a JSON value that did not decode,
+// in the value's own terms: where (the field's JSON path), what it holds,
+// and what belongs there; never a Go type name, never the value itself
+// (it may be anything).
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	var pe *time.ParseError
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.As(err, &se) && se.Error() == "unexpected end of JSON input":
+		return "not JSON (it ends early)"
+	case errors.As(err, &se):
+		return fmt.Sprintf("not JSON (at byte %d)", se.Offset)
+	case errors.As(err, &te) && te.Field == "":
+		return fmt.Sprintf("want %s, got %s", jsonNoun(te.Type), jsonValueNoun(te.Value))
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %s: want %s, got %s", te.Field, jsonNoun(te.Type), jsonValueNoun(te.Value))
+	case errors.As(err, &pe):
+		return "a time that is not RFC 3339 (as 2026-11-27T12:00:00Z)"
+	}
+	return "not a value of the expected shape"
+}
+
+// jsonNoun says what a field of type t takes, in JSON's words.
+func jsonNoun(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == nil:
+		return "another kind of value"
+	case t.Kind() == reflect.Map || t.Kind() == reflect.Struct:
+		return "an object"
+	}
+	return yamlconf.Noun(t)
+}
+
+// jsonValueNoun names the kind of JSON value json's errors report
+// ("number", "array", ...; a number out of range comes as "number 1e999").
+func jsonValueNoun(v string) string {
+	switch v {
+	case "array":
+		return "a list"
+	case "object":
+		return "an object"
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	}
+	if n, ok := strings.CutPrefix(v, "number "); ok {
+		return "the number " + n // a JSON number literal: digits, sign, point, exponent
+	}
+	return "a " + v
+}
