@@ -13,17 +13,11 @@ import (
 
 // hostDetail is `status --host H --json` (schema 1).
 type hostDetail struct {
-	Schema         int       `json:"schema"`
-	Time           time.Time `json:"time"`
-	Host           string    `json:"host"`
-	Role           string    `json:"role"`
-	Version        string    `json:"version"`
-	DesiredVersion string    `json:"desired_version"`
-	OnDesired      bool      `json:"on_desired"`
-	InCatalog      bool      `json:"in_catalog"`
-	// Status maps each category to the host's state in it.
-	Status map[string]store.Status `json:"status"`
-	Checks []nodeCheck             `json:"checks"`
+	Schema int       `json:"schema"`
+	Time   time.Time `json:"time"`
+	// hostReport is the host as status --json lists it.
+	hostReport
+	DesiredVersion string `json:"desired_version"`
 	// Reaper is what the reaper's report and records say of the host,
 	// one line each.
 	Reaper []string `json:"reaper"`
@@ -31,13 +25,13 @@ type hostDetail struct {
 
 // drawHost writes one host's detail; a host nothing knows is exit 2.
 func drawHost(e *env, rep statusReport, in *statusInput, host string, w io.Writer, width int) error {
-	d := hostDetail{Schema: statusSchema, Time: rep.Time, Host: host, DesiredVersion: rep.CurrentVersion,
-		Status: map[string]store.Status{}, Checks: []nodeCheck{}, Reaper: reaperOnHost(in, host, rep.Time)}
+	d := hostDetail{Schema: statusSchema, Time: rep.Time, DesiredVersion: rep.CurrentVersion, Reaper: reaperOnHost(in, host, rep.Time),
+		hostReport: hostReport{Host: host, Status: map[string]store.Status{}, Checks: []nodeCheck{}}}
 	found := len(d.Reaper) > 0
 	for _, h := range rep.Hosts {
 		if h.Host == host {
 			found = true
-			d.Role, d.Version, d.OnDesired, d.InCatalog, d.Status, d.Checks = h.Role, h.Version, h.OnDesired, h.InCatalog, h.Status, h.Checks
+			d.hostReport = h
 		}
 	}
 	if !found {

@@ -1,7 +1,6 @@
 package orchestrate
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -130,25 +128,6 @@ func TestStatusWatchInTmux(t *testing.T) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer safe for the watch's writes and the
-// test's reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // Not on a terminal, each new screen follows a separator line; a burst
 // of changes redraws at most once a second; the end of ctx ends the
 // watch with exit 0.
@@ -159,7 +138,7 @@ func TestStatusWatchNotATerminal(t *testing.T) {
 	t.Setenv("CONSUL_HTTP_ADDR", c.a.HTTPAddr)
 	ctx, cancel := context.WithCancel(withClock(context.Background(), func() time.Time { return statusNow }))
 	defer cancel()
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	done := make(chan int)
 	go func() {
 		done <- Run(ctx, []string{"status", "--watch"}, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out})
@@ -202,7 +181,7 @@ func TestStatusWatchJSON(t *testing.T) {
 	t.Setenv("CONSUL_HTTP_ADDR", c.a.HTTPAddr)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb testutil.SyncBuffer
 	done := make(chan int)
 	go func() {
 		done <- Run(ctx, []string{"status", "--watch", "--json"}, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
