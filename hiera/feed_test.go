@@ -15,6 +15,7 @@ import (
 
 	"github.com/jiocloud/orchestrate/internal/consultest"
 	"github.com/jiocloud/orchestrate/internal/store"
+	"github.com/jiocloud/orchestrate/internal/store/schema"
 	"github.com/jiocloud/orchestrate/internal/testutil"
 )
 
@@ -233,9 +234,15 @@ func TestFeedHungPublisher(t *testing.T) {
 	w := startHS("--consul-addr", a.HTTPAddr, "--out", out, "--watch")
 	defer w.stop(t)
 	w.waitFollowing(t, 20*time.Second)
+	// The publisher must have published what it had before it hangs: a
+	// record it wrote just before (its first round) makes the node read
+	// mysql from the catalog, which could then hold db2 already (the
+	// fresh-clone run of 49ad140 failed so).
+	waitFeedQuiet(t, a.Client)
 	if err := pub.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	testutil.Eventually(t, 10*time.Second, "the publisher stopped", func() bool { return processState(pub.Process.Pid) == 'T' }, pubLogs.String)
 	register(t, a.Client, inst{node: "db2", nodeAddr: "10.0.0.6", svc: "mysql", port: 3306, status: "passing"})
 	// The session's TTL is 10 s; Consul ends it between TTL and 2 x TTL.
 	took := testutil.Eventually(t, 45*time.Second, "the registration made while the publisher hangs", func() bool {
@@ -336,4 +343,39 @@ func TestFeedSurvivesAgentRestart(t *testing.T) {
 	if strings.Contains(w.logs.String(), "watching the catalog directly") {
 		t.Fatalf("left the feed for an agent restart:\n%s", w.logs.String())
 	}
+}
+
+// waitFeedQuiet waits until the feed's head (written with every record, in
+// one transaction) has not moved for a second.
+func waitFeedQuiet(t *testing.T, c *api.Client) {
+	t.Helper()
+	key := store.HieraFeedLeaderKey(schema.DefaultPrefix)
+	var idx uint64
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		_, meta, err := c.KV().Get(key, &api.QueryOptions{WaitIndex: idx, WaitTime: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if idx != 0 && meta.LastIndex == idx {
+			return
+		}
+		idx = meta.LastIndex
+	}
+	t.Fatal("the feed's head kept moving for 30 s")
+}
+
+// processState is the state letter of process pid (/proc/PID/stat: R, S,
+// T for stopped, ...), 0 when it cannot be read.
+func processState(pid int) byte {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces: the state is the
+	// first field after its closing one.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 || i+2 >= len(data) {
+		return 0
+	}
+	return data[i+2]
 }
