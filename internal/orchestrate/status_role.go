@@ -229,6 +229,12 @@ func (b roleBuilder) addScaling(rv *roleView, rr *reaperkv.RoleReport) {
 	if named := sortedKeys(sc.ScaleIn[rv.Name]); len(named) > 0 {
 		rv.Notes = append(rv.Notes, "named for scale-in: "+strings.Join(named, ", "))
 	}
+	for _, h := range sortedKeys(sc.Protected) {
+		if slices.Contains(rv.Hosts, h) {
+			p := sc.Protected[h]
+			rv.Notes = append(rv.Notes, fmt.Sprintf("protected from scale-in: %s (by %s: %s)", h, orDash(p.By), orDash(p.Reason)))
+		}
+	}
 	if c, ok := sc.Capacity[rv.Name]; ok && rv.Capacity == nil {
 		rv.Capacity = &c
 	}
@@ -329,13 +335,28 @@ func (b roleBuilder) holds(rv roleView) string {
 
 // drainLine is one drain of the role: host, why, and its answer.
 func drainLine(host string, d schema.DrainRecord, now time.Time) string {
-	ans := "no answer yet, deadline in " + until(now, d.Deadline)
+	ans := "no answer yet, deadline in " + until(now, d.Deadline) + "; " + drainEnds(d)
 	if a := d.Answer; a != nil && a.Drained {
 		ans = fmt.Sprintf("drained (%s at %s)", a.By, a.Time.UTC().Format(time.RFC3339))
 	} else if a != nil {
-		ans = "moving the work away FAILED (" + a.By + ": " + a.Detail + ")"
+		ans = "moving the work away FAILED (" + a.By + ": " + a.Detail + "): " + drainOutcome(d.OnFailure)
 	}
 	return strings.TrimSpace(fmt.Sprintf("%s (%s): %s", host, d.Reason, ans))
+}
+
+// drainEnds says what a failed answer, and no answer by the deadline,
+// lead to.
+func drainEnds(d schema.DrainRecord) string {
+	return "failed: " + drainOutcome(d.OnFailure) + "; no answer: " + drainOutcome(d.OnTimeout)
+}
+
+// drainOutcome is what a drain's failure policy does to the server (a
+// request written before the policies existed says neither: delete).
+func drainOutcome(policy string) string {
+	if policy == reaperkv.DrainAbort {
+		return "the server stays"
+	}
+	return "deleted"
 }
 
 // budgetSpent is the spent budget (max_actions_per_hour or

@@ -332,7 +332,9 @@ func writeRoleWork(s screen, rv roleView, now time.Time, dryRun bool) {
 		s.wrap(2, 2, fmt.Sprintf("capacity EXHAUSTED for %s (%s): %s", age(now, c.Since), c.Class, c.Reason))
 	}
 	for _, d := range rv.Drains {
-		s.line(2, "draining "+d)
+		// Wrapped, not cut: its end says what a failed answer or none
+		// leads to (the server stays, or is deleted).
+		s.wrap(2, 2, "draining "+d)
 	}
 	for _, n := range rv.Notes {
 		s.wrap(2, 3, n)

@@ -580,3 +580,7 @@ func blocked(c *api.Client) string {
 	}
 	return strings.Join(rep.Blocked, "\n")
 }
+
+// oneSpaced is s with every run of white space one space: a status
+// screen's line wrapped to the width reads as one.
+func oneSpaced(s string) string { return strings.Join(strings.Fields(s), " ") }
