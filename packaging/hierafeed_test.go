@@ -119,9 +119,11 @@ func TestACLHieraPublisherPolicy(t *testing.T) {
 	w := newACLWorld(t)
 	tok := w.token(t, policyText(t, "hiera-publisher.hcl", ""))
 	pub := w.publishing(t, tok)
-	if !strings.Contains(pub.logs.String(), "the catalog change feed is ready") {
-		t.Errorf("the publisher's log does not say the feed is ready:\n%s", pub.logs.String())
-	}
+	// The publisher says so once the ready head is written: a moment
+	// after the head can be read.
+	testutil.Eventually(t, 10*time.Second, "the publisher's log to say the feed is ready", func() bool {
+		return strings.Contains(pub.logs.String(), "the catalog change feed is ready")
+	}, pub.logs.String)
 	st, err := store.New(w.admin, "orchestrate")
 	if err != nil {
 		t.Fatal(err)

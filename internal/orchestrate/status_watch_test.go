@@ -122,10 +122,14 @@ func TestStatusWatchInTmux(t *testing.T) {
 	if out, err := p.run("send-keys", "-t", "status", "C-c"); err != nil {
 		t.Fatalf("tmux send-keys: %v\n%s", err, out)
 	}
-	testutil.Eventually(t, 10*time.Second, "status --watch ends on ^C with exit 0", func() bool {
-		out, _ := p.run("display-message", "-p", "-t", "status", "#{pane_dead} #{pane_dead_status}")
-		return strings.TrimSpace(out) == "1 0"
-	})
+	// The pane's state and screen are printed if it does not end so:
+	// whether it still runs, or ended by a signal or with another code.
+	var state string
+	testutil.Eventually(t, 20*time.Second, "status --watch ends on ^C with exit 0", func() bool {
+		state, _ = p.run("display-message", "-p", "-t", "status", "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}")
+		f := strings.Fields(state + " - -")
+		return f[0] == "1" && f[1] == "0"
+	}, func() string { return "pane dead, status, signal: " + state + "\n" + p.screen() })
 }
 
 // Not on a terminal, each new screen follows a separator line; a burst
