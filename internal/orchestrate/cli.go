@@ -62,9 +62,16 @@ type env struct {
 	IO
 	log    *slog.Logger
 	client *api.Client
-	store  *store.Store
-	host   string
-	json   bool
+	// closeIdle closes the client's idle connections. Run may be called
+	// many times in one process (the demo, tests): its connections must
+	// not stay open for the transport's 90 s idle timeout, each counting
+	// against the agent's limit on concurrent connections from one
+	// address (200 by default: a test polling Run every 20 ms reached it
+	// and the agent refused the node's own watch handlers with 429).
+	closeIdle func()
+	store     *store.Store
+	host      string
+	json      bool
 	// handler: run by a Consul watch. Consul logs every non-zero exit of a
 	// handler as an error, so a command that found nothing to do (no
 	// pending update, a build pending on other hosts) exits 0; only a real
@@ -147,6 +154,7 @@ func run(ctx context.Context, args []string, stdio IO) error {
 	if err != nil {
 		return err
 	}
+	defer e.closeIdle()
 	return runCmd(ctx, e, fs.Args())
 }
 
@@ -209,7 +217,11 @@ func (f *commonFlags) env(stdio IO, cmd *command) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := f.conn.Client()
+	cfg, err := f.conn.Config()
+	if err != nil {
+		return nil, err
+	}
+	client, err := consulclient.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -217,11 +229,12 @@ func (f *commonFlags) env(stdio IO, cmd *command) (*env, error) {
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Usage, fmt.Errorf("--prefix: %w", err))
 	}
-	e := &env{IO: stdio, log: logger, client: client, store: st, json: f.json, handler: f.handler}
+	e := &env{IO: stdio, log: logger, client: client, store: st, json: f.json, handler: f.handler, closeIdle: cfg.Transport.CloseIdleConnections}
 	if cmd.needsHost {
 		host := f.host
 		if host == "" {
 			if host, err = defaultHost(client, logger); err != nil {
+				e.closeIdle()
 				return nil, err
 			}
 		}
