@@ -65,17 +65,6 @@ func (p *tmuxPane) waitFor(want string, limit time.Duration) time.Duration {
 	}, func() string { return "the pane:\n" + last })
 }
 
-// buildOrchestrate builds the orchestrate binary into a temporary
-// directory.
-func buildOrchestrate(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "orchestrate")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/jiocloud/orchestrate/cmd/orchestrate").CombinedOutput(); err != nil {
-		t.Fatalf("go build orchestrate: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // status --watch in a real terminal (tmux, 80 columns): the screen
 // follows a check going critical and a change of a desired count within
 // seconds, says so while Consul is away and redraws when it is back, and
@@ -83,7 +72,7 @@ func buildOrchestrate(t *testing.T) string {
 func TestStatusWatchInTmux(t *testing.T) {
 	c := healthyCloud(t)
 	c.publish()
-	bin := buildOrchestrate(t)
+	bin := builtBinary(t, "orchestrate")
 	p := startTmux(t, fmt.Sprintf("env CONSUL_HTTP_ADDR=%s %s status --watch", c.a.HTTPAddr, bin))
 	p.waitFor("healthy: db 3/3, lb 2/2, web 3/3", 20*time.Second)
 
