@@ -265,8 +265,11 @@ func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []str
 	defer stop()
 	// The first render must hold every service before changes are timed.
 	if err := w.waitFor(out, lastSvc, 5*time.Minute); err != nil {
+		if msg := proxy.problem(); msg != "" {
+			b.Fatalf("first render: %v: not the tool's doing: %s", err, msg)
+		}
 		if peer {
-			b.Logf("first render: %v", err)
+			b.Logf("first render: %v; its stderr ends:\n%s", err, tail(stderr.String(), 2000))
 			b.ReportMetric(1, "no-first-render")
 			return
 		}
@@ -288,8 +291,11 @@ func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []str
 		t0 := time.Now()
 		arrived := change(b, a, i, services)
 		if err := w.waitUntil(out, arrived, time.Minute); err != nil {
+			if msg := proxy.problem(); msg != "" {
+				b.Fatalf("change %d: %v: not the tool's doing: %s", i, err, msg)
+			}
 			if peer {
-				b.Logf("change %d: %v", i, err)
+				b.Logf("change %d: %v; its stderr ends:\n%s", i, err, tail(stderr.String(), 2000))
 				b.ReportMetric(float64(i), "delivered")
 				b.ReportMetric(1, "undelivered-within-60s")
 				return
@@ -304,6 +310,9 @@ func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []str
 	}
 	read := proxy.fromAgent.Load() - read0
 	stop()
+	if msg := proxy.problem(); msg != "" {
+		b.Fatalf("the figures went through a failing proxy: %s", msg)
+	}
 	b.ReportMetric(float64(proxy.peak.Load()), "peak-conns")
 	b.ReportMetric(float64(read)/float64(b.N)/1024, "agent-KiB/change")
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })

@@ -3,6 +3,7 @@ package hiera
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -261,6 +262,31 @@ type countingProxy struct {
 	fromAgent atomic.Int64
 	open      atomic.Int64
 	peak      atomic.Int64
+	// acceptErrs and dialErrs count what the proxy itself failed at (out
+	// of file descriptors, the agent refusing): a tool behind a proxy that
+	// stopped accepting would look as if it never rendered. firstErr is
+	// the first such error.
+	acceptErrs, dialErrs atomic.Int64
+	firstErr             atomic.Pointer[string]
+}
+
+// problem says what the proxy failed at, or "" when nothing.
+func (p *countingProxy) problem() string {
+	a, d := p.acceptErrs.Load(), p.dialErrs.Load()
+	if a == 0 && d == 0 {
+		return ""
+	}
+	first := ""
+	if e := p.firstErr.Load(); e != nil {
+		first = *e
+	}
+	return fmt.Sprintf("the proxy failed %d accepts and %d dials (first: %s)", a, d, first)
+}
+
+func (p *countingProxy) failed(n *atomic.Int64, err error) {
+	n.Add(1)
+	msg := err.Error()
+	p.firstErr.CompareAndSwap(nil, &msg)
 }
 
 // newCountingProxy listens on 127.0.0.1 and forwards every connection to
@@ -273,11 +299,22 @@ func newCountingProxy(b testing.TB, target string) *countingProxy {
 	p := &countingProxy{addr: ln.Addr().String()}
 	b.Cleanup(func() { ln.Close() })
 	go func() {
+		// As net/http's server does: an accept that fails for want of a
+		// resource (EMFILE) is retried after a pause, never the end of
+		// the proxy; only closing the listener ends it.
+		pause := 5 * time.Millisecond
 		for {
 			c, err := ln.Accept()
-			if err != nil {
+			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			if err != nil {
+				p.failed(&p.acceptErrs, err)
+				time.Sleep(pause)
+				pause = min(2*pause, time.Second)
+				continue
+			}
+			pause = 5 * time.Millisecond
 			go p.serve(c, target)
 		}
 	}()
@@ -288,6 +325,7 @@ func (p *countingProxy) serve(c net.Conn, target string) {
 	defer c.Close()
 	up, err := net.Dial("tcp", target)
 	if err != nil {
+		p.failed(&p.dialErrs, err)
 		return
 	}
 	defer up.Close()
@@ -295,7 +333,13 @@ func (p *countingProxy) serve(c net.Conn, target string) {
 	defer p.open.Add(-1)
 	for m := p.peak.Load(); n > m && !p.peak.CompareAndSwap(m, n); m = p.peak.Load() {
 	}
-	go func() { _, _ = io.Copy(up, c); up.Close() }()
+	// Neither direction may splice: Go splices TCP to TCP through a pipe
+	// (two more descriptors) held while the copy blocks, and a connection
+	// that holds a blocking query blocks for minutes, so 5,000 of them
+	// took this process to its limit of 20,000 descriptors (the accepts
+	// failed with EMFILE, and consul-template looked as if it never
+	// rendered). Plain reads and writes keep it at two a connection.
+	go func() { _, _ = io.Copy(struct{ io.Writer }{up}, struct{ io.Reader }{c}); up.Close() }()
 	_, _ = io.Copy(countingWriter{c, &p.fromAgent}, up)
 }
 
