@@ -3,6 +3,7 @@ package cli
 import (
 	"sort"
 	"strings"
+	"unicode"
 
 	"github.com/spf13/pflag"
 
@@ -137,10 +138,12 @@ func defaultText(f *pflag.Flag) string {
 	return f.DefValue
 }
 
-// Printable replaces the control characters of s (a terminal escape
-// sequence, a newline) with '?': text that came from outside the program
-// (a default from the environment, a name from Consul) cannot drive the
-// terminal or forge a line.
+// Printable replaces the control and format characters of s (a terminal
+// escape sequence, a newline, a bidirectional override such as U+202E)
+// with '?': text that came from outside the program (a default from the
+// environment, a name from Consul, a mistyped subcommand) cannot drive
+// the terminal, forge a line or reorder what the operator reads. It draws
+// the line where term.OneLine does.
 func Printable(s string) string { return printable(s, false) }
 
 // printable is Printable, keeping newlines when keepNewlines.
@@ -149,7 +152,7 @@ func printable(s string, keepNewlines bool) string {
 		if r == '\n' && keepNewlines {
 			return r
 		}
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
 			return '?'
 		}
 		return r

@@ -109,3 +109,22 @@ func TestCompletionRefusesUnsafeWords(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintableEscapesControlAndFormat: a name from outside (a mistyped
+// subcommand, a value from Consul) can neither drive the terminal nor
+// reorder the line with a bidirectional override, as in term.OneLine.
+func TestPrintableEscapesControlAndFormat(t *testing.T) {
+	for in, want := range map[string]string{
+		"scale":                  "scale",
+		"a\x1b[2Jb":              "a?[2Jb",
+		"line\nforged":           "line?forged",
+		"c1\u009bcsi":            "c1?csi",
+		"evil\u202etxt.exe":      "evil?txt.exe",
+		"zero\u200bwidth":        "zero?width",
+		"caf\u00e9 \u4e16\u754c": "caf\u00e9 \u4e16\u754c",
+	} {
+		if got := Printable(in); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,4 +1,8 @@
-package store
+// Package jsonvalue says what is wrong with a JSON value that did not
+// decode (a KV value, a grant file), in JSON's words for a person who
+// wrote it by hand: the field's path, what it holds and what belongs
+// there; never a Go type name, never the value itself.
+package jsonvalue
 
 import (
 	"encoding/json"
@@ -12,11 +16,12 @@ import (
 	"github.com/jiocloud/orchestrate/internal/yamlconf"
 )
 
-// jsonProblem says what is wrong with a JSON value that did not decode,
-// in the value's own terms: where (the field's JSON path), what it holds,
+// Problem says what is wrong with a JSON value that did not decode, in
+// the value's own terms: where (the field's JSON path), what it holds,
 // and what belongs there; never a Go type name, never the value itself
-// (it may be anything).
-func jsonProblem(err error) string {
+// (it may be anything). A decoder with DisallowUnknownFields names the
+// unknown field (quoted, so escaped).
+func Problem(err error) string {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	var pe *time.ParseError
@@ -26,17 +31,19 @@ func jsonProblem(err error) string {
 	case errors.As(err, &se):
 		return fmt.Sprintf("not JSON (at byte %d)", se.Offset)
 	case errors.As(err, &te) && te.Field == "":
-		return fmt.Sprintf("want %s, got %s", jsonNoun(te.Type), jsonValueNoun(te.Value))
+		return fmt.Sprintf("want %s, got %s", noun(te.Type), valueNoun(te.Value))
 	case errors.As(err, &te):
-		return fmt.Sprintf("field %s: want %s, got %s", te.Field, jsonNoun(te.Type), jsonValueNoun(te.Value))
+		return fmt.Sprintf("field %s: want %s, got %s", te.Field, noun(te.Type), valueNoun(te.Value))
 	case errors.As(err, &pe):
 		return "a time that is not RFC 3339 (as 2026-11-27T12:00:00Z)"
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return strings.TrimPrefix(err.Error(), "json: ")
 	}
 	return "not a value of the expected shape"
 }
 
-// jsonNoun says what a field of type t takes, in JSON's words.
-func jsonNoun(t reflect.Type) string {
+// noun says what a field of type t takes, in JSON's words.
+func noun(t reflect.Type) string {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -49,9 +56,9 @@ func jsonNoun(t reflect.Type) string {
 	return yamlconf.Noun(t)
 }
 
-// jsonValueNoun names the kind of JSON value json's errors report
+// valueNoun names the kind of JSON value json's errors report
 // ("number", "array", ...; a number out of range comes as "number 1e999").
-func jsonValueNoun(v string) string {
+func valueNoun(v string) string {
 	switch v {
 	case "array":
 		return "a list"

@@ -1,4 +1,4 @@
-package store
+package jsonvalue
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 
 // A value that does not decode is described in JSON's words, with its
 // field's path: never a Go type name, never the value's text.
-func TestJSONProblem(t *testing.T) {
+func TestProblem(t *testing.T) {
 	for _, tc := range []struct{ value, want string }{
 		{`{"roles": 3}`, "field roles: want a list, got a number"},
 		{`{"roles": [{"name": "web", "states": []}]}`, "field roles.states: want an object, got a list"},
@@ -27,9 +27,24 @@ func TestJSONProblem(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%s decoded", tc.value)
 		}
-		got := jsonProblem(err)
+		got := Problem(err)
 		if !strings.HasPrefix(got, tc.want) || strings.Contains(got, "reaperkv") || strings.Contains(got, "[]") || strings.Contains(got, "\x1b") {
-			t.Errorf("jsonProblem(%s) = %q, want %q", tc.value, got, tc.want)
+			t.Errorf("Problem(%s) = %q, want %q", tc.value, got, tc.want)
 		}
+	}
+}
+
+// A decoder that refuses unknown fields names the field, escaped, without
+// json's prefix.
+func TestProblemUnknownField(t *testing.T) {
+	dec := json.NewDecoder(strings.NewReader(`{"leader": "a", "tok\u001ben": 1}`))
+	dec.DisallowUnknownFields()
+	var st reaperkv.ReaperReport
+	err := dec.Decode(&st)
+	if err == nil {
+		t.Fatal("an unknown field decoded")
+	}
+	if got, want := Problem(err), `unknown field "tok\x1ben"`; got != want {
+		t.Errorf("Problem = %q, want %q", got, want)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/jiocloud/orchestrate/internal/fileutil"
+	"github.com/jiocloud/orchestrate/internal/jsonvalue"
 	"github.com/jiocloud/orchestrate/internal/store/schema"
 )
 
@@ -87,20 +88,11 @@ func ParseGrant(data []byte) (Grant, error) {
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&g); err != nil {
-		// A JSON error quotes at most a field name or a type, never a value.
-		var se *json.SyntaxError
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return Grant{}, errors.New("not JSON (it ends early)")
-		}
-		if errors.As(err, &se) {
-			return Grant{}, fmt.Errorf("not JSON (at byte %d)", se.Offset)
-		}
+		// A JSON error quotes at most a field name, never a value.
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return Grant{}, fmt.Errorf("%s is %s, not %s", te.Field, te.Value, te.Type)
-		}
-		if strings.HasPrefix(err.Error(), "json: unknown field") {
-			return Grant{}, errors.New(strings.TrimPrefix(err.Error(), "json: "))
+		var se *json.SyntaxError
+		if errors.As(err, &te) || errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) || strings.HasPrefix(err.Error(), "json: unknown field") {
+			return Grant{}, errors.New(jsonvalue.Problem(err))
 		}
 		return Grant{}, errors.New("not a grant: want {container_url, prefix, expires, signature}")
 	}

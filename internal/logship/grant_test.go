@@ -19,7 +19,7 @@ func TestParseGrant(t *testing.T) {
 	for _, tc := range []struct{ name, json, want string }{
 		{"not JSON", `{"container_url":`, "not JSON"},
 		{"unknown field", `{"container_url":"x","token":"` + sig + `"}`, `unknown field "token"`},
-		{"wrong type", `{"prefix":12}`, "prefix is number"},
+		{"wrong type", `{"prefix":12}`, "field prefix: want a string, got a number"},
 		{"expiry not a time", `{"expires":12}`, "not a grant"},
 		{"ftp URL", strings.Replace(good, "https://", "ftp://", 1), "want an http or https URL"},
 		{"no container", strings.Replace(good, "/v1/AUTH_ops/logs", "/v1/AUTH_ops", 1), "/v1/<account>/<container>"},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/jiocloud/orchestrate/internal/jsonvalue"
 	"github.com/jiocloud/orchestrate/internal/store/reaperkv"
 )
 
@@ -21,7 +22,7 @@ func (s *Store) ReaperReport(ctx context.Context) (*reaperkv.ReaperReport, error
 	}
 	var st reaperkv.ReaperReport
 	if err := json.Unmarshal(p.Value, &st); err != nil {
-		return nil, &InputError{Err: fmt.Errorf("%s holds a value the reaper did not write: %s", key, jsonProblem(err))}
+		return nil, &InputError{Err: fmt.Errorf("%s holds a value the reaper did not write: %s", key, jsonvalue.Problem(err))}
 	}
 	return &st, nil
 }
