@@ -131,13 +131,12 @@ func benchCatalog(b *testing.B, benchServices int) {
 					b.Fatal(err)
 				}
 				conns := countProcConns(cmd.Process.Pid, def.Ports.HTTP)
+				hwm := sampleHWM(cmd.Process.Pid)
 				err := cmd.Wait()
 				peakConns = max(peakConns, conns.stop())
+				maxRSS = max(maxRSS, hwm.stop())
 				if err != nil {
 					b.Fatalf("%v: %v\n%s", args, err, stderr.String())
-				}
-				if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > maxRSS {
-					maxRSS = ru.Maxrss
 				}
 				data, err := os.ReadFile(out)
 				if err != nil {
@@ -309,6 +308,7 @@ func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []str
 		b.Fatalf("the watch left the feed during the changes:\n%s", stderr.String())
 	}
 	read := proxy.fromAgent.Load() - read0
+	peakRSS := vmHWM(cmd.Process.Pid)
 	stop()
 	if msg := proxy.problem(); msg != "" {
 		b.Fatalf("the figures went through a failing proxy: %s", msg)
@@ -322,8 +322,8 @@ func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []str
 	p99 := lat[(len(lat)*99+99)/100-1]
 	b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MiB")
+	if peakRSS > 0 {
+		b.ReportMetric(float64(peakRSS)/1024, "peak-RSS-MiB")
 	}
 }
 
