@@ -132,14 +132,15 @@ bin/consul-template:
 	GOBIN=$(CURDIR)/bin $(GO) install github.com/hashicorp/consul-template@v0.41.1
 
 ## bench-hiera: hiera-services beside the consul-template binary on real
-## dev agents holding 1,000 services x 5 instances, hiera-services on one with
-## Consul's default limits: once-mode render (process start to file written)
-## with peak RSS and connections, and in watch mode the latency from one
-## registration, and from one check change, to the file holding it, with the
-## connections held and the bytes the agent sent per change; then a server and
-## eight default client agents, hiera-services --watch on each, under a trickle
-## of check changes: CPU of each part and bytes per change per node. About 5
-## minutes.
+## dev agents holding 1,000, then 5,000 services x 5 instances, hiera-services
+## on agents with Consul's default limits (alone, and following the catalog
+## change feed): once-mode render (process start to file written) with peak
+## RSS and connections, and in watch mode the latency from one registration,
+## and from one check change, to the file holding it, with the connections held
+## and the bytes the agent sent per change; then a server and eight default
+## client agents, hiera-services --watch on each, under a trickle of check
+## changes: CPU of each part and bytes per change per node. About 20 minutes
+## (consul-template's once mode at 5,000 services alone takes 12).
 .PHONY: bench-hiera
 bench-hiera: consul bin/consul-template
 	$(GO) test -run '^$$' -bench Catalog1000x5 -benchtime 5x -timeout 30m ./hiera
@@ -182,6 +183,8 @@ LAB_DIR ?= /var/tmp/orchestrate-lab
 lab-image: consul test-deps
 	LAB_DIR='$(LAB_DIR)' NFPM='$(NFPM)' $(GO) run ./lab/cmd/labimage
 
+## bench: every benchmark above in one table (cmd/benchtable): about 50
+## minutes on 2 cores with nothing else running (docs/performance.md).
 .PHONY: bench
 bench: consul bin/consul-template
 	$(GO) run ./cmd/benchtable
