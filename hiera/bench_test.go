@@ -119,7 +119,7 @@ func benchCatalog(b *testing.B, benchServices int) {
 			continue // once mode reads the catalog, not the feed
 		}
 		b.Run("once/"+tool.name, func(b *testing.B) {
-			var maxRSS int64
+			var maxRSS int
 			var size, peakConns int
 			for i := 0; i < b.N; i++ {
 				out := filepath.Join(b.TempDir(), "services.yaml")
@@ -131,7 +131,9 @@ func benchCatalog(b *testing.B, benchServices int) {
 					b.Fatal(err)
 				}
 				conns := countProcConns(cmd.Process.Pid, def.Ports.HTTP)
-				hwm := sampleHWM(cmd.Process.Pid)
+				// The process's peak: VmHWM, read every millisecond
+				// until it exits (less what it grew in its last one).
+				hwm := samplePeak(func() int { return vmHWM(cmd.Process.Pid) })
 				err := cmd.Wait()
 				peakConns = max(peakConns, conns.stop())
 				maxRSS = max(maxRSS, hwm.stop())

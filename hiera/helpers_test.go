@@ -150,54 +150,62 @@ func logQuote(s string) string {
 	return strings.TrimPrefix(out, "v=")
 }
 
-// connCounter samples a process's connections to the agent every
-// millisecond until stop, and keeps the peak.
-type connCounter struct {
+// peakSampler calls read every millisecond until stop, and keeps the
+// largest reading.
+type peakSampler struct {
 	stopCh chan struct{}
 	done   chan int
 }
 
-// stop ends sampling and returns the peak.
-func (c *connCounter) stop() int {
-	close(c.stopCh)
-	return <-c.done
-}
-
-// countProcConns is countConns for the connections process pid holds: its
-// socket descriptors, matched by inode in /proc/net/tcp.
-func countProcConns(pid, port int) *connCounter {
-	c := &connCounter{stopCh: make(chan struct{}), done: make(chan int, 1)}
-	remote := fmt.Sprintf("0100007F:%04X", port)
+func samplePeak(read func() int) *peakSampler {
+	p := &peakSampler{stopCh: make(chan struct{}), done: make(chan int, 1)}
 	go func() {
 		peak := 0
 		for {
-			mine := map[string]bool{}
-			fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-			for _, fd := range fds {
-				link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
-				if ino, ok := strings.CutPrefix(link, "socket:["); ok && err == nil {
-					mine[strings.TrimSuffix(ino, "]")] = true
-				}
-			}
-			if data, err := os.ReadFile("/proc/net/tcp"); err == nil && len(mine) > 0 {
-				n := 0
-				for _, line := range strings.Split(string(data), "\n") {
-					// sl local remote st ... inode (field 9)
-					if f := strings.Fields(line); len(f) > 9 && f[2] == remote && f[3] == "01" && mine[f[9]] {
-						n++
-					}
-				}
-				peak = max(peak, n)
-			}
+			peak = max(peak, read())
 			select {
-			case <-c.stopCh:
-				c.done <- peak
+			case <-p.stopCh:
+				p.done <- peak
 				return
 			case <-time.After(time.Millisecond):
 			}
 		}
 	}()
-	return c
+	return p
+}
+
+// stop ends sampling and returns the peak.
+func (p *peakSampler) stop() int {
+	close(p.stopCh)
+	return <-p.done
+}
+
+// countProcConns samples the connections process pid holds to the agent
+// on port: its socket descriptors, matched by inode in /proc/net/tcp.
+func countProcConns(pid, port int) *peakSampler {
+	remote := fmt.Sprintf("0100007F:%04X", port)
+	return samplePeak(func() int {
+		mine := map[string]bool{}
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+			if ino, ok := strings.CutPrefix(link, "socket:["); ok && err == nil {
+				mine[strings.TrimSuffix(ino, "]")] = true
+			}
+		}
+		data, err := os.ReadFile("/proc/net/tcp")
+		if err != nil || len(mine) == 0 {
+			return 0
+		}
+		n := 0
+		for _, line := range strings.Split(string(data), "\n") {
+			// sl local remote st ... inode (field 9)
+			if f := strings.Fields(line); len(f) > 9 && f[2] == remote && f[3] == "01" && mine[f[9]] {
+				n++
+			}
+		}
+		return n
+	})
 }
 
 // watching is an in-process `hiera-services --watch` run.
@@ -432,47 +440,16 @@ func (c countingWriter) Write(b []byte) (int, error) {
 // starts a child sharing its memory (CLONE_VM) and Linux carries that
 // memory's peak, the test process's own, into the child's at exec (every
 // tool read 57.34 MiB in one run, the test process's figure).
-func vmHWM(pid int) int64 {
+func vmHWM(pid int) int {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 			return n
 		}
 	}
 	return 0
-}
-
-// hwmSampler reads vmHWM every millisecond until stop, for a process that
-// exits by itself, and keeps the last reading (the peak, less what it grew
-// in its last millisecond).
-type hwmSampler struct {
-	stopCh chan struct{}
-	done   chan int64
-}
-
-func sampleHWM(pid int) *hwmSampler {
-	h := &hwmSampler{stopCh: make(chan struct{}), done: make(chan int64, 1)}
-	go func() {
-		var peak int64
-		for {
-			peak = max(peak, vmHWM(pid))
-			select {
-			case <-h.stopCh:
-				h.done <- peak
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
-	return h
-}
-
-// stop ends sampling and returns the peak in KiB.
-func (h *hwmSampler) stop() int64 {
-	close(h.stopCh)
-	return <-h.done
 }
