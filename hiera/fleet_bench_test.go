@@ -357,7 +357,6 @@ func (f *fleet) measure(b *testing.B, tool fleetTool) {
 	if !settled {
 		b.ReportMetric(1, "idle-unsettled")
 	}
-	idleCPUs, idleSents = slices.Clone(idleCPUs), slices.Clone(idleSents)
 	sort.Float64s(idleCPUs)
 	sort.Float64s(idleSents)
 	idleCPU, idleSent := idleCPUs[2], idleSents[2]

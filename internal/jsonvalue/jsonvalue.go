@@ -21,7 +21,12 @@ import (
 // and what belongs there; never a Go type name, never the value itself
 // (it may be anything). A decoder with DisallowUnknownFields names the
 // unknown field (quoted, so escaped).
-func Problem(err error) string {
+func Problem(err error) string { return ProblemOr(err, "not a value of the expected shape") }
+
+// ProblemOr is Problem, saying otherwise for an error it cannot describe
+// (a type's own decoder refusing, as time.Time given a number): a caller
+// names the shape it wanted.
+func ProblemOr(err error, otherwise string) string {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	var pe *time.ParseError
@@ -39,7 +44,7 @@ func Problem(err error) string {
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return strings.TrimPrefix(err.Error(), "json: ")
 	}
-	return "not a value of the expected shape"
+	return otherwise
 }
 
 // noun says what a field of type t takes, in JSON's words.

@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"strconv"
@@ -89,12 +88,7 @@ func ParseGrant(data []byte) (Grant, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&g); err != nil {
 		// A JSON error quotes at most a field name, never a value.
-		var te *json.UnmarshalTypeError
-		var se *json.SyntaxError
-		if errors.As(err, &te) || errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) || strings.HasPrefix(err.Error(), "json: unknown field") {
-			return Grant{}, errors.New(jsonvalue.Problem(err))
-		}
-		return Grant{}, errors.New("not a grant: want {container_url, prefix, expires, signature}")
+		return Grant{}, errors.New(jsonvalue.ProblemOr(err, "not a grant: want {container_url, prefix, expires, signature}"))
 	}
 	return g, g.Validate()
 }

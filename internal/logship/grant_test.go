@@ -21,6 +21,7 @@ func TestParseGrant(t *testing.T) {
 		{"unknown field", `{"container_url":"x","token":"` + sig + `"}`, `unknown field "token"`},
 		{"wrong type", `{"prefix":12}`, "field prefix: want a string, got a number"},
 		{"expiry not a time", `{"expires":12}`, "not a grant"},
+		{"expiry not RFC 3339", `{"expires":"tomorrow"}`, "a time that is not RFC 3339"},
 		{"ftp URL", strings.Replace(good, "https://", "ftp://", 1), "want an http or https URL"},
 		{"no container", strings.Replace(good, "/v1/AUTH_ops/logs", "/v1/AUTH_ops", 1), "/v1/<account>/<container>"},
 		{"object path", strings.Replace(good, "/logs", "/logs/x", 1), "/v1/<account>/<container>"},
