@@ -136,7 +136,11 @@ func benchCatalog(b *testing.B, benchServices int) {
 				hwm := samplePeak(func() int { return vmHWM(cmd.Process.Pid) })
 				err := cmd.Wait()
 				peakConns = max(peakConns, conns.stop())
-				maxRSS = max(maxRSS, hwm.stop())
+				rss := hwm.stop()
+				if rss == 0 && err == nil {
+					b.Fatalf("%v exited before its memory could be read: no peak RSS to report", args)
+				}
+				maxRSS = max(maxRSS, rss)
 				if err != nil {
 					b.Fatalf("%v: %v\n%s", args, err, stderr.String())
 				}
@@ -324,9 +328,10 @@ func benchWatch(b *testing.B, a *consultest.Agent, argv func(string, bool) []str
 	p99 := lat[(len(lat)*99+99)/100-1]
 	b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
-	if peakRSS > 0 {
-		b.ReportMetric(float64(peakRSS)/1024, "peak-RSS-MiB")
+	if peakRSS == 0 {
+		b.Fatalf("%s had exited before the changes ended: no peak RSS to report\n%s", args[0], tail(stderr.String(), 2000))
 	}
+	b.ReportMetric(float64(peakRSS)/1024, "peak-RSS-MiB")
 }
 
 // benchChanges numbers the instances benchWatch adds, across runs.
